@@ -1,0 +1,78 @@
+// mlstudio: the command line. `mlstudio --run P.mls` trains headless; `graph`, `runs`
+// inspect projects and the experiment database.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "app/commands.h"
+#include "engine/core/op.h"
+#include "engine/cpu/cpu_backend.h"
+
+namespace {
+
+void add_project_overrides(CLI::App& c, mls::app::ProjectOptions& p) {
+  c.add_option("--epochs", p.epochs, "Override the project's number of epochs");
+  c.add_option("--batch-size", p.batch_size, "Override the training batch size");
+  c.add_option("--lr", p.lr, "Override the learning rate");
+  c.add_option("--seed", p.seed, "Override the seed (initialisation and shuffling)");
+  c.add_option("--device", p.device, "cpu (vulkan and cuda: not in this build yet)");
+  c.add_option("--mode", p.mode, "static (compiled graph) or eager (define-by-run)");
+  c.add_option("--limit", p.limit, "Train on the first N training samples only");
+  c.add_option("--test-limit", p.test_limit, "Evaluate on the first N test samples only");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mlstudio " MLSTUDIO_VERSION
+               " - build, train and inspect neural networks.\n"
+               "Train a project headless:  mlstudio --run resources/examples/fashion-mnist-mlp.mls"};
+  app.set_version_flag("--version", "mlstudio " MLSTUDIO_VERSION);
+  app.require_subcommand(0, 1);
+
+  mls::app::RunOptions run;
+  std::string run_path;
+  int threads = 0;
+  auto* run_opt = app.add_option("--run", run_path, "Train the project P.mls headless")->check(CLI::ExistingFile);
+  add_project_overrides(app, run.project);
+  app.add_option("--db", run.db, "The run database (SQLite)")->capture_default_str();
+  app.add_flag("--json", run.json, "End with one JSON line of results on stdout");
+  app.add_flag("--quiet,-q", run.quiet, "No progress output");
+  app.add_option("--threads", threads, "CPU threads (default: all cores)");
+
+  mls::app::GraphOptions graph;
+  auto* graph_cmd = app.add_subcommand("graph", "Print a project's engine IR");
+  graph_cmd->add_option("project", graph.project.path, "The project (.mls)")->required()->check(CLI::ExistingFile);
+  graph_cmd->add_flag("--ir", graph.ir, "The forward graph in SSA text form (the default)");
+  graph_cmd->add_flag("--backward", graph.backward, "Append the backward graph (gradients of every parameter)");
+  graph_cmd->add_flag("--plan", graph.plan, "The compiled training step: schedule and memory plan");
+  graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)");
+
+  mls::app::RunsOptions runs;
+  auto* runs_cmd = app.add_subcommand("runs", "Read the experiment database");
+  runs_cmd->require_subcommand(1);
+  auto* runs_list = runs_cmd->add_subcommand("list", "One line per run");
+  auto* runs_show = runs_cmd->add_subcommand("show", "A run's params and metrics (last, min, max)");
+  runs_show->add_option("id", runs.run_id, "Run id")->required();
+  for (auto* c : {runs_list, runs_show}) {
+    c->add_option("--db", runs.db, "The run database (SQLite)")->capture_default_str();
+    c->add_flag("--json", runs.json, "JSON output");
+  }
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (threads > 0) mls::cpu::set_default_threads(threads);
+  mls::engine_init();
+
+  if (*graph_cmd) return mls::app::graph_command(graph);
+  if (*runs_cmd) {
+    runs.action = *runs_list ? "list" : "show";
+    return mls::app::runs_command(runs);
+  }
+  if (*run_opt) {
+    run.project.path = run_path;
+    return mls::app::run_command(run);
+  }
+  // The GUI is not part of this build yet: say so, and show what the CLI does.
+  std::fputs(app.help().c_str(), stdout);
+  return 0;
+}

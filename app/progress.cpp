@@ -1,0 +1,42 @@
+#include "app/progress.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace mls::app {
+
+std::string format_duration(double s) {
+  char buf[32];
+  if (s < 10) std::snprintf(buf, sizeof buf, "%.1fs", s);
+  else if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
+  return buf;
+}
+
+void Progress::update(const ProgressInfo& p) {
+  auto now = std::chrono::steady_clock::now();
+  if (p.epoch_done) {
+    std::fprintf(stderr, "%sepoch %lld/%lld  loss %.4f  %.0f samples/s  %lld steps\n", interactive_ ? "\r\033[K" : "",
+                 static_cast<long long>(p.epoch), static_cast<long long>(p.epochs), p.loss, p.samples_per_s,
+                 static_cast<long long>(p.batches));
+    std::fflush(stderr);
+    return;
+  }
+  if (!interactive_) return;
+  // Redrawing more than ~10 times a second only costs time.
+  if (now - last_ < std::chrono::milliseconds(100) && p.batch != p.batches) return;
+  last_ = now;
+  const int width = 24;
+  int filled = static_cast<int>(std::lround(width * static_cast<double>(p.batch) / std::max<int64_t>(p.batches, 1)));
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.append(static_cast<size_t>(width - filled), '.');
+  std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+               static_cast<long long>(p.epoch), static_cast<long long>(p.epochs), bar.c_str(),
+               static_cast<long long>(p.batch), static_cast<long long>(p.batches), p.loss, p.samples_per_s,
+               format_duration(p.eta_s).c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace mls::app

@@ -1,0 +1,27 @@
+// The live progress line of a training run, written to stderr so that stdout stays
+// machine-readable (--json). On a terminal it redraws one line; elsewhere it prints one
+// line per epoch.
+//
+//   Progress bar(/*interactive=*/isatty(2));
+//   trainer.fit(train, &test, &store, [&](const ProgressInfo& p) { bar.update(p); });
+#pragma once
+
+#include <chrono>
+
+#include "engine/train/trainer.h"
+
+namespace mls::app {
+
+class Progress {
+ public:
+  explicit Progress(bool interactive) : interactive_(interactive) {}
+  void update(const ProgressInfo& p);
+
+ private:
+  bool interactive_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+std::string format_duration(double seconds);  // "2m05s", "41s", "0.8s"
+
+}  // namespace mls::app

@@ -1,0 +1,89 @@
+// `mlstudio runs list|show`: read the experiment database.
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "store/run_store.h"
+
+namespace mls::app {
+
+namespace {
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "mlstudio: %s\n", msg.c_str());
+  return 1;
+}
+
+nlohmann::json run_json(const store::RunInfo& r) {
+  return {{"id", r.id},           {"name", r.name},     {"status", r.status}, {"started", r.started},
+          {"ended", r.ended},     {"device", r.device}, {"seed", r.seed},     {"project_path", r.project_path},
+          {"project_hash", r.project_hash}};
+}
+
+}  // namespace
+
+int runs_command(const RunsOptions& o) {
+  if (!std::filesystem::exists(o.db))
+    return fail(o.db + ": no run database here (train with `mlstudio --run P.mls --db " + o.db + "` first)");
+  auto st = store::RunStore::open(o.db);
+  if (!st) return fail(st.error().message);
+  store::RunStore& s = **st;
+  if (o.action == "list") {
+    auto runs = s.list_runs();
+    if (!runs) return fail(runs.error().message);
+    if (o.json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& r : *runs) arr.push_back(run_json(r));
+      std::printf("%s\n", arr.dump().c_str());
+      return 0;
+    }
+    std::printf("%-5s %-12s %-21s %-8s %-10s %s\n", "id", "status", "started", "device", "test_acc", "name");
+    for (const auto& r : *runs) {
+      auto acc = s.metrics(r.id, "test/accuracy");
+      std::string a = acc && !acc->empty() ? std::to_string(acc->back().value).substr(0, 6) : "-";
+      std::printf("%-5lld %-12s %-21s %-8s %-10s %s\n", static_cast<long long>(r.id), r.status.c_str(),
+                  r.started.c_str(), r.device.c_str(), a.c_str(), r.name.c_str());
+    }
+    return 0;
+  }
+  auto r = s.get_run(o.run_id);
+  if (!r) return fail(r.error().message);
+  auto params = s.params(o.run_id);
+  auto keys = s.metric_keys(o.run_id);
+  if (!params) return fail(params.error().message);
+  if (!keys) return fail(keys.error().message);
+  nlohmann::json j = run_json(*r);
+  for (const auto& [k, v] : *params) j["params"][k] = v;
+  for (const std::string& k : *keys) {
+    auto m = s.metrics(o.run_id, k);
+    if (!m) return fail(m.error().message);
+    if (m->empty()) continue;
+    double mn = m->front().value, mx = mn;
+    for (const auto& pt : *m) {
+      mn = std::min(mn, pt.value);
+      mx = std::max(mx, pt.value);
+    }
+    j["metrics"][k] = {{"last", m->back().value}, {"last_step", m->back().step}, {"min", mn}, {"max", mx},
+                       {"count", m->size()}};
+  }
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("run %lld  %s  (%s)\n", static_cast<long long>(r->id), r->name.c_str(), r->status.c_str());
+  std::printf("  project  %s  [%s]\n  started  %s\n  ended    %s\n  device   %s   seed %llu\n",
+              r->project_path.c_str(), r->project_hash.c_str(), r->started.c_str(), r->ended.c_str(),
+              r->device.c_str(), static_cast<unsigned long long>(r->seed));
+  std::printf("  params\n");
+  for (const auto& [k, v] : *params) std::printf("    %-16s %s\n", k.c_str(), v.c_str());
+  std::printf("  metrics %-22s %12s %12s %12s %8s\n", "", "last", "min", "max", "points");
+  if (j.contains("metrics"))
+    for (auto& [k, v] : j["metrics"].items())
+      std::printf("    %-28s %12.6g %12.6g %12.6g %8zu\n", k.c_str(), v["last"].get<double>(), v["min"].get<double>(),
+                  v["max"].get<double>(), v["count"].get<size_t>());
+  return 0;
+}
+
+}  // namespace mls::app

@@ -1,0 +1,197 @@
+#include "datasets/idx.h"
+
+#define ZLIB_CONST  // makes z_stream::next_in const, so no const_cast is needed
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <system_error>
+
+namespace mls::data {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+Error file_error(const std::string& path, const std::string& what) {
+  return make_error(path + ": " + what);
+}
+
+std::string hex_byte(uint8_t b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02x", b);
+  return buf;
+}
+
+Result<Bytes> read_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return file_error(path, "cannot access: " + ec.message());
+  if (!fs::exists(st)) return file_error(path, "file not found");
+  if (fs::is_directory(st)) return file_error(path, "is a directory, not an IDX file");
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) return file_error(path, "cannot read size: " + ec.message());
+
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return file_error(path, std::string("cannot open: ") + std::strerror(errno));
+  Bytes bytes(static_cast<size_t>(size));
+  if (std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
+    return file_error(path, "read failed (file changed while reading?)");
+  return bytes;
+}
+
+// The gzip trailer stores the uncompressed size mod 2^32. A corrupt trailer must not make
+// us allocate gigabytes, so the hint is capped at deflate's best possible ratio (~1032:1).
+size_t gzip_size_hint(const Bytes& in) {
+  constexpr size_t kMin = size_t{1} << 16;
+  if (in.size() < 18) return kMin;
+  const uint8_t* t = in.data() + in.size() - 4;
+  const size_t isize = size_t{t[0]} | size_t{t[1]} << 8 | size_t{t[2]} << 16 | size_t{t[3]} << 24;
+  return std::clamp(isize, kMin, std::max(kMin, in.size() * 1032));
+}
+
+struct InflateStream {
+  z_stream zs{};
+  bool live = false;
+  ~InflateStream() {
+    if (live) inflateEnd(&zs);
+  }
+};
+
+bool is_gzip(const Bytes& b, size_t at) {
+  return b.size() - at >= 2 && b[at] == 0x1f && b[at + 1] == 0x8b;
+}
+
+Result<Bytes> gunzip(const std::string& path, const Bytes& in) {
+  InflateStream s;
+  if (inflateInit2(&s.zs, 15 + 16) != Z_OK)  // 15 + 16: gzip wrapper, largest window
+    return file_error(path, "cannot initialise zlib");
+  s.live = true;
+
+  // zlib counts in 32-bit uInt, so large buffers are fed in chunks.
+  constexpr size_t kChunk = size_t{1} << 30;
+  Bytes out(gzip_size_hint(in));
+  size_t consumed = 0, produced = 0;
+  for (;;) {
+    if (produced == out.size()) out.resize(out.size() * 2);
+    const size_t in_chunk = std::min(in.size() - consumed, kChunk);
+    const size_t out_chunk = std::min(out.size() - produced, kChunk);
+    s.zs.next_in = in.data() + consumed;
+    s.zs.avail_in = static_cast<uInt>(in_chunk);
+    s.zs.next_out = out.data() + produced;
+    s.zs.avail_out = static_cast<uInt>(out_chunk);
+    const int ret = inflate(&s.zs, Z_NO_FLUSH);
+    consumed += in_chunk - s.zs.avail_in;
+    produced += out_chunk - s.zs.avail_out;
+
+    if (ret == Z_STREAM_END) {
+      if (consumed == in.size()) break;
+      // gzip allows concatenated members (e.g. from `cat a.gz b.gz`).
+      if (is_gzip(in, consumed)) {
+        inflateReset(&s.zs);
+        continue;
+      }
+      return file_error(path, std::to_string(in.size() - consumed) +
+                                  " bytes of trailing garbage after the gzip stream");
+    }
+    if (ret == Z_OK) continue;
+    if (ret == Z_BUF_ERROR && consumed == in.size())
+      return file_error(path, "truncated gzip stream: it ends after " + std::to_string(produced) +
+                                  " decompressed bytes");
+    if (ret == Z_MEM_ERROR) return file_error(path, "out of memory while decompressing");
+    const char* why = s.zs.msg ? s.zs.msg : "no progress";
+    return file_error(path, std::string("corrupt gzip stream: ") + why);
+  }
+  out.resize(produced);
+  return out;
+}
+
+const char* type_name(uint8_t code) {
+  switch (code) {
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0b:
+      return "int16";
+    case 0x0c:
+      return "int32";
+    case 0x0d:
+      return "float32";
+    case 0x0e:
+      return "float64";
+    default:
+      return "not an IDX type";
+  }
+}
+
+uint32_t read_be32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
+}
+
+// Takes the bytes by value so the header can be stripped in place: the data is the bulk
+// of the file, and copying 47 MB of Fashion-MNIST pixels would be wasted time.
+Result<IdxArray> parse_idx(const std::string& path, Bytes bytes) {
+  if (bytes.size() < 4)
+    return file_error(
+        path, "truncated header: expected at least 4 bytes, found " + std::to_string(bytes.size()));
+  if (bytes[0] != 0 || bytes[1] != 0)
+    return file_error(path, "bad magic " + hex_byte(bytes[0]) + " " + hex_byte(bytes[1]) +
+                                ": not an IDX file (its first two bytes must be zero)");
+  const uint8_t type = bytes[2];
+  if (type != 0x08)
+    return file_error(path, "unsupported element type " + hex_byte(type) + " (" + type_name(type) +
+                                "); only 0x08 (unsigned byte) is supported");
+  const int ndims = bytes[3];
+  if (ndims < 1 || ndims > 4)
+    return file_error(path,
+                      "number of dimensions " + std::to_string(ndims) + " is out of range 1..4");
+  const size_t header = 4 + 4 * static_cast<size_t>(ndims);
+  if (bytes.size() < header)
+    return file_error(path, "truncated header: expected " + std::to_string(header) +
+                                " bytes, found " + std::to_string(bytes.size()));
+
+  IdxArray a;
+  uint64_t expected = 1;
+  for (int i = 0; i < ndims; ++i) {
+    const uint32_t d = read_be32(bytes.data() + 4 + 4 * i);
+    if (d == 0) return file_error(path, "dimension " + std::to_string(i) + " is zero");
+    if (expected > std::numeric_limits<uint64_t>::max() / d)
+      return file_error(path, "dimensions are too large");
+    expected *= d;
+    a.dims.push_back(d);
+  }
+
+  const uint64_t found = bytes.size() - header;
+  if (found < expected)
+    return file_error(path, "truncated: expected " + std::to_string(expected) +
+                                " bytes of data, found " + std::to_string(found));
+  if (found > expected)
+    return file_error(path, "trailing data: expected " + std::to_string(expected) +
+                                " bytes of data, found " + std::to_string(found) + " (" +
+                                std::to_string(found - expected) + " extra)");
+  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(header));
+  a.data = std::move(bytes);
+  return a;
+}
+
+}  // namespace
+
+Result<IdxArray> read_idx(const std::string& path) {
+  Result<Bytes> raw = read_file(path);
+  if (!raw) return raw.error();
+  if (!is_gzip(*raw, 0)) return parse_idx(path, std::move(*raw));
+  Result<Bytes> plain = gunzip(path, *raw);
+  if (!plain) return plain.error();
+  raw->clear();
+  raw->shrink_to_fit();  // free the compressed copy before parsing
+  return parse_idx(path, std::move(*plain));
+}
+
+}  // namespace mls::data

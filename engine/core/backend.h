@@ -1,0 +1,96 @@
+// The backend interface: one per device kind (CPU always; Vulkan, CUDA later).
+//
+//   Backend& cpu = cpu_backend();                          // from engine/cpu
+//   auto buf = cpu.allocate(1024, AllocTag::Activation);   // tagged, counted
+//   cpu.copy_to_device(*buf, 0, host_data, 1024);          // explicit copies in and out
+//   cpu.launch(kernel, call);                              // asynchronous where the device is
+//   cpu.synchronize();                                     // the synchronisation point
+//
+// Nothing above this interface may assume that device memory has a host address: code
+// that needs the bytes copies them out. Kernels of a backend see their own buffers'
+// native handles. The layering follows ggml: backend (device) -> buffer type -> buffer.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "engine/core/dtype.h"
+#include "engine/core/memory.h"
+
+namespace mls {
+
+class Backend;
+class Tensor;
+class Attrs;
+
+enum class DeviceKind : uint8_t { CPU, Vulkan, CUDA };
+inline constexpr int kNumDeviceKinds = 3;
+std::string_view device_kind_name(DeviceKind k);
+
+// A block of device memory. Freed (and reported to the tracker) by its destructor.
+class Buffer {
+ public:
+  Buffer(Backend& backend, size_t bytes, AllocTag tag) : backend_(backend), size_(bytes), tag_(tag) {}
+  virtual ~Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  size_t size() const { return size_; }
+  AllocTag tag() const { return tag_; }
+  Backend& backend() const { return backend_; }
+  // The host address of the memory, or nullptr where the host cannot address it.
+  virtual void* host_ptr() const = 0;
+  // The backend's own handle (a pointer, a VkBuffer, a CUdeviceptr) for its kernels.
+  virtual void* native_handle() const = 0;
+
+ private:
+  Backend& backend_;
+  size_t size_;
+  AllocTag tag_;
+};
+
+// How a backend allocates (device-local, host-visible, ...).
+class BufferType {
+ public:
+  virtual ~BufferType() = default;
+  virtual std::string_view name() const = 0;
+  virtual size_t alignment() const = 0;
+  virtual bool host_accessible() const = 0;
+  virtual std::unique_ptr<Buffer> allocate(size_t bytes, AllocTag tag) = 0;
+};
+
+// One kernel invocation: the op's attributes, its inputs and outputs as strided views.
+struct KernelCall {
+  const Attrs& attrs;
+  std::span<const Tensor* const> inputs;
+  std::span<Tensor* const> outputs;
+  Backend& backend;
+};
+using KernelFn = void (*)(const KernelCall& call);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual DeviceKind kind() const = 0;
+  virtual BufferType& default_buffer_type() = 0;
+  std::shared_ptr<Buffer> allocate(size_t bytes, AllocTag tag) {
+    return std::shared_ptr<Buffer>(default_buffer_type().allocate(bytes, tag));
+  }
+  virtual void copy_to_device(Buffer& dst, size_t dst_offset, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(const Buffer& src, size_t src_offset, void* dst, size_t bytes) = 0;
+  virtual void copy_device(const Buffer& src, size_t src_offset, Buffer& dst, size_t dst_offset,
+                           size_t bytes) = 0;
+  // Submits a kernel. Devices with queues return at once; the CPU runs it before returning.
+  virtual void launch(KernelFn fn, const KernelCall& call) = 0;
+  virtual void synchronize() = 0;
+  // Threads the backend's kernels may use (CPU) or 1.
+  virtual int num_threads() const { return 1; }
+  MemoryTracker& memory() { return memory_; }
+
+ private:
+  MemoryTracker memory_;
+};
+
+}  // namespace mls

@@ -1,0 +1,135 @@
+// Ops are declared once: name, attributes, type inference, reverse-mode rule written with
+// other ops, forward-mode rule, a float64 reference (what the conformance suite checks
+// every kernel against) and sample cases; kernels per (device, dtype) register apart.
+//
+//   OpDef& d = reg.define({.name = "exp", .num_inputs = 1, .infer = infer_same,
+//                          .vjp = [](const GradContext& c) { return Refs{mul(c.e, c.gout(0), c.out(0))}; },
+//                          ...});
+//   reg.register_kernel("exp", DeviceKind::CPU, DType::F32, cpu_exp_f32);
+//   const OpDef* op = reg.find("exp");
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/attrs.h"
+#include "engine/core/backend.h"
+#include "engine/core/result.h"
+#include "engine/ir/value.h"
+
+namespace mls {
+
+class Emitter;
+using Refs = std::vector<Ref>;
+
+// What a reverse-mode rule sees: the forward node and the gradients of its outputs.
+struct GradContext {
+  Emitter& e;
+  std::span<const Ref> inputs;
+  std::span<const Ref> outputs;
+  std::span<const Ref> grad_outputs;  // an invalid Ref: no gradient reaches that output
+  const Attrs& attrs;
+  uint64_t needs_mask = ~uint64_t{0};  // bit i: input i needs a gradient (rules may skip others)
+  Ref in(size_t i) const { return inputs[i]; }
+  Ref out(size_t i) const { return outputs[i]; }
+  Ref gout(size_t i) const { return grad_outputs[i]; }
+  bool needs(size_t i) const { return (needs_mask >> i) & 1; }
+};
+
+// What a forward-mode rule sees: the forward node and the tangents of its inputs.
+struct JvpContext {
+  Emitter& e;
+  std::span<const Ref> inputs;
+  std::span<const Ref> outputs;
+  std::span<const Ref> tangents;  // an invalid Ref: that input's tangent is zero
+  const Attrs& attrs;
+  Ref in(size_t i) const { return inputs[i]; }
+  Ref out(size_t i) const { return outputs[i]; }
+  Ref tan(size_t i) const { return tangents[i]; }
+};
+
+// A dense float64 array for reference implementations.
+struct RefArray {
+  Shape shape;
+  std::vector<double> v;
+};
+
+// A sample case for the conformance suite: input types, attributes, and how to draw inputs.
+struct OpSample {
+  std::vector<ValueType> inputs;
+  Attrs attrs;
+  // Integer inputs are drawn in [0, int_high); floats uniform in [lo, hi).
+  int64_t int_high = 4;
+  double lo = -1.0, hi = 1.0;
+  // Floats closer than this to zero are pushed away (kinks break finite differences).
+  double min_abs = 0.0;
+  std::string note;
+};
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  bool required = true;
+};
+
+using InferFn = std::function<Result<std::vector<ValueType>>(std::span<const ValueType>, const Attrs&)>;
+using VjpFn = std::function<Refs(const GradContext&)>;  // one entry per input (invalid: none)
+using JvpFn = std::function<Refs(const JvpContext&)>;   // one entry per output
+using ReferenceFn = std::function<std::vector<RefArray>(std::span<const RefArray>, const Attrs&)>;
+
+enum class OpKind : uint8_t {
+  Compute,  // differentiable (or piecewise so): must have vjp and jvp
+  NonDiff,  // integer or discrete output (argmax, one_hot, fill): no gradient by nature
+  Update,   // mutates its inputs in place (optimizer steps); checked by value only
+};
+
+struct OpDef {
+  std::string name;
+  int num_inputs = 1;  // -1: variadic
+  int num_outputs = 1;
+  std::vector<AttrSpec> attrs;
+  InferFn infer;
+  VjpFn vjp;
+  JvpFn jvp;
+  ReferenceFn reference;
+  std::function<std::vector<OpSample>()> samples;
+  OpKind kind = OpKind::Compute;
+  bool view = false;  // output 0 is a view of input 0 (reshape): executors alias, no copy
+  // Inputs an Update op writes (their indices).
+  std::vector<int> mutated_inputs;
+  std::string doc;
+
+  // Kernels, by device and by the dtype of input 0 (or of output 0 for ops without inputs).
+  std::array<std::array<KernelFn, 8>, kNumDeviceKinds> kernels{};
+  KernelFn kernel(DeviceKind d, DType t) const {
+    return kernels[static_cast<size_t>(d)][static_cast<size_t>(t)];
+  }
+};
+
+class OpRegistry {
+ public:
+  OpDef& define(OpDef def);  // asserts the name is new
+  const OpDef* find(std::string_view name) const;
+  std::vector<const OpDef*> all() const;
+  void register_kernel(std::string_view op, DeviceKind device, DType dtype, KernelFn fn);
+  bool supports(std::string_view op, DeviceKind device, DType dtype) const;
+
+ private:
+  std::vector<std::unique_ptr<OpDef>> ops_;
+};
+
+// The process-wide registry. engine_init() fills it explicitly (ops and CPU kernels);
+// app/ and the tests call it once at start-up.
+OpRegistry& op_registry();
+void engine_init();
+
+// The dtype that selects an op's kernel.
+DType kernel_dtype(const OpDef& op, std::span<const ValueType> inputs,
+                   std::span<const ValueType> outputs);
+
+}  // namespace mls

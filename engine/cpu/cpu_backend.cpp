@@ -1,0 +1,91 @@
+#include "engine/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "engine/cpu/kernels.h"
+
+namespace mls::cpu {
+
+namespace {
+
+constexpr size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
+
+class CpuBuffer final : public Buffer {
+ public:
+  CpuBuffer(Backend& b, size_t bytes, AllocTag tag) : Buffer(b, bytes, tag) {
+    size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    ptr_ = std::aligned_alloc(kAlignment, rounded);
+    if (!ptr_) throw std::bad_alloc();
+    b.memory().on_alloc(tag, bytes);
+  }
+  ~CpuBuffer() override {
+    backend().memory().on_free(tag(), size());
+    std::free(ptr_);
+  }
+  void* host_ptr() const override { return ptr_; }
+  void* native_handle() const override { return ptr_; }
+
+ private:
+  void* ptr_;
+};
+
+class CpuBufferType final : public BufferType {
+ public:
+  explicit CpuBufferType(Backend& b) : backend_(b) {}
+  std::string_view name() const override { return "cpu-host"; }
+  size_t alignment() const override { return kAlignment; }
+  bool host_accessible() const override { return true; }
+  std::unique_ptr<Buffer> allocate(size_t bytes, AllocTag tag) override {
+    return std::make_unique<CpuBuffer>(backend_, bytes, tag);
+  }
+
+ private:
+  Backend& backend_;
+};
+
+int g_default_threads = 0;
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads)
+    : pool_(threads), buffer_type_(std::make_unique<CpuBufferType>(*this)) {}
+
+BufferType& CpuBackend::default_buffer_type() { return *buffer_type_; }
+
+void CpuBackend::copy_to_device(Buffer& dst, size_t dst_offset, const void* src, size_t bytes) {
+  MLS_CHECK(dst_offset + bytes <= dst.size(), "copy_to_device out of range");
+  std::memcpy(static_cast<char*>(dst.host_ptr()) + dst_offset, src, bytes);
+}
+
+void CpuBackend::copy_to_host(const Buffer& src, size_t src_offset, void* dst, size_t bytes) {
+  MLS_CHECK(src_offset + bytes <= src.size(), "copy_to_host out of range");
+  std::memcpy(dst, static_cast<const char*>(src.host_ptr()) + src_offset, bytes);
+}
+
+void CpuBackend::copy_device(const Buffer& src, size_t src_offset, Buffer& dst, size_t dst_offset,
+                             size_t bytes) {
+  MLS_CHECK(src_offset + bytes <= src.size() && dst_offset + bytes <= dst.size(),
+            "copy_device out of range");
+  std::memmove(static_cast<char*>(dst.host_ptr()) + dst_offset,
+               static_cast<const char*>(src.host_ptr()) + src_offset, bytes);
+}
+
+void set_default_threads(int threads) { g_default_threads = threads; }
+
+CpuBackend& backend() {
+  static CpuBackend b(g_default_threads > 0 ? g_default_threads
+                                            : std::max(1u, std::thread::hardware_concurrency()));
+  return b;
+}
+
+void register_kernels(OpRegistry& reg) {
+  register_elementwise_kernels(reg);
+  register_reduce_kernels(reg);
+  register_shape_kernels(reg);
+  register_nn_kernels(reg);
+  register_optimizer_kernels(reg);
+}
+
+}  // namespace mls::cpu

@@ -1,0 +1,71 @@
+// Optimizer steps (f32, in place).
+#include <cmath>
+
+#include "engine/cpu/kernels.h"
+
+namespace mls::cpu {
+
+namespace {
+
+void sgd_kernel(const KernelCall& c) {
+  float* p = in_ptr<float>(c, 0);
+  const float* g = in_ptr<float>(c, 1);
+  float* v = in_ptr<float>(c, 2);
+  auto lr = static_cast<float>(c.attrs.get_float("lr"));
+  auto m = static_cast<float>(c.attrs.get_float("momentum"));
+  auto wd = static_cast<float>(c.attrs.get_float("weight_decay"));
+  bool nesterov = c.attrs.get_int("nesterov") != 0;
+  int64_t n = c.inputs[0]->numel();
+  pool_of(c).parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    if (nesterov) {
+      for (int64_t i = lo; i < hi; ++i) {
+        float gi = g[i] + wd * p[i];
+        v[i] = m * v[i] + gi;
+        p[i] -= lr * (gi + m * v[i]);
+      }
+    } else {
+      for (int64_t i = lo; i < hi; ++i) {
+        float gi = g[i] + wd * p[i];
+        v[i] = m * v[i] + gi;
+        p[i] -= lr * v[i];
+      }
+    }
+  });
+}
+
+void adam_kernel(const KernelCall& c) {
+  float* p = in_ptr<float>(c, 0);
+  const float* g = in_ptr<float>(c, 1);
+  float* m = in_ptr<float>(c, 2);
+  float* v = in_ptr<float>(c, 3);
+  double lr = c.attrs.get_float("lr"), b1 = c.attrs.get_float("beta1"), b2 = c.attrs.get_float("beta2");
+  auto eps = static_cast<float>(c.attrs.get_float("eps"));
+  auto wd = static_cast<float>(c.attrs.get_float("weight_decay"));
+  auto t = static_cast<double>(c.attrs.get_int("step"));
+  bool decoupled = c.attrs.get_int("decoupled") != 0;
+  // Bias corrections folded into two scalars, computed in double once per step.
+  auto step = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
+  auto vcorr = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(b2, t)));
+  auto fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
+  auto decay = static_cast<float>(1.0 - lr * wd);
+  int64_t n = c.inputs[0]->numel();
+  pool_of(c).parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      float gi = g[i];
+      if (decoupled) p[i] *= decay;
+      else gi += wd * p[i];
+      m[i] = fb1 * m[i] + (1 - fb1) * gi;
+      v[i] = fb2 * v[i] + (1 - fb2) * gi * gi;
+      p[i] -= step * m[i] / (std::sqrt(v[i]) * vcorr + eps);
+    }
+  });
+}
+
+}  // namespace
+
+void register_optimizer_kernels(OpRegistry& reg) {
+  reg.register_kernel("sgd_update", DeviceKind::CPU, DType::F32, sgd_kernel);
+  reg.register_kernel("adam_update", DeviceKind::CPU, DType::F32, adam_kernel);
+}
+
+}  // namespace mls::cpu

@@ -1,0 +1,97 @@
+#include "engine/ops/op_helpers.h"
+
+#include <algorithm>
+
+namespace mls {
+
+void register_core_ops(OpRegistry& reg) {
+  ops::register_elementwise_ops(reg);
+  ops::register_reduce_ops(reg);
+  ops::register_shape_ops(reg);
+  ops::register_nn_ops(reg);
+  ops::register_optimizer_ops(reg);
+}
+
+namespace ops {
+
+Result<Types> infer_same(InTypes in, const Attrs&) { return Types{in[0]}; }
+
+Result<Types> infer_broadcast(InTypes in, const Attrs&) {
+  if (in[0].dtype != in[1].dtype)
+    return make_error("operands have different dtypes (" + type_str(in[0]) + " and " +
+                      type_str(in[1]) + ")");
+  auto s = broadcast_shapes(in[0].shape, in[1].shape);
+  if (!s)
+    return make_error("shapes " + shape_str(in[0].shape) + " and " + shape_str(in[1].shape) +
+                      " do not broadcast");
+  return Types{{in[0].dtype, *s}};
+}
+
+std::vector<int64_t> norm_axes(const std::vector<int64_t>& axes, int64_t rank) {
+  std::vector<int64_t> out;
+  if (axes.empty()) {
+    for (int64_t i = 0; i < rank; ++i) out.push_back(i);
+    return out;
+  }
+  for (int64_t a : axes) out.push_back(a < 0 ? a + rank : a);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Result<Shape> reduced_shape(const Shape& in, const std::vector<int64_t>& axes, bool keepdims) {
+  auto rank = static_cast<int64_t>(in.size());
+  for (int64_t a : axes)
+    if (!normalize_axis(a, rank))
+      return make_error("axis " + std::to_string(a) + " is out of range for " + shape_str(in));
+  std::vector<int64_t> ax = norm_axes(axes, rank);
+  Shape out;
+  for (int64_t i = 0; i < rank; ++i) {
+    bool reduced = std::find(ax.begin(), ax.end(), i) != ax.end();
+    if (!reduced) out.push_back(in[static_cast<size_t>(i)]);
+    else if (keepdims) out.push_back(1);
+  }
+  return out;
+}
+
+RefArray ref_unary(const RefArray& a, const std::function<double(double)>& f) {
+  RefArray out{a.shape, a.v};
+  for (double& x : out.v) x = f(x);
+  return out;
+}
+
+int64_t broadcast_index(const Shape& a, const Shape& out_shape, int64_t i) {
+  int64_t idx = 0, stride = 1;
+  size_t lead = out_shape.size() - a.size();
+  for (size_t d = out_shape.size(); d-- > 0;) {
+    int64_t coord = i % out_shape[d];
+    i /= out_shape[d];
+    if (d >= lead) {
+      int64_t ad = a[d - lead];
+      if (ad != 1) idx += coord * stride;
+      stride *= ad;
+    }
+  }
+  return idx;
+}
+
+RefArray ref_binary(const RefArray& a, const RefArray& b,
+                    const std::function<double(double, double)>& f) {
+  Shape s = *broadcast_shapes(a.shape, b.shape);
+  RefArray out{s, std::vector<double>(static_cast<size_t>(numel(s)))};
+  for (int64_t i = 0; i < numel(s); ++i)
+    out.v[static_cast<size_t>(i)] = f(a.v[static_cast<size_t>(broadcast_index(a.shape, s, i))],
+                                      b.v[static_cast<size_t>(broadcast_index(b.shape, s, i))]);
+  return out;
+}
+
+OpSample sample(std::vector<ValueType> inputs, Attrs attrs, std::string note) {
+  OpSample s;
+  s.inputs = std::move(inputs);
+  s.attrs = std::move(attrs);
+  s.note = std::move(note);
+  return s;
+}
+
+}  // namespace ops
+}  // namespace mls

@@ -1,0 +1,41 @@
+// Shared pieces of op declarations: type inference helpers and float64 reference helpers.
+// Internal to engine/ops.
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "engine/core/op.h"
+#include "engine/ir/emitter.h"
+
+namespace mls::ops {
+
+using Types = std::vector<ValueType>;
+using InTypes = std::span<const ValueType>;
+
+Result<Types> infer_same(InTypes in, const Attrs&);
+Result<Types> infer_broadcast(InTypes in, const Attrs&);
+// Reduction output shape for `axes` (empty: all) with keepdims; error names a bad axis.
+Result<Shape> reduced_shape(const Shape& in, const std::vector<int64_t>& axes, bool keepdims);
+// Normalised, sorted axes (empty -> all).
+std::vector<int64_t> norm_axes(const std::vector<int64_t>& axes, int64_t rank);
+
+RefArray ref_unary(const RefArray& a, const std::function<double(double)>& f);
+RefArray ref_binary(const RefArray& a, const RefArray& b, const std::function<double(double, double)>& f);
+// Index of an element of `a` (broadcast into `out_shape`) for flat output index i.
+int64_t broadcast_index(const Shape& a, const Shape& out_shape, int64_t i);
+
+// Sample helpers
+OpSample sample(std::vector<ValueType> inputs, Attrs attrs = {}, std::string note = "");
+inline ValueType f32(Shape s) { return {DType::F32, std::move(s)}; }
+inline ValueType i64(Shape s) { return {DType::I64, std::move(s)}; }
+
+void register_elementwise_ops(OpRegistry& reg);
+void register_reduce_ops(OpRegistry& reg);
+void register_shape_ops(OpRegistry& reg);
+void register_nn_ops(OpRegistry& reg);
+void register_optimizer_ops(OpRegistry& reg);
+
+}  // namespace mls::ops

@@ -1,0 +1,45 @@
+// The interfaces between the trainer and the layers that feed it and listen to it.
+// datasets/ implements BatchSource; store/ implements MetricSink. The engine includes
+// neither of those layers.
+//
+//   HostBatch b;
+//   src.start_epoch(epoch);
+//   while (src.next(128, b)) trainer.step(b);
+//   sink.log_metric("train/loss", step, loss);
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/shape.h"
+
+namespace mls {
+
+// One batch in host memory. Buffers are reused between calls, so a warm loop allocates nothing.
+struct HostBatch {
+  int64_t size = 0;              // samples in this batch (the last one may be short)
+  std::vector<float> x;          // size * numel(sample_shape) features, row-major
+  std::vector<int64_t> y;        // size class labels
+};
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual int64_t num_samples() const = 0;
+  virtual Shape sample_shape() const = 0;  // e.g. {1, 28, 28}
+  virtual int64_t num_classes() const = 0;
+  // Starts an epoch; a shuffling source permutes with a generator seeded by (seed, epoch),
+  // so the order is reproducible.
+  virtual void start_epoch(int64_t epoch) = 0;
+  // Fills `out` with up to batch_size samples; returns false when the epoch is exhausted.
+  virtual bool next(int64_t batch_size, HostBatch& out) = 0;
+};
+
+class MetricSink {
+ public:
+  virtual ~MetricSink() = default;
+  virtual void log_metric(std::string_view key, int64_t step, double value) = 0;
+};
+
+}  // namespace mls

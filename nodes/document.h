@@ -1,0 +1,168 @@
+// The project document (.mls): the model graph, the dataset, training settings, the
+// canvas layout and notebook cells. The single source of truth that the editor, Lua and
+// the batch mode read and write.
+//
+//   Result<Document> doc = load_document("resources/examples/fashion-mnist-mlp.mls");
+//   if (!doc) { std::cerr << doc.error().message << "\n"; return 1; }
+//   for (size_t i : topological_order(*doc)) std::cout << doc->nodes[i].id << "\n";
+//   doc->training.epochs = 10;
+//   Result<void> saved = save_document(*doc, "copy.mls");
+//
+// [SECTION] The .mls format, version 1 (JSON, UTF-8)
+//
+//   {
+//     "format_version": 1,                       required; newer versions are refused
+//     "name": "Fashion-MNIST MLP", "description": "...",
+//     "dataset": {"source": "fashion-mnist" | "mnist",
+//                 "path": "/usr/share/datasets/fashion-mnist",  default for fashion-mnist
+//                 "limit": 0, "test_limit": 0},  first N samples of each split; 0 = all
+//     "model": {
+//       "nodes": [{"id": "fc1", "type": "mls.linear", "version": 1,
+//                  "params": {"out_features": 256}}, ...],
+//       "links": [{"from": "image:out", "to": "flat:in"}, ...]   "node:port"
+//     },
+//     "training": {"epochs": 5, "batch_size": 128, "seed": 0,
+//                  "device": "cpu" | "cuda" | "vulkan", "mode": "static" | "eager",
+//                  "optimizer": {"type": "sgd", "lr": 0.01, "momentum": 0,
+//                                "nesterov": false, "weight_decay": 0}
+//                             | {"type": "adam", "lr": 0.001, "beta1": 0.9,
+//                                "beta2": 0.999, "eps": 1e-8, "weight_decay": 0}},
+//     "layout": {"fc1": {"x": 40, "y": 80}, ...},  canvas positions; no meaning to training
+//     "notebook": {"cells": []}                   Lua/Markdown cells; kept verbatim
+//   }
+//
+// Every section but format_version and model is optional and takes the defaults shown.
+// Node ids match [A-Za-z_][A-Za-z0-9_.-]*. Node types come from the NodeCatalogue;
+// renamed types load under their new id with a warning. Every input port is linked
+// exactly once, the graph is acyclic and holds exactly one loss node. Unknown keys
+// inside a known section are errors (a typo must not silently change a run); unknown
+// top-level keys are kept out and warned about, so newer minor additions still open.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/result.h"
+#include "nodes/catalogue.h"
+
+namespace mls::nodes {
+
+constexpr int kFormatVersion = 1;
+constexpr const char* kDefaultFashionMnistPath = "/usr/share/datasets/fashion-mnist";
+
+struct DatasetSpec {
+  std::string source = "fashion-mnist";  // "fashion-mnist" or "mnist"
+  std::string path = kDefaultFashionMnistPath;
+  int64_t limit = 0;       // first N training samples; 0 = all
+  int64_t test_limit = 0;  // first N test samples; 0 = all
+  bool operator==(const DatasetSpec&) const = default;
+};
+
+enum class OptimizerType { Sgd, Adam };
+enum class ExecMode { Static, Eager };  // compiled graph vs define-by-run
+
+struct OptimizerSpec {
+  OptimizerType type = OptimizerType::Sgd;
+  double lr = 0.01;  // 0.001 when an adam block gives none
+  double weight_decay = 0.0;
+  // sgd
+  double momentum = 0.0;
+  bool nesterov = false;
+  // adam
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // Compares the fields `type` uses (the ones saved): an adam spec's momentum is moot.
+  bool operator==(const OptimizerSpec& o) const;
+};
+
+struct TrainingSpec {
+  int64_t epochs = 5;
+  int64_t batch_size = 128;
+  uint64_t seed = 0;
+  std::string device = "cpu";  // "cpu", "cuda" or "vulkan"
+  ExecMode mode = ExecMode::Static;
+  OptimizerSpec optimizer;
+  bool operator==(const TrainingSpec&) const = default;
+};
+
+struct NodeDoc {
+  std::string id;
+  std::string type;  // a current catalogue id (renames already applied)
+  int version = 1;
+  nlohmann::json params = nlohmann::json::object();  // checked, defaults filled in
+  bool operator==(const NodeDoc&) const = default;
+};
+
+struct LinkDoc {
+  std::string from_node, from_port;  // an output port
+  std::string to_node, to_port;      // an input port
+  bool operator==(const LinkDoc&) const = default;
+};
+
+struct Document {
+  int format_version = kFormatVersion;
+  std::string name, description;
+  DatasetSpec dataset;
+  std::vector<NodeDoc> nodes;  // file order; ids unique
+  std::vector<LinkDoc> links;
+  TrainingSpec training;
+  nlohmann::json layout = nlohmann::json::object();  // node id -> {"x":..,"y":..}
+  nlohmann::json notebook;                           // null when the file has none
+  // Things the loader fixed or ignored (renamed types, unknown keys). Not saved.
+  std::vector<std::string> warnings;
+
+  // Compares what is saved: warnings are not part of a document's content.
+  bool operator==(const Document& o) const;
+};
+
+// How strictly parse_document checks the graph.
+enum class GraphCheck {
+  Strict,  // unlinked inputs, cycles and a missing/extra loss node are errors
+  Draft,   // ...they become warnings, so a half-built graph still opens in the editor
+};
+
+// Parses and checks a document. `source_name` (usually the path) starts every message:
+// "P.mls:3:14: invalid JSON: ...", "P.mls: /model/nodes/3/type: unknown node type 'x'".
+Result<Document> parse_document(std::string_view text, const std::string& source_name,
+                                GraphCheck check = GraphCheck::Strict,
+                                const NodeCatalogue& catalogue = builtin_catalogue());
+Result<Document> load_document(const std::string& path, GraphCheck check = GraphCheck::Strict,
+                               const NodeCatalogue& catalogue = builtin_catalogue());
+
+// The document as .mls JSON (2-space indent, keys in the order of the spec above).
+std::string serialize_document(const Document& doc,
+                               const NodeCatalogue& catalogue = builtin_catalogue());
+// Writes a temporary file next to `path`, flushes it to disk, then renames it over
+// `path`: a failed save leaves the old file as it was and no temporary behind.
+Result<void> save_document(const Document& doc, const std::string& path,
+                           const NodeCatalogue& catalogue = builtin_catalogue());
+
+// The graph rules of a complete model: every input linked, no cycle, exactly one loss.
+// parse_document(Strict) runs this; the editor runs it on a draft before training.
+// graph_problems lists every broken rule (each message starts with `source_name`);
+// check_graph reports the first.
+std::vector<std::string> graph_problems(const Document& doc, const std::string& source_name,
+                                        const NodeCatalogue& catalogue = builtin_catalogue());
+Result<void> check_graph(const Document& doc, const std::string& source_name,
+                         const NodeCatalogue& catalogue = builtin_catalogue());
+
+// Node indices, every node after the nodes that feed it; ties keep file order. Nodes on
+// or behind a cycle are left out, so a result shorter than doc.nodes means a cycle.
+std::vector<size_t> topological_order(const Document& doc);
+
+// Look-ups that lowering and the editor need.
+std::optional<size_t> find_node(const Document& doc, std::string_view node_id);
+const LinkDoc* find_input_link(const Document& doc, std::string_view node_id,
+                               std::string_view port);
+// The index of the loss node (the first one, if a draft has several).
+std::optional<size_t> find_loss_node(const Document& doc,
+                                     const NodeCatalogue& catalogue = builtin_catalogue());
+
+std::string_view to_string(OptimizerType t);  // "sgd", "adam"
+std::string_view to_string(ExecMode m);       // "static", "eager"
+
+}  // namespace mls::nodes

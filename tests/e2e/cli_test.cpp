@@ -1,0 +1,187 @@
+// End to end: the mlstudio executable as a user runs it.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "store/run_store.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Output {
+  int code = -1;
+  std::string out, err;
+};
+
+fs::path temp_dir() {
+  static fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("mls-e2e-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+Output run(const std::string& args) {
+  fs::path err = temp_dir() / "stderr.txt";
+  std::string cmd = std::string(MLS_EXE) + " " + args + " 2>" + err.string();
+  Output o;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  int status = ::pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  o.err = ss.str();
+  return o;
+}
+
+std::string example() { return std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls"; }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The example with one piece of text replaced, written to the temp dir.
+std::string variant(const std::string& name, const std::string& from, const std::string& to) {
+  std::string text = read_file(example());
+  auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  fs::path p = temp_dir() / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+std::string last_line(const std::string& s) {
+  auto end = s.find_last_not_of('\n');
+  auto start = s.rfind('\n', end);
+  return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+double json_number(const std::string& json, const std::string& key) {
+  auto at = json.find("\"" + key + "\":");
+  REQUIRE(at != std::string::npos);
+  return std::stod(json.substr(at + key.size() + 3));
+}
+
+}  // namespace
+
+TEST_CASE("mlstudio --run trains on a Fashion-MNIST subset, reaches the stated accuracy and records the run", "[e2e]") {
+  fs::path db = temp_dir() / "runs.db";
+  fs::remove(db);
+  Output o = run("--run " + example() + " --epochs 2 --limit 12000 --test-limit 2000 --json --db " + db.string());
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  std::string j = last_line(o.out);
+  for (const char* key : {"run_id", "epochs", "final_loss", "test_accuracy", "seconds", "epoch_seconds",
+                          "samples_per_s", "peak_bytes", "device"})
+    CHECK(j.find(std::string("\"") + key + "\"") != std::string::npos);
+  double acc = json_number(j, "test_accuracy");
+  CHECK(acc >= 0.80);  // 2 epochs on 12k samples; the full 5-epoch run reaches >= 0.86
+  CHECK(json_number(j, "epochs") == 2);
+  CHECK(o.err.find("epoch 2/2") != std::string::npos);
+
+  auto store = mls::store::RunStore::open(db.string());
+  REQUIRE(store.ok());
+  auto runs = (*store)->list_runs();
+  REQUIRE(runs.ok());
+  REQUIRE(runs->size() == 1);
+  CHECK(runs->at(0).status == "finished");
+  CHECK(runs->at(0).seed == 42);
+  auto loss = (*store)->metrics(runs->at(0).id, "train/loss");
+  REQUIRE(loss.ok());
+  CHECK(loss->size() == 2 * 94);  // ceil(12000 / 128) steps per epoch
+  auto stored_acc = (*store)->metrics(runs->at(0).id, "test/accuracy");
+  REQUIRE(stored_acc.ok());
+  REQUIRE(stored_acc->size() == 1);
+  CHECK(stored_acc->at(0).value == Approx(acc));
+
+  Output list = run("runs list --db " + db.string());
+  CHECK(list.code == 0);
+  CHECK(list.out.find("finished") != std::string::npos);
+  Output show = run("runs show 1 --db " + db.string());
+  CHECK(show.code == 0);
+  CHECK(show.out.find("test/accuracy") != std::string::npos);
+  CHECK(show.out.find("batch_size") != std::string::npos);
+  Output missing = run("runs show 99 --db " + db.string());
+  CHECK(missing.code == 1);
+  CHECK(missing.err.find("no run 99") != std::string::npos);
+}
+
+TEST_CASE("mlstudio graph --ir prints the SSA form labelled with the document's node ids", "[e2e]") {
+  Output o = run("graph " + example() + " --ir");
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("%image: f32[128,1,28,28]") != std::string::npos);
+  CHECK(o.out.find("matmul(") != std::string::npos);
+  CHECK(o.out.find("# fc1") != std::string::npos);
+  Output b = run("graph " + example() + " --backward --batch 4");
+  REQUIRE(b.code == 0);
+  CHECK(b.out.find("// backward") != std::string::npos);
+  CHECK(b.out.find("relu_backward") != std::string::npos);
+  Output p = run("graph " + example() + " --plan");
+  REQUIRE(p.code == 0);
+  CHECK(p.out.find("@arena+") != std::string::npos);
+}
+
+TEST_CASE("bad input: a clear message naming the file, node or line, and a non-zero exit", "[e2e]") {
+  SECTION("broken JSON names the line") {
+    std::string p = variant("broken.mls", "\"epochs\": 5,", "\"epochs\": 5,,");
+    Output o = run("--run " + p + " --db " + (temp_dir() / "bad.db").string());
+    CHECK(o.code == 1);
+    CHECK(o.err.find("broken.mls:") != std::string::npos);
+    CHECK(o.err.find("invalid JSON") != std::string::npos);
+  }
+  SECTION("a missing dataset names the directory and the package") {
+    std::string p = variant("nodata.mls", "\"path\": \"/usr/share/datasets/fashion-mnist\"", "\"path\": \"/nonexistent/fmnist\"");
+    Output o = run("--run " + p + " --db " + (temp_dir() / "bad.db").string());
+    CHECK(o.code == 1);
+    CHECK(o.err.find("/nonexistent/fmnist") != std::string::npos);
+    CHECK(o.err.find("dataset-fashion-mnist") != std::string::npos);
+  }
+  SECTION("a shape mismatch names the node") {
+    // Link the image straight into fc1, skipping the Flatten node.
+    std::string p = variant("noflat.mls", "{\"from\": \"flat:out\", \"to\": \"fc1:in\"}", "{\"from\": \"image:out\", \"to\": \"fc1:in\"}");
+    Output o = run("--run " + p + " --db " + (temp_dir() / "bad.db").string());
+    CHECK(o.code == 1);
+    CHECK(o.err.find("node 'fc1'") != std::string::npos);
+  }
+  SECTION("an unknown node type names its JSON path") {
+    std::string p = variant("unknown.mls", "\"type\": \"mls.relu\"", "\"type\": \"mls.relux\"");
+    Output o = run("graph " + p);
+    CHECK(o.code == 1);
+    CHECK(o.err.find("/model/nodes/3/type") != std::string::npos);
+  }
+  SECTION("an unavailable device") {
+    Output o = run("--run " + example() + " --device cuda --db " + (temp_dir() / "bad.db").string());
+    CHECK(o.code == 1);
+    CHECK(o.err.find("device 'cuda'") != std::string::npos);
+  }
+  SECTION("a missing project file") {
+    Output o = run("--run /nonexistent/p.mls");
+    CHECK(o.code != 0);
+    CHECK(o.err.find("/nonexistent/p.mls") != std::string::npos);
+  }
+}
+
+TEST_CASE("mlstudio --version and --help", "[e2e]") {
+  Output v = run("--version");
+  CHECK(v.code == 0);
+  CHECK(v.out.find("mlstudio 0.") != std::string::npos);
+  Output h = run("--help");
+  CHECK(h.code == 0);
+  CHECK(h.out.find("--run") != std::string::npos);
+  CHECK(h.out.find("graph") != std::string::npos);
+}

@@ -1,0 +1,197 @@
+// Walks the op registry, so a new op cannot skip these checks: every op must have a CPU
+// kernel for its samples, match its float64 reference, and (if differentiable) have
+// reverse- and forward-mode rules that agree with central finite differences.
+#include <map>
+
+#include "engine/autodiff/autodiff.h"
+#include "engine/exec/compiled_plan.h"
+#include "engine/exec/eager.h"
+#include "engine/ir/graph.h"
+#include "test_util.h"
+
+using namespace mls;
+using namespace mls::test;
+
+namespace {
+
+struct Case {
+  const OpDef* op;
+  OpSample sample;
+  std::vector<RefArray> inputs;
+};
+
+std::vector<Case> all_cases() {
+  engine_init();
+  std::vector<Case> cases;
+  uint64_t seed = 1;
+  for (const OpDef* op : op_registry().all()) {
+    REQUIRE(op->reference);
+    REQUIRE(op->samples);
+    auto samples = op->samples();
+    INFO("op " << op->name);
+    REQUIRE(!samples.empty());
+    for (const OpSample& s : samples) {
+      Rng rng(seed++);
+      Case c{op, s, {}};
+      for (const ValueType& t : s.inputs) c.inputs.push_back(random_array(t, rng, s));
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+std::string describe(const Case& c) {
+  std::string d = c.op->name + "(";
+  for (size_t i = 0; i < c.sample.inputs.size(); ++i) d += (i ? ", " : "") + type_str(c.sample.inputs[i]);
+  d += ")";
+  if (!c.sample.attrs.items().empty()) d += " {" + c.sample.attrs.to_string() + "}";
+  if (!c.sample.note.empty()) d += " " + c.sample.note;
+  return d;
+}
+
+// Sum over outputs of <out_k, w_k>, in float64 through the reference.
+double weighted_ref(const Case& c, const std::vector<RefArray>& in, const std::vector<RefArray>& w) {
+  auto outs = c.op->reference(in, c.sample.attrs);
+  double s = 0;
+  for (size_t k = 0; k < outs.size(); ++k)
+    for (size_t i = 0; i < outs[k].v.size(); ++i) s += outs[k].v[i] * w[k].v[i];
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("every op has a CPU kernel and matches its float64 reference", "[conformance]") {
+  int checked = 0;
+  for (const Case& c : all_cases()) {
+    INFO(describe(c));
+    std::vector<ValueType> in_t = c.sample.inputs;
+    auto out_t = c.op->infer(in_t, c.sample.attrs);
+    REQUIRE(out_t.ok());
+    DType kt = kernel_dtype(*c.op, in_t, *out_t);
+    REQUIRE(c.op->kernel(DeviceKind::CPU, kt) != nullptr);
+    auto want = c.op->reference(c.inputs, c.sample.attrs);
+    std::vector<Tensor> ins;
+    for (size_t i = 0; i < c.inputs.size(); ++i) ins.push_back(to_tensor(c.inputs[i], in_t[i].dtype));
+    if (c.op->kind == OpKind::Update) {
+      std::vector<const Tensor*> ptrs;
+      for (auto& t : ins) ptrs.push_back(&t);
+      host().launch(c.op->kernel(DeviceKind::CPU, kt), KernelCall{c.sample.attrs, ptrs, {}, host()});
+      REQUIRE(want.size() == c.op->mutated_inputs.size());
+      for (size_t k = 0; k < want.size(); ++k)
+        require_close(ins[static_cast<size_t>(c.op->mutated_inputs[k])].to_f64(), want[k].v, 1e-5, 1e-6,
+                      "updated input " + std::to_string(c.op->mutated_inputs[k]));
+    } else {
+      EagerSession s(host());
+      Refs refs;
+      for (auto& t : ins) refs.push_back(s.leaf(t));
+      Refs outs = s.emit(c.op->name, refs, c.sample.attrs);
+      REQUIRE(outs.size() == want.size());
+      for (size_t k = 0; k < outs.size(); ++k) {
+        REQUIRE(s.value(outs[k]).shape() == want[k].shape);
+        require_close(s.value(outs[k]).to_f64(), want[k].v, 1e-5, 1e-6, "output " + std::to_string(k));
+      }
+    }
+    ++checked;
+  }
+  CHECK(checked >= 25);
+}
+
+TEST_CASE("every differentiable op's gradient matches central finite differences", "[conformance]") {
+  int checked = 0;
+  for (const Case& c : all_cases()) {
+    if (c.op->kind != OpKind::Compute) continue;
+    INFO(describe(c));
+    // Graph: outputs y_k = op(x); L = sum_k sum(y_k * w_k); grads of L w.r.t. float inputs.
+    Graph g("gradcheck");
+    Refs xs;
+    for (size_t i = 0; i < c.inputs.size(); ++i) xs.push_back(g.add_input("x" + std::to_string(i), c.sample.inputs[i]));
+    auto ys = g.add_node(c.op->name, xs, c.sample.attrs);
+    REQUIRE(ys.ok());
+    Rng rng(99);
+    std::vector<RefArray> w;
+    Ref loss;
+    for (size_t k = 0; k < ys->size(); ++k) {
+      ValueType yt = g.type_of((*ys)[k]);
+      OpSample ws;
+      w.push_back(random_array(yt, rng, ws));
+      Ref wk = g.add_constant("w" + std::to_string(k), to_tensor(w.back(), DType::F32));
+      Ref term = sum(g, mul(g, (*ys)[k], wk), {}, false);
+      loss = loss.valid() ? add(g, loss, term) : term;
+    }
+    Refs wrt;
+    std::vector<size_t> wrt_index;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (dtype_is_float(c.sample.inputs[i].dtype)) {
+        wrt.push_back(xs[i]);
+        wrt_index.push_back(i);
+      }
+    auto grads = append_backward(g, loss, wrt);
+    REQUIRE(grads.ok());
+    g.set_outputs(*grads);
+    auto plan = CompiledPlan::compile(g, host());
+    REQUIRE(plan.ok());
+    for (size_t i = 0; i < xs.size(); ++i) REQUIRE(plan->bind(xs[i], to_tensor(c.inputs[i], c.sample.inputs[i].dtype)).ok());
+    plan->run();
+    const double h = 1e-4;
+    for (size_t gi = 0; gi < wrt.size(); ++gi) {
+      size_t i = wrt_index[gi];
+      std::vector<double> fd(c.inputs[i].v.size());
+      for (size_t j = 0; j < fd.size(); ++j) {
+        auto plus = c.inputs, minus = c.inputs;
+        plus[i].v[j] += h;
+        minus[i].v[j] -= h;
+        fd[j] = (weighted_ref(c, plus, w) - weighted_ref(c, minus, w)) / (2 * h);
+      }
+      require_close(plan->tensor((*grads)[gi]).to_f64(), fd, 2e-3, 2e-4, "gradient of input " + std::to_string(i));
+    }
+    ++checked;
+  }
+  CHECK(checked >= 15);
+}
+
+TEST_CASE("every differentiable op's forward-mode rule matches a directional difference", "[conformance]") {
+  int checked = 0;
+  for (const Case& c : all_cases()) {
+    if (c.op->kind != OpKind::Compute) continue;
+    INFO(describe(c));
+    Graph g("jvpcheck");
+    Refs xs, primals, tangents;
+    std::vector<RefArray> tan_values(c.inputs.size());
+    Rng rng(7);
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      xs.push_back(g.add_input("x" + std::to_string(i), c.sample.inputs[i]));
+      if (dtype_is_float(c.sample.inputs[i].dtype)) {
+        OpSample ts;
+        tan_values[i] = random_array(c.sample.inputs[i], rng, ts);
+        primals.push_back(xs[i]);
+        tangents.push_back(g.add_constant("t" + std::to_string(i), to_tensor(tan_values[i], DType::F32)));
+      } else {
+        tan_values[i] = RefArray{c.inputs[i].shape, std::vector<double>(c.inputs[i].v.size(), 0.0)};
+      }
+    }
+    auto ys = g.add_node(c.op->name, xs, c.sample.attrs);
+    REQUIRE(ys.ok());
+    Refs tout = append_jvp(g, primals, tangents, *ys);
+    for (Ref t : tout) REQUIRE(t.valid());
+    g.set_outputs(tout);
+    auto plan = CompiledPlan::compile(g, host());
+    REQUIRE(plan.ok());
+    for (size_t i = 0; i < xs.size(); ++i) REQUIRE(plan->bind(xs[i], to_tensor(c.inputs[i], c.sample.inputs[i].dtype)).ok());
+    plan->run();
+    const double h = 1e-4;
+    auto plus = c.inputs, minus = c.inputs;
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      for (size_t j = 0; j < c.inputs[i].v.size(); ++j) {
+        plus[i].v[j] += h * tan_values[i].v[j];
+        minus[i].v[j] -= h * tan_values[i].v[j];
+      }
+    auto fp = c.op->reference(plus, c.sample.attrs), fm = c.op->reference(minus, c.sample.attrs);
+    for (size_t k = 0; k < tout.size(); ++k) {
+      std::vector<double> fd(fp[k].v.size());
+      for (size_t j = 0; j < fd.size(); ++j) fd[j] = (fp[k].v[j] - fm[k].v[j]) / (2 * h);
+      require_close(plan->tensor(tout[k]).to_f64(), fd, 2e-3, 2e-4, "tangent of output " + std::to_string(k));
+    }
+    ++checked;
+  }
+  CHECK(checked >= 15);
+}

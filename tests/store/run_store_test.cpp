@@ -1,0 +1,334 @@
+#include "store/run_store.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <regex>
+
+#include "store/sqlite.h"
+#include "tests/store/fixtures.h"
+
+namespace mls::store {
+namespace {
+
+using test::error_of;
+using test::read_bytes;
+using test::TempDir;
+using test::write_bytes;
+
+std::unique_ptr<RunStore> open_ok(const std::string& path) {
+  Result<std::unique_ptr<RunStore>> s = RunStore::open(path);
+  INFO((s ? std::string() : s.error().message));
+  REQUIRE(s.ok());
+  return std::move(*s);
+}
+
+// One text value from a fresh connection, to check the file rather than our own view.
+std::string query_text(const std::string& path, const std::string& sql) {
+  Result<Db> db = Db::open(path);
+  REQUIRE(db.ok());
+  Result<Stmt> st = db->prepare(sql);
+  INFO((st ? std::string() : st.error().message));
+  REQUIRE(st.ok());
+  auto scope = st->scoped();
+  Result<bool> row = st->step();
+  REQUIRE(row.ok());
+  REQUIRE(*row);
+  return st->column_text(0);
+}
+
+void exec_ok(const std::string& path, const std::string& sql) {
+  Result<Db> db = Db::open(path);
+  REQUIRE(db.ok());
+  Result<void> r = db->exec(sql);
+  INFO((r ? std::string() : r.error().message));
+  REQUIRE(r.ok());
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double loss_at(int64_t i) {
+  return 2.5 * std::exp(-0.001 * static_cast<double>(i)) + 1e-9 * i;
+}
+
+const std::regex kIsoUtc(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)");
+
+TEST_CASE("run store: begin, params, 5000 metrics, end round trip", "[store]") {
+  TempDir dir;
+  auto store = open_ok(dir.file("runs.db"));
+  CHECK(store->path() == dir.file("runs.db"));
+
+  NewRun nr{.name = "mnist-mlp",
+            .project_path = "/home/u/mnist.mlsproj",
+            .project_hash = "6e12adb9a80c5f06",
+            .device = "cpu",
+            .seed = 0xfedcba9876543210ull,  // above INT64_MAX: must survive as 64 bits
+            .parent_run_id = std::nullopt};
+  const double t0 = unix_now();
+  Result<int64_t> id = store->begin_run(nr);
+  REQUIRE(id.ok());
+
+  Result<RunInfo> running = store->get_run(*id);
+  REQUIRE(running.ok());
+  CHECK(running->status == "running");
+  CHECK(running->ended.empty());
+  CHECK(std::regex_match(running->started, kIsoUtc));
+
+  REQUIRE(store->log_param(*id, "lr", "0.1").ok());
+  REQUIRE(store->log_param(*id, "batch_size", "128").ok());
+  REQUIRE(store->log_param(*id, "lr", "0.01").ok());  // replaces, does not duplicate
+
+  for (int64_t i = 0; i < 5000; ++i) {
+    store->log_metric("train/loss", i, loss_at(i));
+    if (i % 1000 == 999) store->log_metric("val/acc", i, 0.5 + 0.0001 * static_cast<double>(i));
+  }
+  REQUIRE(store->end_run(*id, "finished").ok());
+  const double t1 = unix_now();
+
+  Result<RunInfo> info = store->get_run(*id);
+  REQUIRE(info.ok());
+  CHECK(info->id == *id);
+  CHECK(info->name == "mnist-mlp");
+  CHECK(info->project_path == "/home/u/mnist.mlsproj");
+  CHECK(info->project_hash == "6e12adb9a80c5f06");
+  CHECK(info->device == "cpu");
+  CHECK(info->seed == 0xfedcba9876543210ull);
+  CHECK_FALSE(info->parent_run_id.has_value());
+  CHECK(info->status == "finished");
+  CHECK(std::regex_match(info->ended, kIsoUtc));
+  CHECK(info->ended >= info->started);  // ISO-8601 strings order as times
+
+  auto params = store->params(*id);
+  REQUIRE(params.ok());
+  using P = std::pair<std::string, std::string>;
+  CHECK(*params == std::vector<P>{{"batch_size", "128"}, {"lr", "0.01"}});
+
+  auto keys = store->metric_keys(*id);
+  REQUIRE(keys.ok());
+  CHECK(*keys == std::vector<std::string>{"train/loss", "val/acc"});
+
+  auto loss = store->metrics(*id, "train/loss");
+  REQUIRE(loss.ok());
+  REQUIRE(loss->size() == 5000);
+  CHECK(loss->front().step == 0);
+  CHECK(loss->front().value == 2.5);
+  CHECK(loss->back().step == 4999);
+  CHECK(loss->back().value == loss_at(4999));
+  size_t mismatches = 0;
+  for (size_t i = 0; i < loss->size(); ++i) {
+    const MetricPoint& p = (*loss)[i];
+    if (p.step != static_cast<int64_t>(i) || p.value != loss_at(p.step)) ++mismatches;
+    if (p.wall_time < t0 - 1 || p.wall_time > t1 + 1) ++mismatches;
+  }
+  CHECK(mismatches == 0);
+
+  auto acc = store->metrics(*id, "val/acc");
+  REQUIRE(acc.ok());
+  REQUIRE(acc->size() == 5);
+  CHECK((*acc)[0].step == 999);
+  CHECK((*acc)[0].value == 0.5 + 0.0001 * 999.0);
+  CHECK((*acc)[4].step == 4999);
+
+  // Every point is in the file itself, not only in this store's view.
+  CHECK(query_text(store->path(), "SELECT count(*) FROM metrics") == "5005");
+}
+
+TEST_CASE("run store: NaN and infinities survive the round trip", "[store]") {
+  TempDir dir;
+  auto store = open_ok(dir.file("runs.db"));
+  Result<int64_t> id = store->begin_run({.name = "diverged"});
+  REQUIRE(id.ok());
+  store->log_metric("loss", 0, 1.0);
+  store->log_metric("loss", 1, std::numeric_limits<double>::infinity());
+  store->log_metric("loss", 2, std::numeric_limits<double>::quiet_NaN());
+  store->log_metric("loss", 3, -std::numeric_limits<double>::infinity());
+  REQUIRE(store->end_run(*id, "failed").ok());
+  auto pts = store->metrics(*id, "loss");
+  REQUIRE(pts.ok());
+  REQUIRE(pts->size() == 4);
+  CHECK((*pts)[0].value == 1.0);
+  CHECK((*pts)[1].value == std::numeric_limits<double>::infinity());
+  CHECK(std::isnan((*pts)[2].value));
+  CHECK((*pts)[3].value == -std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("run store: repeated steps keep logging order", "[store]") {
+  TempDir dir;
+  auto store = open_ok(dir.file("runs.db"));
+  Result<int64_t> id = store->begin_run({.name = "r"});
+  REQUIRE(id.ok());
+  store->log_metric("x", 5, 50.0);
+  store->log_metric("x", 2, 20.0);
+  store->log_metric("x", 5, 51.0);
+  auto pts = store->metrics(*id, "x");
+  REQUIRE(pts.ok());
+  REQUIRE(pts->size() == 3);
+  CHECK((*pts)[0].value == 20.0);
+  CHECK((*pts)[1].value == 50.0);
+  CHECK((*pts)[2].value == 51.0);
+}
+
+TEST_CASE("run store: the file is in WAL mode with schema_version 1", "[store]") {
+  TempDir dir;
+  auto store = open_ok(dir.file("runs.db"));
+  CHECK(query_text(store->path(), "PRAGMA journal_mode") == "wal");
+  CHECK(query_text(store->path(), "SELECT value FROM meta WHERE key = 'schema_version'") == "1");
+}
+
+TEST_CASE("run store: runs list by id; a missing run is named in the error", "[store]") {
+  TempDir dir;
+  auto store = open_ok(dir.file("runs.db"));
+  Result<int64_t> a = store->begin_run({.name = "first", .seed = 1});
+  REQUIRE(a.ok());
+  Result<int64_t> b = store->begin_run({.name = "second", .seed = 2, .parent_run_id = *a});
+  REQUIRE(b.ok());
+  CHECK(*b > *a);
+
+  auto runs = store->list_runs();
+  REQUIRE(runs.ok());
+  REQUIRE(runs->size() == 2);
+  CHECK((*runs)[0].id == *a);
+  CHECK((*runs)[0].name == "first");
+  CHECK((*runs)[0].seed == 1);
+  CHECK((*runs)[1].id == *b);
+  CHECK((*runs)[1].name == "second");
+  CHECK((*runs)[1].parent_run_id == std::optional<int64_t>(*a));
+
+  std::string msg = error_of(store->get_run(7));
+  CHECK(msg == "no run 7 in " + dir.file("runs.db"));
+
+  CHECK_THAT(error_of(store->begin_run({.name = "orphan", .parent_run_id = 42})),
+             Catch::Contains("no parent run 42"));
+  CHECK_THAT(error_of(store->log_param(99, "lr", "1")), Catch::Contains("no run 99"));
+  CHECK_THAT(error_of(store->end_run(99, "finished")), Catch::Contains("no run 99"));
+  CHECK_THAT(error_of(store->end_run(*a, "done")), Catch::Contains("'done'"));
+  // The bad calls above changed nothing.
+  auto again = store->list_runs();
+  REQUIRE(again.ok());
+  CHECK(again->size() == 2);
+  CHECK((*again)[0].status == "running");
+}
+
+TEST_CASE("run store: a second store on the same file sees flushed runs", "[store]") {
+  TempDir dir;
+  auto writer = open_ok(dir.file("runs.db"));
+  Result<int64_t> id = writer->begin_run({.name = "shared", .device = "cuda:0"});
+  REQUIRE(id.ok());
+  REQUIRE(writer->log_param(*id, "epochs", "3").ok());
+  for (int64_t i = 0; i < 300; ++i) writer->log_metric("loss", i, static_cast<double>(i));
+  REQUIRE(writer->flush().ok());
+
+  auto reader = open_ok(dir.file("runs.db"));  // while the writer is still open
+  auto runs = reader->list_runs();
+  REQUIRE(runs.ok());
+  REQUIRE(runs->size() == 1);
+  CHECK((*runs)[0].name == "shared");
+  CHECK((*runs)[0].device == "cuda:0");
+  CHECK((*runs)[0].status == "running");
+  auto pts = reader->metrics(*id, "loss");
+  REQUIRE(pts.ok());
+  REQUIRE(pts->size() == 300);
+  CHECK(pts->back().value == 299.0);
+
+  // The reader does not hold an old snapshot: it sees the writer's next commit.
+  REQUIRE(writer->end_run(*id, "finished").ok());
+  auto after = reader->get_run(*id);
+  REQUIRE(after.ok());
+  CHECK(after->status == "finished");
+}
+
+TEST_CASE("run store: the destructor flushes and leaves a running run as is", "[store]") {
+  TempDir dir;
+  int64_t id = 0;
+  {
+    auto store = open_ok(dir.file("runs.db"));
+    Result<int64_t> r = store->begin_run({.name = "crashy"});
+    REQUIRE(r.ok());
+    id = *r;
+    for (int64_t i = 0; i < 10; ++i) store->log_metric("loss", i, 0.5 * static_cast<double>(i));
+  }
+  auto store = open_ok(dir.file("runs.db"));
+  auto info = store->get_run(id);
+  REQUIRE(info.ok());
+  CHECK(info->status == "running");
+  CHECK(info->ended.empty());
+  auto pts = store->metrics(id, "loss");
+  REQUIRE(pts.ok());
+  REQUIRE(pts->size() == 10);
+  CHECK(pts->back().value == 4.5);
+}
+
+TEST_CASE("run store: a failed metric write is reported once by flush", "[store]") {
+  TempDir dir;
+  auto store = open_ok(dir.file("runs.db"));
+
+  // No current run yet.
+  store->log_metric("loss", 0, 1.0);
+  std::string msg = error_of(store->flush());
+  CHECK_THAT(msg, Catch::Contains("no current run"));
+  CHECK_THAT(msg, Catch::Contains("1 metric point(s) were not recorded"));
+  CHECK(store->flush().ok());  // reported once
+
+  // Another connection deletes the run under us (foreign keys are per connection and
+  // off there), so our inserts fail their foreign key check.
+  Result<int64_t> id = store->begin_run({.name = "doomed"});
+  REQUIRE(id.ok());
+  exec_ok(store->path(), "DELETE FROM runs WHERE id = " + std::to_string(*id));
+  for (int64_t i = 0; i < 3; ++i) store->log_metric("loss", i, 1.0);
+  msg = error_of(store->flush());
+  CHECK_THAT(msg, Catch::Contains(dir.file("runs.db")));
+  CHECK_THAT(msg, Catch::Contains("FOREIGN KEY"));
+  CHECK_THAT(msg, Catch::Contains("3 metric point(s) were not recorded"));
+  CHECK(store->flush().ok());
+  CHECK(query_text(store->path(), "SELECT count(*) FROM metrics") == "0");
+}
+
+TEST_CASE("run store: a file that is not a database is refused and left unchanged", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("notes.txt");
+  std::string junk;
+  for (int i = 0; i < 200; ++i) junk += "line " + std::to_string(i) + ": not a database\n";
+  write_bytes(path, junk);
+
+  std::string msg = error_of(RunStore::open(path));
+  CHECK(msg == path + ": not an mlstudio run database (file is not a database)");
+  CHECK(read_bytes(path) == junk);
+  CHECK_FALSE(std::filesystem::exists(path + "-wal"));
+}
+
+TEST_CASE("run store: another program's SQLite file is refused and left unchanged", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("other.db");
+  exec_ok(path, "CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT)");
+  const std::string before = read_bytes(path);
+  CHECK_THAT(error_of(RunStore::open(path)),
+             Catch::Contains(path + ": not an mlstudio run database"));
+  CHECK(read_bytes(path) == before);
+}
+
+TEST_CASE("run store: a newer schema version is refused", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  { open_ok(path); }
+  exec_ok(path, "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  std::string msg = error_of(RunStore::open(path));
+  CHECK_THAT(msg, Catch::StartsWith(path + ": "));
+  CHECK_THAT(msg, Catch::Contains("schema version 2 is newer"));
+  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
+}
+
+TEST_CASE("run store: a missing directory is named in the error", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("no/such/dir/runs.db");
+  std::string msg = error_of(RunStore::open(path));
+  CHECK_THAT(msg, Catch::StartsWith(path + ": "));
+  CHECK_THAT(msg, Catch::Contains("does not exist"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("no")));
+}
+
+}  // namespace
+}  // namespace mls::store
