@@ -27,7 +27,7 @@ test: build
 # One epoch of the MLP beside PyTorch on CPU, same data, batch and threads.
 bench: build
 	@scripts/setup --bench
-	@bench/run_mlp.sh $(BUILD)
+	@/usr/bin/python3 bench/mlp_epoch.py --mlstudio $(BUILD)/app/mlstudio
 
 clean:
 	rm -rf $(BUILD)

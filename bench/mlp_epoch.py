@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""One epoch of the Fashion-MNIST MLP (784-256-128-10, batch 128): mlstudio beside PyTorch
+on CPU, in the same run, alternating, so both see the same machine load.
+
+  bench/mlp_epoch.py --mlstudio build/app/mlstudio [--rounds 3] [--epochs 3]
+
+Each round runs each side as a fresh process training `--epochs` epochs; a round's figure
+is the median epoch (training pass only). Reported: the median over rounds, the ratio
+mlstudio/PyTorch, samples/s, and each process's peak RSS. Both sides use 2 threads'
+worth of cores; OPENBLAS_CORETYPE is removed from both environments so OpenBLAS picks
+its best kernels for this CPU.
+"""
+import argparse, json, os, statistics, subprocess, sys, tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd, env):
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"bench: {' '.join(cmd)} failed with status {os.waitstatus_to_exitcode(status)}")
+        out.seek(0)
+        line = out.read().decode().strip().splitlines()[-1]
+    r = json.loads(line)
+    r["peak_rss_bytes"] = usage.ru_maxrss * 1024
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mlstudio", default="build/app/mlstudio")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    # Debian's interpreter: python3-torch installs there, not into other Pythons on PATH.
+    ap.add_argument("--python", default="/usr/bin/python3")
+    args = ap.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    project = os.path.join(HERE, "..", "resources", "examples", "fashion-mnist-mlp.mls")
+    db = tempfile.mktemp(suffix=".db")
+    ours, theirs = [], []
+    for r in range(args.rounds):
+        ours.append(run([args.mlstudio, "--run", project, "--epochs", str(args.epochs), "--threads",
+                         str(args.threads), "--json", "--quiet", "--db", db], env))
+        theirs.append(run([args.python, os.path.join(HERE, "torch_mlp.py"), "--epochs", str(args.epochs)], env))
+        print(f"round {r + 1}/{args.rounds}: mlstudio {ours[-1]['epoch_seconds']:.3f} s/epoch, "
+              f"PyTorch {theirs[-1]['epoch_seconds']:.3f} s/epoch", file=sys.stderr)
+    for f in (db, db + "-wal", db + "-shm"):
+        if os.path.exists(f):
+            os.remove(f)
+    m = statistics.median(o["epoch_seconds"] for o in ours)
+    t = statistics.median(o["epoch_seconds"] for o in theirs)
+    rss_m = max(o["peak_rss_bytes"] for o in ours) / 2**20
+    rss_t = max(o["peak_rss_bytes"] for o in theirs) / 2**20
+    print(f"| MLP 784-256-128-10, batch 128, one epoch | mlstudio | PyTorch {theirs[0]['torch']} |")
+    print("|---|---|---|")
+    print(f"| epoch seconds (median of {args.rounds} rounds) | {m:.3f} | {t:.3f} |")
+    print(f"| samples/s | {60000 / m:,.0f} | {60000 / t:,.0f} |")
+    print(f"| test accuracy after {args.epochs} epochs | {statistics.median(o['test_accuracy'] for o in ours):.4f} | "
+          f"{statistics.median(o['test_accuracy'] for o in theirs):.4f} |")
+    print(f"| peak RSS | {rss_m:.0f} MiB | {rss_t:.0f} MiB |")
+    print(f"| threads | {ours[0]['threads']} | torch {theirs[0]['threads']} (+ OpenBLAS) |")
+    print(f"\nratio mlstudio/PyTorch (epoch time): {m / t:.2f}")
+    print(json.dumps({"mlstudio_epoch_s": m, "torch_epoch_s": t, "ratio": m / t,
+                      "mlstudio_peak_rss_mib": rss_m, "torch_peak_rss_mib": rss_t}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""PyTorch reference for bench/mlp_epoch.py: the same MLP, data, batch and optimizer.
+
+Prints one JSON line: median epoch seconds, samples/s, final test accuracy, peak RSS.
+PyTorch runs with its default threads (on the 2-core CI machines: 1 OpenMP thread and
+OpenBLAS's own threads), which is its fastest setting there; see the README.
+"""
+import argparse, gzip, json, resource, struct, sys, time
+
+import numpy as np
+import torch
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = struct.unpack(">" + "I" * ndim, data[4 : 4 + 4 * ndim])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=128)
+    args = ap.parse_args()
+    mean, std = 0.2860, 0.3530
+    x = torch.from_numpy(((read_idx(f"{args.data}/train-images-idx3-ubyte.gz").reshape(-1, 784) / 255.0 - mean) / std).astype(np.float32))
+    y = torch.from_numpy(read_idx(f"{args.data}/train-labels-idx1-ubyte.gz").astype(np.int64))
+    xt = torch.from_numpy(((read_idx(f"{args.data}/t10k-images-idx3-ubyte.gz").reshape(-1, 784) / 255.0 - mean) / std).astype(np.float32))
+    yt = torch.from_numpy(read_idx(f"{args.data}/t10k-labels-idx1-ubyte.gz").astype(np.int64))
+    torch.manual_seed(42)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    n = x.shape[0]
+    times = []
+    for epoch in range(args.epochs):
+        perm = torch.randperm(n)
+        t0 = time.perf_counter()
+        for i in range(0, n, args.batch):
+            idx = perm[i : i + args.batch]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x[idx]), y[idx])
+            loss.backward()
+            opt.step()
+        times.append(time.perf_counter() - t0)
+    with torch.no_grad():
+        acc = (model(xt).argmax(1) == yt).float().mean().item()
+    med = sorted(times)[len(times) // 2]
+    print(json.dumps({
+        "epoch_seconds": med, "epoch_seconds_all": times, "samples_per_s": n / med, "test_accuracy": acc,
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
