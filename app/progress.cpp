@@ -18,9 +18,9 @@ std::string format_duration(double s) {
 void Progress::update(const ProgressInfo& p) {
   auto now = std::chrono::steady_clock::now();
   if (p.epoch_done) {
-    std::fprintf(stderr, "%sepoch %lld/%lld  loss %.4f  %.0f samples/s  %lld steps\n", interactive_ ? "\r\033[K" : "",
-                 static_cast<long long>(p.epoch), static_cast<long long>(p.epochs), p.loss, p.samples_per_s,
-                 static_cast<long long>(p.batches));
+    std::fprintf(stderr, "%sepoch %lld/%lld  loss %.4f  %.0f samples/s  %lld steps  ETA %s\n",
+                 interactive_ ? "\r\033[K" : "", static_cast<long long>(p.epoch), static_cast<long long>(p.epochs),
+                 p.loss, p.samples_per_s, static_cast<long long>(p.batches), format_duration(p.eta_s).c_str());
     std::fflush(stderr);
     return;
   }

@@ -24,6 +24,7 @@ namespace mls {
 class Backend;
 class Tensor;
 class Attrs;
+struct OpDef;
 
 enum class DeviceKind : uint8_t { CPU, Vulkan, CUDA };
 inline constexpr int kNumDeviceKinds = 3;
@@ -82,11 +83,16 @@ class Backend {
   virtual void copy_to_host(const Buffer& src, size_t src_offset, void* dst, size_t bytes) = 0;
   virtual void copy_device(const Buffer& src, size_t src_offset, Buffer& dst, size_t dst_offset,
                            size_t bytes) = 0;
-  // Submits a kernel. Devices with queues return at once; the CPU runs it before returning.
+  // The backend is one in-order queue (a stream): launches run in submission order, and
+  // synchronize() waits for all of them. Devices with queues return from launch at once;
+  // the CPU runs the kernel before returning.
   virtual void launch(KernelFn fn, const KernelCall& call) = 0;
   virtual void synchronize() = 0;
   // Threads the backend's kernels may use (CPU) or 1.
   virtual int num_threads() const { return 1; }
+  // Whether this backend has a kernel for `op` at `dtype` (the scheduler asks before
+  // placing a node here; see OpDef::kernel).
+  bool supports(const OpDef& op, DType dtype) const;
   MemoryTracker& memory() { return memory_; }
 
  private:

@@ -44,6 +44,8 @@ DType kernel_dtype(const OpDef& op, std::span<const ValueType> inputs,
   return outputs[0].dtype;
 }
 
+bool Backend::supports(const OpDef& op, DType dtype) const { return op.kernel(kind(), dtype) != nullptr; }
+
 OpRegistry& op_registry() {
   static OpRegistry reg;
   return reg;

@@ -1,5 +1,7 @@
 #include "engine/cpu/cpu_backend.h"
 
+#include <cblas.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -50,7 +52,10 @@ int g_default_threads = 0;
 }  // namespace
 
 CpuBackend::CpuBackend(int threads)
-    : pool_(threads), buffer_type_(std::make_unique<CpuBufferType>(*this)) {}
+    : pool_(threads), buffer_type_(std::make_unique<CpuBufferType>(*this)) {
+  // GEMMs run on OpenBLAS's own threads; one budget for both pools, so --threads 1 means 1.
+  openblas_set_num_threads(std::max(threads, 1));
+}
 
 BufferType& CpuBackend::default_buffer_type() { return *buffer_type_; }
 

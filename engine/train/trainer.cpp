@@ -37,6 +37,7 @@ Result<void> Trainer::init() {
   const Graph& g = mg->graph;
   const Shape& in = g.type_of(mg->input).shape;
   sample_shape_.assign(in.begin() + 1, in.end());
+  num_classes_ = g.type_of(mg->logits).shape.back();
   params_.clear();
   param_names_.clear();
   for (size_t i = 0; i < g.params().size(); ++i) {
@@ -158,14 +159,7 @@ Result<double> Trainer::train_step(const HostBatch& batch) {
   if (!opt_) {
     if (auto r = init(); !r) return r.error();
   }
-  const Shape& ls = backend_.kind() == DeviceKind::CPU ? sample_shape_ : sample_shape_;
-  auto classes = static_cast<int64_t>(0);
-  {
-    auto p = plan_for(config_.batch_size, true);
-    if (!p) return p.error();
-    classes = (*p)->mg.graph.type_of((*p)->mg.logits).shape.back();
-  }
-  if (auto c = check_batch(batch, ls, classes); !c) return c.error();
+  if (auto c = check_batch(batch, sample_shape_, num_classes_); !c) return c.error();
   if (config_.mode == ExecMode::Eager) return eager_step(batch);
   auto p = plan_for(batch.size, true);
   if (!p) return p.error();
@@ -239,7 +233,7 @@ Result<TrainResult> Trainer::fit(BatchSource& train, BatchSource* test, MetricSi
     train.start_epoch(epoch - 1);
     const double t0 = now_s();
     double sum = 0;
-    int64_t count = 0, bi = 0;
+    int64_t count = 0, bi = 0, seen = 0;
     while (train.next(bs, b)) {
       auto l = train_step(b);
       if (!l) return l.error();
@@ -249,14 +243,15 @@ Result<TrainResult> Trainer::fit(BatchSource& train, BatchSource* test, MetricSi
       ++step;
       ++bi;
       trained += b.size;
+      seen += b.size;
       sum += *l;
       ++count;
       res.step_losses.push_back(*l);
       if (sink) sink->log_metric("train/loss", step, *l);
       if (progress) {
         double el = now_s() - t0;
-        double sps = static_cast<double>(bi * bs) / std::max(el, 1e-9);
-        double left = static_cast<double>((config_.epochs - epoch) * n + (n - std::min(n, bi * bs)));
+        double sps = static_cast<double>(seen) / std::max(el, 1e-9);
+        double left = static_cast<double>((config_.epochs - epoch) * n + (n - seen));
         progress({epoch, config_.epochs, bi, batches, sum / static_cast<double>(count), sps, left / sps, false});
       }
       if ((cancel && cancel->load()) || (config_.max_steps > 0 && step >= config_.max_steps)) {
@@ -272,11 +267,12 @@ Result<TrainResult> Trainer::fit(BatchSource& train, BatchSource* test, MetricSi
     if (sink) {
       sink->log_metric("epoch/train_loss", epoch, res.epoch_losses.back());
       sink->log_metric("epoch/seconds", epoch, secs);
-      sink->log_metric("epoch/samples_per_s", epoch, static_cast<double>(count * bs) / secs);
+      sink->log_metric("epoch/samples_per_s", epoch, static_cast<double>(seen) / secs);
     }
     if (progress)
       progress({epoch, config_.epochs, bi, batches, res.epoch_losses.back(),
-                static_cast<double>(bi * bs) / std::max(secs, 1e-9), 0, true});
+                static_cast<double>(seen) / std::max(secs, 1e-9),
+                static_cast<double>(config_.epochs - epoch) * train_time / static_cast<double>(epoch), true});
     if (config_.max_steps > 0 && step >= config_.max_steps) break;
   }
   res.steps = step;

@@ -102,6 +102,7 @@ class Trainer {
   ModelBuilder build_;
   TrainConfig config_;
   Shape sample_shape_;
+  int64_t num_classes_ = 0;
   std::vector<Tensor> params_;
   std::vector<std::string> param_names_;
   std::unique_ptr<Optimizer> opt_;

@@ -1,5 +1,8 @@
 // End to end: the mlstudio executable as a user runs it.
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -184,4 +187,38 @@ TEST_CASE("mlstudio --version and --help", "[e2e]") {
   CHECK(h.code == 0);
   CHECK(h.out.find("--run") != std::string::npos);
   CHECK(h.out.find("graph") != std::string::npos);
+}
+
+TEST_CASE("Ctrl-C stops a run, keeps what it logged and records it as interrupted", "[e2e]") {
+  fs::path db = temp_dir() / "interrupt.db";
+  fs::remove(db);
+  fs::path err = temp_dir() / "interrupt.err";
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::freopen(err.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    std::string ex = example(), d = db.string();
+    ::execl(MLS_EXE, MLS_EXE, "--run", ex.c_str(), "--epochs", "1000", "--limit", "2000", "--test-limit", "100",
+            "--db", d.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  // Wait until training has logged a few epochs, then interrupt.
+  for (int i = 0; i < 200 && read_file(err.string()).find("epoch 3/1000") == std::string::npos; ++i)
+    ::usleep(50 * 1000);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  INFO(read_file(err.string()));
+  auto store = mls::store::RunStore::open(db.string());
+  REQUIRE(store.ok());
+  auto runs = (*store)->list_runs();
+  REQUIRE(runs.ok());
+  REQUIRE(runs->size() == 1);
+  CHECK(runs->at(0).status == "interrupted");
+  auto loss = (*store)->metrics(runs->at(0).id, "train/loss");
+  REQUIRE(loss.ok());
+  CHECK(loss->size() >= 3 * 16);  // ceil(2000 / 128) = 16 steps per epoch, >= 3 epochs logged
 }
