@@ -22,4 +22,25 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 // Normalises a possibly negative axis against rank; nullopt when out of range.
 std::optional<int64_t> normalize_axis(int64_t axis, int64_t rank);
 
+// Calls fn(offset) for every index of `shape` in row-major order, where offset is
+// sum(index[d] * strides[d]): the walk behind strided copies, gathers and reductions.
+template <typename Fn>
+void for_each_offset(const Shape& shape, const Strides& strides, Fn&& fn) {
+  int64_t n = numel(shape);
+  if (n == 0) return;
+  std::vector<int64_t> idx(shape.size(), 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    fn(off);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= strides[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
 }  // namespace mls

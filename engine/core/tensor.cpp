@@ -35,26 +35,6 @@ void store_from_f64(char* p, DType t, double x) {
   }
 }
 
-// Calls fn(element_offset_in_elements) for every element in logical row-major order.
-template <typename Fn>
-void for_each_offset(const Shape& shape, const Strides& strides, Fn fn) {
-  int64_t n = numel(shape);
-  if (n == 0) return;
-  std::vector<int64_t> idx(shape.size(), 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    fn(off);
-    for (size_t d = shape.size(); d-- > 0;) {
-      if (++idx[d] < shape[d]) {
-        off += strides[d];
-        break;
-      }
-      off -= strides[d] * (shape[d] - 1);
-      idx[d] = 0;
-    }
-  }
-}
-
 // The byte range [lo, hi) of the buffer that a view touches.
 std::pair<int64_t, int64_t> byte_span(const Tensor& t) {
   int64_t lo = 0, hi = 0;

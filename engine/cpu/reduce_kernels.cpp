@@ -63,29 +63,14 @@ void reduce_sum(const KernelCall& c, bool average) {
     });
     return;
   }
-  if (axes.empty() && rank > 0) {  // never reached: empty axes means all (normalised above)
-    std::memcpy(y, x, tx.nbytes());
-    return;
-  }
   // General: accumulate each input element into its output slot.
   Shape keep = s;
   for (int64_t a : axes) keep[static_cast<size_t>(a)] = 1;
   Strides ks = contiguous_strides(keep);
   for (int64_t a : axes) ks[static_cast<size_t>(a)] = 0;
   std::fill(y, y + out_n, 0.f);
-  std::vector<int64_t> idx(s.size(), 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < tx.numel(); ++i) {
-    y[off] += x[i];
-    for (size_t d = s.size(); d-- > 0;) {
-      if (++idx[d] < s[d]) {
-        off += ks[d];
-        break;
-      }
-      off -= ks[d] * (s[d] - 1);
-      idx[d] = 0;
-    }
-  }
+  int64_t i = 0;
+  for_each_offset(s, ks, [&](int64_t off) { y[off] += x[i++]; });
   for (int64_t i = 0; i < out_n; ++i) y[i] *= post;
 }
 

@@ -48,19 +48,8 @@ void transpose_kernel(const KernelCall& c) {
   const Shape& os = y.shape();
   Strides src_strides(perm.size());
   for (size_t d = 0; d < perm.size(); ++d) src_strides[d] = xs[static_cast<size_t>(perm[d])];
-  std::vector<int64_t> idx(os.size(), 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    dst[i] = src[off];
-    for (size_t d = os.size(); d-- > 0;) {
-      if (++idx[d] < os[d]) {
-        off += src_strides[d];
-        break;
-      }
-      off -= src_strides[d] * (os[d] - 1);
-      idx[d] = 0;
-    }
-  }
+  int64_t i = 0;
+  for_each_offset(os, src_strides, [&](int64_t off) { dst[i++] = src[off]; });
 }
 
 template <typename T>

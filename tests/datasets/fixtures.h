@@ -19,28 +19,16 @@
 
 #include "datasets/mnist.h"
 
+#include "tests/common/temp_dir.h"
+
 namespace mls::data::test {
 
 using Bytes = std::vector<uint8_t>;
 
-class TempDir {
+// Each layer's tests name their temp dirs after the layer.
+class TempDir : public mls::test::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "mls_datasets_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
+  TempDir() : mls::test::TempDir("mls_datasets") {}
 };
 
 // An IDX file image: 0 0 type ndims, big-endian u32 dims, then `data` as given.

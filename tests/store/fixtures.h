@@ -15,25 +15,14 @@
 
 #include "engine/core/result.h"
 
+#include "tests/common/temp_dir.h"
+
 namespace mls::store::test {
 
-class TempDir {
+// Each layer's tests name their temp dirs after the layer.
+class TempDir : public mls::test::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "mls_store_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
+  TempDir() : mls::test::TempDir("mls_store") {}
 };
 
 inline void write_bytes(const std::string& path, const std::string& bytes) {
