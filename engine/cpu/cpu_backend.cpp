@@ -91,6 +91,10 @@ void register_kernels(OpRegistry& reg) {
   register_shape_kernels(reg);
   register_nn_kernels(reg);
   register_optimizer_kernels(reg);
+  register_math_kernels(reg);
+  register_layout_kernels(reg);
+  register_conv_kernels(reg);
+  register_norm_kernels(reg);
 }
 
 }  // namespace mls::cpu

@@ -14,6 +14,10 @@ void register_reduce_kernels(OpRegistry& reg);
 void register_shape_kernels(OpRegistry& reg);
 void register_nn_kernels(OpRegistry& reg);
 void register_optimizer_kernels(OpRegistry& reg);
+void register_math_kernels(OpRegistry& reg);
+void register_layout_kernels(OpRegistry& reg);
+void register_conv_kernels(OpRegistry& reg);
+void register_norm_kernels(OpRegistry& reg);
 
 inline ThreadPool& pool_of(const KernelCall& c) { return static_cast<CpuBackend&>(c.backend).pool(); }
 

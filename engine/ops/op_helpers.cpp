@@ -10,6 +10,10 @@ void register_core_ops(OpRegistry& reg) {
   ops::register_shape_ops(reg);
   ops::register_nn_ops(reg);
   ops::register_optimizer_ops(reg);
+  ops::register_math_ops(reg);
+  ops::register_layout_ops(reg);
+  ops::register_conv_ops(reg);
+  ops::register_norm_ops(reg);
 }
 
 namespace ops {

@@ -37,5 +37,9 @@ void register_reduce_ops(OpRegistry& reg);
 void register_shape_ops(OpRegistry& reg);
 void register_nn_ops(OpRegistry& reg);
 void register_optimizer_ops(OpRegistry& reg);
+void register_math_ops(OpRegistry& reg);      // math_ops.cpp: more unary/binary, comparisons, where, cast
+void register_layout_ops(OpRegistry& reg);    // layout_ops.cpp: reductions max/min/var, slice, concat, ...
+void register_conv_ops(OpRegistry& reg);      // conv_ops.cpp: conv2d, conv_transpose2d, pooling
+void register_norm_ops(OpRegistry& reg);      // norm_ops.cpp: softmax, norms, dropout, embedding, losses
 
 }  // namespace mls::ops
