@@ -18,7 +18,7 @@ int run_command(const RunOptions& o);
 
 struct GraphOptions {
   ProjectOptions project;
-  bool ir = false, backward = false, plan = false;
+  bool ir = false, backward = false, plan = false, passes = false;
   int64_t batch = 0;  // 0: the project's batch size
 };
 int graph_command(const GraphOptions& o);

@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   graph_cmd->add_flag("--ir", graph.ir, "The forward graph in SSA text form (the default)");
   graph_cmd->add_flag("--backward", graph.backward, "Append the backward graph (gradients of every parameter)");
   graph_cmd->add_flag("--plan", graph.plan, "The compiled training step: schedule and memory plan");
+  graph_cmd->add_flag("--passes", graph.passes,
+                      "The training step after every optimisation pass, with node counts and planned bytes");
   graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)");
 
   mls::app::RunsOptions runs;

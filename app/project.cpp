@@ -56,8 +56,14 @@ Result<Project> open_project(const ProjectOptions& o) {
       return make_error("--mode must be static or eager, got '" + *o.mode + "'");
     t.mode = *o.mode == "eager" ? nodes::ExecMode::Eager : nodes::ExecMode::Static;
   }
-  if (o.limit) p.doc.dataset.limit = *o.limit;
-  if (o.test_limit) p.doc.dataset.test_limit = *o.test_limit;
+  if (o.limit) {
+    if (*o.limit < 0) return make_error("--limit must be >= 0 (0: every sample)");
+    p.doc.dataset.limit = *o.limit;
+  }
+  if (o.test_limit) {
+    if (*o.test_limit < 0) return make_error("--test-limit must be >= 0 (0: every sample)");
+    p.doc.dataset.test_limit = *o.test_limit;
+  }
   if (t.device != "cpu")
     return make_error(p.path + ": device '" + t.device +
                       "' is not available in this build: the CPU backend is the only one so far "

@@ -72,8 +72,14 @@ int run_command(const RunOptions& o) {
   std::signal(SIGINT, on_sigint);
   Progress bar(isatty(STDERR_FILENO) != 0);
   Trainer trainer(backend, p.builder(), cfg);
-  auto result = trainer.fit(*p.train, p.test.get(), store->get(),
-                            o.quiet ? ProgressFn{} : ProgressFn([&](const ProgressInfo& i) { bar.update(i); }), &g_cancel);
+  Result<TrainResult> result = make_error("not started");
+  try {
+    result = trainer.fit(*p.train, p.test.get(), store->get(),
+                         o.quiet ? ProgressFn{} : ProgressFn([&](const ProgressInfo& i) { bar.update(i); }), &g_cancel);
+  } catch (const std::bad_alloc&) {
+    // The one exception the engine lets through: a model too large for this machine.
+    result = make_error("out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
+  }
   std::signal(SIGINT, SIG_DFL);
   if (!result) {
     auto e = (*store)->end_run(*run_id, "failed");

@@ -78,11 +78,12 @@ NodeTypeDef flatten_node() {
 NodeTypeDef linear_node() {
   NodeTypeDef d =
       make_type("mls.linear", "Linear", "Layers",
-                "A fully connected layer: y = x W^T + b, [N,in_features] -> [N,out_features].",
+                "A fully connected layer: y = x W + b, [N,in_features] -> [N,out_features].",
                 {{"in", PortKind::Tensor}}, {{"out", PortKind::Tensor}});
   ParamDef out_features =
       make_param("out_features", ParamKind::Int, nullptr, "Number of output features.");
   out_features.min = 1;
+  out_features.max = 1 << 24;  // keeps weight sizes far from int64 overflow
   ParamDef init = make_param("init", ParamKind::Enum, "kaiming_uniform",
                              "How the weight is initialised (the bias starts at zero).");
   init.choices = {"kaiming_uniform", "xavier_uniform", "zeros"};

@@ -18,6 +18,7 @@ int port_index(const Ports& ports, std::string_view name) {
 
 // Whole numbers print without a fraction so that messages read "an integer >= 1".
 std::string format_number(double v) {
+  if (v == std::floor(v) && std::abs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
   std::ostringstream os;
   os << v;
   return os.str();

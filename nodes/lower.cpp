@@ -28,6 +28,7 @@ const std::map<std::string, LowerFn>& rules() {
   static const std::map<std::string, LowerFn> table = {
       {"mls.input",
        [](LowerContext& c) -> Result<Refs> {
+         if (c.model.input.valid()) return make_error("a second Input node: a model has exactly one");
          Shape s{c.batch};
          s.insert(s.end(), c.sample_shape.begin(), c.sample_shape.end());
          c.model.input = c.model.graph.add_input(c.node.id, {DType::F32, s});
@@ -35,6 +36,7 @@ const std::map<std::string, LowerFn>& rules() {
        }},
       {"mls.labels",
        [](LowerContext& c) -> Result<Refs> {
+         if (c.model.labels.valid()) return make_error("a second Labels node: a model has exactly one");
          c.model.labels = c.model.graph.add_input(c.node.id, {DType::I64, {c.batch}});
          return Refs{c.model.labels};
        }},

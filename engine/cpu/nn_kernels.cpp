@@ -39,7 +39,7 @@ void log_softmax_kernel(const KernelCall& c) {
   float* y = out_ptr<float>(c, 0);
   int64_t axis = *normalize_axis(c.attrs.get_int("axis"), tx.rank());
   Lines l = lines_of(tx.shape(), axis);
-  pool_of(c).parallel_for(0, l.outer, std::max<int64_t>(1, kParallelGrain / (l.len * l.inner)), [&](int64_t lo, int64_t hi) {
+  pool_of(c).parallel_for(0, l.outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(l.len * l.inner, 1)), [&](int64_t lo, int64_t hi) {
     for (int64_t o = lo; o < hi; ++o)
       for (int64_t j = 0; j < l.inner; ++j) {
         const float* xs = x + o * l.len * l.inner + j;

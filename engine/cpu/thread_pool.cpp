@@ -4,6 +4,16 @@
 
 namespace mls::cpu {
 
+namespace {
+// Set while this thread runs part of a job: nested parallel_for calls run inline.
+thread_local bool t_in_job = false;
+
+struct InJob {
+  InJob() { t_in_job = true; }
+  ~InJob() { t_in_job = false; }
+};
+}  // namespace
+
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < std::max(threads, 1); ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -20,48 +30,64 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
+    const RangeFn* job;
     int64_t lo, hi;
+    bool mine;
     {
       std::unique_lock lock(mu_);
       cv_work_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
       job = job_;
+      mine = index < job_parts_;
       lo = job_begin_ + job_chunk_ * index;
       hi = std::min(job_end_, lo + job_chunk_);
     }
-    if (lo < hi) (*job)(lo, hi);
-    {
+    if (mine && lo < hi) {
+      InJob guard;
+      (*job)(lo, hi);  // kernels do not throw: they only index memory they were given
+    }
+    if (mine) {
       std::lock_guard lock(mu_);
       if (--pending_ == 0) cv_done_.notify_one();
     }
   }
 }
 
-void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, RangeFn fn) {
   int64_t n = end - begin;
   if (n <= 0) return;
   int parts = static_cast<int>(std::min<int64_t>(size(), std::max<int64_t>(1, n / std::max<int64_t>(grain, 1))));
-  if (parts <= 1 || workers_.empty()) {
+  if (parts <= 1 || t_in_job) {
     fn(begin, end);
     return;
   }
-  int64_t chunk = (n + size() - 1) / size();
+  std::lock_guard call(call_mu_);
+  int64_t chunk = (n + parts - 1) / parts;
   {
     std::lock_guard lock(mu_);
     job_ = &fn;
     job_begin_ = begin;
     job_end_ = end;
     job_chunk_ = chunk;
-    pending_ = static_cast<int>(workers_.size());
+    job_parts_ = parts;
+    pending_ = parts - 1;  // workers 1 .. parts-1
     ++generation_;
   }
   cv_work_.notify_all();
-  fn(begin, std::min(end, begin + chunk));  // the caller's share: chunk 0
+  std::exception_ptr error;
+  {
+    InJob guard;
+    try {
+      fn(begin, std::min(end, begin + chunk));  // the caller's share: chunk 0
+    } catch (...) {
+      error = std::current_exception();  // wait for the workers before `fn` goes away
+    }
+  }
   std::unique_lock lock(mu_);
   cv_done_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace mls::cpu

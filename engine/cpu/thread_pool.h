@@ -4,17 +4,33 @@
 //   pool.parallel_for(0, rows, 64, [&](int64_t lo, int64_t hi) { ... rows lo..hi ... });
 //
 // The calling thread takes a share of the work, so a pool of n threads uses n-1 workers.
-// Work below the grain runs inline: waking a thread costs more than a small loop.
+// Work below the grain runs inline: waking a thread costs more than a small loop. A call
+// made from inside a job runs inline too, and calls from several outside threads take
+// turns, so kernels may nest and two sessions may share the backend.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace mls::cpu {
+
+// A non-owning reference to a callable: no heap allocation per parallel_for.
+class RangeFn {
+ public:
+  template <typename F>
+  RangeFn(F& f) : obj_(&f), call_([](void* o, int64_t lo, int64_t hi) { (*static_cast<F*>(o))(lo, hi); }) {}  // NOLINT
+  void operator()(int64_t lo, int64_t hi) const { call_(obj_, lo, hi); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
 
 class ThreadPool {
  public:
@@ -23,16 +39,23 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
   int size() const { return static_cast<int>(workers_.size()) + 1; }
-  void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                    const std::function<void(int64_t, int64_t)>& fn);
+
+  template <typename F>
+  void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& fn) {
+    auto& f = fn;
+    run(begin, end, grain, RangeFn(f));
+  }
 
  private:
+  void run(int64_t begin, int64_t end, int64_t grain, RangeFn fn);
   void worker_loop(int index);
   std::vector<std::thread> workers_;
+  std::mutex call_mu_;  // one job at a time from outside callers
   std::mutex mu_;
   std::condition_variable cv_work_, cv_done_;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  const RangeFn* job_ = nullptr;
   int64_t job_begin_ = 0, job_end_ = 0, job_chunk_ = 0;
+  int job_parts_ = 0;
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;

@@ -24,7 +24,7 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   std::vector<bool> node_needed(g.nodes().size(), false);
   for (size_t k = g.nodes().size(); k-- > 0;) {
     const Node& n = g.nodes()[k];
-    bool any = false;
+    bool any = n.op->kind == OpKind::Update;  // in-place updates are their own purpose
     for (Ref o : n.outputs) any = any || needed[static_cast<size_t>(o.id)];
     if (!any) continue;
     node_needed[k] = true;
@@ -45,7 +45,17 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
     }
   std::vector<AllocTag> own_tag(nv, AllocTag::Other);
   std::vector<bool> own(nv, false);
-  for (auto& [r, tag] : opt.own_buffers) {
+  for (auto [r, tag] : opt.own_buffers) {
+    MLS_CHECK(r.valid() && static_cast<size_t>(r.id) < nv, "PlanOptions: own buffer for an unknown value");
+    // An output that is a view (reshape) keeps its view; the value it views gets the buffer.
+    for (;;) {
+      const Value& v = g.value(r);
+      if (v.kind != ValueKind::Node) break;
+      const Node& n = g.nodes()[static_cast<size_t>(v.node)];
+      if (!n.op->view || v.output_index != 0) break;
+      r = n.inputs[0];
+    }
+    if (g.value(r).kind != ValueKind::Node) continue;  // inputs, params and constants have storage
     own[static_cast<size_t>(r.id)] = true;
     own_tag[static_cast<size_t>(r.id)] = tag;
   }
@@ -74,7 +84,7 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
     }
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       auto o = static_cast<size_t>(n.outputs[k].id);
-      if (n.op->view && k == 0 && !own[o]) {
+      if (n.op->view && k == 0) {
         p.alias_of_[o] = n.inputs[0].id;
         p.placement_[o] = kAlias;
         continue;
@@ -116,6 +126,16 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
       p.slots_[i] = Tensor::empty(backend, t.dtype, t.shape, own_tag[i]);
       p.stats_.own_buffer_bytes += p.slots_[i].nbytes();
     }
+  }
+  // Views of planned storage are final now (views of inputs wait for bind), so tensor()
+  // of an output that is a view is valid before the first run.
+  for (int32_t k : p.schedule_) {
+    const Node& n = g.nodes()[static_cast<size_t>(k)];
+    if (!n.op->view || p.placement_[static_cast<size_t>(n.outputs[0].id)] != kAlias) continue;
+    const Tensor& src = p.slots_[static_cast<size_t>(n.inputs[0].id)];
+    if (!src.defined()) continue;
+    const ValueType t = g.type_of(n.outputs[0]);
+    p.slots_[static_cast<size_t>(n.outputs[0].id)] = Tensor(src.buffer_ptr(), src.byte_offset(), t.dtype, t.shape);
   }
   return p;
 }

@@ -49,9 +49,19 @@ Result<Refs> Graph::add_node(std::string_view op_name, std::span<const Ref> inpu
   if (op->num_inputs >= 0 && static_cast<int>(inputs.size()) != op->num_inputs)
     return make_error(where + std::string(op_name) + " takes " + std::to_string(op->num_inputs) +
                       " inputs, got " + std::to_string(inputs.size()));
-  for (const AttrSpec& a : op->attrs)
-    if (a.required && !attrs.has(a.name))
-      return make_error(where + std::string(op_name) + ": missing attribute '" + a.name + "'");
+  for (const AttrSpec& a : op->attrs) {
+    const AttrValue* v = attrs.find(a.name);
+    if (!v) {
+      if (a.required) return make_error(where + std::string(op_name) + ": missing attribute '" + a.name + "'");
+      continue;
+    }
+    // A float attribute may be given as an integer; every other kind must match.
+    bool ok = (a.kind == AttrKind::Int && std::holds_alternative<int64_t>(*v)) ||
+              (a.kind == AttrKind::Float && (std::holds_alternative<double>(*v) || std::holds_alternative<int64_t>(*v))) ||
+              (a.kind == AttrKind::Ints && std::holds_alternative<std::vector<int64_t>>(*v)) ||
+              (a.kind == AttrKind::String && std::holds_alternative<std::string>(*v));
+    if (!ok) return make_error(where + std::string(op_name) + ": attribute '" + a.name + "' has the wrong kind");
+  }
   std::vector<ValueType> in_types;
   in_types.reserve(inputs.size());
   for (Ref r : inputs) {

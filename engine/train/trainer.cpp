@@ -7,6 +7,7 @@
 
 #include "engine/autodiff/autodiff.h"
 #include "engine/exec/eager.h"
+#include "engine/passes/passes.h"
 #include "engine/train/init.h"
 #include "engine/train/rng.h"
 
@@ -38,6 +39,7 @@ Result<void> Trainer::init() {
   const Shape& in = g.type_of(mg->input).shape;
   sample_shape_.assign(in.begin() + 1, in.end());
   num_classes_ = g.type_of(mg->logits).shape.back();
+  plans_.clear();  // plans bind the parameter tensors: they are rebuilt with the new ones
   params_.clear();
   param_names_.clear();
   for (size_t i = 0; i < g.params().size(); ++i) {
@@ -58,40 +60,57 @@ Result<void> Trainer::init() {
 Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   auto key = std::make_pair(batch, training);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+  if (!opt_) {
+    if (auto r = init(); !r) return r.error();
+  }
   auto mg = build_(batch);
   if (!mg) return mg.error();
-  auto sp = std::make_unique<StepPlan>();
-  sp->mg = std::move(*mg);
-  Graph& g = sp->mg.graph;
-  if (g.params().size() != params_.size())
-    return make_error("the model built for batch " + std::to_string(batch) + " has other parameters");
-  PlanOptions opt;
+  Graph& g = mg->graph;
+  bool same = g.params().size() == params_.size();
+  for (size_t i = 0; same && i < params_.size(); ++i) same = g.type_of(g.params()[i]).shape == params_[i].shape();
+  if (!same) return make_error("the model built for batch " + std::to_string(batch) + " has other parameters");
+  Refs outs;
   if (training) {
-    auto grads = append_backward(g, sp->mg.loss, g.params());
+    auto grads = append_backward(g, mg->loss, g.params());
     if (!grads) return grads.error();
-    opt.outputs.push_back(sp->mg.loss);
-    for (Ref r : *grads) {
-      opt.outputs.push_back(r);
-      // A gradient that is a parameter's own value cannot be (e.g. loss = w): own buffers
-      // only for node outputs.
-      if (g.value(r).kind == ValueKind::Node) opt.own_buffers.emplace_back(r, AllocTag::Gradient);
-    }
-    g.set_outputs(opt.outputs);
+    outs.push_back(mg->loss);
+    outs.insert(outs.end(), grads->begin(), grads->end());
   } else {
-    opt.outputs = {sp->mg.logits, sp->mg.loss};
+    outs = {mg->logits, mg->loss};
   }
-  auto plan = CompiledPlan::compile(g, backend_, opt);
+  g.set_outputs(outs);
+  auto stages = run_passes(g, backend_, default_passes());
+  if (!stages) return stages.error();
+  // Passes keep the order of inputs, parameters and outputs: map the model's handles.
+  auto sp = std::make_unique<StepPlan>();
+  Graph& opt = stages->back().graph;
+  auto input_index = [&](Ref r) {
+    return static_cast<size_t>(std::find(g.inputs().begin(), g.inputs().end(), r) - g.inputs().begin());
+  };
+  sp->mg.input = opt.inputs()[input_index(mg->input)];
+  sp->mg.labels = opt.inputs()[input_index(mg->labels)];
+  sp->mg.loss = opt.outputs()[training ? 0 : 1];
+  if (!training) sp->mg.logits = opt.outputs()[0];
+  PlanOptions po;
+  if (training)
+    for (size_t i = 1; i < opt.outputs().size(); ++i)
+      // A gradient can be a constant (the loss does not reach that parameter): it needs no buffer.
+      if (opt.value(opt.outputs()[i]).kind == ValueKind::Node)
+        po.own_buffers.emplace_back(opt.outputs()[i], AllocTag::Gradient);
+  sp->mg.graph = std::move(opt);
+  const Graph& pg = sp->mg.graph;
+  auto plan = CompiledPlan::compile(pg, backend_, po);
   if (!plan) return plan.error();
   sp->plan.emplace(std::move(*plan));
-  const ValueType xt = g.type_of(sp->mg.input);
+  const ValueType xt = pg.type_of(sp->mg.input);
   sp->x = Tensor::empty(backend_, xt.dtype, xt.shape, AllocTag::Input);
   sp->y = Tensor::empty(backend_, DType::I64, {batch}, AllocTag::Input);
   auto check = [](Result<void> r) { MLS_CHECK(r.ok(), "binding a model input failed"); };
   check(sp->plan->bind(sp->mg.input, sp->x));
   check(sp->plan->bind(sp->mg.labels, sp->y));
-  for (size_t i = 0; i < params_.size(); ++i) check(sp->plan->bind(g.params()[i], params_[i]));
+  for (size_t i = 0; i < params_.size(); ++i) check(sp->plan->bind(pg.params()[i], params_[i]));
   if (training)
-    for (size_t i = 1; i < opt.outputs.size(); ++i) sp->grads.push_back(sp->plan->tensor(opt.outputs[i]));
+    for (size_t i = 1; i < pg.outputs().size(); ++i) sp->grads.push_back(sp->plan->tensor(pg.outputs()[i]));
   StepPlan* raw = sp.get();
   plans_[key] = std::move(sp);
   return raw;

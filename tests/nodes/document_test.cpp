@@ -249,12 +249,12 @@ TEST_CASE("node errors name the node and its JSON path", "[nodes]") {
   j = example_json();
   j["model"]["nodes"][2]["params"]["out_features"] = 0;
   CHECK(parse_error(j) ==
-        "P.mls: node 'fc1' (/model/nodes/2/params/out_features): must be an integer >= 1");
+        "P.mls: node 'fc1' (/model/nodes/2/params/out_features): must be an integer in [1, 16777216]");
 
   j = example_json();
   j["model"]["nodes"][2]["params"]["out_features"] = "256";
   CHECK(parse_error(j) ==
-        "P.mls: node 'fc1' (/model/nodes/2/params/out_features): must be an integer >= 1");
+        "P.mls: node 'fc1' (/model/nodes/2/params/out_features): must be an integer in [1, 16777216]");
 
   j = example_json();
   j["model"]["nodes"][2]["params"].erase("out_features");
