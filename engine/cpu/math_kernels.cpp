@@ -1,8 +1,397 @@
-// CPU kernels: more elementwise math: unary and binary ops, comparisons, where, cast.
+// CPU kernels for the math ops: unary activations (f32), broadcasting binary ops (f32),
+// comparisons (f32, i64, i32, bool inputs), where (any element type) and cast.
+//
+// [SECTION] Loops
+// [SECTION] Unary and binary
+// [SECTION] Comparisons and where
+// [SECTION] cast
+// [SECTION] Registration
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numbers>
+
 #include "engine/cpu/kernels.h"
 
 namespace mls::cpu {
 
-void register_math_kernels(OpRegistry& reg) { (void)reg; }
+namespace {
+
+// [SECTION] Loops
+
+template <typename F>
+void unary_kernel(const KernelCall& c, F f) {
+  const float* x = in_ptr<float>(c, 0);
+  float* y = out_ptr<float>(c, 0);
+  int64_t n = c.inputs[0]->numel();
+  pool_of(c).parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) y[i] = f(x[i]);
+  });
+}
+
+// The broadcasting loop of elementwise_kernels.cpp with typed operands: T in, U out.
+template <typename T, typename U, typename F>
+void binary_kernel(const KernelCall& c, F f) {
+  const Tensor& ta = *c.inputs[0];
+  const Tensor& tb = *c.inputs[1];
+  Tensor& to = *c.outputs[0];
+  const T* a = in_ptr<T>(c, 0);
+  const T* b = in_ptr<T>(c, 1);
+  U* o = out_ptr<U>(c, 0);
+  if (ta.shape() == tb.shape()) {
+    pool_of(c).parallel_for(0, to.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = f(a[i], b[i]);
+    });
+    return;
+  }
+  BroadcastPlan p = make_broadcast_plan(ta.shape(), tb.shape(), to.shape());
+  int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(p.inner, 1));
+  pool_of(c).parallel_for(0, p.rows, grain, [&](int64_t lo, int64_t hi) {
+    for_broadcast_rows(p, lo, hi,
+                       [&](int64_t oa, int64_t sa, int64_t ob, int64_t sb, int64_t oo, int64_t n) {
+                         const T* pa = a + oa;
+                         const T* pb = b + ob;
+                         U* po = o + oo;
+                         if (sa == 1 && sb == 1) {
+                           for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+                         } else if (sa == 1) {
+                           T vb = pb[0];
+                           for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], vb);
+                         } else if (sb == 1) {
+                           T va = pa[0];
+                           for (int64_t i = 0; i < n; ++i) po[i] = f(va, pb[i]);
+                         } else {
+                           U v = f(pa[0], pb[0]);
+                           for (int64_t i = 0; i < n; ++i) po[i] = v;
+                         }
+                       });
+  });
+}
+
+template <typename F>
+void binary_f32(const KernelCall& c, F f) {
+  binary_kernel<float, float>(c, f);
+}
+
+// Element strides of `s` over the axes of `out` (0 where broadcast).
+Strides strides_over(const Shape& s, const Shape& out) {
+  Strides full(out.size(), 0);
+  Strides cs = contiguous_strides(s);
+  size_t lead = out.size() - s.size();
+  for (size_t i = 0; i < s.size(); ++i) full[lead + i] = s[i] == 1 ? 0 : cs[i];
+  return full;
+}
+
+// [SECTION] Unary and binary
+
+constexpr float kInvSqrt2 = static_cast<float>(1.0 / std::numbers::sqrt2);
+constexpr float kInvSqrt2Pi = static_cast<float>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+constexpr float kGeluK = static_cast<float>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+constexpr float kGeluC = 0.044715f;
+
+bool tanh_gelu(const KernelCall& c) {
+  return c.attrs.has("approximate") && c.attrs.get_string("approximate") == "tanh";
+}
+
+void gelu_kernel(const KernelCall& c) {
+  if (tanh_gelu(c)) {
+    unary_kernel(
+        c, [](float x) { return 0.5f * x * (1.f + std::tanh(kGeluK * (x + kGeluC * x * x * x))); });
+  } else {
+    unary_kernel(c, [](float x) { return 0.5f * x * std::erfc(-x * kInvSqrt2); });
+  }
+}
+
+void gelu_backward_kernel(const KernelCall& c) {
+  if (tanh_gelu(c)) {
+    binary_f32(c, [](float dy, float x) {
+      float t = std::tanh(kGeluK * (x + kGeluC * x * x * x));
+      return dy *
+             (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluK * (1.f + 3.f * kGeluC * x * x));
+    });
+  } else {
+    binary_f32(c, [](float dy, float x) {
+      return dy * (0.5f * std::erfc(-x * kInvSqrt2) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
+    });
+  }
+}
+
+void softplus_kernel(const KernelCall& c) {
+  auto beta = static_cast<float>(c.attrs.get_float_or("beta", 1.0));
+  auto threshold = static_cast<float>(c.attrs.get_float_or("threshold", 20.0));
+  unary_kernel(c, [beta, threshold](float x) {
+    float z = beta * x;
+    if (z > threshold) return x;
+    return (std::max(z, 0.f) + std::log1p(std::exp(-std::abs(z)))) / beta;  // no overflow
+  });
+}
+
+std::pair<float, float> clamp_bounds(const KernelCall& c) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  return {static_cast<float>(c.attrs.get_float_or("min", -inf)),
+          static_cast<float>(c.attrs.get_float_or("max", inf))};
+}
+
+void clamp_kernel(const KernelCall& c) {
+  auto [lo, hi] = clamp_bounds(c);
+  unary_kernel(c, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
+}
+
+void clamp_backward_kernel(const KernelCall& c) {
+  auto [lo, hi] = clamp_bounds(c);
+  binary_f32(c, [lo, hi](float dy, float x) { return x > lo && x < hi ? dy : 0.f; });
+}
+
+// [SECTION] Comparisons and where
+
+template <typename T, typename Cmp>
+void compare_kernel(const KernelCall& c) {
+  binary_kernel<T, uint8_t>(c, [](T a, T b) { return static_cast<uint8_t>(Cmp{}(a, b) ? 1 : 0); });
+}
+
+template <typename Cmp>
+void register_compare(OpRegistry& reg, const char* op) {
+  reg.register_kernel(op, DeviceKind::CPU, DType::F32, compare_kernel<float, Cmp>);
+  reg.register_kernel(op, DeviceKind::CPU, DType::I64, compare_kernel<int64_t, Cmp>);
+  reg.register_kernel(op, DeviceKind::CPU, DType::I32, compare_kernel<int32_t, Cmp>);
+  reg.register_kernel(op, DeviceKind::CPU, DType::Bool, compare_kernel<uint8_t, Cmp>);
+}
+
+template <typename T>
+void where_loop(const KernelCall& c) {
+  const uint8_t* cond = in_ptr<uint8_t>(c, 0);
+  const T* a = in_ptr<T>(c, 1);
+  const T* b = in_ptr<T>(c, 2);
+  T* o = out_ptr<T>(c, 0);
+  const Shape& out = c.outputs[0]->shape();
+  int64_t n = numel(out);
+  if (c.inputs[0]->shape() == out && c.inputs[1]->shape() == out && c.inputs[2]->shape() == out) {
+    pool_of(c).parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = cond[i] ? a[i] : b[i];
+    });
+    return;
+  }
+  Strides sc = strides_over(c.inputs[0]->shape(), out),
+          sa = strides_over(c.inputs[1]->shape(), out),
+          sb = strides_over(c.inputs[2]->shape(), out);
+  size_t r = out.size();
+  int64_t inner = r == 0 ? 1 : out.back(), rows = r == 0 ? 1 : n / std::max<int64_t>(inner, 1);
+  int64_t ic = r == 0 ? 0 : sc[r - 1], ia = r == 0 ? 0 : sa[r - 1], ib = r == 0 ? 0 : sb[r - 1];
+  int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
+  pool_of(c).parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      int64_t rem = row, oc = 0, oa = 0, ob = 0;
+      if (r > 0)
+        for (size_t d = r - 1; d-- > 0;) {  // the outer axes of this row
+          int64_t k = rem % out[d];
+          rem /= out[d];
+          oc += k * sc[d];
+          oa += k * sa[d];
+          ob += k * sb[d];
+        }
+      T* po = o + row * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        po[i] = cond[oc + i * ic] ? a[oa + i * ia] : b[ob + i * ib];
+    }
+  });
+}
+
+void where_kernel(const KernelCall& c) {
+  switch (c.inputs[1]->dtype()) {
+    case DType::F32:
+      where_loop<float>(c);
+      return;
+    case DType::F16:
+    case DType::BF16:
+      where_loop<uint16_t>(c);
+      return;
+    case DType::I64:
+      where_loop<int64_t>(c);
+      return;
+    case DType::I32:
+      where_loop<int32_t>(c);
+      return;
+    case DType::U8:
+    case DType::Bool:
+      where_loop<uint8_t>(c);
+      return;
+    case DType::I8:
+      where_loop<int8_t>(c);
+      return;
+  }
+  MLS_CHECK(false, "where: unknown dtype");
+}
+
+// [SECTION] cast
+
+// How each dtype is stored (the 16-bit floats as their bits).
+template <DType D>
+struct Storage;
+template <>
+struct Storage<DType::F32> {
+  using type = float;
+};
+template <>
+struct Storage<DType::F16> {
+  using type = uint16_t;
+};
+template <>
+struct Storage<DType::BF16> {
+  using type = uint16_t;
+};
+template <>
+struct Storage<DType::I64> {
+  using type = int64_t;
+};
+template <>
+struct Storage<DType::I32> {
+  using type = int32_t;
+};
+template <>
+struct Storage<DType::Bool> {
+  using type = uint8_t;
+};
+template <DType D>
+using StorageT = typename Storage<D>::type;
+
+template <DType D>
+float widen(StorageT<D> x) {
+  if constexpr (D == DType::F32)
+    return x;
+  else if constexpr (D == DType::F16)
+    return f16_to_f32(x);
+  else
+    return bf16_to_f32(x);
+}
+
+// Float to integer: truncates toward zero and saturates; NaN -> 0 (no undefined behaviour).
+template <typename I>
+I saturate(float f) {
+  if (std::isnan(f)) return 0;
+  double d = f;
+  if (d <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (d >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(d);
+}
+
+template <DType From, DType To>
+StorageT<To> convert(StorageT<From> x) {
+  using T = StorageT<To>;
+  if constexpr (From == To) {
+    return x;
+  } else if constexpr (dtype_is_float(From)) {
+    float f = widen<From>(x);
+    if constexpr (To == DType::F32)
+      return f;
+    else if constexpr (To == DType::F16)
+      return f32_to_f16(f);
+    else if constexpr (To == DType::BF16)
+      return f32_to_bf16(f);
+    else if constexpr (To == DType::Bool)
+      return static_cast<T>(f != 0.f ? 1 : 0);
+    else
+      return saturate<T>(f);
+  } else {  // integers and bool (stored as 0 or 1)
+    if constexpr (To == DType::F32)
+      return static_cast<float>(x);
+    else if constexpr (To == DType::F16)
+      return f32_to_f16(static_cast<float>(x));
+    else if constexpr (To == DType::BF16)
+      return f32_to_bf16(static_cast<float>(x));
+    else if constexpr (To == DType::Bool)
+      return static_cast<T>(x != 0 ? 1 : 0);
+    else
+      return static_cast<T>(x);  // narrowing wraps (two's complement, C++20)
+  }
+}
+
+template <DType From, DType To>
+void cast_loop(const KernelCall& c) {
+  const StorageT<From>* x = in_ptr<StorageT<From>>(c, 0);
+  StorageT<To>* y = out_ptr<StorageT<To>>(c, 0);
+  pool_of(c).parallel_for(0, c.inputs[0]->numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) y[i] = convert<From, To>(x[i]);
+  });
+}
+
+template <DType From>
+void cast_kernel(const KernelCall& c) {
+  switch (c.outputs[0]->dtype()) {
+    case DType::F32:
+      cast_loop<From, DType::F32>(c);
+      return;
+    case DType::F16:
+      cast_loop<From, DType::F16>(c);
+      return;
+    case DType::BF16:
+      cast_loop<From, DType::BF16>(c);
+      return;
+    case DType::I64:
+      cast_loop<From, DType::I64>(c);
+      return;
+    case DType::I32:
+      cast_loop<From, DType::I32>(c);
+      return;
+    case DType::Bool:
+      cast_loop<From, DType::Bool>(c);
+      return;
+    default:
+      break;
+  }
+  MLS_CHECK(false, "cast to a dtype without a CPU conversion");
+}
+
+}  // namespace
+
+// [SECTION] Registration
+
+void register_math_kernels(OpRegistry& reg) {
+  auto R = [&](const char* op, KernelFn fn) {
+    reg.register_kernel(op, DeviceKind::CPU, DType::F32, fn);
+  };
+  R("abs", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::abs(x); }); });
+  R("sign", [](const KernelCall& c) {
+    unary_kernel(c, [](float x) { return static_cast<float>((x > 0.f) - (x < 0.f)); });
+  });
+  R("sqrt", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::sqrt(x); }); });
+  R("rsqrt",
+    [](const KernelCall& c) { unary_kernel(c, [](float x) { return 1.f / std::sqrt(x); }); });
+  R("leaky_relu", [](const KernelCall& c) {
+    auto alpha = static_cast<float>(c.attrs.get_float_or("alpha", 0.01));
+    unary_kernel(c, [alpha](float x) { return x > 0.f ? x : alpha * x; });
+  });
+  R("gelu", gelu_kernel);
+  R("gelu_backward", gelu_backward_kernel);
+  R("silu",
+    [](const KernelCall& c) { unary_kernel(c, [](float x) { return x / (1.f + std::exp(-x)); }); });
+  R("softplus", softplus_kernel);
+  R("clamp", clamp_kernel);
+  R("clamp_backward", clamp_backward_kernel);
+  R("pow",
+    [](const KernelCall& c) { binary_f32(c, [](float a, float b) { return std::pow(a, b); }); });
+  // NaN propagates, as in PyTorch (std::max would drop a NaN in a).
+  R("maximum", [](const KernelCall& c) {
+    binary_f32(c, [](float a, float b) { return a > b || std::isnan(a) ? a : b; });
+  });
+  R("minimum", [](const KernelCall& c) {
+    binary_f32(c, [](float a, float b) { return a < b || std::isnan(a) ? a : b; });
+  });
+
+  register_compare<std::equal_to<>>(reg, "equal");
+  register_compare<std::not_equal_to<>>(reg, "not_equal");
+  register_compare<std::less<>>(reg, "less");
+  register_compare<std::less_equal<>>(reg, "less_equal");
+  register_compare<std::greater<>>(reg, "greater");
+  register_compare<std::greater_equal<>>(reg, "greater_equal");
+
+  reg.register_kernel("where", DeviceKind::CPU, DType::Bool, where_kernel);
+
+  reg.register_kernel("cast", DeviceKind::CPU, DType::F32, cast_kernel<DType::F32>);
+  reg.register_kernel("cast", DeviceKind::CPU, DType::F16, cast_kernel<DType::F16>);
+  reg.register_kernel("cast", DeviceKind::CPU, DType::BF16, cast_kernel<DType::BF16>);
+  reg.register_kernel("cast", DeviceKind::CPU, DType::I64, cast_kernel<DType::I64>);
+  reg.register_kernel("cast", DeviceKind::CPU, DType::I32, cast_kernel<DType::I32>);
+  reg.register_kernel("cast", DeviceKind::CPU, DType::Bool, cast_kernel<DType::Bool>);
+}
 
 }  // namespace mls::cpu

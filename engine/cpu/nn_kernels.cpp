@@ -1,6 +1,7 @@
 // Neural-network kernels: matmul through CBLAS (OpenBLAS), log_softmax, one_hot, argmax.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -10,16 +11,64 @@ namespace mls::cpu {
 
 namespace {
 
+// Below this many multiply-adds OpenBLAS runs a GEMM on the calling thread alone
+// (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD in 0.3.21), so a batch of such products
+// is split across our pool; larger ones thread inside OpenBLAS and run one after another.
+constexpr int64_t kSmallGemm = 65536 * 4;
+
 void matmul_kernel(const KernelCall& c) {
   const Tensor& a = *c.inputs[0];
   const Tensor& b = *c.inputs[1];
   Tensor& y = *c.outputs[0];
   bool ta = c.attrs.get_int("transpose_a") != 0, tb = c.attrs.get_int("transpose_b") != 0;
-  auto m = static_cast<blasint>(y.dim(0)), n = static_cast<blasint>(y.dim(1));
-  auto k = static_cast<blasint>(ta ? a.dim(0) : a.dim(1));
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, 1.0f, in_ptr<float>(c, 0), static_cast<blasint>(a.dim(1)), in_ptr<float>(c, 1),
-              static_cast<blasint>(b.dim(1)), 0.0f, out_ptr<float>(c, 0), n);
+  const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans,
+                        op_b = tb ? CblasTrans : CblasNoTrans;
+  const float* pa = in_ptr<float>(c, 0);
+  const float* pb = in_ptr<float>(c, 1);
+  float* py = out_ptr<float>(c, 0);
+  int64_t m = y.dim(-2), n = y.dim(-1), k = ta ? a.dim(-2) : a.dim(-1);
+  auto lda = static_cast<blasint>(a.dim(-1)), ldb = static_cast<blasint>(b.dim(-1));
+  if (y.rank() == 2) {
+    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0f, pa, lda, pb, ldb, 0.0f, py, static_cast<blasint>(n));
+    return;
+  }
+  int64_t batch = y.numel() / std::max<int64_t>(m * n, 1);
+  // One B for the whole batch and A's rows in order: a single GEMM with the batch in M.
+  if (b.numel() == k * n && !ta && a.numel() == batch * m * k) {
+    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(batch * m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0f, pa, lda, pb, ldb, 0.0f, py, static_cast<blasint>(n));
+    return;
+  }
+  // Each operand's matrix offset per batch entry (0 strides where it broadcasts).
+  Shape bshape(y.shape().begin(), y.shape().end() - 2);
+  auto batch_strides = [&](const Tensor& t) {
+    auto lead = static_cast<int64_t>(bshape.size()) - (t.rank() - 2);
+    Shape tb_shape(t.shape().begin(), t.shape().end() - 2);
+    Strides ts = contiguous_strides(tb_shape), s(bshape.size(), 0);
+    int64_t mat = t.dim(-2) * t.dim(-1);
+    for (int64_t d = std::max<int64_t>(lead, 0); d < static_cast<int64_t>(bshape.size()); ++d)
+      if (tb_shape[static_cast<size_t>(d - lead)] != 1)
+        s[static_cast<size_t>(d)] = ts[static_cast<size_t>(d - lead)] * mat;
+    return s;
+  };
+  std::vector<int64_t> off_a, off_b;
+  off_a.reserve(static_cast<size_t>(batch));
+  off_b.reserve(static_cast<size_t>(batch));
+  for_each_offset(bshape, batch_strides(a), [&](int64_t o) { off_a.push_back(o); });
+  for_each_offset(bshape, batch_strides(b), [&](int64_t o) { off_b.push_back(o); });
+  auto gemms = [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n),
+                  static_cast<blasint>(k), 1.0f, pa + off_a[static_cast<size_t>(i)], lda,
+                  pb + off_b[static_cast<size_t>(i)], ldb, 0.0f, py + i * m * n,
+                  static_cast<blasint>(n));
+  };
+  if (m * n * k <= kSmallGemm)
+    pool_of(c).parallel_for(
+        0, batch, std::max<int64_t>(1, kSmallGemm / std::max<int64_t>(m * n * k, 1) / 8), gemms);
+  else
+    gemms(0, batch);
 }
 
 // Lines along `axis` as (outer, len, inner) with element (o, i, j) at (o*len + i)*inner + j.

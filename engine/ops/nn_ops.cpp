@@ -7,35 +7,55 @@ namespace mls::ops {
 
 namespace {
 
+// op(A) op(B) on the last two dims; the leading (batch) dims broadcast as numpy does.
 Result<Types> infer_matmul(InTypes in, const Attrs& a) {
   const Shape& x = in[0].shape;
   const Shape& y = in[1].shape;
-  if (x.size() != 2 || y.size() != 2)
-    return make_error("expects two matrices, got " + shape_str(x) + " and " + shape_str(y));
+  if (x.size() < 2 || y.size() < 2)
+    return make_error("expects matrices or batches of matrices (rank >= 2), got " + shape_str(x) +
+                      " and " + shape_str(y));
   if (in[0].dtype != in[1].dtype) return make_error("operands have different dtypes");
   bool ta = a.get_int("transpose_a") != 0, tb = a.get_int("transpose_b") != 0;
-  int64_t m = ta ? x[1] : x[0], k = ta ? x[0] : x[1];
-  int64_t k2 = tb ? y[1] : y[0], n = tb ? y[0] : y[1];
+  size_t rx = x.size(), ry = y.size();
+  int64_t m = ta ? x[rx - 1] : x[rx - 2], k = ta ? x[rx - 2] : x[rx - 1];
+  int64_t k2 = tb ? y[ry - 1] : y[ry - 2], n = tb ? y[ry - 2] : y[ry - 1];
   if (k != k2)
     return make_error("inner dimensions differ: " + shape_str(x) + (ta ? "^T" : "") + " x " +
                       shape_str(y) + (tb ? "^T" : "") + " (" + std::to_string(k) + " vs " +
                       std::to_string(k2) + ")");
-  return Types{{in[0].dtype, {m, n}}};
+  auto batch = broadcast_shapes(Shape(x.begin(), x.end() - 2), Shape(y.begin(), y.end() - 2));
+  if (!batch)
+    return make_error("batch dimensions of " + shape_str(x) + " and " + shape_str(y) +
+                      " do not broadcast");
+  batch->push_back(m);
+  batch->push_back(n);
+  return Types{{in[0].dtype, *batch}};
 }
 
 // C = op(A) op(B). Each case of the transpose flags has its own pair of products,
-// so no explicit transpose is ever materialised.
+// so no explicit transpose is ever materialised. Batched products give gradients over
+// the full batch, summed back over broadcast batch dims (unbroadcast).
 Refs matmul_vjp(const GradContext& c) {
   bool ta = c.attrs.get_int("transpose_a") != 0, tb = c.attrs.get_int("transpose_b") != 0;
   Ref a = c.in(0), b = c.in(1), g = c.gout(0);
   Emitter& e = c.e;
+  const Shape as = e.shape_of(a), bs = e.shape_of(b), gs = e.shape_of(g);
   Refs r(2);
+  // A batch of A times one matrix B ([.., M, K] x [K, N]): B's gradient is one product
+  // over all the batch's rows, with no batched temporary to sum.
+  bool fold_b = bs.size() == 2 && as.size() > 2 && !ta;
+  if (fold_b && c.needs(1)) {
+    int64_t rows = numel(as) / as.back();
+    Ref a2 = reshape(e, a, {rows, as.back()});
+    Ref g2 = reshape(e, g, {rows, gs.back()});
+    r[1] = tb ? matmul(e, g2, a2, true, false) : matmul(e, a2, g2, true, false);
+  }
   if (!ta && !tb) {
     if (c.needs(0)) r[0] = matmul(e, g, b, false, true);
-    if (c.needs(1)) r[1] = matmul(e, a, g, true, false);
+    if (c.needs(1) && !fold_b) r[1] = matmul(e, a, g, true, false);
   } else if (!ta && tb) {
     if (c.needs(0)) r[0] = matmul(e, g, b, false, false);
-    if (c.needs(1)) r[1] = matmul(e, g, a, true, false);
+    if (c.needs(1) && !fold_b) r[1] = matmul(e, g, a, true, false);
   } else if (ta && !tb) {
     if (c.needs(0)) r[0] = matmul(e, b, g, false, true);
     if (c.needs(1)) r[1] = matmul(e, a, g, false, false);
@@ -43,6 +63,8 @@ Refs matmul_vjp(const GradContext& c) {
     if (c.needs(0)) r[0] = matmul(e, b, g, true, true);
     if (c.needs(1)) r[1] = matmul(e, g, a, true, true);
   }
+  if (r[0].valid()) r[0] = unbroadcast(e, r[0], as);
+  if (r[1].valid()) r[1] = unbroadcast(e, r[1], bs);
   return r;
 }
 
@@ -56,17 +78,27 @@ Refs matmul_jvp(const JvpContext& c) {
 std::vector<RefArray> matmul_ref(std::span<const RefArray> in, const Attrs& at) {
   bool ta = at.get_int("transpose_a") != 0, tb = at.get_int("transpose_b") != 0;
   const RefArray &a = in[0], &b = in[1];
-  int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
-  int64_t n = tb ? b.shape[0] : b.shape[1];
-  auto A = [&](int64_t i, int64_t p) { return ta ? a.v[p * a.shape[1] + i] : a.v[i * a.shape[1] + p]; };
-  auto B = [&](int64_t p, int64_t j) { return tb ? b.v[j * b.shape[1] + p] : b.v[p * b.shape[1] + j]; };
-  RefArray c{{m, n}, std::vector<double>(static_cast<size_t>(m * n), 0.0)};
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += A(i, p) * B(p, j);
-      c.v[static_cast<size_t>(i * n + j)] = s;
-    }
+  const Shape &as = a.shape, &bs = b.shape;
+  int64_t ar = as[as.size() - 2], ac = as.back(), br = bs[bs.size() - 2], bc = bs.back();
+  int64_t m = ta ? ac : ar, k = ta ? ar : ac, n = tb ? br : bc;
+  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  Shape batch = *broadcast_shapes(a_batch, b_batch);
+  Shape out = batch;
+  out.push_back(m);
+  out.push_back(n);
+  RefArray c{out, std::vector<double>(static_cast<size_t>(numel(out)), 0.0)};
+  for (int64_t t = 0; t < numel(batch); ++t) {
+    const double* pa = a.v.data() + broadcast_index(a_batch, batch, t) * ar * ac;
+    const double* pb = b.v.data() + broadcast_index(b_batch, batch, t) * br * bc;
+    auto A = [&](int64_t i, int64_t p) { return ta ? pa[p * ac + i] : pa[i * ac + p]; };
+    auto B = [&](int64_t p, int64_t j) { return tb ? pb[j * bc + p] : pb[p * bc + j]; };
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += A(i, p) * B(p, j);
+        c.v[static_cast<size_t>((t * m + i) * n + j)] = s;
+      }
+  }
   return {c};
 }
 
@@ -85,20 +117,32 @@ void for_each_line(const Shape& s, int64_t axis, Fn fn) {
 
 void register_nn_ops(OpRegistry& reg) {
   auto mm_attrs = [](int64_t ta, int64_t tb) { return Attrs{{"transpose_a", ta}, {"transpose_b", tb}}; };
-  reg.define({.name = "matmul",
-              .num_inputs = 2,
-              .attrs = {{"transpose_a", AttrKind::Int}, {"transpose_b", AttrKind::Int}},
-              .infer = infer_matmul,
-              .vjp = matmul_vjp,
-              .jvp = matmul_jvp,
-              .reference = matmul_ref,
-              .samples = [mm_attrs] {
-                return std::vector<OpSample>{sample({f32({3, 4}), f32({4, 5})}, mm_attrs(0, 0), "NN"),
-                                             sample({f32({3, 4}), f32({5, 4})}, mm_attrs(0, 1), "NT"),
-                                             sample({f32({4, 3}), f32({4, 5})}, mm_attrs(1, 0), "TN"),
-                                             sample({f32({4, 3}), f32({5, 4})}, mm_attrs(1, 1), "TT")};
-              },
-              .doc = "matrix product op(A) op(B), op = transpose when the flag is set"});
+  reg.define(
+      {.name = "matmul",
+       .num_inputs = 2,
+       .attrs = {{"transpose_a", AttrKind::Int}, {"transpose_b", AttrKind::Int}},
+       .infer = infer_matmul,
+       .vjp = matmul_vjp,
+       .jvp = matmul_jvp,
+       .reference = matmul_ref,
+       .samples =
+           [mm_attrs] {
+             return std::vector<OpSample>{
+                 sample({f32({3, 4}), f32({4, 5})}, mm_attrs(0, 0), "NN"),
+                 sample({f32({3, 4}), f32({5, 4})}, mm_attrs(0, 1), "NT"),
+                 sample({f32({4, 3}), f32({4, 5})}, mm_attrs(1, 0), "TN"),
+                 sample({f32({4, 3}), f32({5, 4})}, mm_attrs(1, 1), "TT"),
+                 sample({f32({2, 3, 4}), f32({4, 5})}, mm_attrs(0, 0), "batch x matrix"),
+                 sample({f32({2, 3, 4}), f32({5, 4})}, mm_attrs(0, 1), "batch x matrix^T"),
+                 sample({f32({2, 3, 4}), f32({2, 4, 5})}, mm_attrs(0, 0), "batched NN"),
+                 sample({f32({2, 4, 3}), f32({2, 5, 4})}, mm_attrs(1, 1), "batched TT"),
+                 sample({f32({2, 4, 3}), f32({4, 5})}, mm_attrs(1, 0), "batch^T x matrix"),
+                 sample({f32({4, 3}), f32({2, 4, 5})}, mm_attrs(1, 0), "matrix^T x batch"),
+                 sample({f32({2, 1, 3, 4}), f32({3, 4, 5})}, mm_attrs(0, 0),
+                        "broadcast batch dims")};
+           },
+       .doc = "matrix product op(A) op(B) over the last two dims, op = transpose when the flag is "
+              "set; leading batch dims broadcast"});
 
   reg.define({.name = "log_softmax",
               .attrs = {{"axis", AttrKind::Int}},

@@ -21,6 +21,11 @@ inline RefArray random_array(const ValueType& t, Rng& rng, const OpSample& s) {
     if (dtype_is_float(t.dtype)) {
       v = static_cast<double>(static_cast<float>(rng.uniform(s.lo, s.hi)));  // representable in f32
       if (std::abs(v) < s.min_abs) v = v < 0 ? -s.min_abs - 0.01 : s.min_abs + 0.01;
+      // The 16-bit floats: draw what the tensor will hold, so the reference sees it too.
+      if (t.dtype == DType::F16) v = f16_to_f32(f32_to_f16(static_cast<float>(v)));
+      if (t.dtype == DType::BF16) v = bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
+    } else if (t.dtype == DType::Bool) {
+      v = static_cast<double>(rng.below(2));
     } else {
       v = static_cast<double>(rng.below(static_cast<uint64_t>(s.int_high)));
     }
