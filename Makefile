@@ -24,10 +24,11 @@ run: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# One epoch of the MLP beside PyTorch on CPU, same data, batch and threads.
+# One epoch of the MLP and of LeNet-5 beside PyTorch on CPU, same data, batch and threads.
 bench: build
 	@scripts/setup --bench
-	@/usr/bin/python3 bench/mlp_epoch.py --mlstudio $(BUILD)/app/mlstudio
+	@/usr/bin/python3 bench/epoch_vs_torch.py --model mlp --mlstudio $(BUILD)/app/mlstudio
+	@/usr/bin/python3 bench/epoch_vs_torch.py --model lenet --mlstudio $(BUILD)/app/mlstudio
 
 clean:
 	rm -rf $(BUILD)

@@ -85,7 +85,7 @@ NodeTypeDef linear_node() {
   out_features.min = 1;
   out_features.max = 1 << 24;  // keeps weight sizes far from int64 overflow
   ParamDef init = make_param("init", ParamKind::Enum, "kaiming_uniform",
-                             "How the weight is initialised (the bias starts at zero).");
+                             "How the weight is initialised (the bias as PyTorch's: U(+-1/sqrt(fan_in))).");
   init.choices = {"kaiming_uniform", "xavier_uniform", "zeros"};
   d.params = {out_features, make_param("bias", ParamKind::Bool, true, "Learn an additive bias."),
               init};
@@ -96,6 +96,96 @@ NodeTypeDef linear_node() {
       return make_error("input 'in' has shape " + format_shape(s) +
                         "; Linear expects [N,features] — add a Flatten node before it");
     return one(Shape{s[0], params.at("out_features").get<int64_t>()});
+  };
+  return d;
+}
+
+ParamDef int_param(std::string name, int64_t def, int64_t min, std::string doc) {
+  ParamDef p = make_param(std::move(name), ParamKind::Int, def, std::move(doc));
+  p.min = static_cast<double>(min);
+  p.max = 1 << 16;
+  return p;
+}
+
+// [N,C,H,W] or an error that names the layer and what to do.
+Result<void> expect_image(const Shape& s, const std::string& layer) {
+  if (s.size() != 4)
+    return make_error("input 'in' has shape " + format_shape(s) + "; " + layer +
+                      " expects images [N,C,H,W] — feed it from the Input node or another image layer, "
+                      "not after a Flatten");
+  return {};
+}
+
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  int64_t room = in + 2 * p - d * (k - 1) - 1;
+  return room < 0 ? 0 : room / s + 1;
+}
+
+NodeTypeDef conv2d_node() {
+  NodeTypeDef d = make_type("mls.conv2d", "Conv2d", "Layers",
+                            "2-D convolution (cross-correlation, as PyTorch): [N,C,H,W] -> "
+                            "[N,out_channels,H',W'], with a learned bias per output channel.",
+                            {{"in", PortKind::Tensor}}, {{"out", PortKind::Tensor}});
+  ParamDef out = make_param("out_channels", ParamKind::Int, nullptr, "Number of output channels.");
+  out.min = 1;
+  out.max = 1 << 16;
+  ParamDef init = make_param("init", ParamKind::Enum, "kaiming_uniform", "How the kernel is initialised.");
+  init.choices = {"kaiming_uniform", "xavier_uniform", "zeros"};
+  d.params = {out,
+              int_param("kernel_size", 3, 1, "Kernel height and width."),
+              int_param("stride", 1, 1, "Step between windows."),
+              int_param("padding", 0, 0, "Zeros added on each side."),
+              int_param("dilation", 1, 1, "Spacing between kernel taps."),
+              int_param("groups", 1, 1, "Channel groups (in and out channels must divide by it)."),
+              make_param("bias", ParamKind::Bool, true, "Learn an additive bias per channel."),
+              init};
+  d.infer = [](const std::vector<Shape>& in, const json& p, const InferContext&) -> Result<std::vector<Shape>> {
+    const Shape& s = in[0];
+    if (auto r = expect_image(s, "Conv2d"); !r) return r.error();
+    int64_t o = p.at("out_channels").get<int64_t>(), k = p.at("kernel_size").get<int64_t>();
+    int64_t st = p.at("stride").get<int64_t>(), pad = p.at("padding").get<int64_t>();
+    int64_t dil = p.at("dilation").get<int64_t>(), g = p.at("groups").get<int64_t>();
+    if (s[1] % g != 0 || o % g != 0)
+      return make_error("groups " + std::to_string(g) + " must divide the input channels (" + std::to_string(s[1]) +
+                        ") and out_channels (" + std::to_string(o) + ")");
+    int64_t h = window_out(s[2], k, st, pad, dil), w = window_out(s[3], k, st, pad, dil);
+    if (h < 1 || w < 1)
+      return make_error("a " + std::to_string(k) + "x" + std::to_string(k) + " kernel does not fit the " +
+                        std::to_string(s[2]) + "x" + std::to_string(s[3]) + " input (padding " + std::to_string(pad) + ")");
+    return one(Shape{s[0], o, h, w});
+  };
+  return d;
+}
+
+NodeTypeDef pool_node(std::string id, std::string name, std::string doc) {
+  NodeTypeDef d = make_type(std::move(id), std::move(name), "Layers", std::move(doc), {{"in", PortKind::Tensor}},
+                            {{"out", PortKind::Tensor}});
+  d.params = {int_param("kernel_size", 2, 1, "Window height and width."),
+              int_param("stride", 0, 0, "Step between windows (0: the kernel size)."),
+              int_param("padding", 0, 0, "Padding on each side.")};
+  d.infer = [](const std::vector<Shape>& in, const json& p, const InferContext&) -> Result<std::vector<Shape>> {
+    const Shape& s = in[0];
+    if (auto r = expect_image(s, "Pooling"); !r) return r.error();
+    int64_t k = p.at("kernel_size").get<int64_t>(), st = p.at("stride").get<int64_t>();
+    int64_t pad = p.at("padding").get<int64_t>();
+    if (st == 0) st = k;
+    if (2 * pad > k) return make_error("padding " + std::to_string(pad) + " is more than half the window");
+    int64_t h = window_out(s[2], k, st, pad, 1), w = window_out(s[3], k, st, pad, 1);
+    if (h < 1 || w < 1)
+      return make_error("a " + std::to_string(k) + "x" + std::to_string(k) + " window does not fit the " +
+                        std::to_string(s[2]) + "x" + std::to_string(s[3]) + " input");
+    return one(Shape{s[0], s[1], h, w});
+  };
+  return d;
+}
+
+NodeTypeDef global_avg_pool_node() {
+  NodeTypeDef d = make_type("mls.global_avg_pool", "Global average pool", "Layers",
+                            "The mean of each channel over H and W: [N,C,H,W] -> [N,C].",
+                            {{"in", PortKind::Tensor}}, {{"out", PortKind::Tensor}});
+  d.infer = [](const std::vector<Shape>& in, const json&, const InferContext&) -> Result<std::vector<Shape>> {
+    if (auto r = expect_image(in[0], "GlobalAvgPool"); !r) return r.error();
+    return one(Shape{in[0][0], in[0][1]});
   };
   return d;
 }
@@ -152,6 +242,11 @@ void register_builtin_nodes(NodeCatalogue& catalogue) {
   catalogue.add(elementwise_node("mls.relu", "ReLU", "max(x, 0), elementwise."));
   catalogue.add(elementwise_node("mls.tanh", "Tanh", "tanh(x), elementwise."));
   catalogue.add(elementwise_node("mls.sigmoid", "Sigmoid", "1 / (1 + exp(-x)), elementwise."));
+  catalogue.add(conv2d_node());
+  catalogue.add(pool_node("mls.max_pool2d", "MaxPool2d", "The maximum of each window: [N,C,H,W] -> [N,C,H',W']."));
+  catalogue.add(pool_node("mls.avg_pool2d", "AvgPool2d",
+                          "The mean of each window (padding counts as zeros): [N,C,H,W] -> [N,C,H',W']."));
+  catalogue.add(global_avg_pool_node());
   catalogue.add(cross_entropy_node());
   // Early project files called the fully connected layer "dense" (the Keras name).
   catalogue.add_rename("mls.dense", "mls.linear");

@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 
+#include "engine/ops/conv.h"
 #include "nodes/shape_check.h"
 
 namespace mls::nodes {
@@ -19,6 +20,16 @@ struct LowerContext {
 
 // One lowering rule per node type: adding a node type adds one entry here.
 using LowerFn = std::function<Result<Refs>(LowerContext&)>;
+
+Pool2dParams pool_params(const nlohmann::json& p) {
+  int64_t k = p.at("kernel_size").get<int64_t>(), s = p.at("stride").get<int64_t>();
+  int64_t pad = p.at("padding").get<int64_t>();
+  Pool2dParams q;
+  q.kernel = {k, k};
+  q.stride = {s == 0 ? k : s, s == 0 ? k : s};
+  q.padding = {pad, pad};
+  return q;
+}
 
 ParamInit weight_init(const nlohmann::json& params, int64_t fan_in, int64_t fan_out) {
   return {params.value("init", std::string("kaiming_uniform")), fan_in, fan_out};
@@ -59,6 +70,33 @@ const std::map<std::string, LowerFn>& rules() {
          }
          return Refs{linear(g, c.inputs[0], w, b)};
        }},
+      {"mls.conv2d",
+       [](LowerContext& c) -> Result<Refs> {
+         Graph& g = c.model.graph;
+         const nlohmann::json& p = c.node.params;
+         int64_t cin = g.shape_of(c.inputs[0])[1], o = p.at("out_channels").get<int64_t>();
+         int64_t k = p.at("kernel_size").get<int64_t>(), groups = p.at("groups").get<int64_t>();
+         Conv2dParams q;
+         q.stride = {p.at("stride").get<int64_t>(), p.at("stride").get<int64_t>()};
+         q.padding = {p.at("padding").get<int64_t>(), p.at("padding").get<int64_t>()};
+         q.dilation = {p.at("dilation").get<int64_t>(), p.at("dilation").get<int64_t>()};
+         q.groups = groups;
+         int64_t fan_in = cin / groups * k * k, fan_out = o / groups * k * k;
+         Ref w = g.add_param(c.node.id + ".weight", {DType::F32, {o, cin / groups, k, k}}, weight_init(p, fan_in, fan_out));
+         Ref y = conv2d(g, c.inputs[0], w, q);
+         if (p.value("bias", true)) {
+           std::string scheme = p.value("init", std::string()) == "zeros" ? "zeros" : "uniform_fan_in";
+           Ref b = g.add_param(c.node.id + ".bias", {DType::F32, {o}}, {scheme, fan_in, fan_out});
+           y = add(g, y, reshape(g, b, {o, 1, 1}));
+         }
+         return Refs{y};
+       }},
+      {"mls.max_pool2d",
+       [](LowerContext& c) -> Result<Refs> { return Refs{max_pool2d(c.model.graph, c.inputs[0], pool_params(c.node.params))}; }},
+      {"mls.avg_pool2d",
+       [](LowerContext& c) -> Result<Refs> { return Refs{avg_pool2d(c.model.graph, c.inputs[0], pool_params(c.node.params))}; }},
+      {"mls.global_avg_pool",
+       [](LowerContext& c) -> Result<Refs> { return Refs{global_avg_pool(c.model.graph, c.inputs[0])}; }},
       {"mls.relu", [](LowerContext& c) -> Result<Refs> { return Refs{relu(c.model.graph, c.inputs[0])}; }},
       {"mls.tanh",
        [](LowerContext& c) -> Result<Refs> { return Refs{c.model.graph.emit1("tanh", {c.inputs[0]})}; }},

@@ -1,8 +1,483 @@
-// CPU kernels: convolution and pooling.
+// CPU kernels: convolution. Pooling kernels live in conv_pool_kernels.cpp.
+//
+// Each of conv2d, conv2d_backward_input (also conv_transpose2d's forward) and
+// conv2d_backward_weight is a GEMM per (sample, group) against the column matrix of the
+// input, col [k = cg*kh*kw, oh*ow], whose row (c, i, j) is what kernel tap (i, j) of channel
+// c sees at every output pixel:
+//   conv2d:                 y[n,g]  = W[g] [og, k] x col(x[n,g])
+//   conv2d_backward_input:  dx[n,g] = col2im(W[g]^T x g[n,g])
+//   conv2d_backward_weight: dW[g]  += g[n,g] x col(x[n,g])^T        (summed over samples)
+// Two ways to run them:
+// - stride 1 (the common case): no column matrix at all. In a copy of the input padded to
+//   width wp, row (c, i, j) is the padded input itself, shifted; outputs are computed wp
+//   wide and the extra columns dropped. A register-tiled micro-kernel reads the shifted rows
+//   in place. The input gradient of a stride-1 convolution is itself one (of g with the
+//   kernel flipped), so it runs on the same micro-kernel.
+// - otherwise: im2col into a buffer, then OpenBLAS.
+// Work splits over samples (per-task weight-gradient buffers are added at the end).
+//
+// [SECTION] Shapes and task splitting
+// [SECTION] Stride 1: micro-kernels in padded-width layout
+// [SECTION] Any stride: im2col + SGEMM
+// [SECTION] Kernels
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 #include "engine/cpu/kernels.h"
+#include "engine/ops/conv.h"
 
 namespace mls::cpu {
 
-void register_conv_kernels(OpRegistry& reg) { (void)reg; }
+void register_pool_kernels(OpRegistry& reg);  // conv_pool_kernels.cpp
+
+namespace {
+
+// [SECTION] Shapes and task splitting
+
+// A convolution of x [n,c,h,w] with w [o,cg,kh,kw] into y [n,o,oh,ow], cut into groups.
+struct ConvShape {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, groups, cg, og;
+  Conv2dParams p;
+  int64_t k() const { return cg * kh * kw; }
+  int64_t pixels() const { return oh * ow; }
+  // 1x1, stride 1, no padding: a sample's input is its own column matrix (one SGEMM).
+  bool pointwise() const {
+    return kh == 1 && kw == 1 && p.stride == Pair2{1, 1} && p.padding == Pair2{0, 0};
+  }
+  bool unit_stride() const { return p.stride == Pair2{1, 1}; }
+};
+
+ConvShape conv_shape(const Shape& x, const Shape& w, const Shape& y, const Attrs& a) {
+  Conv2dParams p = conv2d_params(a).value();
+  return {.n = x[0],
+          .c = x[1],
+          .h = x[2],
+          .w = x[3],
+          .o = w[0],
+          .kh = w[2],
+          .kw = w[3],
+          .oh = y[2],
+          .ow = y[3],
+          .groups = p.groups,
+          .cg = w[1],
+          .og = w[0] / p.groups,
+          .p = p};
+}
+
+constexpr double kTaskMacs = 1 << 18;  // at least this much work per task
+
+// How many tasks to cut a batch of n samples into, each of `macs` multiply-adds.
+int64_t batch_tasks(const KernelCall& c, int64_t n, double macs) {
+  auto by_work = static_cast<int64_t>(macs * static_cast<double>(n) / kTaskMacs);
+  return std::clamp<int64_t>(by_work, 1,
+                             std::max<int64_t>(1, std::min<int64_t>(n, pool_of(c).size())));
+}
+
+// fn(sample_lo, sample_hi, task) for `tasks` contiguous ranges of n samples.
+template <typename Fn>
+void for_sample_tasks(const KernelCall& c, int64_t n, int64_t tasks, Fn fn) {
+  pool_of(c).parallel_for(0, tasks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) fn(n * t / tasks, n * (t + 1) / tasks, t);
+  });
+}
+
+// [SECTION] Stride 1: micro-kernels in padded-width layout
+
+// GCC/Clang vector extensions: 8 floats (one AVX register; two SSE/NEON registers). vec(p)
+// views 8 floats at any float address as one vector (by reference: no vector crosses a call
+// boundary by value, whose ABI would depend on -march).
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
+inline const V8u& vec(const float* p) {
+  return *reinterpret_cast<const V8u*>(p);
+}
+inline V8u& vec(float* p) {
+  return *reinterpret_cast<V8u*>(p);
+}
+
+constexpr int64_t kTile = 16;  // output pixels per forward micro-tile: two vectors
+
+// A stride-1 convolution of one sample and group: input [cin, h, w], output [cout, oh, ow],
+// weights [cout, k]. The padded input has planes hp x wp; output row r lives at r*wp of a
+// buffer row of qr >= oh*wp floats (qr a multiple of kTile).
+struct Direct {
+  int64_t cin, h, w, cout, kh, kw;
+  Pair2 pad, dil;
+  int64_t hp, wp, oh, ow, qr, k;
+  std::vector<int64_t> off;  // row (c, i, j) of the column matrix starts at xp + off[row]
+  size_t padded_size;        // floats of the padded input, with room for the last tile's reads
+};
+
+Direct make_direct(int64_t cin, int64_t h, int64_t w, int64_t cout, int64_t kh, int64_t kw,
+                   Pair2 pad, Pair2 dil) {
+  Direct d{.cin = cin, .h = h, .w = w, .cout = cout, .kh = kh, .kw = kw, .pad = pad, .dil = dil};
+  d.hp = h + 2 * pad[0];
+  d.wp = w + 2 * pad[1];
+  d.oh = d.hp - dil[0] * (kh - 1);
+  d.ow = d.wp - dil[1] * (kw - 1);
+  d.qr = (d.oh * d.wp + kTile - 1) / kTile * kTile;
+  d.k = cin * kh * kw;
+  for (int64_t c = 0; c < cin; ++c)
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) d.off.push_back((c * d.hp + i * dil[0]) * d.wp + j * dil[1]);
+  d.padded_size = static_cast<size_t>(std::max(cin * d.hp * d.wp, d.off.back() + d.qr));
+  return d;
+}
+
+// xp <- x [cin, h, w] with zero borders.
+void pad_input(const float* x, float* xp, const Direct& d) {
+  std::fill(xp, xp + d.padded_size, 0.f);
+  for (int64_t c = 0; c < d.cin; ++c)
+    for (int64_t r = 0; r < d.h; ++r)
+      std::memcpy(xp + (c * d.hp + r + d.pad[0]) * d.wp + d.pad[1], x + (c * d.h + r) * d.w,
+                  sizeof(float) * static_cast<size_t>(d.w));
+}
+
+// yp[r, 0:16] = sum_k w[r, k] * xp[off[k] : off[k] + 16] for MR rows: 2*MR accumulators.
+template <int MR>
+void forward_tile(const float* w, int64_t k, const float* xp, const int64_t* off, float* yp,
+                  int64_t ldy) {
+  V8 a0[MR], a1[MR];
+  for (int r = 0; r < MR; ++r) a0[r] = a1[r] = V8{};
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float* b = xp + off[kk];
+    V8 b0 = vec(b), b1 = vec(b + 8);
+    for (int r = 0; r < MR; ++r) {
+      float wv = w[r * k + kk];
+      a0[r] += wv * b0;
+      a1[r] += wv * b1;
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    vec(yp + r * ldy) = a0[r];
+    vec(yp + r * ldy + 8) = a1[r];
+  }
+}
+
+using ForwardTile = void (*)(const float*, int64_t, const float*, const int64_t*, float*, int64_t);
+constexpr int kForwardRows = 6;
+constexpr ForwardTile kForwardTiles[kForwardRows + 1] = {
+    nullptr,         forward_tile<1>, forward_tile<2>, forward_tile<3>,
+    forward_tile<4>, forward_tile<5>, forward_tile<6>};
+
+// Tiles [b0, b1) of yp [cout, qr] = w [cout, k] x (shifted rows of xp).
+void forward_tiles(const float* w, const float* xp, float* yp, const Direct& d, int64_t b0,
+                   int64_t b1) {
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t o = 0; o < d.cout; o += kForwardRows) {
+      int64_t rows = std::min<int64_t>(kForwardRows, d.cout - o);
+      kForwardTiles[rows](w + o * d.k, d.k, xp + b * kTile, d.off.data(), yp + o * d.qr + b * kTile,
+                          d.qr);
+    }
+}
+
+// dw[r, s] += sum_q gp[r, q] * xp[off[s] + q] for MR x NR (output channel, column row) pairs.
+template <int MR, int NR>
+void weight_tile(const float* gp, int64_t qr, const float* xp, const int64_t* off, float* dw,
+                 int64_t ldw) {
+  V8 acc[MR][NR];
+  for (int r = 0; r < MR; ++r)
+    for (int s = 0; s < NR; ++s) acc[r][s] = V8{};
+  for (int64_t q = 0; q < qr; q += 8) {
+    V8 b[NR];
+    for (int s = 0; s < NR; ++s) b[s] = vec(xp + off[s] + q);
+    for (int r = 0; r < MR; ++r) {
+      V8 a = vec(gp + r * qr + q);
+      for (int s = 0; s < NR; ++s) acc[r][s] += a * b[s];
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int s = 0; s < NR; ++s) {
+      float t = 0;
+      for (int i = 0; i < 8; ++i) t += acc[r][s][i];
+      dw[r * ldw + s] += t;
+    }
+}
+
+using WeightTile = void (*)(const float*, int64_t, const float*, const int64_t*, float*, int64_t);
+constexpr int kWeightRows = 4, kWeightCols = 3;
+constexpr WeightTile kWeightTiles[kWeightRows + 1][kWeightCols + 1] = {
+    {nullptr, nullptr, nullptr, nullptr},
+    {nullptr, weight_tile<1, 1>, weight_tile<1, 2>, weight_tile<1, 3>},
+    {nullptr, weight_tile<2, 1>, weight_tile<2, 2>, weight_tile<2, 3>},
+    {nullptr, weight_tile<3, 1>, weight_tile<3, 2>, weight_tile<3, 3>},
+    {nullptr, weight_tile<4, 1>, weight_tile<4, 2>, weight_tile<4, 3>}};
+
+// Per-task scratch: the padded input and an output (or gradient) buffer [cout, qr].
+struct Scratch {
+  std::vector<float> xp, yp;
+  explicit Scratch(const Direct& d) : xp(d.padded_size), yp(static_cast<size_t>(d.cout * d.qr)) {}
+};
+
+// y [groups*cout, oh, ow] = x [groups*cin, h, w] (*) w [groups*cout, k] for one sample; the
+// tiles split over the pool when `split` (few samples, much work each).
+void direct_sample(const KernelCall& c, const float* x, const float* w, float* y, const Direct& d,
+                   int64_t groups, Scratch& s, bool split) {
+  const int64_t tiles = d.qr / kTile;
+  for (int64_t g = 0; g < groups; ++g) {
+    pad_input(x + g * d.cin * d.h * d.w, s.xp.data(), d);
+    const float* wg = w + g * d.cout * d.k;
+    if (split) {
+      int64_t grain =
+          std::max<int64_t>(1, static_cast<int64_t>(kTaskMacs) / (kTile * d.cout * d.k));
+      pool_of(c).parallel_for(0, tiles, grain, [&](int64_t lo, int64_t hi) {
+        forward_tiles(wg, s.xp.data(), s.yp.data(), d, lo, hi);
+      });
+    } else {
+      forward_tiles(wg, s.xp.data(), s.yp.data(), d, 0, tiles);
+    }
+    float* yg = y + g * d.cout * d.oh * d.ow;
+    for (int64_t o = 0; o < d.cout; ++o)
+      for (int64_t r = 0; r < d.oh; ++r)
+        std::memcpy(yg + (o * d.oh + r) * d.ow, s.yp.data() + o * d.qr + r * d.wp,
+                    sizeof(float) * static_cast<size_t>(d.ow));
+  }
+}
+
+// The stride-1 convolution of n samples: over samples, or over tiles when samples are few.
+void direct_conv(const KernelCall& c, const float* x, const float* w, float* y, int64_t n,
+                 int64_t groups, const Direct& d) {
+  double macs = static_cast<double>(groups * d.cout * d.k * d.qr);
+  bool split = n < pool_of(c).size() && macs >= 2 * kTaskMacs;
+  int64_t tasks = split ? 1 : batch_tasks(c, n, macs);
+  const int64_t in_size = groups * d.cin * d.h * d.w, out_size = groups * d.cout * d.oh * d.ow;
+  for_sample_tasks(c, n, tasks, [&](int64_t lo, int64_t hi, int64_t) {
+    Scratch s(d);
+    for (int64_t i = lo; i < hi; ++i)
+      direct_sample(c, x + i * in_size, w, y + i * out_size, d, groups, s, split);
+  });
+}
+
+// The input gradient of a stride-1 convolution is a stride-1 convolution of g padded by
+// dilation*(k-1) - padding with the kernel flipped and its channel axes swapped.
+bool direct_input_ok(const ConvShape& s) {
+  return s.unit_stride() && s.p.padding[0] <= s.p.dilation[0] * (s.kh - 1) &&
+         s.p.padding[1] <= s.p.dilation[1] * (s.kw - 1);
+}
+
+void direct_backward_input(const KernelCall& c, const ConvShape& s, const float* g, const float* w,
+                           float* dx) {
+  Pair2 pad{s.p.dilation[0] * (s.kh - 1) - s.p.padding[0],
+            s.p.dilation[1] * (s.kw - 1) - s.p.padding[1]};
+  Direct d = make_direct(s.og, s.oh, s.ow, s.cg, s.kh, s.kw, pad, s.p.dilation);
+  // wt[g][c][o, kh-1-i, kw-1-j] = w[g][o][c, i, j]
+  std::vector<float> wt(static_cast<size_t>(s.o * s.k()));
+  const int64_t taps = s.kh * s.kw;
+  for (int64_t gi = 0; gi < s.groups; ++gi)
+    for (int64_t o = 0; o < s.og; ++o)
+      for (int64_t ch = 0; ch < s.cg; ++ch)
+        for (int64_t t = 0; t < taps; ++t)
+          wt[((gi * s.cg + ch) * s.og + o) * taps + (taps - 1 - t)] =
+              w[((gi * s.og + o) * s.cg + ch) * taps + t];
+  direct_conv(c, g, wt.data(), dx, s.n, s.groups, d);
+}
+
+// dw [groups*og, k] += the weight gradient of samples [lo, hi).
+void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, const float* g,
+                           float* dw, int64_t lo, int64_t hi) {
+  Scratch sc(d);
+  for (int64_t n = lo; n < hi; ++n)
+    for (int64_t gi = 0; gi < s.groups; ++gi) {
+      pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, sc.xp.data(), d);
+      // gp [og, qr]: g in padded-width layout, zero in the dropped columns.
+      std::fill(sc.yp.begin(), sc.yp.end(), 0.f);
+      const float* gg = g + (n * s.o + gi * s.og) * s.pixels();
+      for (int64_t o = 0; o < s.og; ++o)
+        for (int64_t r = 0; r < s.oh; ++r)
+          std::memcpy(sc.yp.data() + o * d.qr + r * d.wp, gg + (o * s.oh + r) * s.ow,
+                      sizeof(float) * static_cast<size_t>(s.ow));
+      float* dwg = dw + gi * s.og * d.k;
+      for (int64_t o = 0; o < s.og; o += kWeightRows) {
+        int64_t rows = std::min<int64_t>(kWeightRows, s.og - o);
+        for (int64_t kk = 0; kk < d.k; kk += kWeightCols) {
+          int64_t cols = std::min<int64_t>(kWeightCols, d.k - kk);
+          kWeightTiles[rows][cols](sc.yp.data() + o * d.qr, d.qr, sc.xp.data(), d.off.data() + kk,
+                                   dwg + o * d.k + kk, d.k);
+        }
+      }
+    }
+}
+
+// [SECTION] Any stride: im2col + SGEMM
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return a >= 0 ? (a + b - 1) / b : -(-a / b);
+}
+
+// The outputs [lo, hi) of a row whose tap ow * stride + offset lies inside [0, extent).
+struct Span {
+  int64_t lo, hi;
+};
+Span inside(int64_t offset, int64_t stride, int64_t extent, int64_t out) {
+  int64_t lo = std::clamp<int64_t>(ceil_div(-offset, stride), 0, out);
+  return {lo, std::clamp<int64_t>(ceil_div(extent - offset, stride), lo, out)};
+}
+
+// Calls fn(col_offset, x_offset, span, stride, dx) for every row of the column matrix of one
+// (sample, group) and every output row in it; x_offset is -1 where the tap lies in the
+// padding. im2col and col2im are this walk with a copy in either direction.
+template <typename Fn>
+void for_col_rows(const ConvShape& s, Fn fn) {
+  const int64_t sh = s.p.stride[0], sw = s.p.stride[1];
+  for (int64_t ch = 0; ch < s.cg; ++ch)
+    for (int64_t i = 0; i < s.kh; ++i)
+      for (int64_t j = 0; j < s.kw; ++j) {
+        int64_t row = (ch * s.kh + i) * s.kw + j;
+        int64_t dy = i * s.p.dilation[0] - s.p.padding[0];
+        int64_t dx = j * s.p.dilation[1] - s.p.padding[1];
+        Span span = inside(dx, sw, s.w, s.ow);
+        for (int64_t oh = 0; oh < s.oh; ++oh) {
+          int64_t ih = oh * sh + dy;
+          bool in = ih >= 0 && ih < s.h;
+          fn(row * s.pixels() + oh * s.ow, in ? (ch * s.h + ih) * s.w : int64_t{-1}, span, sw, dx);
+        }
+      }
+}
+
+// col [k, oh*ow] <- x [cg,h,w] (one sample, one group), zeros for the padding.
+void im2col(const float* x, float* col, const ConvShape& s) {
+  for_col_rows(s, [&](int64_t ci, int64_t xi, Span sp, int64_t sw, int64_t dx) {
+    float* out = col + ci;
+    if (xi < 0) {
+      std::fill(out, out + s.ow, 0.f);
+      return;
+    }
+    const float* in = x + xi;
+    std::fill(out, out + sp.lo, 0.f);
+    if (sw == 1) {
+      if (sp.hi > sp.lo) std::memcpy(out + sp.lo, in + sp.lo + dx, sizeof(float) * (sp.hi - sp.lo));
+    } else {
+      for (int64_t ow = sp.lo; ow < sp.hi; ++ow) out[ow] = in[ow * sw + dx];
+    }
+    std::fill(out + sp.hi, out + s.ow, 0.f);
+  });
+}
+
+// x [cg,h,w] += col [k, oh*ow] folded back (the adjoint of im2col).
+void col2im(const float* col, float* x, const ConvShape& s) {
+  for_col_rows(s, [&](int64_t ci, int64_t xi, Span sp, int64_t sw, int64_t dx) {
+    if (xi < 0) return;
+    const float* in = col + ci;
+    float* out = x + xi;
+    for (int64_t ow = sp.lo; ow < sp.hi; ++ow) out[ow * sw + dx] += in[ow];
+  });
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}
+
+// OpenBLAS keeps a GEMM on the calling thread below M*N*K = 65536 * 4 (its SMP threshold).
+// Convolutions made of such GEMMs split their samples over our pool; larger ones run the
+// samples in turn and let OpenBLAS's threads share each GEMM, so the two pools never compete.
+int64_t blas_tasks(const KernelCall& c, const ConvShape& s) {
+  double mnk = static_cast<double>(s.og) * static_cast<double>(s.k() * s.pixels());
+  if (mnk >= 65536.0 * 4) return 1;
+  return batch_tasks(c, s.n, mnk * static_cast<double>(s.groups));
+}
+
+// [SECTION] Kernels
+
+void conv2d_kernel(const KernelCall& c) {
+  const Tensor &tx = *c.inputs[0], &tw = *c.inputs[1];
+  ConvShape s = conv_shape(tx.shape(), tw.shape(), c.outputs[0]->shape(), c.attrs);
+  const float* x = in_ptr<float>(c, 0);
+  const float* w = in_ptr<float>(c, 1);
+  float* y = out_ptr<float>(c, 0);
+  if (s.unit_stride() && !s.pointwise())
+    return direct_conv(c, x, w, y, s.n, s.groups,
+                       make_direct(s.cg, s.h, s.w, s.og, s.kh, s.kw, s.p.padding, s.p.dilation));
+  const int64_t k = s.k(), px = s.pixels();
+  for_sample_tasks(c, s.n, blas_tasks(c, s), [&](int64_t lo, int64_t hi, int64_t) {
+    std::vector<float> col(s.pointwise() ? 0 : static_cast<size_t>(k * px));
+    for (int64_t n = lo; n < hi; ++n)
+      for (int64_t g = 0; g < s.groups; ++g) {
+        const float* xg = x + (n * s.c + g * s.cg) * s.h * s.w;
+        if (!s.pointwise()) im2col(xg, col.data(), s);
+        gemm(false, false, s.og, px, k, w + g * s.og * k, k, s.pointwise() ? xg : col.data(), px,
+             0.f, y + (n * s.o + g * s.og) * px, px);
+      }
+  });
+}
+
+// (g [n,o,oh,ow], w [o,cg,kh,kw]) -> dx [n,c,h,w]; also conv_transpose2d's forward, with the
+// transposed convolution's input as g.
+void conv2d_backward_input_kernel(const KernelCall& c) {
+  const Tensor &tg = *c.inputs[0], &tw = *c.inputs[1];
+  ConvShape s = conv_shape(c.outputs[0]->shape(), tw.shape(), tg.shape(), c.attrs);
+  const float* g = in_ptr<float>(c, 0);
+  const float* w = in_ptr<float>(c, 1);
+  float* dx = out_ptr<float>(c, 0);
+  if (direct_input_ok(s) && !s.pointwise()) return direct_backward_input(c, s, g, w, dx);
+  const int64_t k = s.k(), px = s.pixels(), plane = s.cg * s.h * s.w;
+  for_sample_tasks(c, s.n, blas_tasks(c, s), [&](int64_t lo, int64_t hi, int64_t) {
+    std::vector<float> col(s.pointwise() ? 0 : static_cast<size_t>(k * px));
+    for (int64_t n = lo; n < hi; ++n)
+      for (int64_t gi = 0; gi < s.groups; ++gi) {
+        float* dxg = dx + (n * s.c + gi * s.cg) * s.h * s.w;
+        float* out = s.pointwise() ? dxg : col.data();
+        gemm(true, false, k, px, s.og, w + gi * s.og * k, k, g + (n * s.o + gi * s.og) * px, px,
+             0.f, out, px);
+        if (s.pointwise()) continue;
+        std::fill(dxg, dxg + plane, 0.f);
+        col2im(col.data(), dxg, s);
+      }
+  });
+}
+
+// (x [n,c,h,w], g [n,o,oh,ow]) -> dw [o,cg,kh,kw]: each task sums its samples into its own
+// buffer (task 0 into dw itself), then the buffers are added.
+void conv2d_backward_weight_kernel(const KernelCall& c) {
+  const Tensor &tx = *c.inputs[0], &tg = *c.inputs[1];
+  Tensor& tdw = *c.outputs[0];
+  ConvShape s = conv_shape(tx.shape(), tdw.shape(), tg.shape(), c.attrs);
+  const float* x = in_ptr<float>(c, 0);
+  const float* g = in_ptr<float>(c, 1);
+  float* dw = out_ptr<float>(c, 0);
+  const int64_t k = s.k(), px = s.pixels(), size = tdw.numel();
+  const bool direct = s.unit_stride() && !s.pointwise();
+  Direct d =
+      direct ? make_direct(s.cg, s.h, s.w, s.og, s.kh, s.kw, s.p.padding, s.p.dilation) : Direct{};
+  int64_t tasks =
+      direct ? batch_tasks(c, s.n, static_cast<double>(s.o * k * d.qr)) : blas_tasks(c, s);
+  std::fill(dw, dw + size, 0.f);
+  std::vector<float> partial(static_cast<size_t>((tasks - 1) * size), 0.f);
+  for_sample_tasks(c, s.n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
+    float* acc = task == 0 ? dw : partial.data() + (task - 1) * size;
+    if (direct) return direct_weight_samples(s, d, x, g, acc, lo, hi);
+    std::vector<float> col(s.pointwise() ? 0 : static_cast<size_t>(k * px));
+    for (int64_t n = lo; n < hi; ++n)
+      for (int64_t gi = 0; gi < s.groups; ++gi) {
+        const float* xg = x + (n * s.c + gi * s.cg) * s.h * s.w;
+        if (!s.pointwise()) im2col(xg, col.data(), s);
+        gemm(false, true, s.og, k, px, g + (n * s.o + gi * s.og) * px, px,
+             s.pointwise() ? xg : col.data(), px, 1.f, acc + gi * s.og * k, k);
+      }
+  });
+  for (int64_t t = 1; t < tasks; ++t) {
+    const float* p = partial.data() + (t - 1) * size;
+    for (int64_t i = 0; i < size; ++i) dw[i] += p[i];
+  }
+}
+
+}  // namespace
+
+void register_conv_kernels(OpRegistry& reg) {
+  reg.register_kernel("conv2d", DeviceKind::CPU, DType::F32, conv2d_kernel);
+  reg.register_kernel("conv2d_backward_input", DeviceKind::CPU, DType::F32,
+                      conv2d_backward_input_kernel);
+  reg.register_kernel("conv2d_backward_weight", DeviceKind::CPU, DType::F32,
+                      conv2d_backward_weight_kernel);
+  reg.register_kernel("conv_transpose2d", DeviceKind::CPU, DType::F32,
+                      conv2d_backward_input_kernel);
+  register_pool_kernels(reg);
+}
 
 }  // namespace mls::cpu

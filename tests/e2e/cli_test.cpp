@@ -124,6 +124,18 @@ TEST_CASE("mlstudio --run trains on a Fashion-MNIST subset, reaches the stated a
   CHECK(missing.err.find("no run 99") != std::string::npos);
 }
 
+TEST_CASE("mlstudio --run trains the LeNet-5 example on a subset", "[e2e][cnn]") {
+  fs::path db = temp_dir() / "lenet.db";
+  fs::remove(db);
+  std::string lenet = std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-lenet.mls";
+  Output o = run("--run " + lenet + " --epochs 1 --limit 6000 --test-limit 1000 --json --db " + db.string());
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  std::string j = last_line(o.out);
+  CHECK(json_number(j, "test_accuracy") >= 0.70);  // 47 steps; the full 5-epoch run reaches ~0.88
+  CHECK(json_number(j, "steps") == 47);
+}
+
 TEST_CASE("mlstudio graph --ir prints the SSA form labelled with the document's node ids", "[e2e]") {
   Output o = run("graph " + example() + " --ir");
   REQUIRE(o.code == 0);

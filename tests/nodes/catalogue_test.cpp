@@ -41,7 +41,8 @@ TEST_CASE("the builtin catalogue holds the version-1 types with their ports", "[
   std::vector<std::string> ids;
   for (const NodeTypeDef& t : cat.all()) ids.push_back(t.id);
   CHECK(ids == std::vector<std::string>{"mls.input", "mls.labels", "mls.flatten", "mls.linear",
-                                        "mls.relu", "mls.tanh", "mls.sigmoid",
+                                        "mls.relu", "mls.tanh", "mls.sigmoid", "mls.conv2d",
+                                        "mls.max_pool2d", "mls.avg_pool2d", "mls.global_avg_pool",
                                         "mls.cross_entropy"});
   for (const NodeTypeDef& t : cat.all()) {
     CHECK(t.version == 1);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for bench/mlp_epoch.py: the same MLP, data, batch and optimizer.
+"""PyTorch reference for bench/epoch_vs_torch.py: the same model, data, batch and optimizer.
 
 Prints one JSON line: median epoch seconds, samples/s, final test accuracy, peak RSS.
 PyTorch runs with its default threads (on the 2-core CI machines: 1 OpenMP thread and
@@ -24,16 +24,22 @@ def main():
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--model", choices=["mlp", "lenet"], default="mlp")
     args = ap.parse_args()
     mean, std = 0.2860, 0.3530
-    x = torch.from_numpy(((read_idx(f"{args.data}/train-images-idx3-ubyte.gz").reshape(-1, 784) / 255.0 - mean) / std).astype(np.float32))
+    shape = (-1, 784) if args.model == "mlp" else (-1, 1, 28, 28)
+    x = torch.from_numpy(((read_idx(f"{args.data}/train-images-idx3-ubyte.gz").reshape(shape) / 255.0 - mean) / std).astype(np.float32))
     y = torch.from_numpy(read_idx(f"{args.data}/train-labels-idx1-ubyte.gz").astype(np.int64))
-    xt = torch.from_numpy(((read_idx(f"{args.data}/t10k-images-idx3-ubyte.gz").reshape(-1, 784) / 255.0 - mean) / std).astype(np.float32))
+    xt = torch.from_numpy(((read_idx(f"{args.data}/t10k-images-idx3-ubyte.gz").reshape(shape) / 255.0 - mean) / std).astype(np.float32))
     yt = torch.from_numpy(read_idx(f"{args.data}/t10k-labels-idx1-ubyte.gz").astype(np.int64))
     torch.manual_seed(42)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)
-    )
+    nn = torch.nn
+    if args.model == "mlp":
+        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+    else:  # LeNet-5 as in resources/examples/fashion-mnist-lenet.mls
+        model = nn.Sequential(
+            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     n = x.shape[0]

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""One epoch of the Fashion-MNIST MLP (784-256-128-10, batch 128): mlstudio beside PyTorch
-on CPU, in the same run, alternating, so both see the same machine load.
+"""One training epoch on Fashion-MNIST (batch 128) of the MLP 784-256-128-10 or LeNet-5:
+mlstudio beside PyTorch on CPU, in the same run, alternating, so both see the same load.
 
-  bench/mlp_epoch.py --mlstudio build/app/mlstudio [--rounds 3] [--epochs 3]
+  bench/epoch_vs_torch.py --model mlp|lenet --mlstudio build/app/mlstudio [--rounds 3] [--epochs 3]
 
 Each round runs each side as a fresh process training `--epochs` epochs; a round's figure
 is the median epoch (training pass only). Reported: the median over rounds, the ratio
@@ -34,17 +34,19 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model", choices=["mlp", "lenet"], default="mlp")
     # Debian's interpreter: python3-torch installs there, not into other Pythons on PATH.
     ap.add_argument("--python", default="/usr/bin/python3")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    project = os.path.join(HERE, "..", "resources", "examples", "fashion-mnist-mlp.mls")
+    project = os.path.join(HERE, "..", "resources", "examples", f"fashion-mnist-{args.model}.mls")
     db = tempfile.mktemp(suffix=".db")
     ours, theirs = [], []
     for r in range(args.rounds):
         ours.append(run([args.mlstudio, "--run", project, "--epochs", str(args.epochs), "--threads",
                          str(args.threads), "--json", "--quiet", "--db", db], env))
-        theirs.append(run([args.python, os.path.join(HERE, "torch_mlp.py"), "--epochs", str(args.epochs)], env))
+        theirs.append(run([args.python, os.path.join(HERE, "torch_reference.py"), "--epochs", str(args.epochs),
+                           "--model", args.model], env))
         print(f"round {r + 1}/{args.rounds}: mlstudio {ours[-1]['epoch_seconds']:.3f} s/epoch, "
               f"PyTorch {theirs[-1]['epoch_seconds']:.3f} s/epoch", file=sys.stderr)
     for f in (db, db + "-wal", db + "-shm"):
@@ -54,7 +56,8 @@ def main():
     t = statistics.median(o["epoch_seconds"] for o in theirs)
     rss_m = max(o["peak_rss_bytes"] for o in ours) / 2**20
     rss_t = max(o["peak_rss_bytes"] for o in theirs) / 2**20
-    print(f"| MLP 784-256-128-10, batch 128, one epoch | mlstudio | PyTorch {theirs[0]['torch']} |")
+    title = "MLP 784-256-128-10" if args.model == "mlp" else "LeNet-5"
+    print(f"| {title}, batch 128, one epoch | mlstudio | PyTorch {theirs[0]['torch']} |")
     print("|---|---|---|")
     print(f"| epoch seconds (median of {args.rounds} rounds) | {m:.3f} | {t:.3f} |")
     print(f"| samples/s | {60000 / m:,.0f} | {60000 / t:,.0f} |")
@@ -63,7 +66,7 @@ def main():
     print(f"| peak RSS | {rss_m:.0f} MiB | {rss_t:.0f} MiB |")
     print(f"| threads | {ours[0]['threads']} | torch {theirs[0]['threads']} (+ OpenBLAS) |")
     print(f"\nratio mlstudio/PyTorch (epoch time): {m / t:.2f}")
-    print(json.dumps({"mlstudio_epoch_s": m, "torch_epoch_s": t, "ratio": m / t,
+    print(json.dumps({"model": args.model, "mlstudio_epoch_s": m, "torch_epoch_s": t, "ratio": m / t,
                       "mlstudio_peak_rss_mib": rss_m, "torch_peak_rss_mib": rss_t}))
 
 

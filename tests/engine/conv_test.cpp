@@ -1,0 +1,218 @@
+// Convolution and pooling beyond the conformance suite's small samples: batches large enough
+// to split across threads, the error messages, and a conv/pool stack built with the
+// engine/ops/conv.h builders whose gradients match finite differences of the chained
+// float64 references.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "engine/autodiff/autodiff.h"
+#include "engine/exec/compiled_plan.h"
+#include "engine/exec/eager.h"
+#include "engine/ir/graph.h"
+#include "engine/ops/conv.h"
+#include "test_util.h"
+
+using namespace mls;
+using namespace mls::test;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+RefArray random_ref(const Shape& s, uint64_t seed) {
+  Rng rng(seed);
+  return random_array({DType::F32, s}, rng, OpSample{});
+}
+
+// Runs `op` through the CPU kernel and checks it against the op's float64 reference.
+void check_kernel(const std::string& op, const std::vector<RefArray>& in, const Attrs& a) {
+  INFO(op << " {" << a.to_string() << "}");
+  const OpDef* def = op_registry().find(op);
+  REQUIRE(def);
+  EagerSession s(host());
+  Refs refs;
+  for (const RefArray& r : in) refs.push_back(s.leaf(to_tensor(r, DType::F32)));
+  Ref y = s.emit(op, refs, a)[0];
+  RefArray want = def->reference(in, a)[0];
+  REQUIRE(s.value(y).shape() == want.shape);
+  require_close(s.value(y).to_f64(), want.v, 1e-4, 1e-5, op);
+}
+
+std::string node_error(const std::string& op, std::vector<ValueType> in, const Attrs& a) {
+  Graph g("errors");
+  Refs refs;
+  for (size_t i = 0; i < in.size(); ++i)
+    refs.push_back(g.add_input("x" + std::to_string(i), in[i]));
+  auto r = g.add_node(op, refs, a);
+  REQUIRE(!r.ok());
+  return r.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("conv kernels match the float64 reference on batches split across threads", "[conv]") {
+  struct Case {
+    Shape x, w;
+    Attrs a;
+  };
+  // Stride 1 runs on the direct micro-kernels (over samples, or over tiles of one sample);
+  // other strides on im2col + OpenBLAS, whose large GEMMs use OpenBLAS's threads; 1x1 on
+  // OpenBLAS alone; padding beyond the kernel's reach sends the input gradient to im2col.
+  std::vector<Case> cases{
+      {{16, 4, 12, 12}, {8, 4, 3, 3}, {{"padding", Ints{1}}}},
+      {{3, 16, 10, 10}, {24, 16, 3, 3}, {{"padding", Ints{1}}, {"dilation", Ints{1, 2}}}},
+      {{1, 8, 24, 24}, {16, 8, 3, 3}, {{"padding", Ints{1}}}},
+      {{9, 6, 11, 10},
+       {6, 2, 3, 2},
+       {{"stride", Ints{2, 1}}, {"dilation", Ints{2}}, {"groups", int64_t{3}}}},
+      {{2, 16, 16, 16}, {32, 16, 3, 3}, {{"stride", Ints{2}}, {"padding", Ints{1}}}},
+      {{8, 8, 7, 7}, {12, 8, 1, 1}, {}},
+      {{4, 3, 5, 5}, {4, 3, 1, 1}, {{"padding", Ints{1}}}},
+  };
+  uint64_t seed = 1;
+  for (const Case& c : cases) {
+    RefArray x = random_ref(c.x, seed++), w = random_ref(c.w, seed++);
+    check_kernel("conv2d", {x, w}, c.a);
+    const OpDef* conv = op_registry().find("conv2d");
+    Shape ys = conv->reference(std::vector<RefArray>{x, w}, c.a)[0].shape;
+    RefArray g = random_ref(ys, seed++);
+    Attrs bi = c.a, bw = c.a;
+    bi.set("input_shape", c.x);
+    bw.set("weight_shape", c.w);
+    check_kernel("conv2d_backward_input", {g, w}, bi);
+    check_kernel("conv2d_backward_weight", {x, g}, bw);
+    check_kernel("conv_transpose2d", {g, w}, c.a);
+  }
+  Attrs pool{{"kernel", Ints{3}}, {"stride", Ints{2}}, {"padding", Ints{1}}};
+  RefArray x = random_ref({8, 16, 15, 15}, seed++);
+  check_kernel("max_pool2d", {x}, pool);
+  check_kernel("avg_pool2d", {x}, pool);
+}
+
+TEST_CASE("conv and pooling type errors name what is wrong", "[conv]") {
+  auto f = [](Shape s) { return ValueType{DType::F32, std::move(s)}; };
+  CHECK(node_error("conv2d", {f({2, 3, 5, 5}), f({4, 4, 3, 3})}, {}) ==
+        "conv2d: input has 3 channels but the weight expects 4 (groups 1)");
+  CHECK(node_error("conv2d", {f({2, 4, 5, 5}), f({3, 2, 3, 3})}, {{"groups", int64_t{2}}}) ==
+        "conv2d: the weight's 3 output channels do not split into 2 groups");
+  CHECK(node_error("conv2d", {f({2, 3, 4, 4}), f({4, 3, 3, 3})}, {{"dilation", Ints{2}}}) ==
+        "conv2d: the 4x4 input padded by 0x0 is smaller than the 3x3 kernel dilated by 2x2");
+  CHECK(node_error("conv2d", {f({2, 3, 5, 5}), f({4, 3, 3, 3})}, {{"stride", Ints{1, 2, 3}}}) ==
+        "conv2d: attribute 'stride' must be a list of one or two ints");
+  CHECK(node_error("conv2d", {f({2, 3, 5, 5}), f({4, 3, 3, 3})}, {{"stride", Ints{0}}}) ==
+        "conv2d: attribute 'stride' must be >= 1, got 0x0");
+  CHECK(node_error("conv2d_backward_input", {f({2, 4, 3, 3}), f({4, 3, 3, 3})},
+                   {{"input_shape", Ints{2, 3, 6, 6}}}) ==
+        "conv2d_backward_input: gradient [2,4,3,3] is not the shape of the conv2d output "
+        "[2,4,4,4] of input [2,3,6,6] and weight [4,3,3,3]");
+  CHECK(node_error("conv_transpose2d", {f({2, 4, 3, 3}), f({4, 3, 3, 3})},
+                   {{"stride", Ints{2}}, {"output_padding", Ints{2}}}) ==
+        "conv_transpose2d: output_padding 2x2 must be smaller than the stride 2x2");
+  CHECK(node_error("max_pool2d", {f({2, 3, 5, 5})}, {{"kernel", Ints{2}}, {"padding", Ints{2}}}) ==
+        "max_pool2d: padding 2x2 must be at most half the 2x2 window");
+  CHECK(node_error("avg_pool2d", {f({2, 3, 5})}, {{"kernel", Ints{2}}}) ==
+        "avg_pool2d: expects an input [N,C,H,W], got [2,3,5]");
+  CHECK(node_error("max_pool2d", {f({2, 3, 5, 5})}, {}) ==
+        "max_pool2d: missing attribute 'kernel'");
+}
+
+TEST_CASE("a conv/pool stack from the builders: gradients match chained float64 references",
+          "[conv]") {
+  // L = sum(w_out * global_avg_pool(avg_pool(conv_transpose(max_pool(tanh(conv(x, w1) + b)), w2))))
+  const Conv2dParams c1{.padding = {1, 1}};
+  const Conv2dParams c2{.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}};
+  const Pool2dParams mp{.kernel = {2, 2}},
+      ap{.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}};
+  Graph g("stack");
+  Ref x = g.add_input("x", {DType::F32, {2, 2, 8, 8}});
+  Ref w1 = g.add_input("w1", {DType::F32, {3, 2, 3, 3}});
+  Ref b = g.add_input("b", {DType::F32, {3, 1, 1}});
+  Ref w2 = g.add_input("w2", {DType::F32, {3, 2, 3, 3}});
+  Ref h = max_pool2d(g, g.emit1("tanh", {add(g, conv2d(g, x, w1, c1), b)}), mp);
+  Ref y = global_avg_pool(g, avg_pool2d(g, conv_transpose2d(g, h, w2, c2), ap));
+  REQUIRE(g.type_of(y).shape == Shape{2, 2});
+  RefArray wout = random_ref({2, 2}, 50);
+  Ref loss = sum(g, mul(g, y, g.add_constant("wout", to_tensor(wout, DType::F32))), {}, false);
+  auto grads = append_backward(g, loss, Refs{x, w1, b, w2});
+  REQUIRE(grads.ok());
+  g.set_outputs(*grads);
+
+  std::vector<RefArray> vals{random_ref({2, 2, 8, 8}, 51), random_ref({3, 2, 3, 3}, 52),
+                             random_ref({3, 1, 1}, 53), random_ref({3, 2, 3, 3}, 54)};
+  auto run = [](const std::string& op, std::vector<RefArray> in, const Attrs& a) {
+    return op_registry().find(op)->reference(in, a)[0];
+  };
+  auto f = [&](const std::vector<RefArray>& v) {
+    RefArray t = run("conv2d", {v[0], v[1]}, conv2d_attrs(c1));
+    for (size_t i = 0; i < t.v.size(); ++i) t.v[i] = std::tanh(t.v[i] + v[2].v[i / 64 % 3]);
+    t = run("max_pool2d", {t}, pool2d_attrs(mp));
+    t = run("conv_transpose2d", {t, v[3]}, conv2d_attrs(c2, true));
+    t = run("avg_pool2d", {t}, pool2d_attrs(ap, true));
+    t = run("mean", {t}, {{"axes", Ints{2, 3}}, {"keepdims", int64_t{0}}});
+    double l = 0;
+    for (size_t i = 0; i < t.v.size(); ++i) l += t.v[i] * wout.v[i];
+    return l;
+  };
+  auto plan = CompiledPlan::compile(g, host());
+  REQUIRE(plan.ok());
+  Refs ins{x, w1, b, w2};
+  for (size_t i = 0; i < ins.size(); ++i)
+    REQUIRE(plan->bind(ins[i], to_tensor(vals[i], DType::F32)).ok());
+  plan->run();
+  const double step = 1e-4;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    std::vector<double> fd(vals[i].v.size());
+    for (size_t j = 0; j < fd.size(); ++j) {
+      auto plus = vals, minus = vals;
+      plus[i].v[j] += step;
+      minus[i].v[j] -= step;
+      fd[j] = (f(plus) - f(minus)) / (2 * step);
+    }
+    require_close(plan->tensor((*grads)[i]).to_f64(), fd, 2e-3, 2e-4,
+                  "gradient of input " + std::to_string(i));
+  }
+}
+
+// Not run by default: engine_tests "[.bench]". Times the kernels alone, outputs preallocated
+// (as a compiled plan runs them).
+TEST_CASE("conv2d and max_pool2d timings (LeNet-5 layers, batch 128)", "[.bench]") {
+  struct Case {
+    const char* name;
+    Shape x, w;
+    Attrs a;
+  };
+  std::vector<Case> cases{
+      {"conv1 1->6 5x5 pad 2, 28x28", {128, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
+      {"conv2 6->16 5x5, 14x14", {128, 6, 14, 14}, {16, 6, 5, 5}, {}}};
+  auto time = [](const char* name, const char* op, std::vector<const Tensor*> in, Tensor& out,
+                 const Attrs& a) {
+    KernelFn fn = op_registry().find(op)->kernel(DeviceKind::CPU, DType::F32);
+    Tensor* outs[] = {&out};
+    KernelCall call{a, in, outs, host()};
+    fn(call);  // warm-up
+    const int reps = 50;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) fn(call);
+    std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - t0;
+    std::printf("%-30s %-24s %8.3f ms\n", name, op, ms.count() / reps);
+  };
+  auto zeros = [](const Shape& s) { return Tensor::zeros(host(), DType::F32, s, AllocTag::Other); };
+  for (const Case& c : cases) {
+    Tensor x = to_tensor(random_ref(c.x, 1), DType::F32);
+    Tensor w = to_tensor(random_ref(c.w, 2), DType::F32);
+    std::vector<ValueType> types{{DType::F32, c.x}, {DType::F32, c.w}};
+    Shape ys = (*op_registry().find("conv2d")->infer(types, c.a))[0].shape;
+    Tensor y = zeros(ys), dx = zeros(c.x), dw = zeros(c.w);
+    Attrs bw = c.a, bi = c.a;
+    bw.set("weight_shape", c.w);
+    bi.set("input_shape", c.x);
+    time(c.name, "conv2d", {&x, &w}, y, c.a);
+    time(c.name, "conv2d_backward_weight", {&x, &y}, dw, bw);
+    time(c.name, "conv2d_backward_input", {&y, &w}, dx, bi);
+    Attrs pool = pool2d_attrs({.kernel = {2, 2}});
+    Tensor p = zeros({ys[0], ys[1], ys[2] / 2, ys[3] / 2}), dy = zeros(ys);
+    time(c.name, "max_pool2d", {&y}, p, pool);
+    time(c.name, "max_pool2d_backward", {&p, &y}, dy, pool);
+  }
+}
