@@ -19,6 +19,7 @@ int run_command(const RunOptions& o);
 struct GraphOptions {
   ProjectOptions project;
   bool ir = false, backward = false, plan = false, passes = false;
+  int64_t profile = 0;  // > 0: train this many steps with every kernel timed
   int64_t batch = 0;  // 0: the project's batch size
 };
 int graph_command(const GraphOptions& o);

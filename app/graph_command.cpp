@@ -1,5 +1,7 @@
 // `mlstudio graph P.mls --ir`: the engine IR of a project, as text.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "app/commands.h"
 #include "engine/autodiff/autodiff.h"
@@ -9,7 +11,67 @@
 
 namespace mls::app {
 
+namespace {
+
+// Trains `steps` steps on real data with every kernel timed, then prints where the time went.
+int profile_command(const GraphOptions& o) {
+  ProjectOptions po = o.project;
+  po.epochs = 1;
+  auto p = open_project(po);
+  if (!p) {
+    std::fprintf(stderr, "mlstudio: %s\n", p.error().message.c_str());
+    return 1;
+  }
+  TrainConfig cfg = p->train_config();
+  if (o.batch > 0) cfg.batch_size = o.batch;
+  cfg.max_steps = o.profile;
+  Trainer t(cpu::backend(), p->builder(), cfg);
+  t.set_profiling(true);
+  auto r = t.fit(*p->train, nullptr, nullptr);
+  if (!r) {
+    std::fprintf(stderr, "mlstudio: %s\n", r.error().message.c_str());
+    return 1;
+  }
+  auto plan = t.training_plan(cfg.batch_size);
+  if (!plan) {
+    std::fprintf(stderr, "mlstudio: %s\n", plan.error().message.c_str());
+    return 1;
+  }
+  const auto& times = (*plan)->step_times();
+  double total = 0;
+  int64_t runs = 0;
+  std::map<std::string, std::pair<double, int>> by_op;
+  for (const auto& s : times) {
+    total += s.seconds;
+    runs = std::max(runs, s.runs);
+    by_op[s.op].first += s.seconds;
+    ++by_op[s.op].second;
+  }
+  if (runs == 0) {
+    std::fprintf(stderr, "mlstudio: no full-batch step ran (is the data set smaller than a batch?)\n");
+    return 1;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> ops(by_op.begin(), by_op.end());
+  std::sort(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
+  std::printf("%lld training steps of batch %lld, kernels %.3f ms per step\n",
+              static_cast<long long>(runs), static_cast<long long>(cfg.batch_size), 1e3 * total / static_cast<double>(runs));
+  std::printf("%-26s %6s %12s %7s\n", "op", "nodes", "ms/step", "share");
+  for (auto& [op, v] : ops)
+    std::printf("%-26s %6d %12.3f %6.1f%%\n", op.c_str(), v.second, 1e3 * v.first / static_cast<double>(runs),
+                100 * v.first / total);
+  std::vector<CompiledPlan::StepTime> nodes(times.begin(), times.end());
+  std::sort(nodes.begin(), nodes.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
+  std::printf("\nslowest nodes\n%-26s %-24s %12s %7s\n", "op", "node", "ms/step", "share");
+  for (size_t i = 0; i < std::min<size_t>(12, nodes.size()); ++i)
+    std::printf("%-26s %-24s %12.3f %6.1f%%\n", nodes[i].op.c_str(), nodes[i].label.c_str(),
+                1e3 * nodes[i].seconds / static_cast<double>(runs), 100 * nodes[i].seconds / total);
+  return 0;
+}
+
+}  // namespace
+
 int graph_command(const GraphOptions& o) {
+  if (o.profile > 0) return profile_command(o);
   ProjectOptions po = o.project;
   po.load_data = false;
   auto p = open_project(po);

@@ -47,7 +47,10 @@ int main(int argc, char** argv) {
   graph_cmd->add_flag("--plan", graph.plan, "The compiled training step: schedule and memory plan");
   graph_cmd->add_flag("--passes", graph.passes,
                       "The training step after every optimisation pass, with node counts and planned bytes");
+  graph_cmd->add_option("--profile", graph.profile,
+                        "Train N steps on the project's data with every kernel timed; print time per op and node");
   graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)");
+  graph_cmd->add_option("--limit", graph.project.limit, "With --profile: load only the first N training samples");
 
   mls::app::RunsOptions runs;
   auto* runs_cmd = app.add_subcommand("runs", "Read the experiment database");

@@ -63,6 +63,29 @@ void reduce_sum(const KernelCall& c, bool average) {
     });
     return;
   }
+  // Leading and trailing axes reduced around a kept block (a conv bias gradient: [N,C,H,W]
+  // over {0,2,3}): out[m] = sum over o and i of x[(o*M + m)*I + i], contiguous in i.
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t a : axes) reduced[static_cast<size_t>(a)] = true;
+  int64_t first_kept = 0, last_kept = rank - 1;
+  while (first_kept < rank && reduced[static_cast<size_t>(first_kept)]) ++first_kept;
+  while (last_kept >= 0 && reduced[static_cast<size_t>(last_kept)]) --last_kept;
+  bool middle_kept = first_kept <= last_kept;
+  for (int64_t d = first_kept; middle_kept && d <= last_kept; ++d) middle_kept = !reduced[static_cast<size_t>(d)];
+  if (middle_kept) {
+    int64_t outer = 1, mid = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < first_kept ? outer : d <= last_kept ? mid : inner) *= s[static_cast<size_t>(d)];
+    pool_of(c).parallel_for(0, mid, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(outer * inner, 1)),
+                            [&](int64_t lo, int64_t hi) {
+                              for (int64_t m = lo; m < hi; ++m) {
+                                float acc = 0;
+                                for (int64_t o = 0; o < outer; ++o) acc += sum_contiguous(x + (o * mid + m) * inner, inner);
+                                y[m] = acc * post;
+                              }
+                            });
+    return;
+  }
   // General: accumulate each input element into its output slot.
   Shape keep = s;
   for (int64_t a : axes) keep[static_cast<size_t>(a)] = 1;

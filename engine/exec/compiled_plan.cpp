@@ -1,6 +1,7 @@
 #include "engine/exec/compiled_plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 namespace mls {
@@ -191,15 +192,37 @@ void CompiledPlan::materialise() {
     steps_.push_back(std::move(st));
   }
   stats_.skipped_views = schedule_.size() - steps_.size();
+  if (profiling_ && step_times_.size() != steps_.size()) {
+    step_times_.clear();
+    for (int32_t k : schedule_) {
+      const Node& n = g.nodes()[static_cast<size_t>(k)];
+      if (n.op->view && placement_[static_cast<size_t>(n.outputs[0].id)] == kAlias) continue;
+      step_times_.push_back({n.op->name, n.label + (n.backward ? " (backward)" : ""), 0, 0});
+    }
+  }
   dirty_ = false;
+}
+
+void CompiledPlan::set_profiling(bool on) {
+  profiling_ = on;
+  dirty_ = true;  // materialise() sizes the table
 }
 
 void CompiledPlan::run() {
   if (dirty_) materialise();
-  for (const Step& s : steps_) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
     KernelCall call{*s.attrs, std::span<const Tensor* const>(s.ins.data(), s.ins.size()),
                     std::span<Tensor* const>(s.outs.data(), s.outs.size()), *backend_};
+    if (!profiling_) {
+      backend_->launch(s.fn, call);
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
     backend_->launch(s.fn, call);
+    backend_->synchronize();
+    step_times_[i].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++step_times_[i].runs;
   }
   backend_->synchronize();
 }

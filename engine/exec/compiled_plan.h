@@ -45,6 +45,15 @@ class CompiledPlan {
   // Runs the schedule. Asserts that every input and parameter it reads is bound.
   void run();
   const Tensor& tensor(Ref r) const;
+  // With profiling on, run() times every kernel (synchronising after each, so devices with
+  // queues report kernel time, not submission time) and adds it to step_seconds().
+  void set_profiling(bool on);
+  struct StepTime {
+    std::string op, label;
+    double seconds = 0;
+    int64_t runs = 0;
+  };
+  const std::vector<StepTime>& step_times() const { return step_times_; }
   const PlanStats& stats() const { return stats_; }
   // The schedule with each value's placement, for `mlstudio graph --plan` and tests.
   std::string to_text() const;
@@ -83,6 +92,8 @@ class CompiledPlan {
   std::vector<Placement> placements_;
   PlanStats stats_;
   bool dirty_ = true;
+  bool profiling_ = false;
+  std::vector<StepTime> step_times_;  // one per entry of steps_
 };
 
 }  // namespace mls

@@ -102,6 +102,7 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   auto plan = CompiledPlan::compile(pg, backend_, po);
   if (!plan) return plan.error();
   sp->plan.emplace(std::move(*plan));
+  sp->plan->set_profiling(profiling_);
   const ValueType xt = pg.type_of(sp->mg.input);
   sp->x = Tensor::empty(backend_, xt.dtype, xt.shape, AllocTag::Input);
   sp->y = Tensor::empty(backend_, DType::I64, {batch}, AllocTag::Input);

@@ -92,6 +92,8 @@ class Trainer {
   const TrainConfig& config() const { return config_; }
   // The training plan for a batch size (built on first use), e.g. to print or inspect.
   Result<const CompiledPlan*> training_plan(int64_t batch);
+  // Times every kernel of the static plans built from now on (CompiledPlan::step_times).
+  void set_profiling(bool on) { profiling_ = on; }
 
  private:
   struct StepPlan;
@@ -107,6 +109,7 @@ class Trainer {
   std::vector<std::string> param_names_;
   std::unique_ptr<Optimizer> opt_;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<StepPlan>> plans_;
+  bool profiling_ = false;
 };
 
 }  // namespace mls

@@ -151,6 +151,29 @@ TEST_CASE("mlstudio graph --ir prints the SSA form labelled with the document's 
   CHECK(p.out.find("@arena+") != std::string::npos);
 }
 
+TEST_CASE("mlstudio graph --passes shows each pass shrinking the step; --profile times every kernel", "[e2e]") {
+  Output p = run("graph " + example() + " --passes --batch 8");
+  REQUIRE(p.code == 0);
+  for (const char* pass : {"dead-code elimination", "algebraic simplification", "constant folding",
+                           "common-subexpression elimination"})
+    CHECK(p.out.find(pass) != std::string::npos);
+  // The summary's first and last lines: node counts before and after.
+  auto summary = p.out.substr(p.out.find("// summary"));
+  auto nodes_of = [&](const std::string& line_start) {
+    auto at = summary.find(line_start);
+    REQUIRE(at != std::string::npos);
+    return std::stoi(summary.substr(summary.find_first_of("0123456789", at + line_start.size())));
+  };
+  CHECK(nodes_of("dead-code elimination") < nodes_of("input"));
+
+  Output f = run("graph " + example() + " --profile 20 --limit 5000");
+  INFO(f.err);
+  REQUIRE(f.code == 0);
+  CHECK(f.out.find("20 training steps of batch 128") != std::string::npos);
+  CHECK(f.out.find("matmul") != std::string::npos);
+  CHECK(f.out.find("fc1 (backward)") != std::string::npos);
+}
+
 TEST_CASE("bad input: a clear message naming the file, node or line, and a non-zero exit", "[e2e]") {
   SECTION("broken JSON names the line") {
     std::string p = variant("broken.mls", "\"epochs\": 5,", "\"epochs\": 5,,");
