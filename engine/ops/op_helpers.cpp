@@ -58,6 +58,24 @@ Result<Shape> reduced_shape(const Shape& in, const std::vector<int64_t>& axes, b
   return out;
 }
 
+Result<Types> infer_reduce(InTypes in, const Attrs& a) {
+  auto s = reduced_shape(in[0].shape, a.get_ints("axes"), a.get_int("keepdims") != 0);
+  if (!s) return s.error();
+  return Types{{in[0].dtype, *s}};
+}
+
+Ref spread(Emitter& e, Ref g, Ref x, const Attrs& a) {
+  const Shape xs = e.shape_of(x);
+  auto keep = reduced_shape(xs, a.get_ints("axes"), true);
+  return expand(e, reshape(e, g, *keep), xs);
+}
+
+int64_t reduced_count(const Shape& xs, const std::vector<int64_t>& axes) {
+  int64_t n = 1;
+  for (int64_t ax : norm_axes(axes, static_cast<int64_t>(xs.size()))) n *= xs[static_cast<size_t>(ax)];
+  return n;
+}
+
 RefArray ref_unary(const RefArray& a, const std::function<double(double)>& f) {
   RefArray out{a.shape, a.v};
   for (double& x : out.v) x = f(x);

@@ -21,6 +21,11 @@ Result<Types> infer_broadcast(InTypes in, const Attrs&);
 Result<Shape> reduced_shape(const Shape& in, const std::vector<int64_t>& axes, bool keepdims);
 // Normalised, sorted axes (empty -> all).
 std::vector<int64_t> norm_axes(const std::vector<int64_t>& axes, int64_t rank);
+// Shared by the reductions (attrs "axes", "keepdims"): type rule, the gradient broadcast
+// back over the reduced axes, and how many elements each output reduces.
+Result<Types> infer_reduce(InTypes in, const Attrs& a);
+Ref spread(Emitter& e, Ref g, Ref x, const Attrs& a);
+int64_t reduced_count(const Shape& xs, const std::vector<int64_t>& axes);
 
 RefArray ref_unary(const RefArray& a, const std::function<double(double)>& f);
 RefArray ref_binary(const RefArray& a, const RefArray& b, const std::function<double(double, double)>& f);

@@ -5,25 +5,6 @@ namespace mls::ops {
 
 namespace {
 
-Result<Types> infer_reduce(InTypes in, const Attrs& a) {
-  auto s = reduced_shape(in[0].shape, a.get_ints("axes"), a.get_int("keepdims") != 0);
-  if (!s) return s.error();
-  return Types{{in[0].dtype, *s}};
-}
-
-// The gradient of a reduction, broadcast back over the reduced axes.
-Ref spread(Emitter& e, Ref g, Ref x, const Attrs& a) {
-  const Shape xs = e.shape_of(x);
-  auto keep = reduced_shape(xs, a.get_ints("axes"), true);
-  return expand(e, reshape(e, g, *keep), xs);
-}
-
-int64_t reduced_count(const Shape& xs, const Attrs& a) {
-  int64_t n = 1;
-  for (int64_t ax : norm_axes(a.get_ints("axes"), static_cast<int64_t>(xs.size())))
-    n *= xs[static_cast<size_t>(ax)];
-  return n;
-}
 
 RefArray ref_reduce(const RefArray& x, const Attrs& a, bool average) {
   auto rank = static_cast<int64_t>(x.shape.size());
@@ -66,7 +47,7 @@ void register_reduce_ops(OpRegistry& reg) {
               .attrs = attrs,
               .infer = infer_reduce,
               .vjp = [](const GradContext& c) {
-                double n = static_cast<double>(reduced_count(c.e.shape_of(c.in(0)), c.attrs));
+                double n = static_cast<double>(reduced_count(c.e.shape_of(c.in(0)), c.attrs.get_ints("axes")));
                 return Refs{scale(c.e, spread(c.e, c.gout(0), c.in(0), c.attrs), 1.0 / n)};
               },
               .jvp = [](const JvpContext& c) {
