@@ -53,10 +53,48 @@ int64_t argmax(const float* plane, int64_t width, const Window& win) {
   return best;
 }
 
+// 2x2 windows with stride 2 and no padding that tile the plane exactly (LeNet's, VGG's):
+// fixed loops the compiler unrolls, and the backward pass writes every cell once.
+bool tiled_2x2(const PoolShape& s) {
+  return s.p.kernel[0] == 2 && s.p.kernel[1] == 2 && s.p.stride[0] == 2 && s.p.stride[1] == 2 &&
+         s.p.padding[0] == 0 && s.p.padding[1] == 0 && s.h == 2 * s.oh && s.w == 2 * s.ow;
+}
+
+// Index (0..3) of the largest of a 2x2 block, the first on ties (row-major, as argmax()).
+inline int which_max(float a, float b, float c, float d) {
+  int i = 0;
+  float m = a;
+  if (b > m) { m = b; i = 1; }
+  if (c > m) { m = c; i = 2; }
+  if (d > m) i = 3;
+  return i;
+}
+
+template <typename Fn>
+void for_planes_2x2(const KernelCall& c, const PoolShape& s, Fn fn) {
+  pool_of(c).parallel_for(0, s.planes, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(s.h * s.w, 1)),
+                          [&](int64_t lo, int64_t hi) {
+                            for (int64_t plane = lo; plane < hi; ++plane) fn(plane);
+                          });
+}
+
 void max_pool2d_kernel(const KernelCall& c) {
   PoolShape s = pool_shape(c.inputs[0]->shape(), c.outputs[0]->shape(), c.attrs);
   const float* x = in_ptr<float>(c, 0);
   float* y = out_ptr<float>(c, 0);
+  if (tiled_2x2(s)) {
+    for_planes_2x2(c, s, [&](int64_t plane) {
+      const float* xp = x + plane * s.h * s.w;
+      float* yp = y + plane * s.oh * s.ow;
+      for (int64_t oh = 0; oh < s.oh; ++oh) {
+        const float* r0 = xp + 2 * oh * s.w;
+        const float* r1 = r0 + s.w;
+        for (int64_t ow = 0; ow < s.ow; ++ow)
+          yp[oh * s.ow + ow] = std::max(std::max(r0[2 * ow], r0[2 * ow + 1]), std::max(r1[2 * ow], r1[2 * ow + 1]));
+      }
+    });
+    return;
+  }
   for_windows(c, s, [&](int64_t plane, int64_t out, const Window& win) {
     const float* xp = x + plane * s.h * s.w;
     y[plane * s.oh * s.ow + out] = xp[argmax(xp, s.w, win)];
@@ -69,6 +107,29 @@ void max_pool2d_backward_kernel(const KernelCall& c) {
   const float* g = in_ptr<float>(c, 0);
   const float* x = in_ptr<float>(c, 1);
   float* dx = out_ptr<float>(c, 0);
+  if (tiled_2x2(s)) {
+    for_planes_2x2(c, s, [&](int64_t plane) {
+      const float* xp = x + plane * s.h * s.w;
+      const float* gp = g + plane * s.oh * s.ow;
+      float* dp = dx + plane * s.h * s.w;
+      for (int64_t oh = 0; oh < s.oh; ++oh) {
+        const float* r0 = xp + 2 * oh * s.w;
+        const float* r1 = r0 + s.w;
+        float* d0 = dp + 2 * oh * s.w;
+        float* d1 = d0 + s.w;
+        for (int64_t ow = 0; ow < s.ow; ++ow) {
+          int64_t j = 2 * ow;
+          int k = which_max(r0[j], r0[j + 1], r1[j], r1[j + 1]);
+          float gv = gp[oh * s.ow + ow];
+          d0[j] = k == 0 ? gv : 0.f;
+          d0[j + 1] = k == 1 ? gv : 0.f;
+          d1[j] = k == 2 ? gv : 0.f;
+          d1[j + 1] = k == 3 ? gv : 0.f;
+        }
+      }
+    });
+    return;
+  }
   for_windows(c, s, [&](int64_t plane, int64_t out, const Window& win) {
     int64_t base = plane * s.h * s.w;
     if (out == 0) std::fill(dx + base, dx + base + s.h * s.w, 0.f);
