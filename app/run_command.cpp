@@ -96,10 +96,10 @@ int run_command(const RunOptions& o) {
                    static_cast<long long>(r.steps), static_cast<long long>(*run_id), o.db.c_str());
     else
       std::fprintf(stderr,
-                   "mlstudio: run %lld finished in %s: final loss %.4f, test accuracy %.4f (loss %.4f), "
+                   "mlstudio: run %lld finished in %s: final loss %.4f, test accuracy %.4f (loss %.4f, macro F1 %.4f), "
                    "%.0f samples/s, epoch %.2fs (median), peak memory %.1f MiB; recorded in %s\n",
                    static_cast<long long>(*run_id), format_duration(r.seconds).c_str(), r.final_loss, r.test.accuracy,
-                   r.test.loss, r.samples_per_s, r.median_epoch_seconds, static_cast<double>(r.peak_bytes) / (1 << 20),
+                   r.test.loss, r.test.macro_f1, r.samples_per_s, r.median_epoch_seconds, static_cast<double>(r.peak_bytes) / (1 << 20),
                    o.db.c_str());
   }
   if (o.json) {
@@ -110,6 +110,7 @@ int run_command(const RunOptions& o) {
                      {"final_loss", r.final_loss},
                      {"test_accuracy", r.has_test ? nlohmann::json(r.test.accuracy) : nlohmann::json()},
                      {"test_loss", r.has_test ? nlohmann::json(r.test.loss) : nlohmann::json()},
+                     {"test_macro_f1", r.has_test ? nlohmann::json(r.test.macro_f1) : nlohmann::json()},
                      {"seconds", r.seconds},
                      {"epoch_seconds", r.median_epoch_seconds},
                      {"epoch_seconds_all", r.epoch_seconds},

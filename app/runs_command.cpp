@@ -39,11 +39,11 @@ int runs_command(const RunsOptions& o) {
       std::printf("%s\n", arr.dump().c_str());
       return 0;
     }
-    std::printf("%-5s %-12s %-21s %-8s %-10s %s\n", "id", "status", "started", "device", "test_acc", "name");
+    std::printf("%-5s %-12s %-25s %-8s %-10s %s\n", "id", "status", "started", "device", "test_acc", "name");
     for (const auto& r : *runs) {
       auto acc = s.metrics(r.id, "test/accuracy");
       std::string a = acc && !acc->empty() ? std::to_string(acc->back().value).substr(0, 6) : "-";
-      std::printf("%-5lld %-12s %-21s %-8s %-10s %s\n", static_cast<long long>(r.id), r.status.c_str(),
+      std::printf("%-5lld %-12s %-25s %-8s %-10s %s\n", static_cast<long long>(r.id), r.status.c_str(),
                   r.started.c_str(), r.device.c_str(), a.c_str(), r.name.c_str());
     }
     return 0;

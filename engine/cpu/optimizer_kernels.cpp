@@ -38,7 +38,8 @@ void adam_kernel(const KernelCall& c) {
   const float* g = in_ptr<float>(c, 1);
   float* m = in_ptr<float>(c, 2);
   float* v = in_ptr<float>(c, 3);
-  double lr = c.attrs.get_float("lr"), b1 = c.attrs.get_float("beta1"), b2 = c.attrs.get_float("beta2");
+  double lr = c.attrs.get_float("lr"), b1 = c.attrs.get_float("beta1"),
+         b2 = c.attrs.get_float("beta2");
   auto eps = static_cast<float>(c.attrs.get_float("eps"));
   auto wd = static_cast<float>(c.attrs.get_float("weight_decay"));
   auto t = static_cast<double>(c.attrs.get_int("step"));
@@ -52,11 +53,51 @@ void adam_kernel(const KernelCall& c) {
   pool_of(c).parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       float gi = g[i];
-      if (decoupled) p[i] *= decay;
-      else gi += wd * p[i];
+      if (decoupled)
+        p[i] *= decay;
+      else
+        gi += wd * p[i];
       m[i] = fb1 * m[i] + (1 - fb1) * gi;
       v[i] = fb2 * v[i] + (1 - fb2) * gi * gi;
       p[i] -= step * m[i] / (std::sqrt(v[i]) * vcorr + eps);
+    }
+  });
+}
+
+void rmsprop_kernel(const KernelCall& c) {
+  float* p = in_ptr<float>(c, 0);
+  const float* g = in_ptr<float>(c, 1);
+  float* s = in_ptr<float>(c, 2);
+  auto lr = static_cast<float>(c.attrs.get_float("lr"));
+  auto alpha = static_cast<float>(c.attrs.get_float("alpha"));
+  auto eps = static_cast<float>(c.attrs.get_float("eps"));
+  auto wd = static_cast<float>(c.attrs.get_float("weight_decay"));
+  int64_t n = c.inputs[0]->numel();
+  pool_of(c).parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      float gi = g[i] + wd * p[i];
+      s[i] = alpha * s[i] + (1 - alpha) * gi * gi;
+      p[i] -= lr * gi / (std::sqrt(s[i]) + eps);
+    }
+  });
+}
+
+void adagrad_kernel(const KernelCall& c) {
+  float* p = in_ptr<float>(c, 0);
+  const float* g = in_ptr<float>(c, 1);
+  float* s = in_ptr<float>(c, 2);
+  auto t = static_cast<double>(c.attrs.get_int("step"));
+  // The decayed rate, computed in double once per step.
+  auto clr =
+      static_cast<float>(c.attrs.get_float("lr") / (1 + (t - 1) * c.attrs.get_float("lr_decay")));
+  auto eps = static_cast<float>(c.attrs.get_float("eps"));
+  auto wd = static_cast<float>(c.attrs.get_float("weight_decay"));
+  int64_t n = c.inputs[0]->numel();
+  pool_of(c).parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      float gi = g[i] + wd * p[i];
+      s[i] += gi * gi;
+      p[i] -= clr * gi / (std::sqrt(s[i]) + eps);
     }
   });
 }
@@ -66,6 +107,8 @@ void adam_kernel(const KernelCall& c) {
 void register_optimizer_kernels(OpRegistry& reg) {
   reg.register_kernel("sgd_update", DeviceKind::CPU, DType::F32, sgd_kernel);
   reg.register_kernel("adam_update", DeviceKind::CPU, DType::F32, adam_kernel);
+  reg.register_kernel("rmsprop_update", DeviceKind::CPU, DType::F32, rmsprop_kernel);
+  reg.register_kernel("adagrad_update", DeviceKind::CPU, DType::F32, adagrad_kernel);
 }
 
 }  // namespace mls::cpu

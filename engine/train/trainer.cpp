@@ -203,7 +203,7 @@ Result<EvalResult> Trainer::evaluate(BatchSource& data) {
   std::vector<float> logits;
   data.start_epoch(0);
   double loss_sum = 0;
-  int64_t correct = 0;
+  r.confusion = ConfusionMatrix(num_classes_);
   while (data.next(config_.eval_batch_size, b)) {
     auto p = plan_for(b.size, false);
     if (!p) return p.error();
@@ -220,16 +220,13 @@ Result<EvalResult> Trainer::evaluate(BatchSource& data) {
     const Tensor& lo = sp.plan->tensor(sp.mg.loss);
     backend_.copy_to_host(*lo.buffer(), lo.byte_offset(), &l, sizeof l);
     loss_sum += static_cast<double>(l) * static_cast<double>(b.size);
-    for (int64_t i = 0; i < b.size; ++i) {
-      const float* row = logits.data() + i * classes;
-      auto best = std::max_element(row, row + classes) - row;
-      correct += best == b.y[static_cast<size_t>(i)];
-    }
+    r.confusion.add_logits(logits.data(), b.size, classes, b.y.data());
     r.samples += b.size;
   }
   if (r.samples == 0) return make_error("evaluation: the data set is empty");
   r.loss = loss_sum / static_cast<double>(r.samples);
-  r.accuracy = static_cast<double>(correct) / static_cast<double>(r.samples);
+  r.accuracy = r.confusion.accuracy();
+  r.macro_f1 = r.confusion.macro_f1();
   return r;
 }
 
@@ -305,6 +302,7 @@ Result<TrainResult> Trainer::fit(BatchSource& train, BatchSource* test, MetricSi
     if (sink) {
       sink->log_metric("test/loss", step, ev->loss);
       sink->log_metric("test/accuracy", step, ev->accuracy);
+      sink->log_metric("test/macro_f1", step, ev->macro_f1);
     }
   }
   std::vector<double> es = res.epoch_seconds;

@@ -19,6 +19,7 @@
 #include "engine/exec/compiled_plan.h"
 #include "engine/ir/graph.h"
 #include "engine/train/data_source.h"
+#include "engine/train/metrics.h"
 #include "engine/train/optimizer.h"
 
 namespace mls {
@@ -55,7 +56,9 @@ using ProgressFn = std::function<void(const ProgressInfo&)>;
 
 struct EvalResult {
   double loss = 0, accuracy = 0;
+  double macro_f1 = 0;  // unweighted mean of the per-class F1 scores
   int64_t samples = 0;
+  ConfusionMatrix confusion{1};
 };
 
 struct TrainResult {
