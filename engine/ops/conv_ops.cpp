@@ -135,14 +135,6 @@ std::string str(int64_t v) {
   return std::to_string(v);
 }
 
-Result<void> check_float(InTypes in) {
-  for (const ValueType& t : in)
-    if (!dtype_is_float(t.dtype)) return make_error("expects float tensors, got " + type_str(t));
-  if (in.size() == 2 && in[0].dtype != in[1].dtype)
-    return make_error("operands have different dtypes (" + type_str(in[0]) + " and " +
-                      type_str(in[1]) + ")");
-  return {};
-}
 
 // A 4-D shape attribute (input_shape, weight_shape).
 Result<Shape> shape_attr(const Attrs& a, const std::string& name) {
@@ -179,7 +171,7 @@ Result<Shape> conv_out_shape(const Shape& xs, const Shape& ws, const Conv2dParam
 Result<Types> infer_conv2d(InTypes in, const Attrs& a) {
   auto p = conv2d_params(a);
   if (!p) return p.error();
-  if (auto f = check_float(in); !f) return f.error();
+  if (auto f = require_float(in); !f) return f.error();
   auto y = conv_out_shape(in[0].shape, in[1].shape, *p);
   if (!y) return y.error();
   return Types{{in[0].dtype, *y}};
@@ -201,7 +193,7 @@ Result<Types> infer_backward_input(InTypes in, const Attrs& a) {  // (g, w)
   if (!p) return p.error();
   auto xs = shape_attr(a, "input_shape");
   if (!xs) return xs.error();
-  if (auto f = check_float(in); !f) return f.error();
+  if (auto f = require_float(in); !f) return f.error();
   if (auto ok = check_grad(in[0].shape, *xs, in[1].shape, *p); !ok) return ok.error();
   return Types{{in[0].dtype, *xs}};
 }
@@ -211,7 +203,7 @@ Result<Types> infer_backward_weight(InTypes in, const Attrs& a) {  // (x, g)
   if (!p) return p.error();
   auto ws = shape_attr(a, "weight_shape");
   if (!ws) return ws.error();
-  if (auto f = check_float(in); !f) return f.error();
+  if (auto f = require_float(in); !f) return f.error();
   if (auto ok = check_grad(in[1].shape, in[0].shape, *ws, *p); !ok) return ok.error();
   return Types{{in[0].dtype, *ws}};
 }
@@ -219,7 +211,7 @@ Result<Types> infer_backward_weight(InTypes in, const Attrs& a) {  // (x, g)
 Result<Types> infer_conv_transpose2d(InTypes in, const Attrs& a) {
   auto p = conv2d_params(a);
   if (!p) return p.error();
-  if (auto f = check_float(in); !f) return f.error();
+  if (auto f = require_float(in); !f) return f.error();
   const Shape &xs = in[0].shape, &ws = in[1].shape;
   if (xs.size() != 4) return make_error("expects an input [N,Cin,H,W], got " + shape_str(xs));
   if (ws.size() != 4 || ws[2] < 1 || ws[3] < 1)

@@ -34,14 +34,6 @@ Result<Shape> pool_out_shape(const Shape& xs, const Pool2dParams& p) {
   return Shape{xs[0], xs[1], oh, ow};
 }
 
-Result<void> check_float(InTypes in) {
-  for (const ValueType& t : in)
-    if (!dtype_is_float(t.dtype)) return make_error("expects float tensors, got " + type_str(t));
-  if (in.size() == 2 && in[0].dtype != in[1].dtype)
-    return make_error("operands have different dtypes (" + type_str(in[0]) + " and " +
-                      type_str(in[1]) + ")");
-  return {};
-}
 
 // The pooled shape of `xs`, checked against `g` when given (a gradient or a tangent).
 Result<Shape> pooled(const Shape& xs, const Attrs& a, const Shape* g = nullptr) {
@@ -55,21 +47,21 @@ Result<Shape> pooled(const Shape& xs, const Attrs& a, const Shape* g = nullptr) 
 }
 
 Result<Types> infer_pool(InTypes in, const Attrs& a) {  // (x) -> y
-  if (auto f = check_float(in); !f) return f.error();
+  if (auto f = require_float(in); !f) return f.error();
   auto y = pooled(in[0].shape, a);
   if (!y) return y.error();
   return Types{{in[0].dtype, *y}};
 }
 
 Result<Types> infer_max_backward(InTypes in, const Attrs& a) {  // (g, x) -> dx
-  if (auto f = check_float(in); !f) return f.error();
+  if (auto f = require_float(in); !f) return f.error();
   auto y = pooled(in[1].shape, a, &in[0].shape);
   if (!y) return y.error();
   return Types{in[1]};
 }
 
 Result<Types> infer_max_gather(InTypes in, const Attrs& a) {  // (t, x) -> y
-  if (auto f = check_float(in); !f) return f.error();
+  if (auto f = require_float(in); !f) return f.error();
   if (in[0].shape != in[1].shape)
     return make_error("t " + shape_str(in[0].shape) + " and x " + shape_str(in[1].shape) +
                       " differ in shape");
@@ -79,7 +71,7 @@ Result<Types> infer_max_gather(InTypes in, const Attrs& a) {  // (t, x) -> y
 }
 
 Result<Types> infer_avg_backward(InTypes in, const Attrs& a) {  // (g) -> dx
-  if (auto f = check_float(in); !f) return f.error();
+  if (auto f = require_float(in); !f) return f.error();
   const AttrValue* v = a.find("input_shape");
   const auto* xs = v ? std::get_if<std::vector<int64_t>>(v) : nullptr;
   if (!xs || xs->size() != 4)

@@ -20,29 +20,6 @@ void def_unary(OpRegistry& reg, const char* name, std::function<double(double)> 
               .doc = doc});
 }
 
-void def_binary(OpRegistry& reg, const char* name, std::function<double(double, double)> f,
-                VjpFn vjp, JvpFn jvp, double lo, double hi, const char* doc) {
-  reg.define({.name = name,
-              .num_inputs = 2,
-              .infer = infer_broadcast,
-              .vjp = std::move(vjp),
-              .jvp = std::move(jvp),
-              .reference = [f](std::span<const RefArray> in, const Attrs&) {
-                return std::vector<RefArray>{ref_binary(in[0], in[1], f)};
-              },
-              .samples =
-                  [lo, hi] {
-                    std::vector<OpSample> v{sample({f32({3, 4}), f32({3, 4})}, {}, "same shape"),
-                                            sample({f32({3, 4}), f32({4})}, {}, "row broadcast"),
-                                            sample({f32({2, 1, 3}), f32({4, 1})}, {}, "both broadcast")};
-                    for (auto& s : v) {
-                      s.lo = lo;
-                      s.hi = hi;
-                    }
-                    return v;
-                  },
-              .doc = doc});
-}
 
 }  // namespace
 
@@ -120,7 +97,7 @@ void register_elementwise_ops(OpRegistry& reg) {
               },
               .doc = "the gradient of relu: dy where x > 0, else 0"});
 
-  def_binary(
+  define_binary(
       reg, "add", [](double a, double b) { return a + b; },
       [](const GradContext& c) {
         return Refs{unbroadcast(c.e, c.gout(0), c.e.shape_of(c.in(0))),
@@ -133,7 +110,7 @@ void register_elementwise_ops(OpRegistry& reg) {
         return Refs{accumulate(c.e, a, b)};
       },
       -1, 1, "a + b, broadcasting");
-  def_binary(
+  define_binary(
       reg, "sub", [](double a, double b) { return a - b; },
       [](const GradContext& c) {
         return Refs{unbroadcast(c.e, c.gout(0), c.e.shape_of(c.in(0))),
@@ -146,7 +123,7 @@ void register_elementwise_ops(OpRegistry& reg) {
         return Refs{accumulate(c.e, a, b)};
       },
       -1, 1, "a - b, broadcasting");
-  def_binary(
+  define_binary(
       reg, "mul", [](double a, double b) { return a * b; },
       [](const GradContext& c) {
         return Refs{unbroadcast(c.e, mul(c.e, c.gout(0), c.in(1)), c.e.shape_of(c.in(0))),
@@ -159,7 +136,7 @@ void register_elementwise_ops(OpRegistry& reg) {
         return Refs{accumulate(c.e, a, b)};
       },
       -1, 1, "a * b, broadcasting");
-  def_binary(
+  define_binary(
       reg, "div", [](double a, double b) { return a / b; },
       [](const GradContext& c) {  // d/da = 1/b; d/db = -a/b^2 = -y/b
         Ref ga = div(c.e, c.gout(0), c.in(1));

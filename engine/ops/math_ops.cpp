@@ -424,30 +424,9 @@ void register_backward(OpRegistry& reg) {
 
 // [SECTION] Binary ops
 
-std::vector<OpSample> binary_samples(double lo, double hi) {
-  return with_range({sample({f32({3, 4}), f32({3, 4})}, {}, "same shape"),
-                     sample({f32({3, 4}), f32({4})}, {}, "row broadcast"),
-                     sample({f32({2, 1, 3}), f32({4, 1})}, {}, "both broadcast")},
-                    lo, hi);
-}
-
-void def_binary(OpRegistry& reg, const char* name, std::function<double(double, double)> f,
-                VjpFn vjp, JvpFn jvp, double lo, double hi, const char* doc) {
-  reg.define({.name = name,
-              .num_inputs = 2,
-              .infer = infer_float_broadcast,
-              .vjp = std::move(vjp),
-              .jvp = std::move(jvp),
-              .reference =
-                  [f](std::span<const RefArray> in, const Attrs&) {
-                    return std::vector<RefArray>{ref_binary(in[0], in[1], f)};
-                  },
-              .samples = [lo, hi] { return binary_samples(lo, hi); },
-              .doc = doc});
-}
 
 void def_minmax(OpRegistry& reg, const char* name, bool is_max) {
-  def_binary(
+  define_binary(
       reg, name, [is_max](double a, double b) { return is_max ? std::max(a, b) : std::min(a, b); },
       [is_max](const GradContext& c) {
         Emitter& e = c.e;
@@ -466,11 +445,11 @@ void def_minmax(OpRegistry& reg, const char* name, bool is_max) {
       },
       -1, 1,
       is_max ? "elementwise max(a, b), broadcasting; on ties the gradient is split evenly"
-             : "elementwise min(a, b), broadcasting; on ties the gradient is split evenly");
+             : "elementwise min(a, b), broadcasting; on ties the gradient is split evenly", infer_float_broadcast);
 }
 
 void register_binary(OpRegistry& reg) {
-  def_binary(
+  define_binary(
       reg, "pow", [](double a, double b) { return std::pow(a, b); },
       [](const GradContext& c) {
         Emitter& e = c.e;
@@ -493,7 +472,7 @@ void register_binary(OpRegistry& reg) {
         return Refs{accumulate(e, a, b)};
       },
       0.5, 2.0,
-      "a ^ b, broadcasting (NaN for a < 0 with a non-integer b); d/db is taken as 0 where a == 0");
+      "a ^ b, broadcasting (NaN for a < 0 with a non-integer b); d/db is taken as 0 where a == 0", infer_float_broadcast);
   def_minmax(reg, "maximum", true);
   def_minmax(reg, "minimum", false);
 }

@@ -107,6 +107,38 @@ RefArray ref_binary(const RefArray& a, const RefArray& b,
   return out;
 }
 
+void define_binary(OpRegistry& reg, const char* name, std::function<double(double, double)> f, VjpFn vjp,
+                   JvpFn jvp, double lo, double hi, const char* doc, InferFn infer) {
+  reg.define({.name = name,
+              .num_inputs = 2,
+              .infer = std::move(infer),
+              .vjp = std::move(vjp),
+              .jvp = std::move(jvp),
+              .reference = [f](std::span<const RefArray> in, const Attrs&) {
+                return std::vector<RefArray>{ref_binary(in[0], in[1], f)};
+              },
+              .samples =
+                  [lo, hi] {
+                    std::vector<OpSample> v{sample({f32({3, 4}), f32({3, 4})}, {}, "same shape"),
+                                            sample({f32({3, 4}), f32({4})}, {}, "row broadcast"),
+                                            sample({f32({2, 1, 3}), f32({4, 1})}, {}, "both broadcast")};
+                    for (auto& s : v) {
+                      s.lo = lo;
+                      s.hi = hi;
+                    }
+                    return v;
+                  },
+              .doc = doc});
+}
+
+Result<void> require_float(InTypes in) {
+  for (const ValueType& t : in)
+    if (!dtype_is_float(t.dtype)) return make_error("expects float tensors, got " + type_str(t));
+  if (in.size() == 2 && in[0].dtype != in[1].dtype)
+    return make_error("operands have different dtypes (" + type_str(in[0]) + " and " + type_str(in[1]) + ")");
+  return {};
+}
+
 OpSample sample(std::vector<ValueType> inputs, Attrs attrs, std::string note) {
   OpSample s;
   s.inputs = std::move(inputs);

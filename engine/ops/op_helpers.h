@@ -27,6 +27,13 @@ Result<Types> infer_reduce(InTypes in, const Attrs& a);
 Ref spread(Emitter& e, Ref g, Ref x, const Attrs& a);
 int64_t reduced_count(const Shape& xs, const std::vector<int64_t>& axes);
 
+// Declares a broadcasting binary op with the standard samples (same shape, row broadcast,
+// both broadcast), floats drawn in [lo, hi).
+void define_binary(OpRegistry& reg, const char* name, std::function<double(double, double)> f, VjpFn vjp,
+                   JvpFn jvp, double lo, double hi, const char* doc, InferFn infer = infer_broadcast);
+// An error unless every input is a float tensor and two inputs share their dtype.
+Result<void> require_float(InTypes in);
+
 RefArray ref_unary(const RefArray& a, const std::function<double(double)>& f);
 RefArray ref_binary(const RefArray& a, const RefArray& b, const std::function<double(double, double)>& f);
 // Index of an element of `a` (broadcast into `out_shape`) for flat output index i.
