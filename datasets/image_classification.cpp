@@ -4,36 +4,10 @@
 #include <numeric>
 #include <utility>
 
+#include "datasets/shuffle.h"
 #include "engine/core/check.h"
 
 namespace mls::data {
-namespace {
-
-// splitmix64 (Steele, Lea, Flood 2014): tiny, fully specified, and good enough to shuffle.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t state) : state_(state) {}
-  uint64_t next() { return mix64(state_ += 0x9e3779b97f4a7c15ull); }
-  // Uniform in [0, bound): rejects the low values that would make `% bound` biased.
-  uint64_t below(uint64_t bound) {
-    const uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
-    for (;;) {
-      const uint64_t r = next();
-      if (r >= threshold) return r % bound;
-    }
-  }
-
- private:
-  uint64_t state_;
-};
-
-}  // namespace
 
 ImageClassificationSource::ImageClassificationSource(std::shared_ptr<const LabeledImages> images,
                                                      const ImageSourceOptions& options)
@@ -52,17 +26,8 @@ ImageClassificationSource::ImageClassificationSource(std::shared_ptr<const Label
 }
 
 void ImageClassificationSource::start_epoch(int64_t epoch) {
-  order_.resize(static_cast<size_t>(num_samples_));
-  std::iota(order_.begin(), order_.end(), int64_t{0});
+  shuffled_order(num_samples_, options_.seed, epoch, order_, options_.shuffle);
   cursor_ = 0;
-  if (!options_.shuffle) return;
-  // Mixing twice makes neighbouring seeds or epochs start unrelated streams, and keeps
-  // (seed, epoch) from colliding with (seed + 1, epoch - 1).
-  SplitMix64 rng(mix64(mix64(options_.seed) + static_cast<uint64_t>(epoch)));
-  for (size_t i = order_.size(); i > 1; --i) {
-    const size_t j = static_cast<size_t>(rng.below(i));
-    std::swap(order_[i - 1], order_[j]);
-  }
 }
 
 bool ImageClassificationSource::next(int64_t batch_size, HostBatch& out) {

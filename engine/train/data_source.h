@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,11 +17,15 @@
 
 namespace mls {
 
+// What a source's targets are: class indices (classification) or real values (regression).
+enum class TargetKind { Classes, Values };
+
 // One batch in host memory. Buffers are reused between calls, so a warm loop allocates nothing.
 struct HostBatch {
   int64_t size = 0;              // samples in this batch (the last one may be short)
   std::vector<float> x;          // size * numel(sample_shape) features, row-major
-  std::vector<int64_t> y;        // size class labels
+  std::vector<int64_t> y;        // size class labels (TargetKind::Classes; empty otherwise)
+  std::vector<float> t;          // size * numel(target_shape) values (TargetKind::Values)
 };
 
 class BatchSource {
@@ -28,7 +33,13 @@ class BatchSource {
   virtual ~BatchSource() = default;
   virtual int64_t num_samples() const = 0;
   virtual Shape sample_shape() const = 0;  // e.g. {1, 28, 28}
-  virtual int64_t num_classes() const = 0;
+  virtual int64_t num_classes() const = 0;  // 0 when the targets are values
+  virtual TargetKind target_kind() const { return TargetKind::Classes; }
+  // The shape of one sample's target values (TargetKind::Values), e.g. {1}; {} for classes.
+  virtual Shape target_shape() const { return {}; }
+  // Names of the classes, index by index, when the data has them (CSV categories, image
+  // folder names); empty otherwise.
+  virtual std::vector<std::string> class_names() const { return {}; }
   // Starts an epoch; a shuffling source permutes with a generator seeded by (seed, epoch),
   // so the order is reproducible.
   virtual void start_epoch(int64_t epoch) = 0;

@@ -1,0 +1,135 @@
+#include "datasets/in_memory_source.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <utility>
+
+#include "datasets/shuffle.h"
+#include "engine/core/check.h"
+
+namespace mls::data {
+
+InMemorySource::InMemorySource(std::shared_ptr<const Dataset> data, std::vector<int64_t> indices,
+                               SourceOptions options)
+    : data_(std::move(data)), indices_(std::move(indices)), options_(std::move(options)) {
+  MLS_CHECK(data_ != nullptr, "InMemorySource needs a dataset");
+  check_dataset(*data_);
+  for (int64_t i : indices_) MLS_CHECK(i >= 0 && i < data_->count, "sample index out of range");
+  const int64_t channels = channel_count(data_->sample_shape);
+  channel_size_ = channels > 0 ? data_->sample_numel() / channels : 0;
+  const Normalization& n = options_.normalization;
+  if (!n.empty()) {
+    MLS_CHECK(n.mean.size() == n.stddev.size() &&
+                  (n.mean.size() == 1 || n.mean.size() == static_cast<size_t>(channels)),
+              "Normalization needs one value or one per channel");
+    for (float s : n.stddev) MLS_CHECK(s > 0.0f, "Normalization stddev must be positive");
+  }
+  MLS_CHECK(!options_.one_hot || data_->target_kind == TargetKind::Classes,
+            "one-hot targets need class labels");
+  if (!options_.augmentations.empty()) {
+    MLS_CHECK(image_dims(data_->sample_shape, dims_), "augmentations need image samples");
+    scratch_.resize(static_cast<size_t>(dims_.numel()));
+  }
+  start_epoch(0);  // so next() works even if the caller never starts an epoch
+}
+
+InMemorySource::InMemorySource(std::shared_ptr<const Dataset> data, SourceOptions options)
+    : InMemorySource(
+          data,
+          [&] {
+            std::vector<int64_t> all(static_cast<size_t>(data ? data->count : 0));
+            std::iota(all.begin(), all.end(), int64_t{0});
+            return all;
+          }(),
+          std::move(options)) {}
+
+TargetKind InMemorySource::target_kind() const {
+  return options_.one_hot ? TargetKind::Values : data_->target_kind;
+}
+
+Shape InMemorySource::target_shape() const {
+  if (options_.one_hot) return {data_->num_classes};
+  return data_->target_kind == TargetKind::Values ? data_->target_shape : Shape{};
+}
+
+void InMemorySource::start_epoch(int64_t epoch) {
+  epoch_ = epoch;
+  cursor_ = 0;
+  shuffled_order(num_samples(), options_.seed, epoch, order_, options_.shuffle);
+}
+
+void InMemorySource::write_features(int64_t sample, float* dst) {
+  const Dataset& d = *data_;
+  const size_t numel = static_cast<size_t>(d.sample_numel());
+  const size_t base = static_cast<size_t>(sample) * numel;
+  const Normalization& n = options_.normalization;
+  const bool augment = !options_.augmentations.empty();
+  const size_t cs = static_cast<size_t>(channel_size_);
+
+  if (d.has_bytes() && !augment) {
+    // Exactly (p / 255 - mean) / stddev in float, as the original Fashion-MNIST source's
+    // lookup table held it, so its runs keep their numbers bit for bit; computed rather than
+    // looked up because this loop vectorises (2x the samples/s of the table).
+    const uint8_t* src = d.bytes.data() + base;
+    for (size_t c = 0, k = 0; k < numel; ++c, k += cs) {
+      const float m = n.empty() ? 0.0f : n.mean_of(static_cast<int64_t>(c));
+      const float s = n.empty() ? 1.0f : n.std_of(static_cast<int64_t>(c));
+      for (size_t j = 0; j < cs; ++j)
+        dst[k + j] = (static_cast<float>(src[k + j]) / 255.0f - m) / s;
+    }
+    return;
+  }
+  if (d.has_bytes()) {
+    const uint8_t* src = d.bytes.data() + base;
+    for (size_t k = 0; k < numel; ++k) dst[k] = static_cast<float>(src[k]) / 255.0f;
+  } else {
+    std::memcpy(dst, d.floats.data() + base, numel * sizeof(float));
+  }
+  if (augment) {
+    Rng rng = sample_rng(options_.seed, epoch_, sample);
+    augment_sample(options_.augmentations, rng, dims_, dst, scratch_.data());
+  }
+  if (n.empty()) return;
+  for (size_t c = 0, k = 0; k < numel; ++c, k += cs) {
+    const float m = n.mean_of(static_cast<int64_t>(c)), s = n.std_of(static_cast<int64_t>(c));
+    for (size_t j = 0; j < cs; ++j) dst[k + j] = (dst[k + j] - m) / s;
+  }
+}
+
+bool InMemorySource::next(int64_t batch_size, HostBatch& out) {
+  MLS_CHECK(batch_size > 0, "batch_size must be positive");
+  const int64_t total = num_samples();
+  if (cursor_ >= total) {
+    out.size = 0;
+    return false;
+  }
+  const Dataset& d = *data_;
+  const int64_t n = std::min(batch_size, total - cursor_);
+  const size_t numel = static_cast<size_t>(d.sample_numel());
+  const bool classes = d.target_kind == TargetKind::Classes;
+  const size_t tsize = static_cast<size_t>(options_.one_hot ? d.num_classes : d.target_numel());
+  // resize() keeps capacity, so after the first full batch this never allocates.
+  out.size = n;
+  out.x.resize(static_cast<size_t>(n) * numel);
+  out.y.resize(classes ? static_cast<size_t>(n) : 0);
+  out.t.resize(static_cast<size_t>(n) * tsize);
+  if (options_.one_hot) std::fill(out.t.begin(), out.t.end(), 0.0f);
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t s = indices_[static_cast<size_t>(order_[static_cast<size_t>(cursor_ + b)])];
+    const size_t bi = static_cast<size_t>(b);
+    write_features(s, out.x.data() + bi * numel);
+    if (classes) {
+      const int64_t label = d.labels[static_cast<size_t>(s)];
+      out.y[bi] = label;
+      if (options_.one_hot) out.t[bi * tsize + static_cast<size_t>(label)] = 1.0f;
+    } else {
+      std::memcpy(out.t.data() + bi * tsize, d.targets.data() + static_cast<size_t>(s) * tsize,
+                  tsize * sizeof(float));
+    }
+  }
+  cursor_ += n;
+  return true;
+}
+
+}  // namespace mls::data
