@@ -24,9 +24,12 @@ run: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# One epoch of the MLP and of LeNet-5 beside PyTorch on CPU, same data, batch and threads.
+# One epoch of the MLP and of LeNet-5 beside PyTorch on CPU, same data, batch and threads;
+# then how fast the input pipeline delivers Fashion-MNIST batches.
 bench: build
 	@scripts/setup --bench
+	@cmake --build $(BUILD) --target pipeline_throughput
+	@$(BUILD)/bench/pipeline_throughput
 	@/usr/bin/python3 bench/epoch_vs_torch.py --model mlp --mlstudio $(BUILD)/app/mlstudio
 	@/usr/bin/python3 bench/epoch_vs_torch.py --model lenet --mlstudio $(BUILD)/app/mlstudio
 

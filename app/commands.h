@@ -2,6 +2,7 @@
 // failed run (the message names the file, node or line), 130 interrupted.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "app/project.h"
@@ -10,6 +11,8 @@ namespace mls::app {
 
 struct RunOptions {
   ProjectOptions project;
+  std::optional<int64_t> resume;  // continue this run from its last checkpoint
+  int64_t stop_after_epochs = 0;  // > 0: stop after this many epochs (resume later)
   std::string db = "mlstudio-runs.db";
   bool json = false;
   bool quiet = false;
@@ -31,5 +34,28 @@ struct RunsOptions {
   bool json = false;
 };
 int runs_command(const RunsOptions& o);
+
+// `mlstudio eval P.mls --run ID`: test metrics and the confusion matrix of a trained run.
+struct EvalOptions {
+  ProjectOptions project;
+  int64_t run_id = 0;
+  std::string db = "mlstudio-runs.db";
+  std::string checkpoint = "auto";  // best, last, auto (best when there is one)
+  std::string split = "test";       // test or validation
+  bool json = false;
+};
+int eval_command(const EvalOptions& o);
+
+// `mlstudio predict P.mls --run ID --input FILE`: the model's answer for new samples.
+struct PredictOptions {
+  ProjectOptions project;
+  int64_t run_id = 0;
+  std::string db = "mlstudio-runs.db";
+  std::string checkpoint = "auto";
+  std::string input;
+  int64_t top = 3;
+  bool json = false;
+};
+int predict_command(const PredictOptions& o);
 
 }  // namespace mls::app

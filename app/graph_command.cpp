@@ -80,14 +80,17 @@ int graph_command(const GraphOptions& o) {
     return 1;
   }
   int64_t batch = o.batch > 0 ? o.batch : p->doc.training.batch_size;
-  auto m = p->builder()(batch);
+  auto m = p->builder()(batch, true);
   if (!m) {
     std::fprintf(stderr, "mlstudio: %s\n", m.error().message.c_str());
     return 1;
   }
   Graph& g = m->graph;
   if (o.backward || o.plan || o.passes) {
-    auto grads = append_backward(g, m->loss, g.params());
+    Refs wrt;  // frozen parameters and running statistics get no gradient
+    for (Ref r : g.params())
+      if (g.value(r).trainable) wrt.push_back(r);
+    auto grads = append_backward(g, m->loss, wrt);
     if (!grads) {
       std::fprintf(stderr, "mlstudio: %s\n", grads.error().message.c_str());
       return 1;

@@ -1,5 +1,6 @@
-// mlstudio: the command line. `mlstudio --run P.mls` trains headless; `graph`, `runs`
-// inspect projects and the experiment database.
+// mlstudio: the command line. `mlstudio --run P.mls` trains headless (`--resume ID`
+// continues a run); `graph`, `runs` inspect projects and the experiment database; `eval` and
+// `predict` use a trained run.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -38,6 +39,10 @@ int main(int argc, char** argv) {
   app.add_flag("--json", run.json, "End with one JSON line of results on stdout");
   app.add_flag("--quiet,-q", run.quiet, "No progress output");
   app.add_option("--threads", threads, "CPU threads (default: all cores)");
+  app.add_option("--resume", run.resume,
+                 "Continue run ID from its last checkpoint, up to its planned epochs (or --epochs, the total)");
+  app.add_option("--stop-after-epochs", run.stop_after_epochs,
+                 "Stop after N of the planned epochs and keep the checkpoint, to --resume later");
 
   mls::app::GraphOptions graph;
   auto* graph_cmd = app.add_subcommand("graph", "Print a project's engine IR");
@@ -63,12 +68,35 @@ int main(int argc, char** argv) {
     c->add_flag("--json", runs.json, "JSON output");
   }
 
+  mls::app::EvalOptions eval;
+  auto* eval_cmd = app.add_subcommand("eval", "Score a trained run on the test split: metrics and confusion matrix");
+  eval_cmd->add_option("project", eval.project.path, "The project (.mls)")->required()->check(CLI::ExistingFile);
+  eval_cmd->add_option("--run", eval.run_id, "The trained run's id")->required();
+  eval_cmd->add_option("--db", eval.db, "The run database (SQLite)")->capture_default_str();
+  eval_cmd->add_option("--checkpoint", eval.checkpoint, "best, last or auto (best if the run kept one)")
+      ->capture_default_str();
+  eval_cmd->add_option("--split", eval.split, "test or validation")->capture_default_str();
+  eval_cmd->add_option("--test-limit", eval.project.test_limit, "Evaluate on the first N test samples only");
+  eval_cmd->add_flag("--json", eval.json, "JSON output");
+
+  mls::app::PredictOptions predict;
+  auto* predict_cmd = app.add_subcommand("predict", "A trained run's predictions for an image, CSV rows or an NPY file");
+  predict_cmd->add_option("project", predict.project.path, "The project (.mls)")->required()->check(CLI::ExistingFile);
+  predict_cmd->add_option("--run", predict.run_id, "The trained run's id")->required();
+  predict_cmd->add_option("--input", predict.input, "The file to predict for")->required()->check(CLI::ExistingFile);
+  predict_cmd->add_option("--db", predict.db, "The run database (SQLite)")->capture_default_str();
+  predict_cmd->add_option("--checkpoint", predict.checkpoint, "best, last or auto")->capture_default_str();
+  predict_cmd->add_option("--top", predict.top, "How many classes to list per sample")->capture_default_str();
+  predict_cmd->add_flag("--json", predict.json, "JSON output");
+
   CLI11_PARSE(app, argc, argv);
 
   if (threads > 0) mls::cpu::set_default_threads(threads);
   mls::engine_init();
 
   if (*graph_cmd) return mls::app::graph_command(graph);
+  if (*eval_cmd) return mls::app::eval_command(eval);
+  if (*predict_cmd) return mls::app::predict_command(predict);
   if (*runs_cmd) {
     runs.action = *runs_list ? "list" : "show";
     return mls::app::runs_command(runs);

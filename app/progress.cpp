@@ -15,12 +15,24 @@ std::string format_duration(double s) {
   return buf;
 }
 
+bool Progress::epoch_line_due(int64_t epoch, int64_t epochs) {
+  const int64_t every = (epochs + 19) / 20;
+  return epoch == 1 || epoch == epochs || epoch % every == 0;
+}
+
 void Progress::update(const ProgressInfo& p) {
   auto now = std::chrono::steady_clock::now();
   if (p.epoch_done) {
-    std::fprintf(stderr, "%sepoch %lld/%lld  loss %.4f  %.0f samples/s  %lld steps  ETA %s\n",
+    if (!epoch_line_due(p.epoch, p.epochs)) {
+      if (interactive_) std::fprintf(stderr, "\r\033[K");
+      return;
+    }
+    // "data" is the share of the epoch spent waiting for batches: a slow loader shows here,
+    // not as a slow model.
+    std::fprintf(stderr, "%sepoch %lld/%lld  loss %.4f  %.0f samples/s  %lld steps  data %.0f%%  ETA %s\n",
                  interactive_ ? "\r\033[K" : "", static_cast<long long>(p.epoch), static_cast<long long>(p.epochs),
-                 p.loss, p.samples_per_s, static_cast<long long>(p.batches), format_duration(p.eta_s).c_str());
+                 p.loss, p.samples_per_s, static_cast<long long>(p.batches), 100.0 * p.data_fraction,
+                 format_duration(p.eta_s).c_str());
     std::fflush(stderr);
     return;
   }

@@ -16,6 +16,8 @@ class Progress {
  public:
   explicit Progress(bool interactive) : interactive_(interactive) {}
   void update(const ProgressInfo& p);
+  // Long runs print about 20 epoch lines, not hundreds: every k-th epoch, the first and the last.
+  static bool epoch_line_due(int64_t epoch, int64_t epochs);
 
  private:
   bool interactive_;

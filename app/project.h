@@ -1,16 +1,17 @@
 // A project opened for a command: the document with the command line's overrides applied,
-// its datasets, and the model builder that lowers it for any batch size.
+// its data splits, and the model builder that lowers it for any batch size and mode.
 //
 //   ProjectOptions o;  o.path = "resources/examples/fashion-mnist-mlp.mls";  o.epochs = 1;
 //   Result<Project> p = open_project(o);
 //   Trainer t(backend, p->builder(), p->train_config());
+//   t.fit({.train = *p->train, .validation = p->validation.get(), .test = p->test.get()});
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "datasets/image_classification.h"
+#include "datasets/dataset_spec.h"
 #include "engine/train/trainer.h"
 #include "nodes/document.h"
 
@@ -22,17 +23,18 @@ struct ProjectOptions {
   std::optional<double> lr;
   std::optional<uint64_t> seed;
   std::optional<std::string> device, mode;
-  bool load_data = true;  // `graph` needs only the sample shape
+  bool load_data = true;  // false: describe the data without the training split in memory
 };
 
 struct Project {
   std::string path;
   nodes::Document doc;
-  std::unique_ptr<data::ImageClassificationSource> train, test;
-  Shape sample_shape;
-  int64_t num_classes = 0;
+  std::unique_ptr<BatchSource> train, validation, test;  // validation and test may be null
+  std::shared_ptr<const data::InputEncoder> encoder;     // prepares files for `predict`
+  nodes::InferContext data;                              // sample shape, classes, targets
+  std::vector<std::string> class_names;
   ModelBuilder builder() const;
-  TrainConfig train_config() const;
+  TrainConfig train_config() const { return nodes::train_config(doc.training); }
 };
 
 Result<Project> open_project(const ProjectOptions& o);

@@ -5,9 +5,12 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "app/checkpoints.h"
 #include "app/commands.h"
 #include "app/progress.h"
 #include "engine/cpu/cpu_backend.h"
@@ -26,6 +29,40 @@ int fail(const std::string& msg) {
   return 1;
 }
 
+
+// The test metrics of a finished run, as JSON fields and one line of text.
+nlohmann::json eval_json(const EvalResult& e, const std::string& prefix) {
+  nlohmann::json j{{prefix + "loss", e.loss}};
+  if (e.regression) {
+    j[prefix + "mae"] = e.values.mae;
+    j[prefix + "rmse"] = e.values.rmse;
+    j[prefix + "r2"] = e.values.r2;
+  } else {
+    j[prefix + "accuracy"] = e.accuracy;
+    j[prefix + "macro_f1"] = e.macro_f1;
+  }
+  return j;
+}
+
+std::string eval_text(const EvalResult& e) {
+  char buf[160];
+  if (e.regression)
+    std::snprintf(buf, sizeof buf, "MAE %.4f, RMSE %.4f, R² %.4f (loss %.4f)", e.values.mae, e.values.rmse,
+                  e.values.r2, e.loss);
+  else
+    std::snprintf(buf, sizeof buf, "accuracy %.4f (loss %.4f, macro F1 %.4f)", e.accuracy, e.loss, e.macro_f1);
+  return buf;
+}
+
+Result<void> write_state(const Trainer& trainer, const std::string& path) {
+  auto st = trainer.state();
+  if (!st) return st.error();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return make_error("cannot create " + std::filesystem::path(path).parent_path().string() + ": " + ec.message());
+  return write_checkpoint(*st, path);
+}
+
 }  // namespace
 
 int run_command(const RunOptions& o) {
@@ -40,87 +77,154 @@ int run_command(const RunOptions& o) {
   auto hash = store::file_hash_hex(p.path);
   if (!hash) return fail(hash.error().message);
   std::string device = std::string(backend.name());
-  auto run_id = (*store)->begin_run({.name = p.doc.name,
-                                     .project_path = std::filesystem::absolute(p.path).string(),
-                                     .project_hash = *hash,
-                                     .device = device,
-                                     .seed = cfg.seed});
-  if (!run_id) return fail(run_id.error().message);
   const nodes::TrainingSpec& t = p.doc.training;
-  const std::pair<std::string, std::string> params[] = {
-      {"epochs", std::to_string(cfg.epochs)},
-      {"batch_size", std::to_string(cfg.batch_size)},
-      {"optimizer", cfg.opt.type},
-      {"lr", std::to_string(cfg.opt.lr)},
-      {"momentum", std::to_string(cfg.opt.momentum)},
-      {"weight_decay", std::to_string(cfg.opt.weight_decay)},
-      {"mode", std::string(nodes::to_string(t.mode))},
-      {"threads", std::to_string(backend.num_threads())},
-      {"dataset", p.doc.dataset.source + ":" + p.doc.dataset.path},
-      {"train_samples", std::to_string(p.train->num_samples())},
-      {"test_samples", std::to_string(p.test->num_samples())},
-  };
-  for (const auto& [k, v] : params)
-    if (auto r = (*store)->log_param(*run_id, k, v); !r) return fail(r.error().message);
+  int64_t run_id = 0;
+  std::optional<store::RunInfo> info;
+  if (o.resume) {
+    run_id = *o.resume;
+    auto ri = (*store)->get_run(run_id);
+    if (!ri) return fail(ri.error().message);
+    info = std::move(*ri);
+    // Without --epochs, a resumed run keeps the length it was planned with (its schedule spans it).
+    if (!o.project.epochs) {
+      auto params = (*store)->params(run_id);
+      if (!params) return fail(params.error().message);
+      for (const auto& [k, v] : *params)
+        if (k == "epochs") cfg.epochs = std::stoll(v);
+    }
+  }
+  cfg.stop_after_epochs = o.stop_after_epochs;
+  Trainer trainer(backend, p.builder(), cfg);
+  if (o.resume) {
+    if (info->project_hash != *hash && !o.quiet)
+      std::fprintf(stderr, "mlstudio: warning: %s changed since run %lld started; resuming with its saved state\n",
+                   p.path.c_str(), static_cast<long long>(run_id));
+    auto used = load_run_checkpoint(trainer, o.db, run_id, "last");
+    if (!used) return fail(used.error().message);
+    if (trainer.epochs_done() >= cfg.epochs)
+      return fail("run " + std::to_string(run_id) + " has already trained " + std::to_string(trainer.epochs_done()) +
+                  " epochs; ask for more with --epochs N (N > " + std::to_string(trainer.epochs_done()) + ")");
+    if (auto r = (*store)->resume_run(run_id); !r) return fail(r.error().message);
+    if (auto r = (*store)->log_param(run_id, "epochs", std::to_string(cfg.epochs)); !r) return fail(r.error().message);
+    if (!o.quiet)
+      std::fprintf(stderr, "mlstudio: resuming run %lld from %s (epoch %lld, step %lld)\n",
+                   static_cast<long long>(run_id), used->c_str(), static_cast<long long>(trainer.epochs_done()),
+                   static_cast<long long>(trainer.steps_done()));
+  } else {
+    auto id = (*store)->begin_run({.name = p.doc.name,
+                                   .project_path = std::filesystem::absolute(p.path).string(),
+                                   .project_hash = *hash,
+                                   .device = device,
+                                   .seed = cfg.seed});
+    if (!id) return fail(id.error().message);
+    run_id = *id;
+    const std::pair<std::string, std::string> params[] = {
+        {"epochs", std::to_string(cfg.epochs)},
+        {"batch_size", std::to_string(cfg.batch_size)},
+        {"optimizer", cfg.opt.type},
+        {"lr", std::to_string(cfg.opt.lr)},
+        {"momentum", std::to_string(cfg.opt.momentum)},
+        {"weight_decay", std::to_string(cfg.opt.weight_decay)},
+        {"schedule", cfg.schedule.type},
+        {"mode", std::string(nodes::to_string(t.mode))},
+        {"threads", std::to_string(backend.num_threads())},
+        {"dataset", p.doc.dataset.source + ":" + p.doc.dataset.path},
+        {"train_samples", std::to_string(p.train->num_samples())},
+        {"validation_samples", std::to_string(p.validation ? p.validation->num_samples() : 0)},
+        {"test_samples", std::to_string(p.test ? p.test->num_samples() : 0)},
+        {"checkpoint_dir", checkpoint_dir(o.db, run_id)},
+    };
+    for (const auto& [k, v] : params)
+      if (auto r = (*store)->log_param(run_id, k, v); !r) return fail(r.error().message);
+  }
 
   if (!o.quiet)
     std::fprintf(stderr, "mlstudio: run %lld: %s, %lld epochs, %lld training samples, batch %lld, %s %s on %s (%d threads)\n",
-                 static_cast<long long>(*run_id), p.path.c_str(), static_cast<long long>(cfg.epochs),
+                 static_cast<long long>(run_id), p.path.c_str(), static_cast<long long>(cfg.epochs),
                  static_cast<long long>(p.train->num_samples()), static_cast<long long>(cfg.batch_size),
                  cfg.opt.type.c_str(), std::string(nodes::to_string(t.mode)).c_str(), device.c_str(), backend.num_threads());
   g_cancel.store(false);
   std::signal(SIGINT, on_sigint);
   Progress bar(isatty(STDERR_FILENO) != 0);
-  Trainer trainer(backend, p.builder(), cfg);
+  const std::string last_path = checkpoint_path(o.db, run_id, "last");
+  const std::string best_path = checkpoint_path(o.db, run_id, "best");
+  FitInputs in{.train = *p.train, .validation = p.validation.get(), .test = p.test.get(), .sink = store->get()};
+  if (!o.quiet) in.progress = [&](const ProgressInfo& i) { bar.update(i); };
+  in.cancel = &g_cancel;
+  in.on_epoch_end = [&](const EpochReport& rep) -> Result<void> {
+    if (rep.has_validation && !o.quiet && (Progress::epoch_line_due(rep.epoch, cfg.epochs) || rep.stopping))
+      std::fprintf(stderr, "%s  validation %s%s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "",
+                   eval_text(rep.validation).c_str(), rep.improved ? "  (best so far)" : "");
+    if (auto r = write_state(trainer, last_path); !r) return r;
+    if (rep.improved)
+      if (auto r = write_state(trainer, best_path); !r) return r;
+    return {};
+  };
   Result<TrainResult> result = make_error("not started");
   try {
-    result = trainer.fit(*p.train, p.test.get(), store->get(),
-                         o.quiet ? ProgressFn{} : ProgressFn([&](const ProgressInfo& i) { bar.update(i); }), &g_cancel);
+    result = trainer.fit(in);
   } catch (const std::bad_alloc&) {
     // The one exception the engine lets through: a model too large for this machine.
     result = make_error("out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
   }
   std::signal(SIGINT, SIG_DFL);
   if (!result) {
-    auto e = (*store)->end_run(*run_id, "failed");
+    auto e = (*store)->end_run(run_id, "failed");
     (void)e;
-    return fail(result.error().message + " (run " + std::to_string(*run_id) + " recorded as failed in " + o.db + ")");
+    return fail(result.error().message + " (run " + std::to_string(run_id) + " recorded as failed in " + o.db + ")");
   }
   const TrainResult& r = *result;
-  std::string status = r.interrupted ? "interrupted" : "finished";
-  if (auto e = (*store)->end_run(*run_id, status); !e) return fail(e.error().message);
+  // A run stopped on purpose (--stop-after-epochs) is recorded as interrupted: it can resume.
+  std::string status = r.interrupted || r.paused ? "interrupted" : "finished";
+  if (auto e = (*store)->end_run(run_id, status); !e) return fail(e.error().message);
 
   if (!o.quiet) {
-    if (r.interrupted)
-      std::fprintf(stderr, "mlstudio: interrupted after %lld steps; run %lld kept in %s\n",
-                   static_cast<long long>(r.steps), static_cast<long long>(*run_id), o.db.c_str());
+    if (r.paused)
+      std::fprintf(stderr, "mlstudio: stopped after epoch %lld of %lld as asked; continue with --resume %lld\n",
+                   static_cast<long long>(trainer.epochs_done()), static_cast<long long>(cfg.epochs),
+                   static_cast<long long>(run_id));
+    else if (r.interrupted)
+      std::fprintf(stderr,
+                   "mlstudio: interrupted after %lld steps; run %lld kept in %s (continue it with --resume %lld)\n",
+                   static_cast<long long>(r.steps), static_cast<long long>(run_id), o.db.c_str(),
+                   static_cast<long long>(run_id));
     else
       std::fprintf(stderr,
-                   "mlstudio: run %lld finished in %s: final loss %.4f, test accuracy %.4f (loss %.4f, macro F1 %.4f), "
-                   "%.0f samples/s, epoch %.2fs (median), peak memory %.1f MiB; recorded in %s\n",
-                   static_cast<long long>(*run_id), format_duration(r.seconds).c_str(), r.final_loss, r.test.accuracy,
-                   r.test.loss, r.test.macro_f1, r.samples_per_s, r.median_epoch_seconds, static_cast<double>(r.peak_bytes) / (1 << 20),
+                   "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f samples/s, epoch %.2fs "
+                   "(median), data wait %.0f%%, peak memory %.1f MiB%s; recorded in %s\n",
+                   static_cast<long long>(run_id), format_duration(r.seconds).c_str(), r.final_loss,
+                   r.has_test ? eval_text(r.test).c_str() : "(no test split)", r.samples_per_s,
+                   r.median_epoch_seconds,
+                   100.0 * r.data_seconds / std::max(1e-9, std::accumulate(r.epoch_seconds.begin(), r.epoch_seconds.end(), 0.0)),
+                   static_cast<double>(r.peak_bytes) / (1 << 20), r.stopped_early ? (", stopped early (best epoch " + std::to_string(r.best_epoch) + ")").c_str() : "",
                    o.db.c_str());
   }
   if (o.json) {
-    nlohmann::json j{{"run_id", *run_id},
+    nlohmann::json j{{"run_id", run_id},
                      {"status", status},
-                     {"epochs", static_cast<int64_t>(r.epoch_seconds.size())},
+                     {"epochs", trainer.epochs_done()},
+                     {"first_epoch", r.first_epoch},
                      {"steps", r.steps},
                      {"final_loss", r.final_loss},
-                     {"test_accuracy", r.has_test ? nlohmann::json(r.test.accuracy) : nlohmann::json()},
-                     {"test_loss", r.has_test ? nlohmann::json(r.test.loss) : nlohmann::json()},
-                     {"test_macro_f1", r.has_test ? nlohmann::json(r.test.macro_f1) : nlohmann::json()},
+                     {"step_losses", r.step_losses},
+                     {"test_accuracy", nullptr},
                      {"seconds", r.seconds},
                      {"epoch_seconds", r.median_epoch_seconds},
                      {"epoch_seconds_all", r.epoch_seconds},
                      {"samples_per_s", r.samples_per_s},
+                     {"data_seconds", r.data_seconds},
                      {"peak_bytes", r.peak_bytes},
                      {"planned_arena_bytes", r.planned_arena_bytes},
+                     {"best_epoch", r.best_epoch},
+                     {"stopped_early", r.stopped_early},
+                     {"paused", r.paused},
+                     {"checkpoint", last_path},
                      {"device", device},
                      {"mode", std::string(nodes::to_string(t.mode))},
                      {"threads", backend.num_threads()},
                      {"db", o.db}};
+    if (r.has_test) j.update(eval_json(r.test, "test_"));
+    if (r.has_validation) j.update(eval_json(r.validation, "val_"));
     std::printf("%s\n", j.dump().c_str());
   }
   return r.interrupted ? 130 : 0;

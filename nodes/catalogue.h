@@ -11,6 +11,8 @@
 //
 // Type ids are stable ("mls.linear"); when one is renamed the old id stays in the rename
 // map so that old files still load (the loader records a warning and saves the new id).
+// Each type also carries its lowering to engine IR (nodes/lower.h), so a new type is one
+// function in one file of nodes/types/.
 #pragma once
 
 #include <functional>
@@ -24,11 +26,13 @@
 
 #include "engine/core/result.h"
 #include "engine/core/shape.h"
+#include "engine/ir/value.h"
 
 namespace mls::nodes {
 
 // What flows along a link. Kinds must match at both ends of a link: a label vector is not
-// a tensor a layer can consume.
+// a tensor a layer can consume. Labels are class indices [N]; targets are real values
+// [N, ...] (regression, or one-hot/multi-label targets for BCE).
 enum class PortKind { Tensor, Labels };
 
 struct PortDef {
@@ -48,20 +52,27 @@ struct ParamDef {
   bool max_exclusive = false;        // [min, max) rather than [min, max]
   std::vector<std::string> choices;  // for ParamKind::Enum
   std::string doc;
+  // False for options added after a type's first version: at their default they are left
+  // out of saved files, so older projects round-trip unchanged.
+  bool saved_when_default = true;
 };
 
 // How a node takes part in training, so that loaders and lowering need not compare ids.
 enum class NodeRole {
   Layer,       // an ordinary computation
   DataInput,   // fed with a batch of samples
-  DataLabels,  // fed with a batch of class labels
+  DataLabels,  // fed with a batch of targets (class labels or values)
   Loss,        // the one loss of the graph; its "logits" input is the model output
 };
 
 // Facts about the run that shapes depend on but that are not in the graph.
 struct InferContext {
   Shape sample_shape;       // one dataset sample, without the batch dim, e.g. {1, 28, 28}
-  int64_t num_classes = 0;  // 0 when unknown: class counts are then not checked
+  int64_t num_classes = 0;  // 0 when unknown or when the targets are values
+  // One sample's target values ({1} for a scalar regression target); empty when the
+  // targets are class labels.
+  Shape target_shape;
+  bool regression() const { return !target_shape.empty(); }
 };
 
 // Shapes are written with the batch dim first as -1. `params` have been checked and have
@@ -69,6 +80,10 @@ struct InferContext {
 // caller prefixes it with the node ("node 'fc1' (mls.linear): ").
 using InferFn = std::function<Result<std::vector<Shape>>(
     const std::vector<Shape>& inputs, const nlohmann::json& params, const InferContext& ctx)>;
+
+// Emits a node's IR; runs after `infer` accepted the shapes (nodes/lower.h).
+struct LowerContext;
+using LowerFn = std::function<Result<std::vector<Ref>>(LowerContext& ctx)>;
 
 struct NodeTypeDef {
   std::string id;  // stable, e.g. "mls.linear"
@@ -78,6 +93,7 @@ struct NodeTypeDef {
   std::vector<PortDef> inputs, outputs;  // every input must be linked
   std::vector<ParamDef> params;
   InferFn infer;
+  LowerFn lower;  // empty: the type can be drawn but not trained yet
 
   const PortDef* find_input(std::string_view name) const;
   const PortDef* find_output(std::string_view name) const;

@@ -2,10 +2,11 @@
 // message naming the file and the JSON path at fault. Saving is in document_save.cpp and
 // the graph rules in document_graph.cpp.
 //
-// [SECTION] Helpers: messages, JSON paths, typed fields
+// [SECTION] Helpers
 // [SECTION] Parser: one method per section of the file
 // [SECTION] Entry points
 #include "nodes/document.h"
+#include "nodes/json_fields.h"
 
 #include <algorithm>
 #include <cctype>
@@ -21,65 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-// [SECTION] Helpers: messages, JSON paths, typed fields
-
-// JSON pointer escaping (RFC 6901), so that a key holding '/' still names one place.
-std::string ptr(const std::string& base, std::string_view key) {
-  std::string out = base + "/";
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
-std::string ptr(const std::string& base, size_t index) {
-  return base + "/" + std::to_string(index);
-}
-
-std::string quoted_list(const std::vector<std::string>& items, const char* last_sep = " or ") {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += i + 1 == items.size() ? last_sep : ", ";
-    out += "'" + items[i] + "'";
-  }
-  return out;
-}
-
-std::string format_number(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-// A numeric range for a field, with how to say it in a message ("in [0, 1)", "> 0").
-struct Range {
-  std::optional<double> lo, hi;
-  bool lo_open = false, hi_open = false;
-
-  bool contains(double v) const {
-    if (lo && (lo_open ? v <= *lo : v < *lo)) return false;
-    if (hi && (hi_open ? v >= *hi : v > *hi)) return false;
-    return true;
-  }
-  std::string describe() const {
-    if (lo && hi)
-      return " in " + std::string(lo_open ? "(" : "[") + format_number(*lo) + ", " +
-             format_number(*hi) + (hi_open ? ")" : "]");
-    if (lo) return std::string(lo_open ? " > " : " >= ") + format_number(*lo);
-    if (hi) return std::string(hi_open ? " < " : " <= ") + format_number(*hi);
-    return "";
-  }
-};
-
-//                      lo    hi            lo_open hi_open
-const Range kPositive{0.0, std::nullopt, true, false};      // > 0
-const Range kNonNegative{0.0, std::nullopt, false, false};  // >= 0
-const Range kAtLeastOne{1.0, std::nullopt, false, false};   // >= 1
-const Range kUnitOpen{0.0, 1.0, false, true};               // [0, 1)
+// [SECTION] Helpers
 
 bool is_valid_node_id(std::string_view id) {
   auto head = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
@@ -113,10 +56,10 @@ Error json_syntax_error(std::string_view text, const std::string& source,
 
 // [SECTION] Parser: one method per section of the file
 
-class Parser {
+class Parser : FieldReader {
  public:
   Parser(const std::string& source, const NodeCatalogue& catalogue)
-      : source_(source), catalogue_(catalogue) {}
+      : FieldReader(source), catalogue_(catalogue) {}
 
   Result<Document> parse(const json& root, GraphCheck check) {
     if (!root.is_object())
@@ -133,7 +76,7 @@ class Parser {
     if (auto r = string_field(root, "", "description", doc_.description); !r) return r.error();
     if (auto r = dataset(root); !r) return r.error();
     if (auto r = model(root); !r) return r.error();
-    if (auto r = training(root); !r) return r.error();
+    if (auto r = parse_training(*this, root, doc_.training); !r) return r.error();
     if (auto r = extras(root); !r) return r.error();
 
     std::vector<std::string> problems = graph_problems(doc_, source_, catalogue_);
@@ -145,86 +88,6 @@ class Parser {
   }
 
  private:
-  Error fail(const std::string& path, const std::string& message) const {
-    return make_error(source_ + ": " + (path.empty() ? "" : path + ": ") + message);
-  }
-
-  // The object at `key`, or null when absent; an error when present but not an object.
-  Result<const json*> section(const json& parent, const std::string& parent_path,
-                              std::string_view key) const {
-    auto it = parent.find(key);
-    if (it == parent.end()) return static_cast<const json*>(nullptr);
-    if (!it->is_object()) return fail(ptr(parent_path, key), "must be an object");
-    return &*it;
-  }
-
-  Result<void> known_keys(const json& obj, const std::string& path,
-                          const std::vector<std::string>& allowed,
-                          const std::string& context = "") const {
-    for (const auto& [key, value] : obj.items())
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-        return fail(ptr(path, key), "unknown key '" + key + "'" + context + " (expected " +
-                                        quoted_list(allowed) + ")");
-    return {};
-  }
-
-  Result<void> string_field(const json& obj, const std::string& path, std::string_view key,
-                            std::string& out) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) return {};
-    if (!it->is_string()) return fail(ptr(path, key), "must be a string");
-    out = it->get<std::string>();
-    return {};
-  }
-
-  Result<void> bool_field(const json& obj, const std::string& path, std::string_view key,
-                          bool& out) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) return {};
-    if (!it->is_boolean()) return fail(ptr(path, key), "must be true or false");
-    out = it->get<bool>();
-    return {};
-  }
-
-  Result<void> number_field(const json& obj, const std::string& path, std::string_view key,
-                            const Range& range, double& out) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) return {};
-    if (!it->is_number() || !range.contains(it->get<double>()))
-      return fail(ptr(path, key), "must be a number" + range.describe());
-    out = it->get<double>();
-    return {};
-  }
-
-  template <typename Int>
-  Result<void> int_field(const json& obj, const std::string& path, std::string_view key,
-                         const Range& range, Int& out) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) return {};
-    // Positive literals parse as unsigned; one past Int's range would wrap on get<Int>().
-    bool fits = !it->is_number_unsigned() ||
-                it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max());
-    if (!it->is_number_integer() || !fits || !range.contains(it->get<double>()))
-      return fail(ptr(path, key), "must be an integer" + range.describe());
-    out = it->get<Int>();
-    return {};
-  }
-
-  // A string field that must be one of `choices`; `what` names it in the message
-  // ("unknown device 'tpu' (expected 'cpu', 'cuda' or 'vulkan')").
-  Result<void> choice_field(const json& obj, const std::string& path, std::string_view key,
-                            const char* what, const std::vector<std::string>& choices,
-                            std::string& out) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) return {};
-    std::string value = it->is_string() ? it->get<std::string>() : it->dump();
-    if (!it->is_string() || std::find(choices.begin(), choices.end(), value) == choices.end())
-      return fail(ptr(path, key), std::string("unknown ") + what + " '" + value + "' (expected " +
-                                      quoted_list(choices) + ")");
-    out = value;
-    return {};
-  }
-
   Result<void> format_version(const json& root) {
     auto it = root.find("format_version");
     if (it == root.end()) return fail("", "missing format_version (is this an mlstudio project?)");
@@ -239,27 +102,15 @@ class Parser {
     return {};
   }
 
+  // The section's rules live with the data sources (datasets/dataset_spec.h).
   Result<void> dataset(const json& root) {
     auto sec = section(root, "", "dataset");
     if (!sec) return sec.error();
     if (!*sec) return {};
-    const json& d = **sec;
-    const std::string path = "/dataset";
-    DatasetSpec& out = doc_.dataset;
-    if (auto r = known_keys(d, path, {"source", "path", "limit", "test_limit"}); !r) return r;
-    if (auto r = choice_field(d, path, "source", "dataset source", {"fashion-mnist", "mnist"},
-                              out.source);
-        !r)
-      return r;
-    if (!d.contains("path")) {
-      // Only Fashion-MNIST has a packaged home; for anything else a default would be a guess.
-      if (out.source != "fashion-mnist")
-        return fail(ptr(path, "path"), "required for dataset source '" + out.source + "'");
-      out.path = kDefaultFashionMnistPath;
-    }
-    if (auto r = string_field(d, path, "path", out.path); !r) return r;
-    if (auto r = int_field(d, path, "limit", kNonNegative, out.limit); !r) return r;
-    return int_field(d, path, "test_limit", kNonNegative, out.test_limit);
+    auto spec = data::parse_dataset_spec(**sec, source_ + ": /dataset");
+    if (!spec) return spec.error();
+    doc_.dataset = std::move(*spec);
+    return {};
   }
 
   Result<void> model(const json& root) {
@@ -390,66 +241,6 @@ class Parser {
     return {};
   }
 
-  Result<void> training(const json& root) {
-    auto sec = section(root, "", "training");
-    if (!sec) return sec.error();
-    if (!*sec) return {};
-    const json& t = **sec;
-    const std::string path = "/training";
-    TrainingSpec& out = doc_.training;
-    if (auto r =
-            known_keys(t, path, {"epochs", "batch_size", "seed", "device", "mode", "optimizer"});
-        !r)
-      return r;
-    if (auto r = int_field(t, path, "epochs", kAtLeastOne, out.epochs); !r) return r;
-    if (auto r = int_field(t, path, "batch_size", kAtLeastOne, out.batch_size); !r) return r;
-    if (auto r = int_field(t, path, "seed", kNonNegative, out.seed); !r) return r;
-    if (auto r = choice_field(t, path, "device", "device", {"cpu", "cuda", "vulkan"}, out.device);
-        !r)
-      return r;
-    std::string mode = std::string(to_string(out.mode));
-    if (auto r = choice_field(t, path, "mode", "mode", {"static", "eager"}, mode); !r) return r;
-    out.mode = mode == "eager" ? ExecMode::Eager : ExecMode::Static;
-    return optimizer(t, path);
-  }
-
-  Result<void> optimizer(const json& training, const std::string& training_path) {
-    auto sec = section(training, training_path, "optimizer");
-    if (!sec) return sec.error();
-    if (!*sec) return {};
-    const json& o = **sec;
-    const std::string path = ptr(training_path, "optimizer");
-    OptimizerSpec& out = doc_.training.optimizer;
-
-    std::string type = "sgd";
-    if (auto r = choice_field(o, path, "type", "optimizer", {"sgd", "adam"}, type); !r) return r;
-    out = OptimizerSpec{};
-    out.type = type == "adam" ? OptimizerType::Adam : OptimizerType::Sgd;
-    if (out.type == OptimizerType::Adam) out.lr = 0.001;
-
-    const std::string context = " for optimizer '" + type + "'";
-    if (out.type == OptimizerType::Sgd) {
-      if (auto r =
-              known_keys(o, path, {"type", "lr", "momentum", "nesterov", "weight_decay"}, context);
-          !r)
-        return r;
-      if (auto r = number_field(o, path, "momentum", kUnitOpen, out.momentum); !r) return r;
-      if (auto r = bool_field(o, path, "nesterov", out.nesterov); !r) return r;
-      if (out.nesterov && out.momentum <= 0)
-        return fail(ptr(path, "nesterov"), "Nesterov momentum needs momentum > 0");
-    } else {
-      if (auto r =
-              known_keys(o, path, {"type", "lr", "beta1", "beta2", "eps", "weight_decay"}, context);
-          !r)
-        return r;
-      if (auto r = number_field(o, path, "beta1", kUnitOpen, out.beta1); !r) return r;
-      if (auto r = number_field(o, path, "beta2", kUnitOpen, out.beta2); !r) return r;
-      if (auto r = number_field(o, path, "eps", kPositive, out.eps); !r) return r;
-    }
-    if (auto r = number_field(o, path, "lr", kPositive, out.lr); !r) return r;
-    return number_field(o, path, "weight_decay", kNonNegative, out.weight_decay);
-  }
-
   // layout and notebook belong to the editor; they are kept as they are.
   Result<void> extras(const json& root) {
     auto layout = section(root, "", "layout");
@@ -461,7 +252,6 @@ class Parser {
     return {};
   }
 
-  const std::string& source_;
   const NodeCatalogue& catalogue_;
   Document doc_;
 };
@@ -469,12 +259,6 @@ class Parser {
 }  // namespace
 
 // [SECTION] Entry points
-
-bool OptimizerSpec::operator==(const OptimizerSpec& o) const {
-  if (type != o.type || lr != o.lr || weight_decay != o.weight_decay) return false;
-  if (type == OptimizerType::Sgd) return momentum == o.momentum && nesterov == o.nesterov;
-  return beta1 == o.beta1 && beta2 == o.beta2 && eps == o.eps;
-}
 
 bool Document::operator==(const Document& o) const {
   return format_version == o.format_version && name == o.name && description == o.description &&
@@ -501,13 +285,6 @@ Result<Document> load_document(const std::string& path, GraphCheck check,
   text << in.rdbuf();
   if (in.bad()) return make_error(path + ": cannot read: " + std::strerror(errno));
   return parse_document(text.str(), path, check, catalogue);
-}
-
-std::string_view to_string(OptimizerType t) {
-  return t == OptimizerType::Adam ? "adam" : "sgd";
-}
-std::string_view to_string(ExecMode m) {
-  return m == ExecMode::Eager ? "eager" : "static";
 }
 
 }  // namespace mls::nodes

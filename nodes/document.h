@@ -13,20 +13,20 @@
 //   {
 //     "format_version": 1,                       required; newer versions are refused
 //     "name": "Fashion-MNIST MLP", "description": "...",
-//     "dataset": {"source": "fashion-mnist" | "mnist",
+//     "dataset": {"source": "fashion-mnist" | "mnist" | "csv" | "npy" | "npz" |
+//                           "image-folder" | "synthetic",
 //                 "path": "/usr/share/datasets/fashion-mnist",  default for fashion-mnist
-//                 "limit": 0, "test_limit": 0},  first N samples of each split; 0 = all
+//                 "limit": 0, "test_limit": 0, "validation": 0, ...}
+//                 (every key in datasets/dataset_spec.h)
 //     "model": {
 //       "nodes": [{"id": "fc1", "type": "mls.linear", "version": 1,
 //                  "params": {"out_features": 256}}, ...],
 //       "links": [{"from": "image:out", "to": "flat:in"}, ...]   "node:port"
 //     },
-//     "training": {"epochs": 5, "batch_size": 128, "seed": 0,
-//                  "device": "cpu" | "cuda" | "vulkan", "mode": "static" | "eager",
-//                  "optimizer": {"type": "sgd", "lr": 0.01, "momentum": 0,
-//                                "nesterov": false, "weight_decay": 0}
-//                             | {"type": "adam", "lr": 0.001, "beta1": 0.9,
-//                                "beta2": 0.999, "eps": 1e-8, "weight_decay": 0}},
+//     "training": {"epochs": 5, "batch_size": 128, "seed": 0, "device": "cpu",
+//                  "mode": "static" | "eager", "optimizer": {...}, "schedule": {...},
+//                  "clip_grad_norm": 0, "clip_grad_value": 0, "early_stopping": {...}},
+//                  (every key in nodes/training_spec.h)
 //     "layout": {"fc1": {"x": 40, "y": 80}, ...},  canvas positions; no meaning to training
 //     "notebook": {"cells": []}                   Lua/Markdown cells; kept verbatim
 //   }
@@ -48,46 +48,15 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/result.h"
+#include "datasets/dataset_spec.h"
 #include "nodes/catalogue.h"
+#include "nodes/training_spec.h"
 
 namespace mls::nodes {
 
 constexpr int kFormatVersion = 1;
-constexpr const char* kDefaultFashionMnistPath = "/usr/share/datasets/fashion-mnist";
 
-struct DatasetSpec {
-  std::string source = "fashion-mnist";  // "fashion-mnist" or "mnist"
-  std::string path = kDefaultFashionMnistPath;
-  int64_t limit = 0;       // first N training samples; 0 = all
-  int64_t test_limit = 0;  // first N test samples; 0 = all
-  bool operator==(const DatasetSpec&) const = default;
-};
-
-enum class OptimizerType { Sgd, Adam };
-enum class ExecMode { Static, Eager };  // compiled graph vs define-by-run
-
-struct OptimizerSpec {
-  OptimizerType type = OptimizerType::Sgd;
-  double lr = 0.01;  // 0.001 when an adam block gives none
-  double weight_decay = 0.0;
-  // sgd
-  double momentum = 0.0;
-  bool nesterov = false;
-  // adam
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  // Compares the fields `type` uses (the ones saved): an adam spec's momentum is moot.
-  bool operator==(const OptimizerSpec& o) const;
-};
-
-struct TrainingSpec {
-  int64_t epochs = 5;
-  int64_t batch_size = 128;
-  uint64_t seed = 0;
-  std::string device = "cpu";  // "cpu", "cuda" or "vulkan"
-  ExecMode mode = ExecMode::Static;
-  OptimizerSpec optimizer;
-  bool operator==(const TrainingSpec&) const = default;
-};
+using data::DatasetSpec;  // the "dataset" section (datasets/dataset_spec.h)
 
 struct NodeDoc {
   std::string id;
@@ -162,7 +131,5 @@ const LinkDoc* find_input_link(const Document& doc, std::string_view node_id,
 std::optional<size_t> find_loss_node(const Document& doc,
                                      const NodeCatalogue& catalogue = builtin_catalogue());
 
-std::string_view to_string(OptimizerType t);  // "sgd", "adam"
-std::string_view to_string(ExecMode m);       // "static", "eager"
 
 }  // namespace mls::nodes

@@ -22,12 +22,14 @@ using ordered = nlohmann::ordered_json;
 // Params in the catalogue's order (out_features before bias), then any others.
 ordered params_json(const NodeDoc& node, const NodeCatalogue& catalogue) {
   ordered out = ordered::object();
-  if (const NodeTypeDef* def = catalogue.find(node.type))
+  const NodeTypeDef* def = catalogue.find(node.type);
+  if (def)
     for (const ParamDef& p : def->params)
-      if (node.params.contains(p.name)) out[p.name] = ordered(node.params.at(p.name));
+      if (node.params.contains(p.name) && (p.saved_when_default || node.params.at(p.name) != p.default_value))
+        out[p.name] = ordered(node.params.at(p.name));
   if (node.params.is_object())
     for (const auto& [key, value] : node.params.items())
-      if (!out.contains(key)) out[key] = ordered(value);
+      if (!out.contains(key) && !(def && def->find_param(key))) out[key] = ordered(value);
   return out;
 }
 
@@ -43,22 +45,6 @@ ordered layout_json(const Document& doc) {
   return out;
 }
 
-ordered optimizer_json(const OptimizerSpec& o) {
-  ordered out = ordered::object();
-  out["type"] = std::string(to_string(o.type));
-  out["lr"] = o.lr;
-  if (o.type == OptimizerType::Sgd) {
-    out["momentum"] = o.momentum;
-    out["nesterov"] = o.nesterov;
-  } else {
-    out["beta1"] = o.beta1;
-    out["beta2"] = o.beta2;
-    out["eps"] = o.eps;
-  }
-  out["weight_decay"] = o.weight_decay;
-  return out;
-}
-
 std::string errno_text() {
   return std::strerror(errno);
 }
@@ -71,11 +57,7 @@ std::string serialize_document(const Document& doc, const NodeCatalogue& catalog
   root["name"] = doc.name;
   root["description"] = doc.description;
 
-  ordered& dataset = root["dataset"];
-  dataset["source"] = doc.dataset.source;
-  dataset["path"] = doc.dataset.path;
-  if (doc.dataset.limit) dataset["limit"] = doc.dataset.limit;
-  if (doc.dataset.test_limit) dataset["test_limit"] = doc.dataset.test_limit;
+  root["dataset"] = data::dataset_spec_to_json(doc.dataset);
 
   ordered nodes = ordered::array();
   for (const NodeDoc& n : doc.nodes)
@@ -89,13 +71,7 @@ std::string serialize_document(const Document& doc, const NodeCatalogue& catalog
         {{"from", l.from_node + ":" + l.from_port}, {"to", l.to_node + ":" + l.to_port}});
   root["model"] = {{"nodes", std::move(nodes)}, {"links", std::move(links)}};
 
-  const TrainingSpec& t = doc.training;
-  root["training"] = {{"epochs", t.epochs},
-                      {"batch_size", t.batch_size},
-                      {"seed", t.seed},
-                      {"device", t.device},
-                      {"mode", std::string(to_string(t.mode))},
-                      {"optimizer", optimizer_json(t.optimizer)}};
+  root["training"] = training_json(doc.training);
   root["layout"] = layout_json(doc);
   if (!doc.notebook.is_null()) root["notebook"] = ordered(doc.notebook);
   // `replace` rather than throwing on a string that is not UTF-8: saving must not abort.

@@ -1,21 +1,45 @@
-// Lowering: a checked project document -> the engine's model graph for one batch size.
-// The GUI, the batch mode and the tests all train through this one function.
+// Lowering: a checked project document -> the engine's model graph for one batch size and
+// mode. The GUI, the batch mode and the tests all train through this one function; each
+// node type's own LowerFn (nodes/types/*.cpp) emits its part.
 //
 //   Result<Document> doc = load_document(path);
-//   Result<ModelGraph> m = lower(*doc, /*sample_shape=*/{1, 28, 28}, /*classes=*/10,
-//                                /*batch=*/128, path);
+//   InferContext data{.sample_shape = {1, 28, 28}, .num_classes = 10};
+//   Result<ModelGraph> m = lower(*doc, data, /*batch=*/128, /*training=*/true, path);
 //   std::cout << m->graph.to_text();     // nodes are labelled with the document's node ids
 #pragma once
 
 #include <string>
 
-#include "engine/train/trainer.h"
+#include <nlohmann/json.hpp>
+
+#include "engine/train/model_graph.h"
 #include "nodes/document.h"
 
 namespace mls::nodes {
 
+// What a node type's LowerFn sees. Inputs come in the order of the type's input ports
+// and have passed the type's shape rule.
+struct LowerContext {
+  ModelGraph& model;
+  const std::string& node_id;
+  const nlohmann::json& params;  // checked, defaults filled in
+  const Refs& inputs;
+  int64_t batch;
+  const InferContext& data;
+  bool training;  // false: the evaluation form (dropout off, running statistics)
+
+  Graph& g() { return model.graph; }
+  Shape shape(size_t input) const { return model.graph.shape_of(inputs[input]); }
+  // The model's per-step seed input (created on first use), for dropout masks.
+  Ref step_seed();
+  // A number derived from the node id, so two layers of one type draw different masks.
+  int64_t node_seed() const;
+  // A parameter named "<node id>.<name>".
+  Ref param(const std::string& name, const Shape& shape, ParamInit init, bool trainable = true);
+};
+
 // Shape problems are reported against the document node ("P.mls: node 'fc1' ...").
-Result<ModelGraph> lower(const Document& doc, const Shape& sample_shape, int64_t num_classes,
-                         int64_t batch, const std::string& source_name);
+Result<ModelGraph> lower(const Document& doc, const InferContext& data, int64_t batch,
+                         bool training, const std::string& source_name);
 
 }  // namespace mls::nodes

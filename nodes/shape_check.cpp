@@ -6,10 +6,13 @@ namespace mls::nodes {
 
 Result<NodeShapes> infer_shapes(const Document& doc, const Shape& sample_shape, int64_t num_classes,
                                 const NodeCatalogue& catalogue) {
+  return infer_shapes(doc, InferContext{sample_shape, num_classes, {}}, catalogue);
+}
+
+Result<NodeShapes> infer_shapes(const Document& doc, const InferContext& ctx, const NodeCatalogue& catalogue) {
   const std::vector<size_t> order = topological_order(doc);
   if (order.size() != doc.nodes.size())
     return make_error("the graph has a cycle; shapes cannot be inferred");
-  const InferContext ctx{sample_shape, num_classes};
   NodeShapes shapes;
   for (size_t index : order) {
     const NodeDoc& node = doc.nodes[index];

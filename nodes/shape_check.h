@@ -29,6 +29,9 @@ using NodeShapes = std::map<std::string, std::vector<Shape>>;
 // dataset's class count (0 = do not check). Errors start "node 'ID' (TYPE): ".
 Result<NodeShapes> infer_shapes(const Document& doc, const Shape& sample_shape, int64_t num_classes,
                                 const NodeCatalogue& catalogue = builtin_catalogue());
+// The same with the whole data description (regression targets included).
+Result<NodeShapes> infer_shapes(const Document& doc, const InferContext& ctx,
+                                const NodeCatalogue& catalogue = builtin_catalogue());
 
 // The shape that flows along `link` (its source port's shape); the link must be valid
 // and its source node inferred.

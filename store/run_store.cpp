@@ -134,7 +134,7 @@ struct RunStore::Impl {
 
   // Declared first so it is destroyed last, after the statements that use it.
   Db db;
-  Stmt insert_run, insert_param, insert_metric, end_run, select_runs, select_run, select_params,
+  Stmt insert_run, insert_param, insert_metric, end_run, resume_run, select_runs, select_run, select_params,
       select_metrics, select_metric_keys;
 
   std::mutex mu;
@@ -224,6 +224,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
       {&impl->insert_metric,
        "INSERT INTO metrics(run_id, key, step, value, wall_time) VALUES(?1, ?2, ?3, ?4, ?5)"},
       {&impl->end_run, "UPDATE runs SET ended = " MLS_NOW_SQL ", status = ?2 WHERE id = ?1"},
+      {&impl->resume_run, "UPDATE runs SET ended = NULL, status = 'running' WHERE id = ?1"},
       {&impl->select_runs, "SELECT " MLS_RUN_COLUMNS " FROM runs ORDER BY id"},
       {&impl->select_run, "SELECT " MLS_RUN_COLUMNS " FROM runs WHERE id = ?1"},
       {&impl->select_params, "SELECT key, value FROM params WHERE run_id = ?1 ORDER BY key"},
@@ -312,6 +313,17 @@ Result<void> RunStore::end_run(int64_t run_id, const std::string& status) {
   }
   if (impl_->current_run == run_id) impl_->current_run.reset();
   return impl_->take_write_error();
+}
+
+Result<void> RunStore::resume_run(int64_t run_id) {
+  std::lock_guard lock(impl_->mu);
+  Stmt& st = impl_->resume_run;
+  auto scope = st.scoped();
+  st.bind_int(1, run_id);
+  if (Result<void> r = st.run(); !r) return r.error();
+  if (impl_->db.changes() == 0) return impl_->no_run(run_id);
+  impl_->current_run = run_id;
+  return {};
 }
 
 // [SECTION] metrics ----------------------------------------------------------------------

@@ -79,6 +79,9 @@ class RunStore : public MetricSink {
   Result<void> flush();
   // Flushes, then sets ended = now and status: finished | failed | interrupted.
   Result<void> end_run(int64_t run_id, const std::string& status);
+  // Marks an ended run as running again (training resumes from its checkpoint); metrics
+  // logged from now on belong to it.
+  Result<void> resume_run(int64_t run_id);
 
   Result<std::vector<RunInfo>> list_runs();  // ordered by id
   Result<RunInfo> get_run(int64_t id);       // error "no run 7 in PATH"

@@ -111,7 +111,7 @@ void dropout_kernel(const KernelCall& c) {
     std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
     return;
   }
-  const auto seed = static_cast<uint64_t>(c.attrs.get_int("seed"));
+  const uint64_t seed = dropout_seed(c.attrs.get_int("seed"), *in_ptr<int64_t>(c, 1));
   const auto keep_scale = static_cast<float>(1.0 / (1.0 - p));
   pool_of(c).parallel_for(0, n, kParallelGrain / 4, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i)

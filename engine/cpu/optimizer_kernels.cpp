@@ -33,6 +33,16 @@ void sgd_kernel(const KernelCall& c) {
   });
 }
 
+void ema_kernel(const KernelCall& c) {
+  float* s = in_ptr<float>(c, 0);
+  const float* v = in_ptr<float>(c, 1);
+  auto m = static_cast<float>(c.attrs.get_float("momentum"));
+  int64_t n = c.inputs[0]->numel();
+  pool_of(c).parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) s[i] += m * (v[i] - s[i]);
+  });
+}
+
 void adam_kernel(const KernelCall& c) {
   float* p = in_ptr<float>(c, 0);
   const float* g = in_ptr<float>(c, 1);
@@ -107,6 +117,7 @@ void adagrad_kernel(const KernelCall& c) {
 void register_optimizer_kernels(OpRegistry& reg) {
   reg.register_kernel("sgd_update", DeviceKind::CPU, DType::F32, sgd_kernel);
   reg.register_kernel("adam_update", DeviceKind::CPU, DType::F32, adam_kernel);
+  reg.register_kernel("ema_update", DeviceKind::CPU, DType::F32, ema_kernel);
   reg.register_kernel("rmsprop_update", DeviceKind::CPU, DType::F32, rmsprop_kernel);
   reg.register_kernel("adagrad_update", DeviceKind::CPU, DType::F32, adagrad_kernel);
 }

@@ -72,15 +72,38 @@ Ref accumulate(Emitter& e, Ref a, Ref b) {
   return add(e, a, b);
 }
 
-Ref cross_entropy(Emitter& e, Ref logits, Ref labels, double label_smoothing) {
+Ref vector_constant(Emitter& e, const std::vector<double>& values) {
+  MLS_CHECK(!values.empty(), "vector_constant: no values");
+  std::vector<Ref> parts;
+  for (size_t i = 0; i < values.size();) {
+    size_t j = i + 1;
+    while (j < values.size() && values[j] == values[i]) ++j;
+    parts.push_back(fill(e, {DType::F32, {static_cast<int64_t>(j - i)}}, values[i]));
+    i = j;
+  }
+  if (parts.size() == 1) return parts[0];
+  return e.emit("concat", parts, {{"axis", int64_t{0}}})[0];
+}
+
+Ref cross_entropy(Emitter& e, Ref logits, Ref labels, double label_smoothing, Ref class_weights) {
   const Shape s = e.shape_of(logits);
   MLS_CHECK(s.size() == 2, "cross_entropy expects logits [N, C]");
   int64_t classes = s[1];
   Ref logp = log_softmax(e, logits, 1);
-  Ref target = e.emit1("one_hot", {labels}, {{"num_classes", classes}});
+  Ref one_hot = e.emit1("one_hot", {labels}, {{"num_classes", classes}});
+  Ref target = one_hot;
   if (label_smoothing > 0) {  // (1 - eps) * onehot + eps / C
     target = add_scalar(e, scale(e, target, 1.0 - label_smoothing),
                         label_smoothing / static_cast<double>(classes));
+  }
+  if (class_weights.valid()) {
+    MLS_CHECK(e.shape_of(class_weights) == Shape{classes},
+              "cross_entropy: class_weights must be [C]");
+    // PyTorch: (1 - eps) nll_weighted + eps/C sum_c w_c (-log p_c), both over sum_i w_{y_i};
+    // w_{y_i} onehot_ic = w_c onehot_ic, so that is one weighted target w_c t_ic.
+    Ref total = sum(e, mul(e, mul(e, target, class_weights), logp), {}, false);
+    Ref weight = sum(e, mul(e, one_hot, class_weights), {}, false);
+    return neg(e, div(e, total, weight));
   }
   Ref per_sample = sum(e, mul(e, target, logp), {1}, false);
   return neg(e, mean(e, per_sample, {}, false));

@@ -59,9 +59,16 @@ Ref unbroadcast(Emitter& e, Ref g, const Shape& shape);
 // Adds two optional gradients (an invalid Ref is zero).
 Ref accumulate(Emitter& e, Ref a, Ref b);
 
+// f32 [K] holding `values`: fills joined by one concat (runs of equal values share a
+// fill). For small tables built by composites; constant folding makes it one constant.
+Ref vector_constant(Emitter& e, const std::vector<double>& values);
+
 // Composites: built from other ops, so every backend and every derivative comes free.
 // Mean cross-entropy of logits [N,C] against integer labels [N], with label smoothing.
-Ref cross_entropy(Emitter& e, Ref logits, Ref labels, double label_smoothing = 0.0);
+// class_weights (f32 [C], optional) weighs each sample by its class as PyTorch's
+// `weight=`: sum_i sum_c w_c t_ic (-log p_ic) / sum_i w_{y_i}, t the (smoothed) target.
+Ref cross_entropy(Emitter& e, Ref logits, Ref labels, double label_smoothing = 0.0,
+                  Ref class_weights = {});
 // y = x W + b with W [in, out] (b optional).
 Ref linear(Emitter& e, Ref x, Ref w, Ref b);
 

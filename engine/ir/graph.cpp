@@ -19,8 +19,9 @@ Ref Graph::add_input(const std::string& name, const ValueType& type) {
   return r;
 }
 
-Ref Graph::add_param(const std::string& name, const ValueType& type, ParamInit init) {
-  Ref r = new_value(Value{.type = type, .kind = ValueKind::Param, .name = name, .init = std::move(init)});
+Ref Graph::add_param(const std::string& name, const ValueType& type, ParamInit init, bool trainable) {
+  Ref r = new_value(
+      Value{.type = type, .kind = ValueKind::Param, .name = name, .init = std::move(init), .trainable = trainable});
   params_.push_back(r);
   return r;
 }

@@ -37,6 +37,7 @@ struct Value {
   int32_t output_index = 0;
   std::string name;  // inputs and params; node outputs may be unnamed
   ParamInit init;    // params
+  bool trainable = true;  // params: false for frozen weights and running statistics
   Tensor constant;   // consts
 };
 
@@ -54,7 +55,9 @@ class Graph final : public Emitter {
   explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
 
   Ref add_input(const std::string& name, const ValueType& type);
-  Ref add_param(const std::string& name, const ValueType& type, ParamInit init = {});
+  // A parameter that is not trainable (frozen, or state such as running statistics) gets
+  // no gradient and no optimizer step, but is saved and restored like the others.
+  Ref add_param(const std::string& name, const ValueType& type, ParamInit init = {}, bool trainable = true);
   Ref add_constant(const std::string& name, Tensor value);
   // Type-checks against the op's inference; the message names the op and the label.
   Result<Refs> add_node(std::string_view op, std::span<const Ref> inputs, const Attrs& attrs);

@@ -1,6 +1,9 @@
 #include "engine/ops/nn.h"
 
+#include <limits>
+
 #include "engine/core/check.h"
+#include "engine/ops/math.h"
 
 namespace mls {
 
@@ -55,9 +58,14 @@ Ref layer_norm(Emitter& e, Ref x, Ref gamma, Ref beta, double eps) {
   return e.emit("layer_norm", in, {{"eps", eps}})[0];
 }
 
-Ref dropout(Emitter& e, Ref x, double p, uint64_t seed, bool training) {
-  return e.emit1("dropout", {x},
+Ref dropout(Emitter& e, Ref x, double p, uint64_t seed, Ref step_seed, bool training) {
+  return e.emit1("dropout", {x, step_seed},
                  {{"p", p}, {"seed", static_cast<int64_t>(seed)}, {"training", int64_t{training}}});
+}
+
+void ema_update(Emitter& e, Ref state, Ref value, double momentum) {
+  Ref in[] = {state, value};
+  e.emit("ema_update", in, {{"momentum", momentum}});
 }
 
 Ref embedding(Emitter& e, Ref weight, Ref indices) {
@@ -69,6 +77,21 @@ Ref mse_loss(Emitter& e, Ref prediction, Ref target) {
             "mse_loss expects prediction and target of one shape");
   Ref d = sub(e, prediction, target);
   return mean(e, mul(e, d, d), {}, false);
+}
+
+Ref l1_loss(Emitter& e, Ref prediction, Ref target) {
+  MLS_CHECK(e.shape_of(prediction) == e.shape_of(target),
+            "l1_loss expects prediction and target of one shape");
+  return mean(e, abs(e, sub(e, prediction, target)), {}, false);
+}
+
+Ref huber_loss(Emitter& e, Ref prediction, Ref target, double delta) {
+  MLS_CHECK(e.shape_of(prediction) == e.shape_of(target),
+            "huber_loss expects prediction and target of one shape");
+  MLS_CHECK(delta > 0, "huber_loss: delta must be > 0");
+  Ref a = abs(e, sub(e, prediction, target));
+  Ref q = clamp(e, a, -std::numeric_limits<double>::infinity(), delta);
+  return mean(e, mul(e, q, sub(e, a, scale(e, q, 0.5))), {}, false);
 }
 
 Ref bce_with_logits(Emitter& e, Ref logits, Ref targets) {

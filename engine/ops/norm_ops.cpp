@@ -325,6 +325,8 @@ const std::vector<AttrSpec> kDropoutAttrs{
 Result<Types> infer_dropout(InTypes in, const Attrs& a) {
   if (auto r = check_attr_kinds(a, kDropoutAttrs); !r) return r.error();
   if (auto r = check_f32(in[0], "x"); !r) return r.error();
+  if (in[1].dtype != DType::I64 || numel(in[1].shape) != 1)
+    return make_error("expects the step seed as an i64 [1] tensor, got " + type_str(in[1]));
   double p = a.get_float("p");
   if (!(p >= 0 && p < 1)) return make_error("p must be in [0, 1), got " + std::to_string(p));
   return Types{in[0]};
@@ -334,7 +336,7 @@ std::vector<RefArray> dropout_ref(std::span<const RefArray> in, const Attrs& a) 
   RefArray y = in[0];
   if (a.get_int("training") == 0) return {y};
   const double p = a.get_float("p");
-  const auto seed = static_cast<uint64_t>(a.get_int("seed"));
+  const uint64_t seed = dropout_seed(a.get_int("seed"), static_cast<int64_t>(in[1].v[0]));
   for (size_t i = 0; i < y.v.size(); ++i)
     y.v[i] = dropout_keep(seed, i, p) ? y.v[i] / (1 - p) : 0.0;
   return {y};
@@ -482,20 +484,23 @@ void register_norm_ops(OpRegistry& reg) {
 
   reg.define(
       {.name = "dropout",
+       .num_inputs = 2,
        .attrs = kDropoutAttrs,
        .infer = infer_dropout,
-       .vjp = [](const GradContext& c) { return Refs{c.e.emit1("dropout", {c.gout(0)}, c.attrs)}; },
-       .jvp = [](const JvpContext& c) { return Refs{c.e.emit1("dropout", {c.tan(0)}, c.attrs)}; },
+       .vjp = [](const GradContext& c) { return Refs{c.e.emit1("dropout", {c.gout(0), c.in(1)}, c.attrs), Ref{}}; },
+       .jvp = [](const JvpContext& c) { return Refs{c.e.emit1("dropout", {c.tan(0), c.in(1)}, c.attrs)}; },
        .reference = dropout_ref,
        .samples =
            [] {
              auto a = [](int64_t training) {
                return Attrs{{"p", 0.3}, {"seed", int64_t{20240611}}, {"training", training}};
              };
-             return std::vector<OpSample>{sample({f32({6, 9})}, a(1), "training"),
-                                          sample({f32({2, 3, 4})}, a(0), "eval: identity")};
+             const ValueType seed{DType::I64, {1}};
+             OpSample train = sample({f32({6, 9}), seed}, a(1), "training");
+             train.int_high = 1000;
+             return std::vector<OpSample>{train, sample({f32({2, 3, 4}), seed}, a(0), "eval: identity")};
            },
-       .doc = "x * mask / (1 - p) when training (else x); mask[i] = dropout_keep(seed, i, p) "
+       .doc = "x * mask / (1 - p) when training (else x); mask[i] = dropout_keep(dropout_seed(seed, step seed), i, p) "
               "(engine/ops/nn.h), the same on every backend"});
 
   reg.define(

@@ -51,6 +51,23 @@ void register_optimizer_ops(OpRegistry& reg) {
        .kind = OpKind::Update,
        .mutated_inputs = {0, 2},
        .doc = "in place: (param, grad, velocity)"});
+  // Running statistics (BatchNorm): state += momentum (value - state).
+  reg.define({.name = "ema_update",
+              .num_inputs = 2,
+              .num_outputs = 0,
+              .attrs = {{"momentum", AttrKind::Float}},
+              .infer = infer_all_same,
+              .reference =
+                  [](std::span<const RefArray> in, const Attrs& a) {
+                    RefArray s = in[0];
+                    const double m = a.get_float("momentum");
+                    for (size_t i = 0; i < s.v.size(); ++i) s.v[i] += m * (in[1].v[i] - s.v[i]);
+                    return std::vector<RefArray>{s};
+                  },
+              .samples = [] { return std::vector<OpSample>{sample({f32({6}), f32({6})}, {{"momentum", 0.1}})}; },
+              .kind = OpKind::Update,
+              .mutated_inputs = {0},
+              .doc = "in place: (state, value); running statistics"});
   // Adam (decoupled=1: AdamW). step counts from 1.
   reg.define({.name = "adam_update",
               .num_inputs = 4,

@@ -9,7 +9,7 @@ Graph eliminate_dead_code(const Graph& g) {
   std::vector<bool> keep(g.nodes().size(), false);
   for (size_t k = g.nodes().size(); k-- > 0;) {
     const Node& n = g.nodes()[k];
-    bool any = false;
+    bool any = n.op->kind == OpKind::Update;  // in-place updates are their own purpose
     for (Ref o : n.outputs) any = any || live[static_cast<size_t>(o.id)];
     if (!any) continue;
     keep[k] = true;

@@ -6,7 +6,7 @@ Rewriter::Rewriter(const Graph& src) : src_(src), out_(src.name()), map_(src.val
   for (Ref r : src.inputs()) map_[static_cast<size_t>(r.id)] = out_.add_input(src.value(r).name, src.type_of(r));
   for (Ref r : src.params()) {
     const Value& v = src.value(r);
-    map_[static_cast<size_t>(r.id)] = out_.add_param(v.name, v.type, v.init);
+    map_[static_cast<size_t>(r.id)] = out_.add_param(v.name, v.type, v.init, v.trainable);
   }
   for (size_t i = 0; i < src.values().size(); ++i)
     if (src.values()[i].kind == ValueKind::Const)

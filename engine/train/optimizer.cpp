@@ -8,7 +8,7 @@
 namespace mls {
 
 Result<Optimizer> Optimizer::create(Backend& backend, const OptimizerConfig& c) {
-  if (!(c.lr > 0)) return make_error("optimizer: lr must be > 0, got " + std::to_string(c.lr));
+  if (!(c.lr >= 0)) return make_error("optimizer: lr must be >= 0, got " + std::to_string(c.lr));  // 0: frozen (as PyTorch allows)
   if (c.weight_decay < 0)
     return make_error("optimizer: weight_decay must be >= 0, got " +
                       std::to_string(c.weight_decay));

@@ -35,6 +35,7 @@ class Optimizer {
   void attach(const std::vector<Tensor>& params);
   void step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads);
   int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }  // when restoring a checkpoint
   const OptimizerConfig& config() const { return config_; }
   void set_lr(double lr);
   // State tensors per parameter (velocity; m and v; square_avg; sum), for checkpoints.

@@ -89,8 +89,15 @@ void PlateauSchedule::on_metric(double metric) {
   }
 }
 
+void PlateauSchedule::set_state(const std::vector<double>& s) {
+  if (s.size() != 3) return;  // not a plateau schedule's state: keep the fresh one
+  lr_ = s[0];
+  best_ = s[1];
+  bad_epochs_ = static_cast<int64_t>(s[2]);
+}
+
 Result<std::unique_ptr<Schedule>> make_schedule(const ScheduleConfig& c) {
-  if (!(c.lr > 0)) return bad(c, "lr must be > 0, got " + std::to_string(c.lr));
+  if (!(c.lr >= 0)) return bad(c, "lr must be >= 0, got " + std::to_string(c.lr));
   if (c.warmup_steps < 0)
     return bad(c, "warmup_steps must be >= 0, got " + std::to_string(c.warmup_steps));
   std::unique_ptr<Schedule> s;

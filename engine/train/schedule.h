@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/core/result.h"
 
@@ -46,6 +47,9 @@ class Schedule {
   virtual double lr_at(int64_t step, int64_t steps_per_epoch) const = 0;
   // A validation metric at the end of an epoch; only plateau listens.
   virtual void on_metric(double) {}
+  // What a checkpoint must keep for an exact resume (only plateau has any).
+  virtual std::vector<double> state() const { return {}; }
+  virtual void set_state(const std::vector<double>&) {}
 };
 
 class ConstantSchedule final : public Schedule {
@@ -103,6 +107,8 @@ class WarmupSchedule final : public Schedule {
       : inner_(std::move(inner)), warmup_(warmup_steps) {}
   double lr_at(int64_t step, int64_t steps_per_epoch) const override;
   void on_metric(double m) override { inner_->on_metric(m); }
+  std::vector<double> state() const override { return inner_->state(); }
+  void set_state(const std::vector<double>& s) override { inner_->set_state(s); }
 
  private:
   std::unique_ptr<Schedule> inner_;
@@ -131,6 +137,8 @@ class PlateauSchedule final : public Schedule {
                   double min_lr);
   double lr_at(int64_t, int64_t) const override { return lr_; }
   void on_metric(double metric) override;
+  std::vector<double> state() const override { return {lr_, best_, static_cast<double>(bad_epochs_)}; }
+  void set_state(const std::vector<double>& s) override;
 
  private:
   double lr_;

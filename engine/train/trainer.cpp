@@ -14,16 +14,34 @@
 namespace mls {
 
 namespace {
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+bool higher_is_better(const std::string& metric) {
+  return metric == "accuracy" || metric == "r2" || metric == "macro_f1";
+}
+
 }  // namespace
+
+Result<double> EvalResult::metric(const std::string& name) const {
+  if (name == "loss") return loss;
+  if (!regression && name == "accuracy") return accuracy;
+  if (!regression && name == "macro_f1") return macro_f1;
+  if (regression && name == "mae") return values.mae;
+  if (regression && name == "rmse") return values.rmse;
+  if (regression && name == "r2") return values.r2;
+  return make_error("no validation metric '" + name + "' for a " +
+                    (regression ? "regression model (loss, mae, rmse, r2)"
+                                : "classification model (loss, accuracy, macro_f1)"));
+}
 
 struct Trainer::StepPlan {
   ModelGraph mg;
   std::optional<CompiledPlan> plan;
-  Tensor x, y;
-  std::vector<Tensor> grads;
+  Tensor x, y, seed;
+  std::vector<Tensor> grads;  // of the trainable parameters, in order
 };
 
 Trainer::Trainer(Backend& backend, ModelBuilder build, TrainConfig config)
@@ -33,27 +51,52 @@ Trainer::~Trainer() = default;
 
 Result<void> Trainer::init() {
   if (config_.batch_size < 1) return make_error("batch size must be >= 1");
-  auto mg = build_(config_.batch_size);
+  auto mg = build_(config_.batch_size, true);
   if (!mg) return mg.error();
   const Graph& g = mg->graph;
   const Shape& in = g.type_of(mg->input).shape;
   sample_shape_.assign(in.begin() + 1, in.end());
-  num_classes_ = g.type_of(mg->logits).shape.back();
+  const ValueType lt = g.type_of(mg->labels);
+  target_shape_.clear();
+  if (lt.dtype == DType::I64) {
+    num_classes_ = g.type_of(mg->logits).shape.back();
+  } else {
+    num_classes_ = 0;
+    target_shape_.assign(lt.shape.begin() + 1, lt.shape.end());
+    if (target_shape_.empty()) target_shape_ = {1};
+  }
   plans_.clear();  // plans bind the parameter tensors: they are rebuilt with the new ones
   params_.clear();
   param_names_.clear();
+  trainable_.clear();
+  trainable_params_.clear();
   for (size_t i = 0; i < g.params().size(); ++i) {
     const Value& v = g.value(g.params()[i]);
     Tensor t = Tensor::empty(backend_, v.type.dtype, v.type.shape, AllocTag::Parameter);
     if (auto r = initialise(t, v.init, mix_seed(config_.seed, i)); !r)
       return make_error("parameter '" + v.name + "': " + r.error().message);
+    if (v.trainable) {
+      trainable_.push_back(i);
+      trainable_params_.push_back(t);
+    }
     params_.push_back(std::move(t));
     param_names_.push_back(v.name);
   }
+  // The schedule first: opt_ set means "initialised", so nothing may fail after it.
+  ScheduleConfig sc = config_.schedule;
+  sc.lr = config_.opt.lr;
+  if (sc.type == "cosine" && sc.total_epochs <= 1) sc.total_epochs = config_.epochs;
+  // one_cycle over the whole run: its length in steps is known once fit sees the data.
+  if (sc.type == "one_cycle" && sc.total_steps <= 0) sc.total_steps = 1000;  // a placeholder: fit sets the real length
+  auto s = make_schedule(sc);
+  if (!s) return s.error();
   auto opt = Optimizer::create(backend_, config_.opt);
   if (!opt) return opt.error();
+  schedule_ = std::move(*s);
   opt_ = std::make_unique<Optimizer>(std::move(*opt));
-  opt_->attach(params_);
+  opt_->attach(trainable_params_);
+  step_ = epochs_done_ = best_epoch_ = bad_epochs_ = 0;
+  best_metric_ = 0;
   return {};
 }
 
@@ -63,7 +106,7 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   if (!opt_) {
     if (auto r = init(); !r) return r.error();
   }
-  auto mg = build_(batch);
+  auto mg = build_(batch, training);
   if (!mg) return mg.error();
   Graph& g = mg->graph;
   bool same = g.params().size() == params_.size();
@@ -71,7 +114,9 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   if (!same) return make_error("the model built for batch " + std::to_string(batch) + " has other parameters");
   Refs outs;
   if (training) {
-    auto grads = append_backward(g, mg->loss, g.params());
+    Refs wrt;
+    for (size_t i : trainable_) wrt.push_back(g.params()[i]);
+    auto grads = append_backward(g, mg->loss, wrt);
     if (!grads) return grads.error();
     outs.push_back(mg->loss);
     outs.insert(outs.end(), grads->begin(), grads->end());
@@ -84,11 +129,13 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   // Passes keep the order of inputs, parameters and outputs: map the model's handles.
   auto sp = std::make_unique<StepPlan>();
   Graph& opt = stages->back().graph;
-  auto input_index = [&](Ref r) {
-    return static_cast<size_t>(std::find(g.inputs().begin(), g.inputs().end(), r) - g.inputs().begin());
+  auto same_input = [&](Ref r) {
+    if (!r.valid()) return Ref{};
+    return opt.inputs()[static_cast<size_t>(std::find(g.inputs().begin(), g.inputs().end(), r) - g.inputs().begin())];
   };
-  sp->mg.input = opt.inputs()[input_index(mg->input)];
-  sp->mg.labels = opt.inputs()[input_index(mg->labels)];
+  sp->mg.input = same_input(mg->input);
+  sp->mg.labels = same_input(mg->labels);
+  sp->mg.step_seed = same_input(mg->step_seed);
   sp->mg.loss = opt.outputs()[training ? 0 : 1];
   if (!training) sp->mg.logits = opt.outputs()[0];
   PlanOptions po;
@@ -103,12 +150,16 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   if (!plan) return plan.error();
   sp->plan.emplace(std::move(*plan));
   sp->plan->set_profiling(profiling_);
-  const ValueType xt = pg.type_of(sp->mg.input);
+  const ValueType xt = pg.type_of(sp->mg.input), yt = pg.type_of(sp->mg.labels);
   sp->x = Tensor::empty(backend_, xt.dtype, xt.shape, AllocTag::Input);
-  sp->y = Tensor::empty(backend_, DType::I64, {batch}, AllocTag::Input);
+  sp->y = Tensor::empty(backend_, yt.dtype, yt.shape, AllocTag::Input);
   auto check = [](Result<void> r) { MLS_CHECK(r.ok(), "binding a model input failed"); };
   check(sp->plan->bind(sp->mg.input, sp->x));
   check(sp->plan->bind(sp->mg.labels, sp->y));
+  if (sp->mg.step_seed.valid()) {
+    sp->seed = Tensor::empty(backend_, DType::I64, {1}, AllocTag::Input);
+    check(sp->plan->bind(sp->mg.step_seed, sp->seed));
+  }
   for (size_t i = 0; i < params_.size(); ++i) check(sp->plan->bind(pg.params()[i], params_[i]));
   if (training)
     for (size_t i = 1; i < pg.outputs().size(); ++i) sp->grads.push_back(sp->plan->tensor(pg.outputs()[i]));
@@ -123,35 +174,66 @@ Result<const CompiledPlan*> Trainer::training_plan(int64_t batch) {
   return &*(*p)->plan;
 }
 
+Result<void> Trainer::check_batch(const HostBatch& b) const {
+  const bool values = regression();
+  const int64_t per_target = values ? numel(target_shape_) : 1;
+  const size_t targets = values ? b.t.size() : b.y.size();
+  if (static_cast<int64_t>(b.x.size()) != b.size * numel(sample_shape_) ||
+      static_cast<int64_t>(targets) != b.size * per_target)
+    return make_error("a batch of " + std::to_string(b.size) + " samples has " + std::to_string(b.x.size()) +
+                      " features and " + std::to_string(targets) + (values ? " target values" : " labels") +
+                      "; the model expects " + shape_str(sample_shape_) + " per sample and " +
+                      (values ? shape_str(target_shape_) + " target values" : "one class label"));
+  if (!values)
+    for (int64_t i = 0; i < b.size; ++i)
+      if (b.y[static_cast<size_t>(i)] < 0 || b.y[static_cast<size_t>(i)] >= num_classes_)
+        return make_error("label " + std::to_string(b.y[static_cast<size_t>(i)]) + " (sample " +
+                          std::to_string(i) + " of the batch) is outside [0, " + std::to_string(num_classes_) + ")");
+  return {};
+}
+
 namespace {
 
-Result<void> check_batch(const HostBatch& b, const Shape& sample, int64_t classes) {
-  if (static_cast<int64_t>(b.x.size()) != b.size * numel(sample) ||
-      static_cast<int64_t>(b.y.size()) != b.size)
-    return make_error("a batch of " + std::to_string(b.size) + " samples has " +
-                      std::to_string(b.x.size()) + " features and " + std::to_string(b.y.size()) +
-                      " labels; the model expects " + shape_str(sample) + " per sample");
-  for (int64_t i = 0; i < b.size; ++i)
-    if (b.y[static_cast<size_t>(i)] < 0 || b.y[static_cast<size_t>(i)] >= classes)
-      return make_error("label " + std::to_string(b.y[static_cast<size_t>(i)]) + " (sample " +
-                        std::to_string(i) + " of the batch) is outside [0, " + std::to_string(classes) + ")");
-  return {};
+void fill_targets(Tensor& y, const HostBatch& b) {
+  if (y.dtype() == DType::I64)
+    y.fill_raw(b.y.data(), y.nbytes());
+  else
+    y.fill_raw(b.t.data(), y.nbytes());
 }
 
 }  // namespace
 
+int64_t Trainer::step_seed() const {
+  return static_cast<int64_t>(mix_seed(config_.seed ^ 0x5eedull, static_cast<uint64_t>(step_)) >> 1);
+}
+
+void Trainer::apply_update(const std::vector<Tensor>& grads) {
+  if (config_.clip_grad_value > 0) Optimizer::clip_grad_value(grads, config_.clip_grad_value);
+  if (config_.clip_grad_norm > 0) Optimizer::clip_grad_norm(grads, config_.clip_grad_norm);
+  opt_->set_lr(schedule_->lr_at(step_, steps_per_epoch_));
+  opt_->step(trainable_params_, grads);
+  ++step_;
+}
+
 Result<double> Trainer::eager_step(const HostBatch& batch) {
-  auto mg = build_(batch.size);  // the same graph the static path compiles, replayed op by op
+  auto mg = build_(batch.size, true);  // the same graph the static path compiles, replayed op by op
   if (!mg) return mg.error();
   const Graph& g = mg->graph;
   EagerSession s(backend_);
   std::vector<Ref> map(g.values().size());
-  for (size_t i = 0; i < params_.size(); ++i) map[static_cast<size_t>(g.params()[i].id)] = s.leaf(params_[i], true);
-  const ValueType xt = g.type_of(mg->input);
+  for (size_t i = 0; i < params_.size(); ++i)
+    map[static_cast<size_t>(g.params()[i].id)] = s.leaf(params_[i], g.value(g.params()[i]).trainable);
+  const ValueType xt = g.type_of(mg->input), yt = g.type_of(mg->labels);
   Tensor x = Tensor::empty(backend_, xt.dtype, xt.shape, AllocTag::Input);
   x.fill_raw(batch.x.data(), x.nbytes());
   map[static_cast<size_t>(mg->input.id)] = s.leaf(x);
-  map[static_cast<size_t>(mg->labels.id)] = s.leaf(Tensor::from_i64(backend_, {batch.size}, batch.y, AllocTag::Input));
+  Tensor y = Tensor::empty(backend_, yt.dtype, yt.shape, AllocTag::Input);
+  fill_targets(y, batch);
+  map[static_cast<size_t>(mg->labels.id)] = s.leaf(y);
+  if (mg->step_seed.valid()) {
+    const int64_t seed = step_seed();
+    map[static_cast<size_t>(mg->step_seed.id)] = s.leaf(Tensor::from_i64(backend_, {1}, {seed}, AllocTag::Input));
+  }
   for (size_t i = 0; i < g.values().size(); ++i)
     if (g.values()[i].kind == ValueKind::Const) map[i] = s.leaf(g.values()[i].constant);
   for (const Node& n : g.nodes()) {
@@ -162,16 +244,17 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
   }
   Ref loss = map[static_cast<size_t>(mg->loss.id)];
   Refs wrt;
-  for (Ref p : g.params()) wrt.push_back(map[static_cast<size_t>(p.id)]);
+  for (size_t i : trainable_) wrt.push_back(map[static_cast<size_t>(g.params()[i].id)]);
   Refs grads = s.grad(loss, wrt);
   std::vector<Tensor> gt;
   for (size_t i = 0; i < grads.size(); ++i)
-    gt.push_back(grads[i].valid() ? s.value(grads[i])
-                                  : Tensor::zeros(backend_, DType::F32, params_[i].shape(), AllocTag::Gradient));
+    gt.push_back(grads[i].valid()
+                     ? s.value(grads[i])
+                     : Tensor::zeros(backend_, DType::F32, trainable_params_[i].shape(), AllocTag::Gradient));
   float l = 0;
   const Tensor& lt = s.value(loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
-  opt_->step(params_, gt);
+  apply_update(gt);
   return static_cast<double>(l);
 }
 
@@ -179,19 +262,45 @@ Result<double> Trainer::train_step(const HostBatch& batch) {
   if (!opt_) {
     if (auto r = init(); !r) return r.error();
   }
-  if (auto c = check_batch(batch, sample_shape_, num_classes_); !c) return c.error();
+  if (auto c = check_batch(batch); !c) return c.error();
   if (config_.mode == ExecMode::Eager) return eager_step(batch);
   auto p = plan_for(batch.size, true);
   if (!p) return p.error();
   StepPlan& sp = **p;
   sp.x.fill_raw(batch.x.data(), sp.x.nbytes());
-  sp.y.fill_raw(batch.y.data(), sp.y.nbytes());
+  fill_targets(sp.y, batch);
+  if (sp.seed.defined()) {
+    const int64_t seed = step_seed();
+    sp.seed.fill_raw(&seed, sizeof seed);
+  }
   sp.plan->run();
   float l = 0;
   const Tensor& lt = sp.plan->tensor(sp.mg.loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
-  opt_->step(params_, sp.grads);
+  apply_update(sp.grads);
   return static_cast<double>(l);
+}
+
+Result<std::vector<float>> Trainer::predict(const HostBatch& batch, Shape* out_shape) {
+  if (!opt_) {
+    if (auto r = init(); !r) return r.error();
+  }
+  if (static_cast<int64_t>(batch.x.size()) != batch.size * numel(sample_shape_))
+    return make_error("an input of " + std::to_string(batch.x.size()) + " values for " +
+                      std::to_string(batch.size) + " samples; the model expects " + shape_str(sample_shape_) +
+                      " per sample");
+  auto p = plan_for(batch.size, false);
+  if (!p) return p.error();
+  StepPlan& sp = **p;
+  sp.x.fill_raw(batch.x.data(), sp.x.nbytes());
+  std::vector<uint8_t> zero(sp.y.nbytes(), 0);  // the loss is computed too: give it harmless targets
+  sp.y.fill_raw(zero.data(), zero.size());
+  sp.plan->run();
+  const Tensor& lt = sp.plan->tensor(sp.mg.logits);
+  std::vector<float> out(static_cast<size_t>(lt.numel()));
+  backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), out.data(), lt.nbytes());
+  if (out_shape) *out_shape = lt.shape();
+  return out;
 }
 
 Result<EvalResult> Trainer::evaluate(BatchSource& data) {
@@ -199,110 +308,279 @@ Result<EvalResult> Trainer::evaluate(BatchSource& data) {
     if (auto r = init(); !r) return r.error();
   }
   EvalResult r;
+  r.regression = regression();
   HostBatch b;
-  std::vector<float> logits;
+  std::vector<float> out;
   data.start_epoch(0);
-  double loss_sum = 0;
-  r.confusion = ConfusionMatrix(num_classes_);
+  double loss_sum = 0, top5_sum = 0;
+  r.confusion = ConfusionMatrix(std::max<int64_t>(num_classes_, 1));
+  RegressionAccumulator reg;
   while (data.next(config_.eval_batch_size, b)) {
+    if (auto c = check_batch(b); !c) return c.error();
     auto p = plan_for(b.size, false);
     if (!p) return p.error();
     StepPlan& sp = **p;
-    int64_t classes = sp.mg.graph.type_of(sp.mg.logits).shape.back();
-    if (auto c = check_batch(b, sample_shape_, classes); !c) return c.error();
     sp.x.fill_raw(b.x.data(), sp.x.nbytes());
-    sp.y.fill_raw(b.y.data(), sp.y.nbytes());
+    fill_targets(sp.y, b);
     sp.plan->run();
     const Tensor& lt = sp.plan->tensor(sp.mg.logits);
-    logits.resize(static_cast<size_t>(lt.numel()));
-    backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), logits.data(), lt.nbytes());
+    out.resize(static_cast<size_t>(lt.numel()));
+    backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), out.data(), lt.nbytes());
     float l = 0;
     const Tensor& lo = sp.plan->tensor(sp.mg.loss);
     backend_.copy_to_host(*lo.buffer(), lo.byte_offset(), &l, sizeof l);
     loss_sum += static_cast<double>(l) * static_cast<double>(b.size);
-    r.confusion.add_logits(logits.data(), b.size, classes, b.y.data());
+    if (r.regression) {
+      if (static_cast<size_t>(lt.numel()) != b.t.size())
+        return make_error("the model predicts " + shape_str(lt.shape()) + " but the batch has " +
+                          std::to_string(b.t.size()) + " target values");
+      reg.add(out.data(), b.t.data(), static_cast<int64_t>(b.t.size()));
+    } else {
+      r.confusion.add_logits(out.data(), b.size, num_classes_, b.y.data());
+      top5_sum += top_k_accuracy(out.data(), b.size, num_classes_, b.y.data(), 5) * static_cast<double>(b.size);
+    }
     r.samples += b.size;
   }
   if (r.samples == 0) return make_error("evaluation: the data set is empty");
   r.loss = loss_sum / static_cast<double>(r.samples);
-  r.accuracy = r.confusion.accuracy();
-  r.macro_f1 = r.confusion.macro_f1();
+  if (r.regression) {
+    r.values = reg.result();
+  } else {
+    r.accuracy = r.confusion.accuracy();
+    r.macro_f1 = r.confusion.macro_f1();
+    r.top5 = top5_sum / static_cast<double>(r.samples);
+  }
   return r;
 }
 
-Result<TrainResult> Trainer::fit(BatchSource& train, BatchSource* test, MetricSink* sink,
-                                 const ProgressFn& progress, const std::atomic<bool>* cancel) {
+// [SECTION] checkpoints
+
+Result<Checkpoint> Trainer::state() const {
+  if (!opt_) return make_error("the trainer has no state yet (nothing was trained)");
+  Checkpoint c;
+  c.step = step_;
+  c.epoch = epochs_done_;
+  c.ints["seed"] = static_cast<int64_t>(config_.seed);
+  c.ints["optimizer.steps"] = opt_->steps();
+  c.ints["best_epoch"] = best_epoch_;
+  c.ints["bad_epochs"] = bad_epochs_;
+  c.numbers["best_metric"] = best_metric_;
+  c.strings["optimizer.type"] = config_.opt.type;
+  std::vector<double> ss = schedule_->state();
+  for (size_t i = 0; i < ss.size(); ++i) c.numbers["schedule." + std::to_string(i)] = ss[i];
+  for (size_t i = 0; i < params_.size(); ++i) c.tensors.push_back(snapshot("param/" + param_names_[i], params_[i]));
+  const auto& os = opt_->state();
+  for (size_t k = 0; k < os.size(); ++k)
+    for (size_t j = 0; j < os[k].size(); ++j)
+      c.tensors.push_back(snapshot("opt/" + param_names_[trainable_[k]] + "/" + std::to_string(j), os[k][j]));
+  return c;
+}
+
+Result<void> Trainer::restore(const Checkpoint& c) {
   if (!opt_) {
     if (auto r = init(); !r) return r.error();
   }
+  if (auto t = c.strings.find("optimizer.type"); t != c.strings.end() && t->second != config_.opt.type)
+    return make_error("the checkpoint was trained with optimizer '" + t->second + "', the project now uses '" +
+                      config_.opt.type + "'");
+  size_t saved_params = 0;
+  for (const CheckpointTensor& t : c.tensors) saved_params += t.name.rfind("param/", 0) == 0;
+  if (saved_params != params_.size())
+    return make_error("the checkpoint holds " + std::to_string(saved_params) + " parameters, the model " +
+                      std::to_string(params_.size()) + " (was the model changed?)");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const CheckpointTensor* t = c.find("param/" + param_names_[i]);
+    if (!t) return make_error("the checkpoint has no parameter '" + param_names_[i] + "' (was the model changed?)");
+    if (auto r = mls::restore(*t, params_[i]); !r) return r.error();
+  }
+  const auto& os = opt_->state();
+  for (size_t k = 0; k < os.size(); ++k)
+    for (size_t j = 0; j < os[k].size(); ++j) {
+      std::string name = "opt/" + param_names_[trainable_[k]] + "/" + std::to_string(j);
+      const CheckpointTensor* t = c.find(name);
+      if (!t) return make_error("the checkpoint has no optimizer state '" + name + "'");
+      Tensor dst = os[k][j];
+      if (auto r = mls::restore(*t, dst); !r) return r.error();
+    }
+  auto get_int = [&](const char* key) {
+    auto it = c.ints.find(key);
+    return it == c.ints.end() ? int64_t{0} : it->second;
+  };
+  opt_->set_steps(get_int("optimizer.steps"));
+  best_epoch_ = get_int("best_epoch");
+  bad_epochs_ = get_int("bad_epochs");
+  if (auto it = c.numbers.find("best_metric"); it != c.numbers.end()) best_metric_ = it->second;
+  std::vector<double> ss;
+  for (size_t i = 0;; ++i) {
+    auto it = c.numbers.find("schedule." + std::to_string(i));
+    if (it == c.numbers.end()) break;
+    ss.push_back(it->second);
+  }
+  schedule_->set_state(ss);
+  step_ = c.step;
+  epochs_done_ = c.epoch;
+  return {};
+}
+
+// [SECTION] fit
+
+Result<TrainResult> Trainer::fit(BatchSource& train, BatchSource* test, MetricSink* sink, const ProgressFn& progress,
+                                 const std::atomic<bool>* cancel) {
+  return fit(FitInputs{.train = train, .test = test, .sink = sink, .progress = progress, .cancel = cancel});
+}
+
+Result<TrainResult> Trainer::fit(const FitInputs& in) {
+  if (!opt_) {
+    if (auto r = init(); !r) return r.error();
+  }
+  BatchSource& train = in.train;
+  MetricSink* sink = in.sink;
   if (train.sample_shape() != sample_shape_)
-    return make_error("the data's samples are " + shape_str(train.sample_shape()) +
-                      " but the model's input is " + shape_str(sample_shape_));
+    return make_error("the data's samples are " + shape_str(train.sample_shape()) + " but the model's input is " +
+                      shape_str(sample_shape_));
+  const std::string& monitor = config_.early_stop.monitor;
+  if (config_.early_stop.patience > 0 && !in.validation)
+    return make_error("early stopping needs a validation split (set the dataset's \"validation\" fraction)");
   TrainResult res;
+  res.first_epoch = epochs_done_ + 1;
   const double t_start = now_s();
   const int64_t n = train.num_samples();
   const int64_t bs = config_.batch_size;
   const int64_t batches = (n + bs - 1) / bs;
+  steps_per_epoch_ = std::max<int64_t>(batches, 1);
+  if (config_.schedule.type == "one_cycle" && config_.schedule.total_steps <= 0) {
+    ScheduleConfig sc = config_.schedule;  // stateless: rebuilding it loses nothing
+    sc.lr = config_.opt.lr;
+    sc.total_steps = config_.epochs * steps_per_epoch_;
+    auto s = make_schedule(sc);
+    if (!s) return s.error();
+    schedule_ = std::move(*s);
+  }
   HostBatch b;
-  int64_t step = 0, trained = 0;
+  int64_t trained = 0;
   double train_time = 0;
-  for (int64_t epoch = 1; epoch <= config_.epochs && !res.interrupted; ++epoch) {
+  for (int64_t epoch = epochs_done_ + 1; epoch <= config_.epochs && !res.interrupted; ++epoch) {
     train.start_epoch(epoch - 1);
     const double t0 = now_s();
-    double sum = 0;
+    double sum = 0, waited = 0;
     int64_t count = 0, bi = 0, seen = 0;
-    while (train.next(bs, b)) {
+    for (;;) {
+      const double w0 = now_s();
+      const bool more = train.next(bs, b);
+      waited += now_s() - w0;
+      if (!more) break;
       auto l = train_step(b);
       if (!l) return l.error();
       if (!std::isfinite(*l))
-        return make_error("the loss became " + std::to_string(*l) + " at step " + std::to_string(step + 1) +
+        return make_error("the loss became " + std::to_string(*l) + " at step " + std::to_string(step_) +
                           " (epoch " + std::to_string(epoch) + "); try a smaller learning rate");
-      ++step;
       ++bi;
       trained += b.size;
       seen += b.size;
       sum += *l;
       ++count;
       res.step_losses.push_back(*l);
-      if (sink) sink->log_metric("train/loss", step, *l);
-      if (progress) {
+      if (sink) sink->log_metric("train/loss", step_, *l);
+      if (in.progress) {
         double el = now_s() - t0;
         double sps = static_cast<double>(seen) / std::max(el, 1e-9);
         double left = static_cast<double>((config_.epochs - epoch) * n + (n - seen));
-        progress({epoch, config_.epochs, bi, batches, sum / static_cast<double>(count), sps, left / sps, false});
+        in.progress({epoch, config_.epochs, bi, batches, sum / static_cast<double>(count), sps, left / sps,
+                     waited / std::max(el, 1e-9), false});
       }
-      if ((cancel && cancel->load()) || (config_.max_steps > 0 && step >= config_.max_steps)) {
-        res.interrupted = cancel && cancel->load();
+      if ((in.cancel && in.cancel->load()) || (config_.max_steps > 0 && step_ >= config_.max_steps)) {
+        res.interrupted = in.cancel && in.cancel->load();
         break;
       }
     }
     double secs = now_s() - t0;
     train_time += secs;
+    res.data_seconds += waited;
     if (count == 0) return make_error("the training set is empty");
+    if (res.interrupted) break;  // a partial epoch is not an epoch: a resume redoes it
+    epochs_done_ = epoch;
     res.epoch_seconds.push_back(secs);
     res.epoch_losses.push_back(sum / static_cast<double>(count));
     if (sink) {
       sink->log_metric("epoch/train_loss", epoch, res.epoch_losses.back());
       sink->log_metric("epoch/seconds", epoch, secs);
       sink->log_metric("epoch/samples_per_s", epoch, static_cast<double>(seen) / secs);
+      sink->log_metric("epoch/data_wait_fraction", epoch, waited / std::max(secs, 1e-9));
+      sink->log_metric("epoch/lr", epoch, schedule_->lr_at(std::max<int64_t>(step_ - 1, 0), steps_per_epoch_));
     }
-    if (progress)
-      progress({epoch, config_.epochs, bi, batches, res.epoch_losses.back(),
-                static_cast<double>(seen) / std::max(secs, 1e-9),
-                static_cast<double>(config_.epochs - epoch) * train_time / static_cast<double>(epoch), true});
-    if (config_.max_steps > 0 && step >= config_.max_steps) break;
+    EpochReport rep{epoch, res.epoch_losses.back(), secs, false, {}, false, false};
+    double plateau_metric = rep.train_loss;
+    if (in.validation) {
+      auto ev = evaluate(*in.validation);
+      if (!ev) return make_error("validation: " + ev.error().message);
+      auto m = ev->metric(monitor);
+      if (!m) return m.error();
+      rep.has_validation = true;
+      rep.validation = *ev;
+      res.validation = *ev;
+      res.has_validation = true;
+      plateau_metric = ev->loss;
+      const bool up = higher_is_better(monitor);
+      const double delta = up ? *m - best_metric_ : best_metric_ - *m;
+      if (best_epoch_ == 0 || delta > config_.early_stop.min_delta) {
+        best_metric_ = *m;
+        best_epoch_ = epoch;
+        bad_epochs_ = 0;
+        rep.improved = true;
+      } else {
+        ++bad_epochs_;
+      }
+      rep.stopping = config_.early_stop.patience > 0 && bad_epochs_ >= config_.early_stop.patience;
+      if (sink) {
+        sink->log_metric("val/loss", epoch, ev->loss);
+        if (ev->regression) {
+          sink->log_metric("val/mae", epoch, ev->values.mae);
+          sink->log_metric("val/rmse", epoch, ev->values.rmse);
+          sink->log_metric("val/r2", epoch, ev->values.r2);
+        } else {
+          sink->log_metric("val/accuracy", epoch, ev->accuracy);
+          sink->log_metric("val/macro_f1", epoch, ev->macro_f1);
+        }
+      }
+    }
+    schedule_->on_metric(plateau_metric);
+    if (in.progress)
+      in.progress({epoch, config_.epochs, bi, batches, res.epoch_losses.back(),
+                   static_cast<double>(seen) / std::max(secs, 1e-9),
+                   static_cast<double>(config_.epochs - epoch) * train_time /
+                       static_cast<double>(epoch - res.first_epoch + 1),
+                   waited / std::max(secs, 1e-9), true});
+    if (in.on_epoch_end)
+      if (auto r = in.on_epoch_end(rep); !r) return r.error();
+    if (rep.stopping) {
+      res.stopped_early = true;
+      break;
+    }
+    if (config_.stop_after_epochs > 0 && epoch >= config_.stop_after_epochs && epoch < config_.epochs) {
+      res.paused = true;
+      break;
+    }
+    if (config_.max_steps > 0 && step_ >= config_.max_steps) break;
   }
-  res.steps = step;
+  res.steps = step_;
+  res.best_epoch = best_epoch_;
+  res.best_metric = best_metric_;
   res.final_loss = res.epoch_losses.empty() ? 0 : res.epoch_losses.back();
-  if (test && !res.interrupted) {
-    auto ev = evaluate(*test);
+  if (in.test && !res.interrupted && !res.paused) {
+    auto ev = evaluate(*in.test);
     if (!ev) return ev.error();
     res.test = *ev;
     res.has_test = true;
     if (sink) {
-      sink->log_metric("test/loss", step, ev->loss);
-      sink->log_metric("test/accuracy", step, ev->accuracy);
-      sink->log_metric("test/macro_f1", step, ev->macro_f1);
+      sink->log_metric("test/loss", step_, ev->loss);
+      if (ev->regression) {
+        sink->log_metric("test/mae", step_, ev->values.mae);
+        sink->log_metric("test/rmse", step_, ev->values.rmse);
+        sink->log_metric("test/r2", step_, ev->values.r2);
+      } else {
+        sink->log_metric("test/accuracy", step_, ev->accuracy);
+        sink->log_metric("test/macro_f1", step_, ev->macro_f1);
+      }
     }
   }
   std::vector<double> es = res.epoch_seconds;

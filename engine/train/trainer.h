@@ -1,12 +1,16 @@
 // The training loop: static (a compiled plan per batch size) or eager (the same model graph
-// replayed op by op with a tape), fed by a BatchSource, reporting to a MetricSink.
+// replayed op by op with a tape), fed by BatchSources, reporting to a MetricSink.
 //
-//   ModelBuilder build = [&](int64_t batch) { return lower(doc, batch); };  // a ModelGraph
+//   ModelBuilder build = [&](int64_t batch, bool training) { return lower(doc, data, batch, training, path); };
 //   Trainer t(cpu, build, {.epochs = 5, .batch_size = 128, .opt = {.type = "sgd", .lr = 0.05,
 //                                                                   .momentum = 0.9}});
-//   Result<TrainResult> r = t.fit(train, &test, &store, on_progress);
+//   FitInputs in{.train = train, .validation = &val, .test = &test, .sink = &store};
+//   in.on_epoch_end = [&](const EpochReport& r) { return save(t.state(), "last.ckpt"); };
+//   Result<TrainResult> r = t.fit(in);
 //
-// Parameters are initialised once, from the seed, and shared by every plan.
+// Parameters are initialised once, from the seed, and shared by every plan. A classification
+// model has i64 labels and is scored with a confusion matrix; a model whose targets are f32
+// values is scored with MAE, RMSE and R².
 #pragma once
 
 #include <atomic>
@@ -18,30 +22,41 @@
 #include "engine/core/tensor.h"
 #include "engine/exec/compiled_plan.h"
 #include "engine/ir/graph.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/data_source.h"
 #include "engine/train/metrics.h"
+#include "engine/train/model_graph.h"
 #include "engine/train/optimizer.h"
+#include "engine/train/schedule.h"
 
 namespace mls {
 
-// A model's graph for one batch size: inputs [batch, ...sample], labels [batch] (i64),
-// logits [batch, classes], and a scalar loss. Parameters are the graph's params, in order.
-struct ModelGraph {
-  Graph graph;
-  Ref input, labels, logits, loss;
-};
-using ModelBuilder = std::function<Result<ModelGraph>(int64_t batch)>;
-
 enum class ExecMode { Static, Eager };
 
+// Stops training when the monitored validation metric has not improved by more than
+// min_delta for `patience` epochs (0: never stops early).
+struct EarlyStopConfig {
+  int64_t patience = 0;
+  std::string monitor = "loss";  // a validation metric: "loss" (lower is better) or "accuracy"
+  double min_delta = 0.0;
+};
+
 struct TrainConfig {
-  int64_t epochs = 1;
+  int64_t epochs = 1;  // in all: a resumed run continues up to this epoch
   int64_t batch_size = 128;
   uint64_t seed = 0;
   ExecMode mode = ExecMode::Static;
   OptimizerConfig opt;
+  ScheduleConfig schedule;       // its lr is taken from opt.lr
+  double clip_grad_norm = 0.0;   // > 0: clip the global gradient norm before each step
+  double clip_grad_value = 0.0;  // > 0: clamp every gradient element
+  EarlyStopConfig early_stop;
   int64_t eval_batch_size = 1000;
   int64_t max_steps = 0;  // stop after this many steps in all (0: no limit)
+  // Stop after this many epochs in all (0: train to `epochs`), e.g. to continue later from
+  // a checkpoint; schedules still span `epochs`, so the resumed run matches an
+  // uninterrupted one.
+  int64_t stop_after_epochs = 0;
 };
 
 struct ProgressInfo {
@@ -50,31 +65,71 @@ struct ProgressInfo {
   double loss = 0;               // running mean over this epoch
   double samples_per_s = 0;
   double eta_s = 0;              // for the whole run
+  double data_fraction = 0;      // of this epoch's time spent waiting for batches
   bool epoch_done = false;
 };
 using ProgressFn = std::function<void(const ProgressInfo&)>;
 
 struct EvalResult {
-  double loss = 0, accuracy = 0;
+  bool regression = false;
+  double loss = 0;
+  // Classification.
+  double accuracy = 0;
   double macro_f1 = 0;  // unweighted mean of the per-class F1 scores
-  int64_t samples = 0;
+  double top5 = 0;      // top-5 accuracy (1 when there are 5 classes or fewer)
   ConfusionMatrix confusion{1};
+  // Regression.
+  RegressionMetrics values;
+  int64_t samples = 0;
+  // The figure to monitor: "loss", "accuracy" (classification), "mae", "rmse" or "r2".
+  Result<double> metric(const std::string& name) const;
+};
+
+// What the trainer reports after each epoch (after validation, before the next epoch).
+struct EpochReport {
+  int64_t epoch = 0;
+  double train_loss = 0;
+  double seconds = 0;
+  bool has_validation = false;
+  EvalResult validation;
+  bool improved = false;  // the monitored validation metric is the best so far
+  bool stopping = false;  // early stopping ends training after this epoch
 };
 
 struct TrainResult {
-  std::vector<double> step_losses;
+  std::vector<double> step_losses;    // this call's steps
   std::vector<double> epoch_losses;
   std::vector<double> epoch_seconds;  // training passes only
   double final_loss = 0;              // mean training loss of the last epoch
   EvalResult test;
   bool has_test = false;
+  EvalResult validation;  // the last epoch's
+  bool has_validation = false;
+  int64_t best_epoch = 0;  // by the monitored validation metric (0: no validation)
+  double best_metric = 0;
+  bool stopped_early = false;
+  int64_t first_epoch = 1;  // > 1 when the run was resumed
   double seconds = 0;
   double median_epoch_seconds = 0;
   double samples_per_s = 0;
-  int64_t peak_bytes = 0;       // the allocator's peak over the run
+  double data_seconds = 0;  // time the training loop waited for batches
+  int64_t peak_bytes = 0;   // the allocator's peak over the run
   int64_t planned_arena_bytes = 0;
-  int64_t steps = 0;
+  int64_t steps = 0;  // in all, including the steps before a resume
   bool interrupted = false;
+  bool paused = false;  // stopped at TrainConfig::stop_after_epochs
+};
+
+struct FitInputs {
+  BatchSource& train;
+  BatchSource* validation = nullptr;
+  BatchSource* test = nullptr;
+  MetricSink* sink = nullptr;
+  ProgressFn progress;
+  const std::atomic<bool>* cancel = nullptr;
+  // Called after each epoch; an error stops training and is returned by fit (e.g. a
+  // checkpoint that could not be written).
+  std::function<Result<void>(const EpochReport&)> on_epoch_end;
 };
 
 class Trainer {
@@ -84,15 +139,28 @@ class Trainer {
 
   // Builds the model at the training batch size and initialises the parameters.
   Result<void> init();
+  Result<TrainResult> fit(const FitInputs& in);
   Result<TrainResult> fit(BatchSource& train, BatchSource* test, MetricSink* sink,
                           const ProgressFn& progress = {}, const std::atomic<bool>* cancel = nullptr);
   // One optimisation step on a batch; returns the loss.
   Result<double> train_step(const HostBatch& batch);
   Result<EvalResult> evaluate(BatchSource& data);
+  // The model's outputs (logits or predicted values) for a batch, row-major.
+  Result<std::vector<float>> predict(const HostBatch& batch, Shape* out_shape = nullptr);
+
+  // Everything an exact resume needs: parameters (running statistics included), optimizer
+  // state, steps and epochs done, the schedule's and early stopping's state.
+  Result<Checkpoint> state() const;
+  // Restores a state() taken from a trainer of the same model; the next fit continues
+  // after the saved epoch. The message names the first tensor that does not fit.
+  Result<void> restore(const Checkpoint& c);
 
   const std::vector<Tensor>& params() const { return params_; }
   const std::vector<std::string>& param_names() const { return param_names_; }
   const TrainConfig& config() const { return config_; }
+  int64_t epochs_done() const { return epochs_done_; }
+  int64_t steps_done() const { return step_; }
+  bool regression() const { return !target_shape_.empty(); }
   // The training plan for a batch size (built on first use), e.g. to print or inspect.
   Result<const CompiledPlan*> training_plan(int64_t batch);
   // Times every kernel of the static plans built from now on (CompiledPlan::step_times).
@@ -102,17 +170,29 @@ class Trainer {
   struct StepPlan;
   Result<StepPlan*> plan_for(int64_t batch, bool training);
   Result<double> eager_step(const HostBatch& batch);
+  Result<void> check_batch(const HostBatch& b) const;
+  void apply_update(const std::vector<Tensor>& grads);
+  int64_t step_seed() const;
 
   Backend& backend_;
   ModelBuilder build_;
   TrainConfig config_;
   Shape sample_shape_;
+  Shape target_shape_;  // per sample; empty for class labels
   int64_t num_classes_ = 0;
   std::vector<Tensor> params_;
   std::vector<std::string> param_names_;
+  std::vector<size_t> trainable_;  // indices into params_
+  std::vector<Tensor> trainable_params_;
   std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<Schedule> schedule_;
+  int64_t steps_per_epoch_ = 1;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<StepPlan>> plans_;
   bool profiling_ = false;
+  // Progress that a checkpoint keeps.
+  int64_t step_ = 0, epochs_done_ = 0;
+  int64_t best_epoch_ = 0, bad_epochs_ = 0;
+  double best_metric_ = 0;
 };
 
 }  // namespace mls

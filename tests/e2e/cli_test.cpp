@@ -11,76 +11,9 @@
 #include <sstream>
 
 #include "store/run_store.h"
+#include "cli_util.h"
 
-namespace fs = std::filesystem;
-
-namespace {
-
-struct Output {
-  int code = -1;
-  std::string out, err;
-};
-
-fs::path temp_dir() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("mls-e2e-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-Output run(const std::string& args) {
-  fs::path err = temp_dir() / "stderr.txt";
-  std::string cmd = std::string(MLS_EXE) + " " + args + " 2>" + err.string();
-  Output o;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  int status = ::pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  o.err = ss.str();
-  return o;
-}
-
-std::string example() { return std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls"; }
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// The example with one piece of text replaced, written to the temp dir.
-std::string variant(const std::string& name, const std::string& from, const std::string& to) {
-  std::string text = read_file(example());
-  auto at = text.find(from);
-  REQUIRE(at != std::string::npos);
-  text.replace(at, from.size(), to);
-  fs::path p = temp_dir() / name;
-  std::ofstream(p) << text;
-  return p.string();
-}
-
-std::string last_line(const std::string& s) {
-  auto end = s.find_last_not_of('\n');
-  auto start = s.rfind('\n', end);
-  return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
-}
-
-double json_number(const std::string& json, const std::string& key) {
-  auto at = json.find("\"" + key + "\":");
-  REQUIRE(at != std::string::npos);
-  return std::stod(json.substr(at + key.size() + 3));
-}
-
-}  // namespace
+using namespace mls::e2e;
 
 TEST_CASE("mlstudio --run trains on a Fashion-MNIST subset, reaches the stated accuracy and records the run", "[e2e]") {
   fs::path db = temp_dir() / "runs.db";
@@ -176,7 +109,7 @@ TEST_CASE("mlstudio graph --passes shows each pass shrinking the step; --profile
 
 TEST_CASE("bad input: a clear message naming the file, node or line, and a non-zero exit", "[e2e]") {
   SECTION("broken JSON names the line") {
-    std::string p = variant("broken.mls", "\"epochs\": 5,", "\"epochs\": 5,,");
+    std::string p = variant("broken.mls", "\"epochs\": 10,", "\"epochs\": 10,,");
     Output o = run("--run " + p + " --db " + (temp_dir() / "bad.db").string());
     CHECK(o.code == 1);
     CHECK(o.err.find("broken.mls:") != std::string::npos);

@@ -11,6 +11,7 @@
 #include "engine/exec/eager.h"
 #include "engine/ir/graph.h"
 #include "engine/ops/nn.h"
+#include "grad_check.h"
 #include "test_util.h"
 
 using namespace mls;
@@ -18,58 +19,9 @@ using namespace mls::test;
 
 namespace {
 
-struct In {
-  ValueType type;
-  std::vector<double> v;
-};
 
-struct Evaluated {
-  double value = 0;
-  std::vector<std::vector<double>> grads;  // one per f32 input, in order
-};
 
-// loss = build(graph, inputs) and its gradients w.r.t. the f32 inputs, compiled and run.
-Evaluated evaluate(const std::vector<In>& ins,
-                   const std::function<Ref(Graph&, const Refs&)>& build) {
-  Graph g("norm_test");
-  Refs xs, wrt;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    xs.push_back(g.add_input("x" + std::to_string(i), ins[i].type));
-    if (ins[i].type.dtype == DType::F32) wrt.push_back(xs.back());
-  }
-  Ref loss = build(g, xs);
-  auto grads = append_backward(g, loss, wrt);
-  REQUIRE(grads.ok());
-  Refs outs{loss};
-  outs.insert(outs.end(), grads->begin(), grads->end());
-  g.set_outputs(outs);
-  auto plan = CompiledPlan::compile(g, host());
-  REQUIRE(plan.ok());
-  for (size_t i = 0; i < ins.size(); ++i)
-    REQUIRE(plan->bind(xs[i], to_tensor(RefArray{ins[i].type.shape, ins[i].v}, ins[i].type.dtype))
-                .ok());
-  plan->run();
-  Evaluated r;
-  r.value = plan->tensor(loss).to_f64()[0];
-  for (Ref gr : *grads) r.grads.push_back(plan->tensor(gr).to_f64());
-  return r;
-}
 
-// Central differences of f in float64 w.r.t. inputs[k].
-std::vector<double> fd_grad(const std::function<double(const std::vector<std::vector<double>>&)>& f,
-                            std::vector<std::vector<double>> inputs, size_t k, double h = 1e-5) {
-  std::vector<double> g(inputs[k].size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    double keep = inputs[k][i];
-    inputs[k][i] = keep + h;
-    double fp = f(inputs);
-    inputs[k][i] = keep - h;
-    double fm = f(inputs);
-    inputs[k][i] = keep;
-    g[i] = (fp - fm) / (2 * h);
-  }
-  return g;
-}
 
 std::vector<double> uniform(size_t n, uint64_t seed, double lo = -1, double hi = 1) {
   Rng r(seed);
@@ -294,9 +246,11 @@ TEST_CASE("dropout: the mask is the splitmix64 stream of the seed, in graph and 
   const uint64_t seed = 1234567;
   EagerSession s(host());
   Ref x = s.leaf(Tensor::from_f32(host(), {100, 100}, std::vector<float>(n, 2.0f)), true);
-  Ref y = dropout(s, x, p, seed, true);
+  Tensor step_t = Tensor::from_i64(host(), {1}, {41});
+  Ref step = s.leaf(step_t);
+  Ref y = dropout(s, x, p, seed, step, true);
   auto yv = s.value(y).to_f64();
-  Rng stream(seed);
+  Rng stream(dropout_seed(static_cast<int64_t>(seed), 41));
   int64_t kept = 0;
   bool same = true;
   for (int64_t i = 0; i < n; ++i) {
@@ -312,19 +266,26 @@ TEST_CASE("dropout: the mask is the splitmix64 stream of the seed, in graph and 
   auto gv = s.value(g[0]).to_f64();
   for (size_t i = 0; i < gv.size(); ++i) REQUIRE(gv[i] == Approx(yv[i] / 2.0));
   // Another seed, another mask; not training: the identity.
-  CHECK(s.value(dropout(s, x, p, seed + 1, true)).to_f64() != yv);
-  auto ident = s.value(dropout(s, x, p, seed, false)).to_f64();
+  CHECK(s.value(dropout(s, x, p, seed + 1, step, true)).to_f64() != yv);
+  auto ident = s.value(dropout(s, x, p, seed, step, false)).to_f64();
   CHECK(std::all_of(ident.begin(), ident.end(), [](double v) { return v == 2.0; }));
   // The static plan draws the same mask.
   Graph gr("dropout");
   Ref xi = gr.add_input("x", {DType::F32, {100, 100}});
-  Ref yo = dropout(gr, xi, p, seed, true);
+  Ref si = gr.add_input("step_seed", {DType::I64, {1}});
+  Ref yo = dropout(gr, xi, p, seed, si, true);
   gr.set_outputs({yo});
   auto plan = CompiledPlan::compile(gr, host());
   REQUIRE(plan.ok());
   REQUIRE(plan->bind(xi, s.value(x)).ok());
+  REQUIRE(plan->bind(si, step_t).ok());
   plan->run();
   CHECK(plan->tensor(yo).to_f64() == yv);
+  // A new step seed in the bound tensor: the same plan draws a new mask.
+  int64_t next = 42;
+  step_t.fill_raw(&next, sizeof next);
+  plan->run();
+  CHECK(plan->tensor(yo).to_f64() != yv);
 }
 
 TEST_CASE("embedding: out-of-range indices give zero rows and no gradient; repeats accumulate",
@@ -356,11 +317,15 @@ TEST_CASE("type errors name the shapes at fault", "[norm]") {
                  "axes_count"));
   CHECK(g.add_node("layer_norm", Refs{x, c3, c3}, {}).ok());
   CHECK(contains(g.add_node("embedding", Refs{x, fidx}, {}), "i64"));
+  Ref step = g.add_input("step_seed", {DType::I64, {1}});
   CHECK(contains(
-      g.add_node("dropout", Refs{x}, {{"p", 1.0}, {"seed", int64_t{1}}, {"training", int64_t{1}}}),
+      g.add_node("dropout", Refs{x, step}, {{"p", 1.0}, {"seed", int64_t{1}}, {"training", int64_t{1}}}),
       "p must"));
   CHECK(contains(
-      g.add_node("dropout", Refs{x}, {{"p", 0.5}, {"seed", 1.5}, {"training", int64_t{1}}}),
+      g.add_node("dropout", Refs{x, x}, {{"p", 0.5}, {"seed", int64_t{1}}, {"training", int64_t{1}}}),
+      "step seed"));
+  CHECK(contains(
+      g.add_node("dropout", Refs{x, step}, {{"p", 0.5}, {"seed", 1.5}, {"training", int64_t{1}}}),
       "seed"));
   CHECK(contains(g.add_node("softmax", Refs{x}, {{"axis", int64_t{2}}}), "[2,3]"));
   CHECK(contains(g.add_node("sigmoid_cross_entropy", Refs{x, c3}, {}), "f32[3]"));

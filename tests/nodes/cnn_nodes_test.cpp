@@ -26,7 +26,7 @@ TEST_CASE("LeNet-5: every layer's shape, and its parameter count", "[nodes][cnn]
   CHECK(shapes->at("pool2")[0] == Shape{-1, 16, 5, 5});
   CHECK(shapes->at("flat")[0] == Shape{-1, 400});
   engine_init();
-  auto m = lower(doc, {1, 28, 28}, 10, 8, "lenet.mls");
+  auto m = lower(doc, InferContext{{1, 28, 28}, 10, {}}, 8, true, "lenet.mls");
   REQUIRE(m.ok());
   int64_t n = 0;
   for (Ref p : m->graph.params()) n += numel(m->graph.type_of(p).shape);

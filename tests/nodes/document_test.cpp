@@ -50,7 +50,8 @@ TEST_CASE("the Fashion-MNIST example loads with its nodes, links and settings", 
   CHECK(doc->warnings.empty());
   CHECK(doc->dataset.source == "fashion-mnist");
   CHECK(doc->dataset.path == "/usr/share/datasets/fashion-mnist");
-  CHECK(doc->training.epochs == 5);
+  CHECK(doc->training.epochs == 10);
+  CHECK(doc->training.schedule.type == "cosine");
   CHECK(doc->training.batch_size == 128);
   CHECK(doc->training.seed == 42);
   CHECK(doc->training.device == "cpu");
@@ -62,7 +63,7 @@ TEST_CASE("the Fashion-MNIST example loads with its nodes, links and settings", 
   const NodeDoc& fc1 = doc->nodes[*find_node(*doc, "fc1")];
   CHECK(fc1.type == "mls.linear");
   CHECK(fc1.params ==
-        nlohmann::json{{"out_features", 256}, {"bias", true}, {"init", "kaiming_uniform"}});
+        nlohmann::json{{"out_features", 256}, {"bias", true}, {"init", "kaiming_uniform"}, {"frozen", false}});
   const LinkDoc* logits = find_input_link(*doc, "loss", "logits");
   REQUIRE(logits != nullptr);
   CHECK(logits->from_node == "fc3");
@@ -87,6 +88,7 @@ TEST_CASE("defaults apply to the sections a file leaves out", "[nodes]") {
   REQUIRE(doc);
   CHECK(doc->training == TrainingSpec{});
   CHECK(doc->training.epochs == 5);
+  CHECK(doc->training.schedule.type == "constant");
   CHECK(doc->training.batch_size == 128);
   CHECK(doc->training.seed == 0);
   CHECK(doc->training.optimizer.lr == 0.01);
@@ -265,7 +267,7 @@ TEST_CASE("node errors name the node and its JSON path", "[nodes]") {
   j["model"]["nodes"][2]["params"]["units"] = 3;
   CHECK(parse_error(j) ==
         "P.mls: node 'fc1' (/model/nodes/2/params/units): unknown parameter 'units' "
-        "(mls.linear takes 'out_features', 'bias', 'init')");
+        "(mls.linear takes 'out_features', 'bias', 'init', 'frozen')");
 
   j = example_json();
   j["model"]["nodes"][8]["params"]["label_smoothing"] = 1.5;
@@ -332,7 +334,8 @@ TEST_CASE("graph errors: unlinked inputs, cycles, loss count", "[nodes]") {
   j["model"]["links"].erase(7);
   j["model"]["links"].erase(6);
   CHECK(parse_error(j) ==
-        "P.mls: /model/nodes: the graph has no loss node (add one: mls.cross_entropy)");
+        "P.mls: /model/nodes: the graph has no loss node (add one: mls.cross_entropy, "
+        "mls.nll_loss, mls.mse_loss, mls.l1_loss, mls.huber_loss, mls.bce_with_logits)");
 
   j = example_json();
   j["model"]["nodes"].push_back({{"id", "loss2"}, {"type", "mls.cross_entropy"}});
@@ -370,22 +373,31 @@ TEST_CASE("training and dataset settings are checked", "[nodes]") {
         "P.mls: /training/device: unknown device 'tpu' (expected 'cpu', 'cuda' or 'vulkan')");
   CHECK(with("training", "mode", "lazy") ==
         "P.mls: /training/mode: unknown mode 'lazy' (expected 'static' or 'eager')");
-  CHECK(with("training", "optimizer", {{"type", "rmsprop"}}) ==
-        "P.mls: /training/optimizer/type: unknown optimizer 'rmsprop' (expected 'sgd' or "
-        "'adam')");
+  CHECK(with("training", "optimizer", {{"type", "lbfgs"}}) ==
+        "P.mls: /training/optimizer/type: unknown optimizer 'lbfgs' (expected 'sgd', 'adam', "
+        "'adamw', 'rmsprop' or 'adagrad')");
+  CHECK(with("training", "schedule", {{"type", "cosine"}, {"gamma", 0.5}}) ==
+        "P.mls: /training/schedule/gamma: unknown key 'gamma' for schedule 'cosine' "
+        "(expected 'type', 'warmup_steps' or 'eta_min')");
+  CHECK(with("training", "early_stopping", {{"patience", 2}, {"monitor", "f2"}}) ==
+        "P.mls: /training/early_stopping/monitor: unknown validation metric 'f2' (expected "
+        "'loss', 'accuracy', 'macro_f1', 'mae', 'rmse' or 'r2')");
+  CHECK(with("training", "clip_grad_norm", -1) ==
+        "P.mls: /training/clip_grad_norm: must be a number >= 0");
   CHECK(with("training", "optimizer", {{"type", "sgd"}, {"lr", 0}}) ==
         "P.mls: /training/optimizer/lr: must be a number > 0");
   CHECK(with("training", "optimizer", {{"type", "adam"}, {"momentum", 0.9}}) ==
         "P.mls: /training/optimizer/momentum: unknown key 'momentum' for optimizer 'adam' "
-        "(expected 'type', 'lr', 'beta1', 'beta2', 'eps' or 'weight_decay')");
+        "(expected 'type', 'lr', 'weight_decay', 'beta1', 'beta2' or 'eps')");
   CHECK(with("training", "optimizer", {{"type", "sgd"}, {"nesterov", true}}) ==
         "P.mls: /training/optimizer/nesterov: Nesterov momentum needs momentum > 0");
   CHECK(with("training", "epoch", 3) ==
         "P.mls: /training/epoch: unknown key 'epoch' (expected 'epochs', 'batch_size', 'seed', "
-        "'device', 'mode' or 'optimizer')");
+        "'device', 'mode', 'optimizer', 'schedule', 'clip_grad_norm', 'clip_grad_value' or "
+        "'early_stopping')");
   CHECK(with("dataset", "source", "cifar10") ==
-        "P.mls: /dataset/source: unknown dataset source 'cifar10' (expected 'fashion-mnist' or "
-        "'mnist')");
+        "P.mls: /dataset/source: unknown dataset source 'cifar10' (expected 'fashion-mnist', "
+        "'mnist', 'csv', 'npy', 'npz', 'image-folder' or 'synthetic')");
   CHECK(with("training", "epochs", 18446744073709551615ull) ==
         "P.mls: /training/epochs: must be an integer >= 1");
   CHECK(with("dataset", "limit", -1) == "P.mls: /dataset/limit: must be an integer >= 0");

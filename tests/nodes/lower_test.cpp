@@ -10,7 +10,7 @@ TEST_CASE("the example lowers to a verified graph with the document's parameters
   engine_init();
   auto doc = nodes::load_document(std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls");
   REQUIRE(doc.ok());
-  auto m = nodes::lower(*doc, {1, 28, 28}, 10, 32, "ex.mls");
+  auto m = nodes::lower(*doc, nodes::InferContext{{1, 28, 28}, 10, {}}, 32, true, "ex.mls");
   REQUIRE(m.ok());
   const Graph& g = m->graph;
   CHECK(g.verify().ok());
@@ -31,7 +31,7 @@ TEST_CASE("lowering reports a wrong class count against the loss node", "[lower]
   engine_init();
   auto doc = nodes::load_document(std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls");
   REQUIRE(doc.ok());
-  auto m = nodes::lower(*doc, {1, 28, 28}, 5, 8, "ex.mls");
+  auto m = nodes::lower(*doc, nodes::InferContext{{1, 28, 28}, 5, {}}, 8, true, "ex.mls");
   REQUIRE_FALSE(m.ok());
   CHECK(m.error().message.find("ex.mls: ") == 0);
   CHECK(m.error().message.find("node 'loss'") != std::string::npos);

@@ -1,0 +1,95 @@
+// `mlstudio predict P.mls --run ID --input FILE`: a trained run's answer for new samples.
+// The file (an image, CSV rows or an NPY array) is prepared exactly as the training data
+// was (the dataset's InputEncoder: same size, normalisation, categories).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "app/checkpoints.h"
+#include "app/commands.h"
+#include "engine/cpu/cpu_backend.h"
+
+namespace mls::app {
+
+namespace {
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "mlstudio: %s\n", msg.c_str());
+  return 1;
+}
+
+std::vector<double> softmax_row(const float* z, int64_t n) {
+  std::vector<double> p(static_cast<size_t>(n));
+  double mx = *std::max_element(z, z + n), sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += p[static_cast<size_t>(i)] = std::exp(static_cast<double>(z[i]) - mx);
+  for (double& v : p) v /= sum;
+  return p;
+}
+
+}  // namespace
+
+int predict_command(const PredictOptions& o) {
+  if (o.top < 1) return fail("--top must be >= 1");
+  auto project = open_project(o.project);
+  if (!project) return fail(project.error().message);
+  Project& p = *project;
+  if (!p.encoder) return fail(p.path + ": this dataset source cannot prepare prediction inputs");
+  auto batch = p.encoder->encode(o.input);
+  if (!batch) return fail(batch.error().message);
+  Trainer trainer(cpu::backend(), p.builder(), p.train_config());
+  auto used = restore_run(trainer, o.db, o.run_id, o.checkpoint);
+  if (!used) return fail(used.error().message);
+  Shape shape;
+  auto out = trainer.predict(*batch, &shape);
+  if (!out) return fail(o.input + ": " + out.error().message);
+  const int64_t rows = batch->size, cols = rows > 0 ? static_cast<int64_t>(out->size()) / rows : 0;
+  nlohmann::json all = nlohmann::json::array();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = out->data() + r * cols;
+    nlohmann::json j{{"sample", r}};
+    if (trainer.regression()) {
+      j["prediction"] = std::vector<float>(z, z + cols);
+      if (!o.json) {
+        std::printf("sample %lld:", static_cast<long long>(r));
+        for (int64_t c = 0; c < cols; ++c) std::printf(" %.6g", static_cast<double>(z[c]));
+        std::printf("\n");
+      }
+    } else {
+      std::vector<double> prob = softmax_row(z, cols);
+      std::vector<int64_t> order(static_cast<size_t>(cols));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)]; });
+      auto name = [&](int64_t k) {
+        return k < static_cast<int64_t>(p.class_names.size()) ? p.class_names[static_cast<size_t>(k)]
+                                                                : std::to_string(k);
+      };
+      j["class"] = order[0];
+      j["label"] = name(order[0]);
+      nlohmann::json top = nlohmann::json::array();
+      for (int64_t i = 0; i < std::min(o.top, cols); ++i) {
+        int64_t k = order[static_cast<size_t>(i)];
+        top.push_back({{"class", k}, {"label", name(k)}, {"probability", prob[static_cast<size_t>(k)]}});
+      }
+      j["top"] = top;
+      if (!o.json) {
+        std::printf("sample %lld: %s (class %lld, p=%.3f)", static_cast<long long>(r), name(order[0]).c_str(),
+                    static_cast<long long>(order[0]), prob[static_cast<size_t>(order[0])]);
+        for (int64_t i = 1; i < std::min(o.top, cols); ++i) {
+          int64_t k = order[static_cast<size_t>(i)];
+          std::printf("; %s %.3f", name(k).c_str(), prob[static_cast<size_t>(k)]);
+        }
+        std::printf("\n");
+      }
+    }
+    all.push_back(j);
+  }
+  if (o.json)
+    std::printf("%s\n", nlohmann::json{{"run_id", o.run_id}, {"checkpoint", *used}, {"predictions", all}}.dump().c_str());
+  return 0;
+}
+
+}  // namespace mls::app

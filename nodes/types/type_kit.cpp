@@ -1,0 +1,94 @@
+#include "nodes/types/type_kit.h"
+
+namespace mls::nodes {
+
+NodeTypeDef make_type(std::string id, std::string display_name, std::string category,
+                      std::string doc, std::vector<PortDef> inputs, std::vector<PortDef> outputs,
+                      NodeRole role) {
+  NodeTypeDef d;
+  d.id = std::move(id);
+  d.display_name = std::move(display_name);
+  d.category = std::move(category);
+  d.doc = std::move(doc);
+  d.inputs = std::move(inputs);
+  d.outputs = std::move(outputs);
+  d.role = role;
+  return d;
+}
+
+ParamDef make_param(std::string name, ParamKind kind, json default_value, std::string doc) {
+  ParamDef p;
+  p.name = std::move(name);
+  p.kind = kind;
+  p.default_value = std::move(default_value);
+  p.required = p.default_value.is_null();
+  p.doc = std::move(doc);
+  return p;
+}
+
+ParamDef int_param(std::string name, int64_t def, int64_t min, std::string doc) {
+  ParamDef p = make_param(std::move(name), ParamKind::Int, def, std::move(doc));
+  p.min = static_cast<double>(min);
+  p.max = 1 << 16;
+  return p;
+}
+
+ParamDef float_param(std::string name, double def, double min, double max, std::string doc,
+                     bool max_exclusive) {
+  ParamDef p = make_param(std::move(name), ParamKind::Float, def, std::move(doc));
+  p.min = min;
+  p.max = max;
+  p.max_exclusive = max_exclusive;
+  return p;
+}
+
+ParamDef init_param(std::string doc) {
+  ParamDef p = make_param("init", ParamKind::Enum, "kaiming_uniform", std::move(doc));
+  p.choices = {"kaiming_uniform", "xavier_uniform", "normal", "zeros"};
+  return p;
+}
+
+ParamDef frozen_param() {
+  ParamDef p = make_param("frozen", ParamKind::Bool, false,
+                          "Keep this node's parameters fixed: no gradient, no optimizer step.");
+  p.saved_when_default = false;
+  return p;
+}
+
+Result<std::vector<Shape>> one(Shape s) {
+  return std::vector<Shape>{std::move(s)};
+}
+
+Result<std::vector<Shape>> same_shape(const std::vector<Shape>& in, const json&,
+                                      const InferContext&) {
+  return one(in[0]);
+}
+
+Result<void> expect_image(const Shape& s, const std::string& layer) {
+  if (s.size() != 4)
+    return make_error(
+        "input 'in' has shape " + format_shape(s) + "; " + layer +
+        " expects images [N,C,H,W] — feed it from the Input node or another image layer, "
+        "not after a Flatten");
+  return {};
+}
+
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  int64_t room = in + 2 * p - d * (k - 1) - 1;
+  return room < 0 ? 0 : room / s + 1;
+}
+
+ParamInit weight_init(const json& params, int64_t fan_in, int64_t fan_out) {
+  return {params.value("init", std::string("kaiming_uniform")), fan_in, fan_out};
+}
+
+ParamInit bias_init(const json& params, int64_t fan_in, int64_t fan_out) {
+  std::string scheme = params.value("init", std::string()) == "zeros" ? "zeros" : "uniform_fan_in";
+  return {scheme, fan_in, fan_out};
+}
+
+bool frozen(const json& params) {
+  return params.value("frozen", false);
+}
+
+}  // namespace mls::nodes

@@ -1,0 +1,63 @@
+// Shared pieces for defining node types (nodes/types/*.cpp): type and parameter
+// constructors and the shape helpers several families use. Internal to nodes/.
+//
+//   NodeTypeDef d = make_type("mls.relu", "ReLU", "Activations", "max(x, 0).",
+//                             {{"in", PortKind::Tensor}}, {{"out", PortKind::Tensor}});
+//   d.infer = same_shape;
+//   d.lower = [](LowerContext& c) -> Result<Refs> { return Refs{relu(c.g(), c.inputs[0])}; };
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/ops/conv.h"
+#include "nodes/catalogue.h"
+#include "nodes/lower.h"
+
+namespace mls::nodes {
+
+using nlohmann::json;
+
+NodeTypeDef make_type(std::string id, std::string display_name, std::string category,
+                      std::string doc, std::vector<PortDef> inputs, std::vector<PortDef> outputs,
+                      NodeRole role = NodeRole::Layer);
+// A parameter whose default is null is required.
+ParamDef make_param(std::string name, ParamKind kind, json default_value, std::string doc);
+// An integer in [min, 65536].
+ParamDef int_param(std::string name, int64_t def, int64_t min, std::string doc);
+// A float in [min, max] (or [min, max) with `max_exclusive`).
+ParamDef float_param(std::string name, double def, double min, double max, std::string doc,
+                     bool max_exclusive = false);
+// The weight initialiser choice: kaiming_uniform (default), xavier_uniform, normal, zeros.
+ParamDef init_param(std::string doc);
+// "frozen": the node's parameters are not trained (transfer learning, teaching).
+ParamDef frozen_param();
+
+Result<std::vector<Shape>> one(Shape s);
+// A shape rule for elementwise nodes: the output has the input's shape.
+Result<std::vector<Shape>> same_shape(const std::vector<Shape>& in, const json&,
+                                      const InferContext&);
+
+// [N,C,H,W] or an error that names the layer and what to do.
+Result<void> expect_image(const Shape& s, const std::string& layer);
+// The output length of a window sweep (convolution, pooling).
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d);
+
+ParamInit weight_init(const json& params, int64_t fan_in, int64_t fan_out);
+// PyTorch's bias init, U(+-1/sqrt(fan_in)); zeros when the weights start as zeros.
+ParamInit bias_init(const json& params, int64_t fan_in, int64_t fan_out);
+bool frozen(const json& params);
+
+// The families, one file each.
+void register_data_nodes(NodeCatalogue& catalogue);        // data_nodes.cpp
+void register_dense_nodes(NodeCatalogue& catalogue);       // dense_nodes.cpp
+void register_conv_nodes(NodeCatalogue& catalogue);        // conv_nodes.cpp
+void register_activation_nodes(NodeCatalogue& catalogue);  // activation_nodes.cpp
+void register_norm_nodes(NodeCatalogue& catalogue);        // norm_nodes.cpp
+void register_loss_nodes(NodeCatalogue& catalogue);        // loss_nodes.cpp
+void register_merge_nodes(NodeCatalogue& catalogue);       // merge_nodes.cpp
+void register_sequence_nodes(NodeCatalogue& catalogue);    // sequence_nodes.cpp
+
+}  // namespace mls::nodes

@@ -1,0 +1,87 @@
+// Running the mlstudio executable from tests, as a user would, and reading what it says.
+//
+//   Output o = run("--run " + example() + " --epochs 1 --json --db " + db);
+//   REQUIRE(o.code == 0);
+//   double acc = json_number(last_line(o.out), "test_accuracy");
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace mls::e2e {
+
+namespace fs = std::filesystem;
+
+
+struct Output {
+  int code = -1;
+  std::string out, err;
+};
+
+inline fs::path temp_dir() {
+  static fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("mls-e2e-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+inline Output run(const std::string& args) {
+  fs::path err = temp_dir() / "stderr.txt";
+  std::string cmd = std::string(MLS_EXE) + " " + args + " 2>" + err.string();
+  Output o;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  int status = ::pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  o.err = ss.str();
+  return o;
+}
+
+inline std::string example() { return std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls"; }
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The example with one piece of text replaced, written to the temp dir.
+inline std::string variant(const std::string& name, const std::string& from, const std::string& to) {
+  std::string text = read_file(example());
+  auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  fs::path p = temp_dir() / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+inline std::string last_line(const std::string& s) {
+  auto end = s.find_last_not_of('\n');
+  auto start = s.rfind('\n', end);
+  return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+inline double json_number(const std::string& json, const std::string& key) {
+  auto at = json.find("\"" + key + "\":");
+  REQUIRE(at != std::string::npos);
+  return std::stod(json.substr(at + key.size() + 3));
+}
+
+}  // namespace mls::e2e
