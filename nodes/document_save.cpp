@@ -1,16 +1,7 @@
 // Writing .mls files: Document -> JSON in the order of the spec in document.h (so files
 // diff well), and an atomic save (temp file + fsync + rename) so that a failed or
 // interrupted save never costs the user the file they had.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <random>
-
+#include "engine/core/atomic_file.h"
 #include "nodes/document.h"
 
 namespace mls::nodes {
@@ -45,10 +36,6 @@ ordered layout_json(const Document& doc) {
   return out;
 }
 
-std::string errno_text() {
-  return std::strerror(errno);
-}
-
 }  // namespace
 
 std::string serialize_document(const Document& doc, const NodeCatalogue& catalogue) {
@@ -80,59 +67,12 @@ std::string serialize_document(const Document& doc, const NodeCatalogue& catalog
 
 Result<void> save_document(const Document& doc, const std::string& path,
                            const NodeCatalogue& catalogue) {
-  namespace fs = std::filesystem;
   const std::string text = serialize_document(doc, catalogue);
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  auto fail = [&](const std::string& why) {
-    return make_error("cannot save " + path + ": " + why);
-  };
-
-  // A unique hidden name next to the target: rename() is only atomic within a filesystem.
-  std::random_device rd;
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
-    char suffix[17];
-    std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
-    tmp = (dir / ("." + target.filename().string() + ".tmp-" + suffix)).string();
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0)
-    return fail("cannot create a temporary file in " + dir.string() + ": " + errno_text());
-
-  auto abandon = [&](const std::string& why) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return fail(why);
-  };
-  // Keep the permissions of the file being replaced (the temp file starts from umask).
-  struct stat old {};
-  if (::stat(path.c_str(), &old) == 0 && ::fchmod(fd, old.st_mode & 07777) != 0)
-    return abandon("cannot set permissions on " + tmp + ": " + errno_text());
-  for (size_t done = 0; done < text.size();) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return abandon("cannot write " + tmp + ": " + errno_text());
-    done += static_cast<size_t>(n);
-  }
-  // Without fsync a crash right after rename() can leave an empty file under the old name.
-  if (::fsync(fd) != 0) return abandon("cannot flush " + tmp + ": " + errno_text());
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return fail("cannot close " + tmp + ": " + errno_text());
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    return fail("cannot replace it: " + why);
-  }
-  // Best effort: make the rename itself durable.
-  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  auto r = write_file_atomically(path, [&](int fd, const std::string& tmp) -> Result<void> {
+    if (!write_all(fd, text.data(), text.size())) return make_error("cannot write " + tmp + ": " + errno_text());
+    return {};
+  });
+  if (!r) return make_error("cannot save " + path + ": " + r.error().message);
   return {};
 }
 

@@ -6,6 +6,8 @@
 // [SECTION] Reading and validation
 #include "engine/train/checkpoint.h"
 
+#include "engine/core/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,7 +18,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <set>
 
 namespace mls {
@@ -27,10 +28,6 @@ constexpr char kMagic[8] = {'M', 'L', 'S', 'C', 'K', 'P', 'T', '\0'};
 constexpr size_t kHeaderSize = 24;  // magic, version, file size, header CRC
 constexpr uint64_t kDataAlign = 64;
 constexpr uint32_t kMaxRank = 64;
-
-std::string errno_text() {
-  return std::strerror(errno);
-}
 
 uint64_t align_up(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;
@@ -233,7 +230,6 @@ struct CrcWriter {
 }  // namespace
 
 Result<void> write_checkpoint(const Checkpoint& c, const std::string& path) {
-  namespace fs = std::filesystem;
   auto fail = [&](const std::string& why) {
     return make_error("cannot write checkpoint " + path + ": " + why);
   };
@@ -242,64 +238,24 @@ Result<void> write_checkpoint(const Checkpoint& c, const std::string& path) {
   auto head = encode_head(c, offsets, file_size);
   if (!head) return fail(head.error().message);
 
-  // A unique hidden name next to the target: rename() is atomic only within a filesystem.
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::random_device rd;
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
-    char suffix[17];
-    std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
-    tmp = (dir / ("." + target.filename().string() + ".tmp-" + suffix)).string();
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0)
-    return fail("cannot create a temporary file in " + dir.string() + ": " + errno_text());
-  auto abandon = [&](const std::string& why) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return fail(why);
-  };
-
-  // Keep the permissions of the checkpoint being replaced.
-  struct stat old {};
-  if (::stat(path.c_str(), &old) == 0 && ::fchmod(fd, old.st_mode & 07777) != 0)
-    return abandon("cannot set permissions on " + tmp + ": " + errno_text());
-
-  CrcWriter w{fd};
-  static constexpr uint8_t kZeros[kDataAlign] = {};
-  if (!w.write(head->data(), head->size()))
-    return abandon("cannot write " + tmp + ": " + errno_text());
-  for (size_t i = 0; i < c.tensors.size(); ++i) {
-    const std::vector<uint8_t>& b = c.tensors[i].bytes;
-    bool ok = w.write(kZeros, static_cast<size_t>(offsets[i] - w.written)) &&
-              (b.empty() || w.write(b.data(), b.size()));
-    if (!ok) return abandon("cannot write " + tmp + ": " + errno_text());
-  }
-  uint8_t tail[4];
-  for (int i = 0; i < 4; ++i) tail[i] = static_cast<uint8_t>(w.crc >> (8 * i));
-  if (!w.write(tail, 4)) return abandon("cannot write " + tmp + ": " + errno_text());
-  MLS_CHECK(w.written == file_size, "checkpoint size differs from its header");
-
-  // Without fsync a crash right after rename() can leave an empty file under the old name.
-  if (::fsync(fd) != 0) return abandon("cannot flush " + tmp + ": " + errno_text());
-  if (::close(fd) != 0) {
-    std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    return fail("cannot close " + tmp + ": " + why);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    return fail("cannot replace it: " + why);
-  }
-  // Best effort: make the rename itself durable.
-  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  auto r = write_file_atomically(path, [&](int fd, const std::string& tmp) -> Result<void> {
+    CrcWriter w{fd};
+    static constexpr uint8_t kZeros[kDataAlign] = {};
+    auto failed = [&] { return make_error("cannot write " + tmp + ": " + errno_text()); };
+    if (!w.write(head->data(), head->size())) return failed();
+    for (size_t i = 0; i < c.tensors.size(); ++i) {
+      const std::vector<uint8_t>& b = c.tensors[i].bytes;
+      bool ok = w.write(kZeros, static_cast<size_t>(offsets[i] - w.written)) &&
+                (b.empty() || w.write(b.data(), b.size()));
+      if (!ok) return failed();
+    }
+    uint8_t tail[4];
+    for (int i = 0; i < 4; ++i) tail[i] = static_cast<uint8_t>(w.crc >> (8 * i));
+    if (!w.write(tail, 4)) return failed();
+    MLS_CHECK(w.written == file_size, "checkpoint size differs from its header");
+    return {};
+  });
+  if (!r) return fail(r.error().message);
   return {};
 }
 

@@ -1,0 +1,77 @@
+#include "engine/core/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+namespace mls {
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+bool write_all(int fd, const void* data, size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  for (size_t done = 0; done < size;) {
+    ssize_t n = ::write(fd, p + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+Result<void> write_file_atomically(const std::string& path,
+                                   const std::function<Result<void>(int fd, const std::string& tmp)>& body) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  // A unique hidden name next to the target: rename() is atomic only within a filesystem.
+  std::random_device rd;
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    char suffix[17];
+    std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
+    tmp = (dir / ("." + target.filename().string() + ".tmp-" + suffix)).string();
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) return make_error("cannot create a temporary file in " + dir.string() + ": " + errno_text());
+  auto abandon = [&](const std::string& why) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return make_error(why);
+  };
+  // Keep the permissions of the file being replaced (the temporary file starts from umask).
+  struct stat old {};
+  if (::stat(path.c_str(), &old) == 0 && ::fchmod(fd, old.st_mode & 07777) != 0)
+    return abandon("cannot set permissions on " + tmp + ": " + errno_text());
+  if (auto r = body(fd, tmp); !r) return abandon(r.error().message);
+  // Without fsync a crash right after rename() can leave an empty file under the old name.
+  if (::fsync(fd) != 0) return abandon("cannot flush " + tmp + ": " + errno_text());
+  if (::close(fd) != 0) {
+    std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    return make_error("cannot close " + tmp + ": " + why);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    return make_error("cannot replace it: " + why);
+  }
+  // Best effort: make the rename itself durable.
+  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return {};
+}
+
+}  // namespace mls
