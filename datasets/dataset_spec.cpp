@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "datasets/synthetic.h"
+#include "engine/core/field_text.h"
 
 namespace mls::data {
 namespace {
@@ -21,43 +22,7 @@ using ordered = nlohmann::ordered_json;
 
 // [SECTION] Field readers (the message style of nodes/document.cpp)
 
-std::string quoted_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += i + 1 == items.size() ? " or " : ", ";
-    out += "'" + items[i] + "'";
-  }
-  return out;
-}
-
-std::string format_number(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-struct Range {
-  std::optional<double> lo, hi;
-  bool lo_open = false, hi_open = false;
-  bool contains(double v) const {
-    if (lo && (lo_open ? v <= *lo : v < *lo)) return false;
-    if (hi && (hi_open ? v >= *hi : v > *hi)) return false;
-    return true;
-  }
-  std::string describe() const {
-    if (lo && hi)
-      return " in " + std::string(lo_open ? "(" : "[") + format_number(*lo) + ", " +
-             format_number(*hi) + (hi_open ? ")" : "]");
-    if (lo) return std::string(lo_open ? " > " : " >= ") + format_number(*lo);
-    return "";
-  }
-};
-
-const Range kNonNegative{0.0, std::nullopt};
-const Range kPositive{0.0, std::nullopt, true};
-const Range kAtLeastOne{1.0, std::nullopt};
 const Range kAtLeastTwo{2.0, std::nullopt};
-const Range kUnitOpen{0.0, 1.0, false, true};  // [0, 1)
 const Range kUnitClosed{0.0, 1.0};             // [0, 1]
 const Range kDegrees{0.0, 180.0, true};        // (0, 180]
 
