@@ -1,0 +1,48 @@
+// Internal to engine/cpu: the one GEMM entry point every CPU kernel calls (matmul, the
+// convolutions, the fused matmul/conv + bias + activation kernels).
+//
+//   GemmArgs g{.m = 128, .n = 256, .k = 784, .a = x, .lda = 784, .b = w, .ldb = 256,
+//              .c = y, .ldc = 256, .bias = b, .bias_axis = BiasAxis::Col,
+//              .act = Activation::Relu};
+//   gemm(pool_of(call), g);    // y = relu(x @ w + b), row-major
+//
+// Row-major, C = op(A) op(B) (+ beta * C) (+ bias) then the activation, all applied while
+// each block of C is still in cache. Keeping one entry point lets the engine choose its
+// own kernels (and threading) instead of whatever OPENBLAS_CORETYPE selects.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/cpu/thread_pool.h"
+
+namespace mls::cpu {
+
+enum class Activation : uint8_t { None, Relu, Sigmoid, Tanh, Gelu, Silu };
+enum class BiasAxis : uint8_t {
+  None,
+  Col,  // bias[n]: one value per column, added to every row (dense layers)
+  Row,  // bias[m]: one value per row (convolutions: rows are output channels)
+};
+
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  int64_t lda = 0;
+  const float* b = nullptr;
+  int64_t ldb = 0;
+  float* c = nullptr;
+  int64_t ldc = 0;
+  float beta = 0.0f;  // 0: C is overwritten (its old contents may be NaN)
+  const float* bias = nullptr;
+  BiasAxis bias_axis = BiasAxis::None;
+  Activation act = Activation::None;
+};
+
+// Runs on the calling thread and the pool's workers.
+void gemm(ThreadPool& pool, const GemmArgs& g);
+
+// The activation applied to n floats in place (also used by fused elementwise kernels).
+void apply_activation(Activation act, float* x, int64_t n);
+
+}  // namespace mls::cpu
