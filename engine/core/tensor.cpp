@@ -91,7 +91,29 @@ Tensor Tensor::from_i64(Backend& backend, Shape shape, const std::vector<int64_t
 
 int64_t Tensor::numel() const { return mls::numel(shape_); }
 
-bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+// Compares in place: every kernel call asks, so it must not allocate.
+bool Tensor::is_contiguous() const {
+  int64_t expect = 1;
+  for (size_t d = shape_.size(); d-- > 0;) {
+    if (strides_[d] != expect) return false;
+    expect *= shape_[d];
+  }
+  return true;
+}
+
+void Tensor::reset_contiguous(std::shared_ptr<Buffer> buffer, size_t byte_offset, DType dtype,
+                              const Shape& shape) {
+  buffer_ = std::move(buffer);
+  byte_offset_ = byte_offset;
+  dtype_ = dtype;
+  if (&shape != &shape_) shape_.assign(shape.begin(), shape.end());
+  strides_.resize(shape_.size());
+  int64_t acc = 1;
+  for (size_t d = shape_.size(); d-- > 0;) {
+    strides_[d] = acc;
+    acc *= shape_[d];
+  }
+}
 
 Result<Tensor> Tensor::reshape(Shape shape) const {
   if (mls::numel(shape) != numel())

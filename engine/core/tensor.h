@@ -73,6 +73,13 @@ class Tensor {
   // A contiguous copy on the same backend.
   Tensor contiguous(AllocTag tag = AllocTag::Other) const;
 
+  // For executors that recycle Tensor objects (the eager session keeps one per value slot):
+  // points this tensor at a contiguous `shape` in `buffer`, reusing the storage of its shape
+  // and strides, so a warm slot costs no allocation. release_buffer() lets go of the buffer
+  // (the tensor becomes undefined) and keeps that storage.
+  void reset_contiguous(std::shared_ptr<Buffer> buffer, size_t byte_offset, DType dtype, const Shape& shape);
+  std::shared_ptr<Buffer> release_buffer() { return std::move(buffer_); }
+
  private:
   std::shared_ptr<Buffer> buffer_;
   size_t byte_offset_ = 0;

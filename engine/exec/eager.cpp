@@ -1,70 +1,244 @@
 #include "engine/exec/eager.h"
 
+#include <array>
+#include <bit>
+#include <cstring>
+
 namespace mls {
 
+namespace {
+
+constexpr uint64_t kMix = 0x9E3779B97F4A7C15ull;
+uint64_t mix(uint64_t h, uint64_t x) { return (h ^ x) * kMix; }
+
+// Shapes here have a few dimensions: a loop beats the library's memcmp call.
+bool same_shape(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+bool same_name(const std::string& a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < b.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+// Builders pass op names as string literals, so the same name arrives from the same address:
+// a tiny direct-mapped cache keyed by that address skips the registry's string search. The
+// name is compared too, so a different string at a reused address only misses.
+const OpDef* find_op(std::string_view name) {
+  struct Entry {
+    const char* data = nullptr;
+    const OpDef* op = nullptr;
+  };
+  thread_local std::array<Entry, 64> cache{};
+  Entry& e = cache[(reinterpret_cast<uintptr_t>(name.data()) * kMix) >> 58];
+  if (e.data == name.data() && same_name(e.op->name, name)) return e.op;
+  const OpDef* op = op_registry().find(name);
+  if (op == nullptr) {
+    std::fprintf(stderr, "mlstudio: unknown op '%.*s'\n", static_cast<int>(name.size()), name.data());
+    MLS_CHECK(false, "EagerSession: unknown op");
+  }
+  e = {name.data(), op};
+  return op;
+}
+
+uint64_t hash_attrs(uint64_t h, const Attrs& attrs) {
+  for (const auto& [name, v] : attrs.items()) {
+    h = mix(h, v.index() + 1);
+    if (const auto* i = std::get_if<int64_t>(&v)) h = mix(h, static_cast<uint64_t>(*i));
+    else if (const auto* d = std::get_if<double>(&v)) h = mix(h, std::bit_cast<uint64_t>(*d));
+    else if (const auto* is = std::get_if<std::vector<int64_t>>(&v))
+      for (int64_t x : *is) h = mix(h, static_cast<uint64_t>(x));
+    else h = mix(h, std::get<std::string>(v).size());
+  }
+  return h;
+}
+
+}  // namespace
+
+struct EagerSession::Caches {
+  // What type inference and the kernel lookup gave for (op, input types, attributes). Ops
+  // infer from types and attributes alone, so the answer can be reused while they match.
+  struct Inferred {
+    const OpDef* op = nullptr;
+    uint64_t key = 0;
+    Attrs attrs;
+    std::vector<ValueType> in, out;
+    std::vector<size_t> out_bytes;
+    KernelFn kernel = nullptr;
+  };
+  static constexpr int kInferBits = 7;
+  std::vector<Inferred> inferred;  // direct-mapped by key, sized on first use
+
+  // Free small buffers by size class: 64 << k bytes (k < kClasses).
+  static constexpr int kClasses = 7;
+  static_assert((size_t{64} << (kClasses - 1)) == kSmallBufferBytes);
+  std::array<std::vector<std::shared_ptr<Buffer>>, kClasses> free;
+  size_t cached_bytes = 0;
+
+  static int size_class(size_t bytes) {
+    int k = 0;
+    while ((size_t{64} << k) < bytes) ++k;
+    return k;
+  }
+};
+
+EagerSession::EagerSession(Backend& backend) : backend_(backend), caches_(std::make_unique<Caches>()) {}
+
+EagerSession::~EagerSession() = default;
+
+const EagerSession::Slot& EagerSession::slot(Ref r) const {
+  MLS_CHECK(r.valid() && static_cast<size_t>(r.id) < count_, "EagerSession: unknown value");
+  return slots_[static_cast<size_t>(r.id)];
+}
+
 Ref EagerSession::leaf(const Tensor& t, bool requires_grad) {
-  MLS_CHECK(&t.backend() == &backend_, "EagerSession::leaf: tensor on another backend");
-  values_.push_back(t.is_contiguous() ? t : t.contiguous(AllocTag::Activation));
-  types_.push_back({t.dtype(), t.shape()});
-  requires_grad_.push_back(requires_grad);
-  return Ref{static_cast<int32_t>(values_.size() - 1)};
+  MLS_CHECK(t.defined() && &t.backend() == &backend_, "EagerSession::leaf: tensor on another backend");
+  Tensor packed = t.is_contiguous() ? Tensor() : t.contiguous(AllocTag::Activation);
+  const Tensor& v = packed.defined() ? packed : t;
+  if (slots_.size() == count_) {
+    // Copied before the vector grows: `t` may be one of this session's values.
+    Slot s{v, requires_grad};
+    slots_.push_back(std::move(s));
+  } else {
+    slots_[count_].value = v;  // copy-assigning reuses the slot's shape storage
+    slots_[count_].requires_grad = requires_grad;
+  }
+  ++count_;
+  return Ref{static_cast<int32_t>(count_ - 1)};
 }
 
 ValueType EagerSession::type_of(Ref r) const {
-  MLS_CHECK(r.valid() && static_cast<size_t>(r.id) < types_.size(), "EagerSession: unknown value");
-  return types_[static_cast<size_t>(r.id)];
+  const Tensor& t = slot(r).value;
+  return {t.dtype(), t.shape()};
 }
 
-const Tensor& EagerSession::value(Ref r) const {
-  MLS_CHECK(r.valid() && static_cast<size_t>(r.id) < values_.size(), "EagerSession: unknown value");
-  return values_[static_cast<size_t>(r.id)];
-}
+const Tensor& EagerSession::value(Ref r) const { return slot(r).value; }
 
-Refs EagerSession::emit(std::string_view op_name, std::span<const Ref> inputs, const Attrs& attrs) {
-  const OpDef* op = op_registry().find(op_name);
-  MLS_CHECK(op != nullptr, "EagerSession: unknown op");
-  std::vector<ValueType> in_t;
-  for (Ref r : inputs) in_t.push_back(type_of(r));
-  auto out_t = op->infer(in_t, attrs);
-  if (!out_t) {
-    std::fprintf(stderr, "mlstudio: %s: %s\n", op->name.c_str(), out_t.error().message.c_str());
-    MLS_CHECK(false, "an eager op failed to type-check");
+bool EagerSession::requires_grad(Ref r) const { return slot(r).requires_grad; }
+
+Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, const Attrs& attrs,
+                      size_t* num_outputs) {
+  const OpDef* op = find_op(op_name);
+  MLS_CHECK(op->num_inputs < 0 || static_cast<size_t>(op->num_inputs) == inputs.size(),
+            "EagerSession: wrong number of inputs");
+
+  // Type inference and kernel, remembered.
+  Caches& c = *caches_;
+  if (c.inferred.empty()) c.inferred.resize(size_t{1} << Caches::kInferBits);
+  uint64_t key = mix(reinterpret_cast<uintptr_t>(op), inputs.size());
+  for (Ref r : inputs) {
+    const Tensor& t = slot(r).value;
+    key = mix(key, static_cast<uint64_t>(t.dtype()));
+    for (int64_t d : t.shape()) key = mix(key, static_cast<uint64_t>(d));
   }
-  Refs outs;
-  bool rg = false;
-  for (Ref r : inputs) rg = rg || requires_grad_[static_cast<size_t>(r.id)];
-  rg = rg && op->kind == OpKind::Compute;
-  if (op->view) {  // a view: no kernel, no copy
-    const Tensor& src = value(inputs[0]);
-    values_.push_back(Tensor(src.buffer_ptr(), src.byte_offset(), (*out_t)[0].dtype, (*out_t)[0].shape));
-    types_.push_back((*out_t)[0]);
-    requires_grad_.push_back(rg);
-    outs.push_back(Ref{static_cast<int32_t>(values_.size() - 1)});
-  } else {
-    std::vector<const Tensor*> ins;
-    for (Ref r : inputs) ins.push_back(&values_[static_cast<size_t>(r.id)]);
-    std::vector<Tensor> out_tensors;
-    for (const ValueType& t : *out_t)
-      out_tensors.push_back(Tensor::empty(backend_, t.dtype, t.shape, AllocTag::Activation));
-    std::vector<Tensor*> outp;
-    for (Tensor& t : out_tensors) outp.push_back(&t);
-    KernelFn fn = op->kernel(backend_.kind(), kernel_dtype(*op, in_t, *out_t));
-    MLS_CHECK(fn != nullptr, "EagerSession: the backend has no kernel for this op and dtype");
-    backend_.launch(fn, KernelCall{attrs, ins, outp, backend_});
-    for (size_t k = 0; k < out_tensors.size(); ++k) {
-      values_.push_back(std::move(out_tensors[k]));
-      types_.push_back((*out_t)[k]);
-      requires_grad_.push_back(rg);
-      outs.push_back(Ref{static_cast<int32_t>(values_.size() - 1)});
+  key = hash_attrs(key, attrs);
+  Caches::Inferred& inf = c.inferred[(key ^ (key >> 29)) >> (64 - Caches::kInferBits)];
+  bool hit = inf.op == op && inf.key == key && inf.in.size() == inputs.size() && inf.attrs == attrs;
+  for (size_t i = 0; hit && i < inputs.size(); ++i) {
+    const Tensor& t = slots_[static_cast<size_t>(inputs[i].id)].value;
+    hit = inf.in[i].dtype == t.dtype() && same_shape(inf.in[i].shape, t.shape());
+  }
+  if (!hit) {
+    inf.op = nullptr;  // invalid until filled
+    inf.in.resize(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = slots_[static_cast<size_t>(inputs[i].id)].value;
+      inf.in[i].dtype = t.dtype();
+      inf.in[i].shape = t.shape();
     }
+    auto out_t = op->infer(inf.in, attrs);
+    if (!out_t) {
+      std::fprintf(stderr, "mlstudio: %s: %s\n", op->name.c_str(), out_t.error().message.c_str());
+      MLS_CHECK(false, "an eager op failed to type-check");
+    }
+    inf.out = std::move(*out_t);
+    inf.out_bytes.resize(inf.out.size());
+    for (size_t k = 0; k < inf.out.size(); ++k)
+      inf.out_bytes[k] = static_cast<size_t>(numel(inf.out[k].shape)) * dtype_size(inf.out[k].dtype);
+    inf.kernel = op->kernel(backend_.kind(), kernel_dtype(*op, inf.in, inf.out));
+    MLS_CHECK(inf.kernel != nullptr || (op->view && inf.out.size() == 1),
+              "EagerSession: the backend has no kernel for this op and dtype");
+    inf.attrs = attrs;
+    inf.key = key;
+    inf.op = op;
   }
-  if (rg && recording_)
-    tape_.push_back({op, attrs, Refs(inputs.begin(), inputs.end()), outs, std::string()});
+
+  bool rg = false;
+  for (Ref r : inputs) rg = rg || slots_[static_cast<size_t>(r.id)].requires_grad;
+  rg = rg && op->kind == OpKind::Compute;
+
+  // Output slots first: growing slots_ moves the tensors, so pointers are taken after.
+  const size_t first = count_;
+  const size_t nout = inf.out.size();
+  while (slots_.size() < first + nout) slots_.emplace_back();
+  if (op->view) {  // a view: no kernel, no copy
+    const Tensor& src = slots_[static_cast<size_t>(inputs[0].id)].value;
+    slots_[first].value.reset_contiguous(src.buffer_ptr(), src.byte_offset(), inf.out[0].dtype, inf.out[0].shape);
+  } else {
+    for (size_t k = 0; k < nout; ++k) {
+      const ValueType& t = inf.out[k];
+      const size_t bytes = inf.out_bytes[k];
+      std::shared_ptr<Buffer> buf;
+      if (bytes <= kSmallBufferBytes) {
+        auto& list = c.free[static_cast<size_t>(Caches::size_class(bytes))];
+        if (!list.empty()) {
+          buf = std::move(list.back());
+          list.pop_back();
+          c.cached_bytes -= buf->size();
+        } else {
+          buf = backend_.allocate(size_t{64} << Caches::size_class(bytes), AllocTag::Activation);
+        }
+      } else {
+        buf = backend_.allocate(bytes, AllocTag::Activation);
+      }
+      slots_[first + k].value.reset_contiguous(std::move(buf), 0, t.dtype, t.shape);
+    }
+    ins_.clear();
+    for (Ref r : inputs) ins_.push_back(&slots_[static_cast<size_t>(r.id)].value);
+    outs_.clear();
+    for (size_t k = 0; k < nout; ++k) outs_.push_back(&slots_[first + k].value);
+    backend_.launch(inf.kernel, KernelCall{attrs, ins_, outs_, backend_});
+  }
+  for (size_t k = 0; k < nout; ++k) slots_[first + k].requires_grad = rg;
+  count_ += nout;
+
+  if (rg && recording_) {
+    if (tape_.size() == tape_count_) tape_.emplace_back();
+    TapeEntry& e = tape_[tape_count_++];  // reused: its vectors keep their storage
+    e.op = op;
+    e.attrs = attrs;
+    e.inputs.assign(inputs.begin(), inputs.end());
+    e.outputs.resize(nout);
+    for (size_t k = 0; k < nout; ++k) e.outputs[k] = Ref{static_cast<int32_t>(first + k)};
+    e.label.clear();
+  }
+  *num_outputs = nout;
+  return Ref{static_cast<int32_t>(first)};
+}
+
+Refs EagerSession::emit(std::string_view op, std::span<const Ref> inputs, const Attrs& attrs) {
+  size_t n = 0;
+  Ref first = run(op, inputs, attrs, &n);
+  Refs outs(n);
+  for (size_t k = 0; k < n; ++k) outs[k] = Ref{first.id + static_cast<int32_t>(k)};
   return outs;
 }
 
+Ref EagerSession::emit_first(std::string_view op, std::span<const Ref> inputs, const Attrs& attrs) {
+  size_t n = 0;
+  Ref first = run(op, inputs, attrs, &n);
+  MLS_CHECK(n > 0, "EagerSession: the op has no outputs");
+  return first;
+}
+
 Refs EagerSession::grad(Ref loss, std::span<const Ref> wrt, bool create_graph) {
-  std::vector<TapeEntry> tape = tape_;  // backprop may append to tape_ when create_graph
+  // A copy: with create_graph, backprop records onto tape_ while it walks the tape.
+  std::vector<TapeEntry> tape(tape_.begin(), tape_.begin() + static_cast<std::ptrdiff_t>(tape_count_));
   bool saved = recording_;
   recording_ = create_graph;
   Refs g = backprop(*this, tape, loss, wrt);
@@ -73,10 +247,28 @@ Refs EagerSession::grad(Ref loss, std::span<const Ref> wrt, bool create_graph) {
 }
 
 void EagerSession::reset() {
-  values_.clear();
-  types_.clear();
-  requires_grad_.clear();
-  tape_.clear();
+  Caches& c = *caches_;
+  // A buffer shared by several values (a view and its base) is seen once per holder: the
+  // last one to let go finds itself alone and caches it.
+  for (size_t i = 0; i < count_; ++i) {
+    std::shared_ptr<Buffer> b = slots_[i].value.release_buffer();
+    if (!b || b.use_count() != 1 || b->tag() != AllocTag::Activation || &b->backend() != &backend_) continue;
+    const size_t size = b->size();
+    if (size > kSmallBufferBytes || c.cached_bytes + size > kMaxCachedBytes) continue;
+    const int k = Caches::size_class(size);
+    if ((size_t{64} << k) != size) continue;  // not one of ours: sizes are exact classes
+    c.free[static_cast<size_t>(k)].push_back(std::move(b));
+    c.cached_bytes += size;
+  }
+  count_ = 0;
+  tape_count_ = 0;
+}
+
+size_t EagerSession::cached_bytes() const { return caches_->cached_bytes; }
+
+void EagerSession::release_cached_buffers() {
+  for (auto& list : caches_->free) list.clear();
+  caches_->cached_bytes = 0;
 }
 
 }  // namespace mls

@@ -8,8 +8,20 @@
 //   Refs g = s.grad(loss, {w});                                  // walks the tape
 //   s.value(g[0]).to_f64();
 //   s.reset();                                                   // next step
+//
+// A session keeps every value until reset(), because backward may need any of them; a long
+// loop resets it every so often. reset() keeps the session's capacity, so a warm session
+// runs a tiny op with no heap allocation at all (bench/eager_overhead: tens of ns per op):
+//  - value slots and tape entries are reused, with the storage of their shapes;
+//  - type inference and the kernel lookup are remembered per (op, input types, attributes);
+//  - buffers of at most kSmallBufferBytes that no one else holds when reset() runs go to a
+//    small-buffer cache and back out to the next ops. They stay allocated, so the memory
+//    tracker keeps counting them (tag Activation) while cached: cached_bytes() says how
+//    many; release_cached_buffers() or the destructor frees them.
+// Ops with no input that requires grad record no tape entry. Not thread-safe.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "engine/autodiff/autodiff.h"
@@ -20,28 +32,54 @@ namespace mls {
 
 class EagerSession final : public Emitter {
  public:
-  explicit EagerSession(Backend& backend) : backend_(backend) {}
+  // Buffers up to this size are recycled by reset(); at most kMaxCachedBytes of them wait.
+  static constexpr size_t kSmallBufferBytes = 4096;
+  static constexpr size_t kMaxCachedBytes = size_t{1} << 20;
+
+  explicit EagerSession(Backend& backend);
+  ~EagerSession() override;
+  EagerSession(const EagerSession&) = delete;
+  EagerSession& operator=(const EagerSession&) = delete;
 
   Ref leaf(const Tensor& t, bool requires_grad = false);
   Refs emit(std::string_view op, std::span<const Ref> inputs, const Attrs& attrs) override;
+  Ref emit_first(std::string_view op, std::span<const Ref> inputs, const Attrs& attrs) override;
+  Ref constant(const Tensor& value) override { return leaf(value); }
   ValueType type_of(Ref r) const override;
   const Tensor& value(Ref r) const;
+  bool requires_grad(Ref r) const;
 
   // Reverse mode over the tape. With create_graph the gradient ops are recorded too, so
   // the result can be differentiated again.
   Refs grad(Ref loss, std::span<const Ref> wrt, bool create_graph = false);
   // Drops every value and the tape; tensors still referenced elsewhere stay alive.
   void reset();
-  size_t tape_size() const { return tape_.size(); }
+  size_t num_values() const { return count_; }
+  size_t tape_size() const { return tape_count_; }
+  size_t cached_bytes() const;
+  void release_cached_buffers();
   Backend& backend() { return backend_; }
 
  private:
+  struct Slot {
+    Tensor value;
+    bool requires_grad = false;
+  };
+  struct Caches;  // type inference memo and small-buffer cache (eager.cpp)
+
+  // Runs one op; its outputs are the `*num_outputs` values from the returned Ref on.
+  Ref run(std::string_view op_name, std::span<const Ref> inputs, const Attrs& attrs, size_t* num_outputs);
+  const Slot& slot(Ref r) const;
+
   Backend& backend_;
-  std::vector<Tensor> values_;
-  std::vector<ValueType> types_;
-  std::vector<bool> requires_grad_;
-  std::vector<TapeEntry> tape_;
+  std::unique_ptr<Caches> caches_;
+  std::vector<Slot> slots_;  // the first count_ hold this session's values
+  size_t count_ = 0;
+  std::vector<TapeEntry> tape_;  // the first tape_count_ are recorded
+  size_t tape_count_ = 0;
   bool recording_ = true;
+  std::vector<const Tensor*> ins_;  // scratch for a kernel call
+  std::vector<Tensor*> outs_;
 };
 
 }  // namespace mls

@@ -1,8 +1,19 @@
 #include "engine/ir/emitter.h"
 
 #include "engine/core/check.h"
+#include "engine/ir/graph.h"
 
 namespace mls {
+
+// Graph is the one emitter in this layer; it keeps constants as values of kind Const (named
+// by their id, so two captured tensors never clash). The eager session overrides this.
+Ref Emitter::constant(const Tensor& value) {
+  auto* g = dynamic_cast<Graph*>(this);
+  MLS_CHECK(g != nullptr, "Emitter::constant: this emitter cannot hold constants");
+  // Kernels read contiguous memory; a strided view is packed once here.
+  return g->add_constant("c" + std::to_string(g->values().size()),
+                         value.is_contiguous() ? value : value.contiguous(AllocTag::Other));
+}
 
 Ref add(Emitter& e, Ref a, Ref b) { return e.emit1("add", {a, b}); }
 Ref sub(Emitter& e, Ref a, Ref b) { return e.emit1("sub", {a, b}); }

@@ -17,6 +17,8 @@
 
 namespace mls {
 
+class Tensor;
+
 class Emitter {
  public:
   virtual ~Emitter() = default;
@@ -28,8 +30,17 @@ class Emitter {
   // Names what the next ops belong to (the graph labels its nodes with it; eager ignores it).
   virtual void set_scope(const std::string& label) { (void)label; }
 
+  // Emits one op and returns its first output. The eager session overrides it to skip the
+  // Refs vector: a tiny eager op costs tens of nanoseconds, and one allocation is many of them.
+  virtual Ref emit_first(std::string_view op, std::span<const Ref> inputs, const Attrs& attrs) {
+    return emit(op, inputs, attrs)[0];
+  }
+  // A constant tensor (captured by a traced function, say): a graph constant in a Graph, a
+  // leaf in an eager session. Emitters that cannot hold one assert.
+  virtual Ref constant(const Tensor& value);
+
   Ref emit1(std::string_view op, std::initializer_list<Ref> inputs, const Attrs& attrs = {}) {
-    return emit(op, std::span<const Ref>(inputs.begin(), inputs.size()), attrs)[0];
+    return emit_first(op, std::span<const Ref>(inputs.begin(), inputs.size()), attrs);
   }
   Shape shape_of(Ref r) const { return type_of(r).shape; }
 };
