@@ -17,6 +17,11 @@ void add_project_overrides(CLI::App& c, mls::app::ProjectOptions& p) {
   c.add_option("--seed", p.seed, "Override the seed (initialisation and shuffling)");
   c.add_option("--device", p.device, "cpu (vulkan and cuda: not in this build yet)");
   c.add_option("--mode", p.mode, "static (compiled graph) or eager (define-by-run)");
+  c.add_option("--precision", p.precision,
+               "f32, or bf16/f16 mixed precision: matrix products in 16 bits, f32 weights, loss scaling");
+  c.add_option("--activation-checkpointing", p.activation_checkpointing,
+               "off, auto (recompute forward segments in backward: about half the activation memory), "
+               "or a byte budget for the training step's planned memory");
   c.add_option("--limit", p.limit, "Train on the first N training samples only");
   c.add_option("--test-limit", p.test_limit, "Evaluate on the first N test samples only");
 }
@@ -55,6 +60,8 @@ int main(int argc, char** argv) {
   graph_cmd->add_option("--profile", graph.profile,
                         "Train N steps on the project's data with every kernel timed; print time per op and node");
   graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)");
+  graph_cmd->add_option("--activation-checkpointing", graph.project.activation_checkpointing,
+                        "With --passes: off, auto or a byte budget (default: the project's)");
   graph_cmd->add_option("--limit", graph.project.limit, "With --profile: load only the first N training samples");
 
   mls::app::RunsOptions runs;

@@ -39,6 +39,16 @@ Result<Project> open_project(const ProjectOptions& o) {
       return make_error("--mode must be static or eager, got '" + *o.mode + "'");
     t.mode = *o.mode == "eager" ? ExecMode::Eager : ExecMode::Static;
   }
+  if (o.precision) {
+    auto prec = parse_precision(*o.precision);
+    if (!prec) return make_error("--precision must be f32, bf16 or f16, got '" + *o.precision + "'");
+    t.precision = *prec;
+  }
+  if (o.activation_checkpointing) {
+    auto ac = nodes::parse_activation_checkpointing(*o.activation_checkpointing);
+    if (!ac) return make_error("--activation-checkpointing: " + ac.error().message);
+    t.activation_checkpointing = *ac;
+  }
   if (o.limit) {
     if (*o.limit < 0) return make_error("--limit must be >= 0 (0: every sample)");
     p.doc.dataset.limit = *o.limit;

@@ -23,6 +23,8 @@ struct ProjectOptions {
   std::optional<double> lr;
   std::optional<uint64_t> seed;
   std::optional<std::string> device, mode;
+  std::optional<std::string> precision;  // "f32", "bf16" or "f16"
+  std::optional<std::string> activation_checkpointing;  // "off", "auto" or a byte budget
   bool load_data = true;  // false: describe the data without the training split in memory
 };
 

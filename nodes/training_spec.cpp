@@ -1,5 +1,8 @@
 #include "nodes/training_spec.h"
 
+#include <cerrno>
+#include <cstdlib>
+
 #include "nodes/json_fields.h"
 
 namespace mls::nodes {
@@ -111,7 +114,8 @@ Result<void> parse_training(const FieldReader& r, const json& root, TrainingSpec
   const std::string path = "/training";
   if (auto e = r.known_keys(t, path,
                             {"epochs", "batch_size", "seed", "device", "mode", "optimizer", "schedule",
-                             "clip_grad_norm", "clip_grad_value", "early_stopping"});
+                             "clip_grad_norm", "clip_grad_value", "early_stopping", "precision",
+                             "activation_checkpointing"});
       !e)
     return e;
   if (auto e = r.int_field(t, path, "epochs", kAtLeastOne, out.epochs); !e) return e;
@@ -121,6 +125,21 @@ Result<void> parse_training(const FieldReader& r, const json& root, TrainingSpec
   std::string mode = std::string(to_string(out.mode));
   if (auto e = r.choice_field(t, path, "mode", "mode", {"static", "eager"}, mode); !e) return e;
   out.mode = mode == "eager" ? ExecMode::Eager : ExecMode::Static;
+  std::string precision = std::string(precision_name(out.precision));
+  if (auto e = r.choice_field(t, path, "precision", "precision", {"f32", "bf16", "f16"}, precision); !e) return e;
+  out.precision = *parse_precision(precision);
+  if (auto it = t.find("activation_checkpointing"); it != t.end()) {
+    const std::string where = ptr(path, "activation_checkpointing");
+    if (it->is_number_integer() && it->get<double>() > 0) {
+      out.activation_checkpointing = it->get<int64_t>();
+    } else if (it->is_string()) {
+      auto v = parse_activation_checkpointing(it->get<std::string>());
+      if (!v) return r.fail(where, v.error().message);
+      out.activation_checkpointing = *v;
+    } else {
+      return r.fail(where, "must be \"off\", \"auto\" or a positive byte budget, got " + it->dump());
+    }
+  }
   if (auto e = r.number_field(t, path, "clip_grad_norm", kNonNegative, out.clip_grad_norm); !e) return e;
   if (auto e = r.number_field(t, path, "clip_grad_value", kNonNegative, out.clip_grad_value); !e) return e;
   if (auto e = parse_optimizer(r, t, path, out.optimizer); !e) return e;
@@ -204,6 +223,9 @@ ordered training_json(const TrainingSpec& t) {
     out["early_stopping"] = {{"patience", t.early_stopping.patience},
                              {"monitor", t.early_stopping.monitor},
                              {"min_delta", t.early_stopping.min_delta}};
+  if (t.precision != Precision::F32) out["precision"] = std::string(precision_name(t.precision));
+  if (t.activation_checkpointing == 0) out["activation_checkpointing"] = "auto";
+  if (t.activation_checkpointing > 0) out["activation_checkpointing"] = t.activation_checkpointing;
   return out;
 }
 
@@ -217,7 +239,8 @@ bool TrainingSpec::operator==(const TrainingSpec& o) const {
          clip_grad_norm == o.clip_grad_norm && clip_grad_value == o.clip_grad_value &&
          early_stopping.patience == o.early_stopping.patience &&
          (early_stopping.patience == 0 || (early_stopping.monitor == o.early_stopping.monitor &&
-                                           early_stopping.min_delta == o.early_stopping.min_delta));
+                                           early_stopping.min_delta == o.early_stopping.min_delta)) &&
+         precision == o.precision && activation_checkpointing == o.activation_checkpointing;
 }
 
 TrainConfig train_config(const TrainingSpec& t) {
@@ -241,6 +264,8 @@ TrainConfig train_config(const TrainingSpec& t) {
   c.clip_grad_norm = t.clip_grad_norm;
   c.clip_grad_value = t.clip_grad_value;
   c.early_stop = t.early_stopping;
+  c.precision = t.precision;
+  c.checkpoint_budget_bytes = t.activation_checkpointing;
   return c;
 }
 
@@ -251,6 +276,16 @@ std::string_view to_string(OptimizerType t) {
 
 std::string_view to_string(ExecMode m) {
   return m == ExecMode::Eager ? "eager" : "static";
+}
+
+Result<int64_t> parse_activation_checkpointing(const std::string& text) {
+  if (text == "off") return int64_t{-1};
+  if (text == "auto") return int64_t{0};
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (!text.empty() && *end == '\0' && errno == 0 && v > 0) return static_cast<int64_t>(v);
+  return make_error("expected \"off\", \"auto\" or a positive byte budget, got '" + text + "'");
 }
 
 }  // namespace mls::nodes

@@ -6,7 +6,8 @@
 //                              "weight_decay": 0},
 //                "schedule": {"type": "cosine", "eta_min": 0, "warmup_steps": 0},
 //                "clip_grad_norm": 0, "clip_grad_value": 0,
-//                "early_stopping": {"patience": 3, "monitor": "loss", "min_delta": 0}}
+//                "early_stopping": {"patience": 3, "monitor": "loss", "min_delta": 0},
+//                "precision": "bf16", "activation_checkpointing": "auto"}
 //
 // optimizer.type: "sgd" (lr 0.01, momentum, nesterov, weight_decay), "adam" and "adamw"
 // (lr 0.001, beta1, beta2, eps, weight_decay), "rmsprop" (lr 0.01, alpha, eps,
@@ -17,6 +18,13 @@
 // validation loss, else the training loss). Every type takes "warmup_steps".
 // early_stopping.monitor: a validation metric, "loss", "accuracy" or "macro_f1"
 // (classification), "mae", "rmse" or "r2" (regression); needs dataset.validation > 0.
+// precision: "f32" (the default, not saved), "bf16" or "f16": mixed precision, matrix
+// products in that precision with f32 master weights and dynamic loss scaling
+// (engine/train/mixed_precision.h).
+// activation_checkpointing: "off" (the default, not saved), "auto" (recompute segments of
+// the forward pass in backward instead of storing them: about half the planned activation
+// memory for some 20 % more time), or a byte budget for the training step's planned arena
+// (the fewest recomputations that fit; an error names the smallest possible).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +66,8 @@ struct TrainingSpec {
   ScheduleConfig schedule;  // its lr is the optimizer's
   double clip_grad_norm = 0.0, clip_grad_value = 0.0;
   EarlyStopConfig early_stopping;
+  Precision precision = Precision::F32;
+  int64_t activation_checkpointing = -1;  // -1 off, 0 auto, > 0 a byte budget
   bool operator==(const TrainingSpec&) const;
 };
 
@@ -71,5 +81,7 @@ TrainConfig train_config(const TrainingSpec& t);
 
 std::string_view to_string(OptimizerType t);  // "sgd", "adam", "adamw", "rmsprop", "adagrad"
 std::string_view to_string(ExecMode m);       // "static", "eager"
+// "off", "auto" or a byte count (as --activation-checkpointing takes it) -> -1, 0 or bytes.
+Result<int64_t> parse_activation_checkpointing(const std::string& text);
 
 }  // namespace mls::nodes

@@ -237,6 +237,7 @@ void def_unary(OpRegistry& reg, const char* name, std::vector<AttrSpec> attrs, U
              return std::vector<RefArray>{ref_unary(in[0], [&](double x) { return f(x, a); })};
            },
        .samples = [samples] { return samples; },
+       .inplace = true,  // elementwise: may write over an input of its type (OpDef::inplace)
        .doc = doc});
 }
 
@@ -345,6 +346,7 @@ void register_unary(OpRegistry& reg) {
                     return std::vector<OpSample>{s};
                   },
               .kind = OpKind::NonDiff,
+              .inplace = true,
               .doc = "-1, 0 or 1 by the sign of x (piecewise constant: no gradient)"});
 }
 
@@ -390,6 +392,7 @@ void register_backward(OpRegistry& reg) {
                                               {{"approximate", std::string("tanh")}}, "tanh form")},
                                       -3, 3);
                   },
+              .inplace = true,
               .doc = "the gradient of gelu: dy * gelu'(x)"});
 
   // clamp_backward(dy, x) = dy inside (min, max), else 0. Linear in dy; zero a.e. in x.
@@ -419,6 +422,7 @@ void register_backward(OpRegistry& reg) {
                     return std::vector<OpSample>{
                         sample({f32({3, 4}), f32({3, 4})}, {{"min", -0.5}, {"max", 0.5}})};
                   },
+              .inplace = true,
               .doc = "the gradient of clamp: dy where min < x < max, else 0"});
 }
 
@@ -582,85 +586,17 @@ void register_where(OpRegistry& reg) {
                  sample({b31, f32({4}), f32({3, 4})}, {}, "cond and a broadcast"),
                  sample({b214, f32({3, 1}), f32({})}, {}, "all broadcast, scalar b")};
            },
+       .inplace = true,  // element i of a (or b) read before element i is written
        .doc = "cond ? a : b elementwise (cond bool); all three broadcast. Gradients: to a "
               "where cond holds, to b elsewhere"});
 }
 
+}  // namespace
+
 // [SECTION] cast
 
-constexpr DType kCastTypes[] = {DType::F32, DType::F16, DType::BF16,
-                                DType::I64, DType::I32, DType::Bool};
-
-bool castable(DType t) {
-  return std::find(std::begin(kCastTypes), std::end(kCastTypes), t) != std::end(kCastTypes);
-}
-
-// The value `x` takes in dtype `t`, the way the CPU kernels convert: floats round to nearest
-// even (through f32), floats to integers truncate toward zero and saturate (NaN -> 0), to
-// bool is x != 0. (Integer to narrower integer wraps in the kernels; not modelled here.)
-double cast_ref(double x, DType t) {
-  auto to_int = [x](double lo, double hi) {
-    return std::isnan(x) ? 0.0 : std::clamp(std::trunc(x), lo, hi);
-  };
-  auto f = static_cast<float>(x);
-  switch (t) {
-    case DType::F32:
-      return f;
-    case DType::F16:
-      return f16_to_f32(f32_to_f16(f));
-    case DType::BF16:
-      return bf16_to_f32(f32_to_bf16(f));
-    case DType::I64:
-      return to_int(static_cast<double>(std::numeric_limits<int64_t>::min()),
-                    static_cast<double>(std::numeric_limits<int64_t>::max()));
-    case DType::I32:
-      return to_int(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
-    case DType::Bool:
-      return x != 0.0 ? 1.0 : 0.0;
-    default:
-      return x;
-  }
-}
-
-void register_cast(OpRegistry& reg) {
-  reg.define(
-      {.name = "cast",
-       .attrs = {{"dtype", AttrKind::String}},
-       .infer = [](InTypes in, const Attrs& a) -> Result<Types> {
-         auto t = parse_dtype(a.get_string("dtype"));
-         if (!t || !castable(*t))
-           return make_error("cannot cast to '" + a.get_string("dtype") +
-                             "' (f32, f16, bf16, i64, i32 or bool)");
-         if (!castable(in[0].dtype)) return make_error("cannot cast from " + type_str(in[0]));
-         return Types{{*t, in[0].shape}};
-       },
-       .reference =
-           [](std::span<const RefArray> in, const Attrs& a) {
-             DType t = *parse_dtype(a.get_string("dtype"));
-             return std::vector<RefArray>{
-                 ref_unary(in[0], [t](double x) { return cast_ref(x, t); })};
-           },
-       .samples =
-           [] {
-             std::vector<OpSample> v;
-             for (DType from : kCastTypes)
-               for (DType to : kCastTypes) {
-                 OpSample s = sample({{from, {3, 4}}}, {{"dtype", std::string(dtype_name(to))}});
-                 s.lo = -3;
-                 s.hi = 3;
-                 s.int_high = 5;
-                 v.push_back(std::move(s));
-               }
-             return v;
-           },
-       .kind = OpKind::NonDiff,
-       .doc = "converts the element type (attr dtype: f32, f16, bf16, i64, i32, bool). Floats "
-              "round to nearest even, float to integer truncates toward zero and saturates "
-              "(NaN -> 0), to bool is x != 0. No gradient yet: gradients through casts come "
-              "with mixed precision"});
-}
-
-}  // namespace
+// cast lives in precision_ops.cpp with the other mixed precision op (matmul_lowp).
+void register_precision_ops(OpRegistry& reg);
 
 void register_math_ops(OpRegistry& reg) {
   register_unary(reg);
@@ -668,7 +604,7 @@ void register_math_ops(OpRegistry& reg) {
   register_binary(reg);
   register_compare(reg);
   register_where(reg);
-  register_cast(reg);
+  register_precision_ops(reg);
 }
 
 }  // namespace mls::ops

@@ -393,8 +393,8 @@ TEST_CASE("training and dataset settings are checked", "[nodes]") {
         "P.mls: /training/optimizer/nesterov: Nesterov momentum needs momentum > 0");
   CHECK(with("training", "epoch", 3) ==
         "P.mls: /training/epoch: unknown key 'epoch' (expected 'epochs', 'batch_size', 'seed', "
-        "'device', 'mode', 'optimizer', 'schedule', 'clip_grad_norm', 'clip_grad_value' or "
-        "'early_stopping')");
+        "'device', 'mode', 'optimizer', 'schedule', 'clip_grad_norm', 'clip_grad_value', "
+        "'early_stopping' or 'precision')");
   CHECK(with("dataset", "source", "cifar10") ==
         "P.mls: /dataset/source: unknown dataset source 'cifar10' (expected 'fashion-mnist', "
         "'mnist', 'csv', 'npy', 'npz', 'image-folder' or 'synthetic')");
