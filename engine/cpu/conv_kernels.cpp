@@ -13,19 +13,19 @@
 //   wide and the extra columns dropped. A register-tiled micro-kernel reads the shifted rows
 //   in place. The input gradient of a stride-1 convolution is itself one (of g with the
 //   kernel flipped), so it runs on the same micro-kernel.
-// - otherwise: im2col into a buffer, then OpenBLAS.
+// - otherwise: im2col into a buffer, then cpu::gemm.
 // Work splits over samples (per-task weight-gradient buffers are added at the end).
 //
 // [SECTION] Shapes and task splitting
 // [SECTION] Stride 1: micro-kernels in padded-width layout
 // [SECTION] Any stride: im2col + SGEMM
 // [SECTION] Kernels
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "engine/cpu/conv_kernels.h"
+#include "engine/cpu/gemm.h"
 #include "engine/cpu/kernels.h"
 #include "engine/ops/conv.h"
 
@@ -212,10 +212,22 @@ struct Scratch {
   explicit Scratch(const Direct& d) : xp(d.padded_size), yp(static_cast<size_t>(d.cout * d.qr)) {}
 };
 
+// y[c, :] = act(y[c, :] + bias[c]) over `channels` planes: conv2d_act's epilogue, run on a
+// block just computed.
+void bias_act(float* y, int64_t channels, int64_t plane, const float* bias, Activation act) {
+  if (!bias && act == Activation::None) return;
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    float* p = y + ch * plane;
+    if (bias)
+      for (int64_t i = 0; i < plane; ++i) p[i] += bias[ch];
+    apply_activation(act, p, plane);
+  }
+}
+
 // y [groups*cout, oh, ow] = x [groups*cin, h, w] (*) w [groups*cout, k] for one sample; the
 // tiles split over the pool when `split` (few samples, much work each).
 void direct_sample(const KernelCall& c, const float* x, const float* w, float* y, const Direct& d,
-                   int64_t groups, Scratch& s, bool split) {
+                   int64_t groups, Scratch& s, bool split, const float* bias, Activation act) {
   const int64_t tiles = d.qr / kTile;
   for (int64_t g = 0; g < groups; ++g) {
     pad_input(x + g * d.cin * d.h * d.w, s.xp.data(), d);
@@ -234,12 +246,14 @@ void direct_sample(const KernelCall& c, const float* x, const float* w, float* y
       for (int64_t r = 0; r < d.oh; ++r)
         std::memcpy(yg + (o * d.oh + r) * d.ow, s.yp.data() + o * d.qr + r * d.wp,
                     sizeof(float) * static_cast<size_t>(d.ow));
+    bias_act(yg, d.cout, d.oh * d.ow, bias ? bias + g * d.cout : nullptr, act);
   }
 }
 
 // The stride-1 convolution of n samples: over samples, or over tiles when samples are few.
 void direct_conv(const KernelCall& c, const float* x, const float* w, float* y, int64_t n,
-                 int64_t groups, const Direct& d) {
+                 int64_t groups, const Direct& d, const float* bias = nullptr,
+                 Activation act = Activation::None) {
   double macs = static_cast<double>(groups * d.cout * d.k * d.qr);
   bool split = n < pool_of(c).size() && macs >= 2 * kTaskMacs;
   int64_t tasks = split ? 1 : batch_tasks(c, n, macs);
@@ -247,7 +261,7 @@ void direct_conv(const KernelCall& c, const float* x, const float* w, float* y, 
   for_sample_tasks(c, n, tasks, [&](int64_t lo, int64_t hi, int64_t) {
     Scratch s(d);
     for (int64_t i = lo; i < hi; ++i)
-      direct_sample(c, x + i * in_size, w, y + i * out_size, d, groups, s, split);
+      direct_sample(c, x + i * in_size, w, y + i * out_size, d, groups, s, split, bias, act);
   });
 }
 
@@ -366,26 +380,28 @@ void col2im(const float* col, float* x, const ConvShape& s) {
   });
 }
 
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+void gemm(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cpu::gemm(pool, GemmArgs{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda,
+                           .b = b, .ldb = ldb, .c = c, .ldc = ldc, .beta = beta});
 }
 
-// OpenBLAS keeps a GEMM on the calling thread below M*N*K = 65536 * 4 (its SMP threshold).
+// cpu::gemm keeps a GEMM on the calling thread up to M*N*K = kGemmParallelMacs.
 // Convolutions made of such GEMMs split their samples over our pool; larger ones run the
-// samples in turn and let OpenBLAS's threads share each GEMM, so the two pools never compete.
+// samples in turn and let gemm's threads share each GEMM.
 int64_t blas_tasks(const KernelCall& c, const ConvShape& s) {
   double mnk = static_cast<double>(s.og) * static_cast<double>(s.k() * s.pixels());
-  if (mnk >= 65536.0 * 4) return 1;
+  if (mnk > static_cast<double>(kGemmParallelMacs)) return 1;
   return batch_tasks(c, s.n, mnk * static_cast<double>(s.groups));
 }
 
 // [SECTION] Kernels
 
-void conv2d_kernel(const KernelCall& c) {
+void conv2d_kernel(const KernelCall& c) { conv2d_forward(c, nullptr, Activation::None); }
+
+}  // namespace
+
+void conv2d_forward(const KernelCall& c, const float* bias, Activation act) {
   const Tensor &tx = *c.inputs[0], &tw = *c.inputs[1];
   ConvShape s = conv_shape(tx.shape(), tw.shape(), c.outputs[0]->shape(), c.attrs);
   const float* x = in_ptr<float>(c, 0);
@@ -393,7 +409,8 @@ void conv2d_kernel(const KernelCall& c) {
   float* y = out_ptr<float>(c, 0);
   if (s.unit_stride() && !s.pointwise())
     return direct_conv(c, x, w, y, s.n, s.groups,
-                       make_direct(s.cg, s.h, s.w, s.og, s.kh, s.kw, s.p.padding, s.p.dilation));
+                       make_direct(s.cg, s.h, s.w, s.og, s.kh, s.kw, s.p.padding, s.p.dilation),
+                       bias, act);
   const int64_t k = s.k(), px = s.pixels();
   for_sample_tasks(c, s.n, blas_tasks(c, s), [&](int64_t lo, int64_t hi, int64_t) {
     std::vector<float> col(s.pointwise() ? 0 : static_cast<size_t>(k * px));
@@ -401,11 +418,14 @@ void conv2d_kernel(const KernelCall& c) {
       for (int64_t g = 0; g < s.groups; ++g) {
         const float* xg = x + (n * s.c + g * s.cg) * s.h * s.w;
         if (!s.pointwise()) im2col(xg, col.data(), s);
-        gemm(false, false, s.og, px, k, w + g * s.og * k, k, s.pointwise() ? xg : col.data(), px,
+        gemm(pool_of(c), false, false, s.og, px, k, w + g * s.og * k, k, s.pointwise() ? xg : col.data(), px,
              0.f, y + (n * s.o + g * s.og) * px, px);
+        bias_act(y + (n * s.o + g * s.og) * px, s.og, px, bias ? bias + g * s.og : nullptr, act);
       }
   });
 }
+
+namespace {
 
 // (g [n,o,oh,ow], w [o,cg,kh,kw]) -> dx [n,c,h,w]; also conv_transpose2d's forward, with the
 // transposed convolution's input as g.
@@ -423,7 +443,7 @@ void conv2d_backward_input_kernel(const KernelCall& c) {
       for (int64_t gi = 0; gi < s.groups; ++gi) {
         float* dxg = dx + (n * s.c + gi * s.cg) * s.h * s.w;
         float* out = s.pointwise() ? dxg : col.data();
-        gemm(true, false, k, px, s.og, w + gi * s.og * k, k, g + (n * s.o + gi * s.og) * px, px,
+        gemm(pool_of(c), true, false, k, px, s.og, w + gi * s.og * k, k, g + (n * s.o + gi * s.og) * px, px,
              0.f, out, px);
         if (s.pointwise()) continue;
         std::fill(dxg, dxg + plane, 0.f);
@@ -457,7 +477,7 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
       for (int64_t gi = 0; gi < s.groups; ++gi) {
         const float* xg = x + (n * s.c + gi * s.cg) * s.h * s.w;
         if (!s.pointwise()) im2col(xg, col.data(), s);
-        gemm(false, true, s.og, k, px, g + (n * s.o + gi * s.og) * px, px,
+        gemm(pool_of(c), false, true, s.og, k, px, g + (n * s.o + gi * s.og) * px, px,
              s.pointwise() ? xg : col.data(), px, 1.f, acc + gi * s.og * k, k);
       }
   });

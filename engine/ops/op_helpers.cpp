@@ -14,6 +14,7 @@ void register_core_ops(OpRegistry& reg) {
   ops::register_layout_ops(reg);
   ops::register_conv_ops(reg);
   ops::register_norm_ops(reg);
+  ops::register_fused_ops(reg);
 }
 
 namespace ops {
@@ -128,6 +129,7 @@ void define_binary(OpRegistry& reg, const char* name, std::function<double(doubl
                     }
                     return v;
                   },
+              .inplace = true,  // elementwise: may write over an input of its type (OpDef::inplace)
               .doc = doc});
 }
 

@@ -53,5 +53,6 @@ void register_math_ops(OpRegistry& reg);      // math_ops.cpp: more unary/binary
 void register_layout_ops(OpRegistry& reg);    // layout_ops.cpp: reductions max/min/var, slice, concat, ...
 void register_conv_ops(OpRegistry& reg);      // conv_ops.cpp: conv2d, conv_transpose2d, pooling
 void register_norm_ops(OpRegistry& reg);      // norm_ops.cpp: softmax, norms, dropout, embedding, losses
+void register_fused_ops(OpRegistry& reg);     // fused_ops.cpp: fused_elementwise, linear_act, conv2d_act
 
 }  // namespace mls::ops

@@ -10,6 +10,8 @@ std::vector<NamedPass> default_passes() {
           {"algebraic simplification", wrap(simplify_algebra)},
           {"constant folding", [](const Graph& g, Backend& b) { return fold_constants(g, b); }},
           {"common-subexpression elimination", wrap(eliminate_common_subexpressions)},
+          {"bias + activation fusion", wrap(fuse_linear_activation)},
+          {"elementwise fusion", wrap(fuse_elementwise)},
           {"dead-code elimination", wrap(eliminate_dead_code)}};
 }
 

@@ -1,0 +1,78 @@
+// Fused ops: what the fusion passes (engine/passes/fusion.cpp) make of a differentiated
+// graph. fused_elementwise runs a whole elementwise expression in one pass over memory;
+// linear_act and conv2d_act add a bias and apply an activation to a GEMM's or a
+// convolution's output while it is still in cache.
+//
+//   auto p = FusedProgram::parse("t0=sub(x0,x1); mul(t0,t0)");   // (a - b)^2, a DAG
+//   Ref d2 = fused_elementwise(e, {a, b}, *p);
+//   Ref h = linear_act(e, x, w, bias, "relu");                      // relu(x w + bias[N])
+//   Ref c = conv2d_act(e, x, k, bias, {.padding = {1, 1}}, "relu"); // bias [O]
+//   p->to_text();                                                    // "t0=sub(x0,x1); mul(t0,t0)"
+//
+// The program is the op's `program` attribute, written as nested calls of the primitive
+// ops it stands for: inputs are x0, x1, ...; numbers are scalar constants, or trailing
+// attributes for ops that take them (scale(x0,0.5), clamp(x0,-inf,6)); a value used twice
+// is bound once (t0=...;). Gradients of the fused ops re-emit those primitives and apply
+// their rules, so any order of derivative works as for the unfused graph.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/attrs.h"
+#include "engine/core/result.h"
+#include "engine/ir/emitter.h"
+#include "engine/ops/conv.h"
+
+namespace mls {
+
+enum class FusedCode : uint8_t {
+  Input, Const,
+  // unary
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Silu, Gelu, GeluTanh, LeakyRelu,
+  Softplus, Clamp, Scale, AddScalar,
+  // binary
+  Add, Sub, Mul, Div, Maximum, Minimum, Pow, ReluBackward, GeluBackward, GeluTanhBackward,
+  ClampBackward,
+};
+
+// One instruction: operands a, b are earlier instructions; p0, p1 are the op's
+// attributes (Input: p0 is the input index; Const: p0 is the value).
+struct FusedInstr {
+  FusedCode code = FusedCode::Input;
+  int32_t a = -1, b = -1;
+  double p0 = 0, p1 = 0;
+};
+
+int fused_operands(FusedCode c);  // 0, 1 or 2
+
+struct FusedProgram {
+  int num_inputs = 0;
+  // code[i] for i < num_inputs is Input i; every other instruction follows its operands;
+  // the last is the result.
+  std::vector<FusedInstr> code;
+
+  // The message names what is wrong and where (e.g. "unknown op 'foo' at 12").
+  static Result<FusedProgram> parse(std::string_view text);
+  std::string to_text() const;
+  // Appends an instruction for a registry op with these attributes; nullopt when the op
+  // is not elementwise or not supported (a tanh-form gelu is GeluTanh).
+  static std::optional<FusedInstr> instr_of(std::string_view op, const Attrs& attrs);
+  // The registry op and attributes an instruction stands for (not Input or Const).
+  static std::pair<std::string, Attrs> op_of(const FusedInstr& in);
+};
+
+Ref fused_elementwise(Emitter& e, std::span<const Ref> inputs, const FusedProgram& p);
+// act: "none", "relu", "sigmoid", "tanh", "gelu" (the exact, erf form) or "silu". bias
+// (optional, invalid Ref for none) is [N] for linear_act and [O] for conv2d_act.
+Ref linear_act(Emitter& e, Ref x, Ref w, Ref bias, std::string_view act, bool transpose_a = false,
+               bool transpose_b = false);
+Ref conv2d_act(Emitter& e, Ref x, Ref w, Ref bias, const Conv2dParams& p, std::string_view act);
+
+// Whether linear_act and conv2d_act accept this activation name.
+bool fused_activation_ok(std::string_view act);
+
+}  // namespace mls
