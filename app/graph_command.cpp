@@ -55,6 +55,9 @@ int profile_command(const GraphOptions& o) {
   std::sort(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
   std::printf("%lld training steps of batch %lld, kernels %.3f ms per step\n",
               static_cast<long long>(runs), static_cast<long long>(cfg.batch_size), 1e3 * total / static_cast<double>(runs));
+  // Kernels of a wave that run at once overlap: the wall time of the plan is what they cost.
+  std::printf("plan wall time %.3f ms per step (%zu of %zu kernels run at once with others)\n",
+              1e3 * (*plan)->run_seconds() / static_cast<double>(runs), (*plan)->stats().concurrent_steps, times.size());
   std::printf("%-26s %6s %12s %7s\n", "op", "nodes", "ms/step", "share");
   for (auto& [op, v] : ops)
     std::printf("%-26s %6d %12.3f %6.1f%%\n", op.c_str(), v.second, 1e3 * v.first / static_cast<double>(runs),
@@ -101,7 +104,11 @@ int graph_command(const GraphOptions& o) {
   }
   if (o.passes) {
     // Each stage: its IR, then its size; a summary at the end.
-    auto stages = run_passes(g, cpu::backend(), default_passes());
+    std::vector<NamedPass> passes = default_passes();
+    // The project's opt-in passes, as the trainer runs them.
+    if (p->doc.training.activation_checkpointing >= 0)
+      passes.push_back(checkpoint_pass(p->doc.training.activation_checkpointing));
+    auto stages = run_passes(g, cpu::backend(), passes);
     if (!stages) {
       std::fprintf(stderr, "mlstudio: %s\n", stages.error().message.c_str());
       return 1;
@@ -131,6 +138,15 @@ int graph_command(const GraphOptions& o) {
       return 1;
     }
     std::fputs(plan->to_text().c_str(), stdout);
+    // The same step without in-place reuse, and sequential (one kernel at a time).
+    PlanOptions no_reuse, sequential;
+    no_reuse.inplace = false;
+    sequential.concurrent = false;
+    auto a = CompiledPlan::compile(g, cpu::backend(), no_reuse);
+    auto b = CompiledPlan::compile(g, cpu::backend(), sequential);
+    if (a && b)
+      std::printf("without in-place reuse: arena %zu bytes; sequential: arena %zu bytes, %zu waves\n",
+                  a->stats().arena_bytes, b->stats().arena_bytes, b->stats().waves);
   }
   return 0;
 }

@@ -19,6 +19,16 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The training step keeps its gradients (outputs 1..) in their own buffers; a gradient can be
+// a constant (the loss does not reach that parameter) and then needs none.
+PlanOptions training_plan_options(const Graph& g) {
+  PlanOptions po;
+  for (size_t i = 1; i < g.outputs().size(); ++i)
+    if (g.value(g.outputs()[i]).kind == ValueKind::Node)
+      po.own_buffers.emplace_back(g.outputs()[i], AllocTag::Gradient);
+  return po;
+}
+
 bool higher_is_better(const std::string& metric) {
   return metric == "accuracy" || metric == "r2" || metric == "macro_f1";
 }
@@ -42,6 +52,8 @@ struct Trainer::StepPlan {
   std::optional<CompiledPlan> plan;
   Tensor x, y, seed;
   std::vector<Tensor> grads;  // of the trainable parameters, in order
+  Tensor scale;  // mixed precision: the loss scale the step multiplies the loss by
+  Ref check;     // and its last output, finite when every gradient is
 };
 
 Trainer::Trainer(Backend& backend, ModelBuilder build, TrainConfig config)
@@ -97,6 +109,7 @@ Result<void> Trainer::init() {
   opt_->attach(trainable_params_);
   step_ = epochs_done_ = best_epoch_ = bad_epochs_ = 0;
   best_metric_ = 0;
+  scaler_ = LossScaler(config_.precision, config_.loss_scale);
   return {};
 }
 
@@ -108,24 +121,37 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   }
   auto mg = build_(batch, training);
   if (!mg) return mg.error();
+  autocast_model(*mg, config_.precision);  // mixed precision: products in bf16/f16 (F32: no change)
   Graph& g = mg->graph;
   bool same = g.params().size() == params_.size();
   for (size_t i = 0; same && i < params_.size(); ++i) same = g.type_of(g.params()[i]).shape == params_[i].shape();
   if (!same) return make_error("the model built for batch " + std::to_string(batch) + " has other parameters");
   Refs outs;
+  Ref scale_input, check_sum;
   if (training) {
     Refs wrt;
     for (size_t i : trainable_) wrt.push_back(g.params()[i]);
-    auto grads = append_backward(g, mg->loss, wrt);
+    // Mixed precision: the backward of loss * S (an input filled each step), the gradients
+    // divided by S, and a last output that is finite when all of them are.
+    scale_input = scaler_.dynamic() ? g.add_input("loss_scale", {DType::F32, {}}) : Ref{};
+    auto grads = append_backward(g, scale_input.valid() ? mul(g, mg->loss, scale_input) : mg->loss, wrt);
     if (!grads) return grads.error();
+    if (scaler_.active()) *grads = unscale_gradients(g, *grads, scale_input, &check_sum);
     outs.push_back(mg->loss);
     outs.insert(outs.end(), grads->begin(), grads->end());
+    if (check_sum.valid()) outs.push_back(check_sum);
   } else {
     outs = {mg->logits, mg->loss};
   }
   g.set_outputs(outs);
   auto stages = run_passes(g, backend_, default_passes());
   if (!stages) return stages.error();
+  if (training && config_.checkpoint_budget_bytes >= 0) {  // after the default passes: it measures their result
+    auto ck = checkpoint_activations(stages->back().graph, backend_, config_.checkpoint_budget_bytes,
+                                     training_plan_options);
+    if (!ck) return ck.error();
+    stages->back().graph = std::move(ck->graph);
+  }
   // Passes keep the order of inputs, parameters and outputs: map the model's handles.
   auto sp = std::make_unique<StepPlan>();
   Graph& opt = stages->back().graph;
@@ -136,14 +162,11 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   sp->mg.input = same_input(mg->input);
   sp->mg.labels = same_input(mg->labels);
   sp->mg.step_seed = same_input(mg->step_seed);
+  const Ref scale_in = same_input(scale_input);
+  if (check_sum.valid()) sp->check = opt.outputs().back();
   sp->mg.loss = opt.outputs()[training ? 0 : 1];
   if (!training) sp->mg.logits = opt.outputs()[0];
-  PlanOptions po;
-  if (training)
-    for (size_t i = 1; i < opt.outputs().size(); ++i)
-      // A gradient can be a constant (the loss does not reach that parameter): it needs no buffer.
-      if (opt.value(opt.outputs()[i]).kind == ValueKind::Node)
-        po.own_buffers.emplace_back(opt.outputs()[i], AllocTag::Gradient);
+  PlanOptions po = training ? training_plan_options(opt) : PlanOptions{};
   sp->mg.graph = std::move(opt);
   const Graph& pg = sp->mg.graph;
   auto plan = CompiledPlan::compile(pg, backend_, po);
@@ -160,9 +183,14 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
     sp->seed = Tensor::empty(backend_, DType::I64, {1}, AllocTag::Input);
     check(sp->plan->bind(sp->mg.step_seed, sp->seed));
   }
+  if (scale_in.valid()) {
+    sp->scale = Tensor::empty(backend_, DType::F32, {}, AllocTag::Input);
+    check(sp->plan->bind(scale_in, sp->scale));
+  }
   for (size_t i = 0; i < params_.size(); ++i) check(sp->plan->bind(pg.params()[i], params_[i]));
   if (training)
-    for (size_t i = 1; i < pg.outputs().size(); ++i) sp->grads.push_back(sp->plan->tensor(pg.outputs()[i]));
+    for (size_t i = 1; i < pg.outputs().size() - (sp->check.valid() ? 1 : 0); ++i)
+      sp->grads.push_back(sp->plan->tensor(pg.outputs()[i]));
   StepPlan* raw = sp.get();
   plans_[key] = std::move(sp);
   return raw;
@@ -207,6 +235,14 @@ int64_t Trainer::step_seed() const {
   return static_cast<int64_t>(mix_seed(config_.seed ^ 0x5eedull, static_cast<uint64_t>(step_)) >> 1);
 }
 
+bool Trainer::keep_scaled_step(const Tensor& check) {
+  float sum = 0;
+  backend_.copy_to_host(*check.buffer(), check.byte_offset(), &sum, sizeof sum);
+  if (scaler_.update(std::isfinite(sum))) return true;
+  ++step_;  // skipped: parameters and optimizer state untouched; schedules still count the batch
+  return false;
+}
+
 void Trainer::apply_update(const std::vector<Tensor>& grads) {
   if (config_.clip_grad_value > 0) Optimizer::clip_grad_value(grads, config_.clip_grad_value);
   if (config_.clip_grad_norm > 0) Optimizer::clip_grad_norm(grads, config_.clip_grad_norm);
@@ -218,6 +254,7 @@ void Trainer::apply_update(const std::vector<Tensor>& grads) {
 Result<double> Trainer::eager_step(const HostBatch& batch) {
   auto mg = build_(batch.size, true);  // the same graph the static path compiles, replayed op by op
   if (!mg) return mg.error();
+  autocast_model(*mg, config_.precision);
   const Graph& g = mg->graph;
   EagerSession s(backend_);
   std::vector<Ref> map(g.values().size());
@@ -245,7 +282,12 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
   Ref loss = map[static_cast<size_t>(mg->loss.id)];
   Refs wrt;
   for (size_t i : trainable_) wrt.push_back(map[static_cast<size_t>(g.params()[i].id)]);
-  Refs grads = s.grad(loss, wrt);
+  const Ref scale_leaf =
+      scaler_.dynamic() ? s.leaf(Tensor::from_f32(backend_, {}, {static_cast<float>(scaler_.scale())}, AllocTag::Input))
+                       : Ref{};
+  Refs grads = s.grad(scale_leaf.valid() ? mul(s, loss, scale_leaf) : loss, wrt);
+  Ref check;
+  if (scaler_.active()) grads = unscale_gradients(s, grads, scale_leaf, &check);
   std::vector<Tensor> gt;
   for (size_t i = 0; i < grads.size(); ++i)
     gt.push_back(grads[i].valid()
@@ -254,6 +296,7 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
   float l = 0;
   const Tensor& lt = s.value(loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
+  if (check.valid() && !keep_scaled_step(s.value(check))) return static_cast<double>(l);
   apply_update(gt);
   return static_cast<double>(l);
 }
@@ -273,10 +316,15 @@ Result<double> Trainer::train_step(const HostBatch& batch) {
     const int64_t seed = step_seed();
     sp.seed.fill_raw(&seed, sizeof seed);
   }
+  if (sp.scale.defined()) {
+    const auto s = static_cast<float>(scaler_.scale());
+    sp.scale.fill_raw(&s, sizeof s);
+  }
   sp.plan->run();
   float l = 0;
   const Tensor& lt = sp.plan->tensor(sp.mg.loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
+  if (sp.check.valid() && !keep_scaled_step(sp.plan->tensor(sp.check))) return static_cast<double>(l);
   apply_update(sp.grads);
   return static_cast<double>(l);
 }
@@ -365,6 +413,11 @@ Result<Checkpoint> Trainer::state() const {
   c.ints["best_epoch"] = best_epoch_;
   c.ints["bad_epochs"] = bad_epochs_;
   c.numbers["best_metric"] = best_metric_;
+  if (scaler_.active()) {  // mixed precision only: f32 checkpoints stay as they were
+    c.numbers["loss_scale"] = scaler_.scale();
+    c.ints["loss_scale.good_steps"] = scaler_.good_steps();
+    c.ints["skipped_steps"] = scaler_.skipped();
+  }
   c.strings["optimizer.type"] = config_.opt.type;
   std::vector<double> ss = schedule_->state();
   for (size_t i = 0; i < ss.size(); ++i) c.numbers["schedule." + std::to_string(i)] = ss[i];
@@ -410,6 +463,8 @@ Result<void> Trainer::restore(const Checkpoint& c) {
   best_epoch_ = get_int("best_epoch");
   bad_epochs_ = get_int("bad_epochs");
   if (auto it = c.numbers.find("best_metric"); it != c.numbers.end()) best_metric_ = it->second;
+  if (auto it = c.numbers.find("loss_scale"); it != c.numbers.end())  // absent: a fresh scaler
+    scaler_.restore(it->second, get_int("loss_scale.good_steps"), get_int("skipped_steps"));
   std::vector<double> ss;
   for (size_t i = 0;; ++i) {
     auto it = c.numbers.find("schedule." + std::to_string(i));
@@ -486,7 +541,7 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
         double sps = static_cast<double>(seen) / std::max(el, 1e-9);
         double left = static_cast<double>((config_.epochs - epoch) * n + (n - seen));
         in.progress({epoch, config_.epochs, bi, batches, sum / static_cast<double>(count), sps, left / sps,
-                     waited / std::max(el, 1e-9), false});
+                     waited / std::max(el, 1e-9), false, scaler_.scale(), scaler_.skipped()});
       }
       if ((in.cancel && in.cancel->load()) || (config_.max_steps > 0 && step_ >= config_.max_steps)) {
         res.interrupted = in.cancel && in.cancel->load();
@@ -507,6 +562,10 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
       sink->log_metric("epoch/samples_per_s", epoch, static_cast<double>(seen) / secs);
       sink->log_metric("epoch/data_wait_fraction", epoch, waited / std::max(secs, 1e-9));
       sink->log_metric("epoch/lr", epoch, schedule_->lr_at(std::max<int64_t>(step_ - 1, 0), steps_per_epoch_));
+      if (scaler_.active()) {
+        sink->log_metric("epoch/loss_scale", epoch, scaler_.scale());
+        sink->log_metric("epoch/skipped_steps", epoch, static_cast<double>(scaler_.skipped()));
+      }
     }
     EpochReport rep{epoch, res.epoch_losses.back(), secs, false, {}, false, false};
     double plateau_metric = rep.train_loss;
@@ -549,7 +608,7 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
                    static_cast<double>(seen) / std::max(secs, 1e-9),
                    static_cast<double>(config_.epochs - epoch) * train_time /
                        static_cast<double>(epoch - res.first_epoch + 1),
-                   waited / std::max(secs, 1e-9), true});
+                   waited / std::max(secs, 1e-9), true, scaler_.scale(), scaler_.skipped()});
     if (in.on_epoch_end)
       if (auto r = in.on_epoch_end(rep); !r) return r.error();
     if (rep.stopping) {
@@ -563,6 +622,8 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
     if (config_.max_steps > 0 && step_ >= config_.max_steps) break;
   }
   res.steps = step_;
+  res.loss_scale = scaler_.scale();
+  res.skipped_steps = scaler_.skipped();
   res.best_epoch = best_epoch_;
   res.best_metric = best_metric_;
   res.final_loss = res.epoch_losses.empty() ? 0 : res.epoch_losses.back();
@@ -590,8 +651,11 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
   res.samples_per_s = static_cast<double>(trained) / std::max(train_time, 1e-9);
   res.seconds = now_s() - t_start;
   res.peak_bytes = backend_.memory().stats().total_peak;
-  if (auto p = plans_.find({bs, true}); p != plans_.end())
-    res.planned_arena_bytes = static_cast<int64_t>(p->second->plan->stats().arena_bytes);
+  if (auto p = plans_.find({bs, true}); p != plans_.end()) {
+    const PlanStats& ps = p->second->plan->stats();
+    res.planned_arena_bytes = static_cast<int64_t>(ps.arena_bytes);
+    res.planned_step_bytes = static_cast<int64_t>(ps.arena_bytes + ps.own_buffer_bytes);
+  }
   return res;
 }
 

@@ -25,6 +25,7 @@
 #include "engine/train/checkpoint.h"
 #include "engine/train/data_source.h"
 #include "engine/train/metrics.h"
+#include "engine/train/mixed_precision.h"
 #include "engine/train/model_graph.h"
 #include "engine/train/optimizer.h"
 #include "engine/train/schedule.h"
@@ -57,6 +58,15 @@ struct TrainConfig {
   // a checkpoint; schedules still span `epochs`, so the resumed run matches an
   // uninterrupted one.
   int64_t stop_after_epochs = 0;
+  // Gradient checkpointing of the training plans (checkpoint_activations, passes.h): -1 off,
+  // 0 the sqrt(n) scheme, > 0 a budget in bytes for the planned arena (an error below the
+  // smallest achievable one). Trades recomputation for activation memory.
+  int64_t checkpoint_budget_bytes = -1;
+  // Mixed precision, the one switch: BF16 or F16 compute the matrix products in that
+  // precision (f32 results, f32 master weights) with dynamic loss scaling
+  // (engine/train/mixed_precision.h).
+  Precision precision = Precision::F32;
+  LossScaleConfig loss_scale;
 };
 
 struct ProgressInfo {
@@ -67,6 +77,8 @@ struct ProgressInfo {
   double eta_s = 0;              // for the whole run
   double data_fraction = 0;      // of this epoch's time spent waiting for batches
   bool epoch_done = false;
+  double loss_scale = 1;         // mixed precision: the current loss scale
+  int64_t skipped_steps = 0;     // and the steps skipped for non-finite gradients so far
 };
 using ProgressFn = std::function<void(const ProgressInfo&)>;
 
@@ -115,7 +127,10 @@ struct TrainResult {
   double data_seconds = 0;  // time the training loop waited for batches
   int64_t peak_bytes = 0;   // the allocator's peak over the run
   int64_t planned_arena_bytes = 0;
+  int64_t planned_step_bytes = 0;  // the arena plus the gradients the step writes
   int64_t steps = 0;  // in all, including the steps before a resume
+  double loss_scale = 1;      // mixed precision: the loss scale at the end
+  int64_t skipped_steps = 0;  // steps skipped for non-finite gradients (a resumed run's included)
   bool interrupted = false;
   bool paused = false;  // stopped at TrainConfig::stop_after_epochs
 };
@@ -165,6 +180,8 @@ class Trainer {
   Result<const CompiledPlan*> training_plan(int64_t batch);
   // Times every kernel of the static plans built from now on (CompiledPlan::step_times).
   void set_profiling(bool on) { profiling_ = on; }
+  // Mixed precision: the loss scale and the steps skipped so far.
+  const LossScaler& loss_scaler() const { return scaler_; }
 
  private:
   struct StepPlan;
@@ -172,6 +189,9 @@ class Trainer {
   Result<double> eager_step(const HostBatch& batch);
   Result<void> check_batch(const HostBatch& b) const;
   void apply_update(const std::vector<Tensor>& grads);
+  // Mixed precision: reads the step's gradient check (finite when all gradients are) into
+  // the loss scaler; false when the step is skipped.
+  bool keep_scaled_step(const Tensor& check);
   int64_t step_seed() const;
 
   Backend& backend_;
@@ -193,6 +213,7 @@ class Trainer {
   int64_t step_ = 0, epochs_done_ = 0;
   int64_t best_epoch_ = 0, bad_epochs_ = 0;
   double best_metric_ = 0;
+  LossScaler scaler_{Precision::F32, {}};
 };
 
 }  // namespace mls
