@@ -11,6 +11,7 @@
 // native handles. The layering follows ggml: backend (device) -> buffer type -> buffer.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -70,6 +71,13 @@ struct KernelCall {
 };
 using KernelFn = void (*)(const KernelCall& call);
 
+// One kernel of a group handed to Backend::launch_concurrent.
+struct KernelLaunch {
+  KernelFn fn = nullptr;
+  const KernelCall* call = nullptr;
+  double* seconds = nullptr;  // profiling: the kernel's time (synchronised) is added here
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -88,6 +96,19 @@ class Backend {
   // the CPU runs the kernel before returning.
   virtual void launch(KernelFn fn, const KernelCall& call) = 0;
   virtual void synchronize() = 0;
+  // Kernels independent of each other (none reads or writes what another writes): a
+  // backend may overlap them (the CPU runs them on its pool's threads). By default they
+  // run in turn.
+  virtual void launch_concurrent(std::span<const KernelLaunch> ks) {
+    for (const KernelLaunch& k : ks) launch_timed(k);
+  }
+  void launch_timed(const KernelLaunch& k) {
+    if (!k.seconds) return launch(k.fn, *k.call);
+    auto t0 = std::chrono::steady_clock::now();
+    launch(k.fn, *k.call);
+    synchronize();
+    *k.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   // Threads the backend's kernels may use (CPU) or 1.
   virtual int num_threads() const { return 1; }
   // Whether this backend has a kernel for `op` at `dtype` (the scheduler asks before

@@ -100,6 +100,10 @@ struct OpDef {
   std::function<std::vector<OpSample>()> samples;
   OpKind kind = OpKind::Compute;
   bool view = false;  // output 0 is a view of input 0 (reshape): executors alias, no copy
+  // Output 0 may take the buffer of any input of its own shape and dtype: every kernel of
+  // the op (each device) reads element i of that input before writing element i of the
+  // output and reads no other element of it. Executors use this for in-place reuse.
+  bool inplace = false;
   // Inputs an Update op writes (their indices).
   std::vector<int> mutated_inputs;
   std::string doc;

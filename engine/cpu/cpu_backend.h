@@ -24,6 +24,10 @@ class CpuBackend final : public Backend {
                    size_t bytes) override;
   void launch(KernelFn fn, const KernelCall& call) override { fn(call); }
   void synchronize() override {}
+  // Each kernel on whichever pool thread is free; their own parallel loops run inline.
+  void launch_concurrent(std::span<const KernelLaunch> ks) override {
+    pool_.run_tasks(static_cast<int64_t>(ks.size()), [&](int64_t i) { launch_timed(ks[static_cast<size_t>(i)]); });
+  }
   int num_threads() const override { return pool_.size(); }
   ThreadPool& pool() { return pool_; }
 

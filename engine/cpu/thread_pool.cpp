@@ -1,6 +1,7 @@
 #include "engine/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace mls::cpu {
 
@@ -12,9 +13,17 @@ struct InJob {
   InJob() { t_in_job = true; }
   ~InJob() { t_in_job = false; }
 };
+
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+inline void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads) : claimed_(static_cast<size_t>(std::max(threads, 1)), 0) {
   for (int i = 1; i < std::max(threads, 1); ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -33,13 +42,21 @@ void ThreadPool::worker_loop(int index) {
     const RangeFn* job;
     int64_t lo, hi;
     bool mine;
+    // Jobs come in bursts (a plan's kernels, microseconds apart): spin a little before
+    // sleeping, since waking a sleeping thread (on a VM, its halted vCPU) costs tens of us.
+    auto spin_end = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0; generation_.load(std::memory_order_acquire) == seen; ++i) {
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > spin_end) break;
+      pause();
+    }
     {
       std::unique_lock lock(mu_);
       cv_work_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
       job = job_;
-      mine = index < job_parts_;
+      mine = index < job_parts_ && !claimed_[static_cast<size_t>(index)];
+      if (mine) claimed_[static_cast<size_t>(index)] = 1;
       lo = job_begin_ + job_chunk_ * index;
       hi = std::min(job_end_, lo + job_chunk_);
     }
@@ -71,7 +88,9 @@ void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, RangeFn fn) {
     job_end_ = end;
     job_chunk_ = chunk;
     job_parts_ = parts;
-    pending_ = parts - 1;  // workers 1 .. parts-1
+    std::fill(claimed_.begin(), claimed_.end(), 0);
+    claimed_[0] = 1;       // the caller's share
+    pending_ = parts - 1;  // parts 1 .. parts-1
     ++generation_;
   }
   cv_work_.notify_all();
@@ -80,6 +99,17 @@ void ThreadPool::run(int64_t begin, int64_t end, int64_t grain, RangeFn fn) {
     InJob guard;
     try {
       fn(begin, std::min(end, begin + chunk));  // the caller's share: chunk 0
+      // Then every part that no worker has taken yet.
+      for (int part = 1; part < parts; ++part) {
+        {
+          std::lock_guard lock(mu_);
+          if (claimed_[static_cast<size_t>(part)]) continue;
+          claimed_[static_cast<size_t>(part)] = 1;
+          --pending_;
+        }
+        int64_t lo = begin + chunk * part;
+        fn(lo, std::min(end, lo + chunk));
+      }
     } catch (...) {
       error = std::current_exception();  // wait for the workers before `fn` goes away
     }

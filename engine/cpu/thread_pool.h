@@ -3,12 +3,18 @@
 //   ThreadPool pool(2);
 //   pool.parallel_for(0, rows, 64, [&](int64_t lo, int64_t hi) { ... rows lo..hi ... });
 //
-// The calling thread takes a share of the work, so a pool of n threads uses n-1 workers.
+// The calling thread takes a share of the work, so a pool of n threads uses n-1 workers;
+// it also runs the parts that no worker has started when its own is done, so a worker that
+// the OS has not scheduled yet (a busy machine) delays nothing.
 // Work below the grain runs inline: waking a thread costs more than a small loop. A call
 // made from inside a job runs inline too, and calls from several outside threads take
 // turns, so kernels may nest and two sessions may share the backend.
+//
+//   pool.run_tasks(kernels, [&](int64_t i) { run_kernel(i); });   // independent tasks
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -46,6 +52,16 @@ class ThreadPool {
     run(begin, end, grain, RangeFn(f));
   }
 
+  // fn(i) for i in [0, n), each task taken by whichever thread is free next, so tasks of
+  // uneven size balance themselves. Inside a job (or with one thread) all run inline.
+  template <typename F>
+  void run_tasks(int64_t n, F&& fn) {
+    std::atomic<int64_t> next{0};
+    parallel_for(0, std::min<int64_t>(n, size()), 1, [&](int64_t, int64_t) {
+      for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(i);
+    });
+  }
+
  private:
   void run(int64_t begin, int64_t end, int64_t grain, RangeFn fn);
   void worker_loop(int index);
@@ -56,8 +72,9 @@ class ThreadPool {
   const RangeFn* job_ = nullptr;
   int64_t job_begin_ = 0, job_end_ = 0, job_chunk_ = 0;
   int job_parts_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
+  std::vector<char> claimed_;  // per part of the job: a thread has taken it
+  std::atomic<uint64_t> generation_{0};  // written under mu_; read without it to spin
+  int pending_ = 0;  // parts 1.. not yet finished
   bool stop_ = false;
 };
 

@@ -2,13 +2,24 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <numeric>
 #include <sstream>
+
+#include "engine/exec/wave_schedule.h"
 
 namespace mls {
 
 namespace {
 enum : int8_t { kExternal = 0, kArena = 1, kOwn = 2, kConst = 3, kAlias = 4 };
-}
+
+// A kernel whose operands are all smaller than this runs on one thread anyway (the CPU
+// kernels split loops of 2 x 2^15 elements or more): such kernels of a wave run at once.
+constexpr int64_t kSmallOperand = int64_t{1} << 16;
+// Waking a pool thread costs some microseconds: a wave's small kernels run at once only when
+// the work beside the largest of them (in elements of their largest operands) is this big.
+constexpr int64_t kMinSharedWork = int64_t{1} << 14;
+}  // namespace
 
 Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend, const PlanOptions& opt) {
   if (auto v = graph.verify(); !v) return v.error();
@@ -18,23 +29,54 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   const Graph& g = *p.graph_;
   const size_t nv = g.values().size();
   Refs outputs = opt.outputs.empty() ? g.outputs() : opt.outputs;
+  auto at = [](Ref r) { return static_cast<size_t>(r.id); };
 
   // Dead code never runs: schedule only what the outputs need.
   std::vector<bool> needed(nv, false);
-  for (Ref r : outputs) needed[static_cast<size_t>(r.id)] = true;
+  for (Ref r : outputs) needed[at(r)] = true;
   std::vector<bool> node_needed(g.nodes().size(), false);
   for (size_t k = g.nodes().size(); k-- > 0;) {
     const Node& n = g.nodes()[k];
     bool any = n.op->kind == OpKind::Update;  // in-place updates are their own purpose
-    for (Ref o : n.outputs) any = any || needed[static_cast<size_t>(o.id)];
+    for (Ref o : n.outputs) any = any || needed[at(o)];
     if (!any) continue;
     node_needed[k] = true;
-    for (Ref i : n.inputs) needed[static_cast<size_t>(i.id)] = true;
+    for (Ref i : n.inputs) needed[at(i)] = true;
   }
+  std::vector<int32_t> order;  // graph order
   for (size_t k = 0; k < g.nodes().size(); ++k)
-    if (node_needed[k]) p.schedule_.push_back(static_cast<int32_t>(k));
+    if (node_needed[k]) order.push_back(static_cast<int32_t>(k));
+  for (int32_t k : order) {
+    const Node& n = g.nodes()[static_cast<size_t>(k)];
+    std::vector<ValueType> in_t, out_t;
+    for (Ref r : n.inputs) in_t.push_back(g.type_of(r));
+    for (Ref r : n.outputs) out_t.push_back(g.type_of(r));
+    DType kt = kernel_dtype(*n.op, in_t, out_t);
+    if (!n.op->kernel(backend.kind(), kt))
+      return make_error("node " + std::to_string(k) + " (" + n.op->name + (n.label.empty() ? "" : ", '" + n.label + "'") +
+                        "): the " + std::string(backend.name()) + " backend has no " + std::string(dtype_name(kt)) +
+                        " kernel for '" + n.op->name + "'");
+  }
+
+  // Waves, and the schedule in wave order (graph order within a wave). Sequential: one
+  // node per wave. From here on a "time" is a wave.
+  std::vector<int32_t> wave(order.size());
+  if (opt.concurrent)
+    wave = assign_waves(g, order, opt.wave_window);
+  else
+    std::iota(wave.begin(), wave.end(), 0);
+  std::vector<size_t> by_wave(order.size());
+  std::iota(by_wave.begin(), by_wave.end(), size_t{0});
+  std::stable_sort(by_wave.begin(), by_wave.end(), [&](size_t a, size_t b) { return wave[a] < wave[b]; });
+  p.node_wave_.assign(g.nodes().size(), -1);
+  for (size_t i : by_wave) {
+    p.schedule_.push_back(order[i]);
+    p.wave_.push_back(wave[i]);
+    p.node_wave_[static_cast<size_t>(order[i])] = wave[i];
+  }
 
   p.alias_of_.assign(nv, -1);
+  p.inplace_of_.assign(nv, -1);
   p.placement_.assign(nv, kExternal);
   p.offset_.assign(nv, 0);
   p.slots_.resize(nv);
@@ -47,7 +89,7 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   std::vector<AllocTag> own_tag(nv, AllocTag::Other);
   std::vector<bool> own(nv, false);
   for (auto [r, tag] : opt.own_buffers) {
-    MLS_CHECK(r.valid() && static_cast<size_t>(r.id) < nv, "PlanOptions: own buffer for an unknown value");
+    MLS_CHECK(r.valid() && at(r) < nv, "PlanOptions: own buffer for an unknown value");
     // An output that is a view (reshape) keeps its view; the value it views gets the buffer.
     for (;;) {
       const Value& v = g.value(r);
@@ -57,66 +99,76 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
       r = n.inputs[0];
     }
     if (g.value(r).kind != ValueKind::Node) continue;  // inputs, params and constants have storage
-    own[static_cast<size_t>(r.id)] = true;
-    own_tag[static_cast<size_t>(r.id)] = tag;
+    own[at(r)] = true;
+    own_tag[at(r)] = tag;
   }
 
-  // Placement and liveness, step by step.
-  auto root = [&](int32_t v) {
+  // Placement and liveness, wave by wave: a buffer lives from the wave that writes it to the
+  // last wave that reads it (through any view of it).
+  std::function<size_t(int32_t)> root = [&](int32_t v) {
     while (p.alias_of_[static_cast<size_t>(v)] >= 0) v = p.alias_of_[static_cast<size_t>(v)];
-    return v;
+    return static_cast<size_t>(v);
   };
   std::vector<int32_t> first(nv, -1), last(nv, -1);
   for (size_t s = 0; s < p.schedule_.size(); ++s) {
     const Node& n = g.nodes()[static_cast<size_t>(p.schedule_[s])];
-    std::string where = "node " + std::to_string(p.schedule_[s]) + " (" + n.op->name +
-                        (n.label.empty() ? "" : ", '" + n.label + "'") + ")";
-    std::vector<ValueType> in_t, out_t;
-    for (Ref r : n.inputs) in_t.push_back(g.type_of(r));
-    for (Ref r : n.outputs) out_t.push_back(g.type_of(r));
-    DType kt = kernel_dtype(*n.op, in_t, out_t);
-    if (!n.op->kernel(backend.kind(), kt))
-      return make_error(where + ": the " + std::string(backend.name()) + " backend has no " +
-                        std::string(dtype_name(kt)) + " kernel for '" + n.op->name + "'");
-    auto step = static_cast<int32_t>(s);
-    for (Ref r : n.inputs) {
-      int32_t rt = root(r.id);
-      last[static_cast<size_t>(rt)] = std::max(last[static_cast<size_t>(rt)], step);
-    }
+    const int32_t t = p.wave_[s];
+    for (Ref r : n.inputs) last[root(r.id)] = std::max(last[root(r.id)], t);
     for (size_t k = 0; k < n.outputs.size(); ++k) {
-      auto o = static_cast<size_t>(n.outputs[k].id);
+      size_t o = at(n.outputs[k]);
       if (n.op->view && k == 0) {
         p.alias_of_[o] = n.inputs[0].id;
         p.placement_[o] = kAlias;
         continue;
       }
       p.placement_[o] = own[o] ? kOwn : kArena;
-      first[o] = last[o] = step;
+      first[o] = last[o] = t;
     }
   }
-  auto end_step = static_cast<int32_t>(p.schedule_.empty() ? 0 : p.schedule_.size() - 1);
+  const int32_t end_time = p.wave_.empty() ? 0 : p.wave_.back();
+  std::vector<bool> is_output(nv, false);
   for (Ref r : outputs) {  // outputs outlive the schedule
-    int32_t rt = root(r.id);
-    if (p.placement_[static_cast<size_t>(rt)] == kArena) last[static_cast<size_t>(rt)] = end_step;
+    size_t rt = root(r.id);
+    is_output[rt] = true;
+    if (p.placement_[rt] == kArena) last[rt] = end_time;
   }
 
+  // In-place reuse. A chain of such outputs shares one buffer: group[v] is its first value.
+  std::vector<size_t> group(nv);
+  std::iota(group.begin(), group.end(), size_t{0});
+  if (opt.inplace) p.choose_inplace(root, last, is_output, group);
+
+  // One buffer request per group: from its first value's wave to its last reader's.
+  const size_t alignment = backend.default_buffer_type().alignment();
+  auto rounded = [&](size_t b) { return (std::max<size_t>(b, 1) + alignment - 1) / alignment * alignment; };
   std::vector<BufferRequest> reqs;
-  std::vector<size_t> req_value;
+  std::vector<int32_t> req_of(nv, -1);
   for (size_t i = 0; i < nv; ++i) {
     if (p.placement_[i] != kArena) continue;
     const ValueType& t = g.values()[i].type;
-    reqs.push_back({numel(t.shape) * dtype_size(t.dtype), first[i], std::max(first[i], last[i])});
-    req_value.push_back(i);
+    const size_t bytes = numel(t.shape) * dtype_size(t.dtype);
+    p.stats_.unplanned_bytes += rounded(bytes);
+    const int32_t lo = first[i], hi = std::max(first[i], last[i]);
+    int32_t& q = req_of[group[i]];  // a group's first value has the lowest id (SSA order)
+    if (q < 0) {
+      q = static_cast<int32_t>(reqs.size());
+      reqs.push_back({bytes, lo, hi});
+    } else {
+      reqs[static_cast<size_t>(q)].first = std::min(reqs[static_cast<size_t>(q)].first, lo);
+      reqs[static_cast<size_t>(q)].last = std::max(reqs[static_cast<size_t>(q)].last, hi);
+    }
   }
-  MemoryPlan mp = plan_memory(reqs, backend.default_buffer_type().alignment());
-  for (size_t k = 0; k < reqs.size(); ++k) {
-    p.offset_[req_value[k]] = mp.offsets[k];
-    p.placements_.push_back({Ref{static_cast<int32_t>(req_value[k])}, mp.offsets[k], reqs[k].bytes,
-                             reqs[k].first, reqs[k].last});
+  MemoryPlan mp = plan_memory(reqs, alignment);
+  for (size_t i = 0; i < nv; ++i) {
+    if (p.placement_[i] != kArena) continue;
+    p.offset_[i] = mp.offsets[static_cast<size_t>(req_of[group[i]])];
+    const ValueType& t = g.values()[i].type;
+    Ref taken = p.inplace_of_[i] >= 0 ? Ref{p.inplace_of_[i]} : Ref{};
+    p.placements_.push_back({Ref{static_cast<int32_t>(i)}, p.offset_[i], numel(t.shape) * dtype_size(t.dtype),
+                             first[i], std::max(first[i], last[i]), taken});
   }
   p.stats_.scheduled_nodes = p.schedule_.size();
   p.stats_.arena_bytes = mp.peak_bytes;
-  p.stats_.unplanned_bytes = mp.sum_bytes;
   if (mp.peak_bytes > 0) p.arena_ = backend.allocate(mp.peak_bytes, AllocTag::Activation);
   for (size_t i = 0; i < nv; ++i) {
     if (p.placement_[i] == kArena) {
@@ -132,13 +184,99 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   // of an output that is a view is valid before the first run.
   for (int32_t k : p.schedule_) {
     const Node& n = g.nodes()[static_cast<size_t>(k)];
-    if (!n.op->view || p.placement_[static_cast<size_t>(n.outputs[0].id)] != kAlias) continue;
-    const Tensor& src = p.slots_[static_cast<size_t>(n.inputs[0].id)];
+    if (!n.op->view || p.placement_[at(n.outputs[0])] != kAlias) continue;
+    const Tensor& src = p.slots_[at(n.inputs[0])];
     if (!src.defined()) continue;
     const ValueType t = g.type_of(n.outputs[0]);
-    p.slots_[static_cast<size_t>(n.outputs[0].id)] = Tensor(src.buffer_ptr(), src.byte_offset(), t.dtype, t.shape);
+    p.slots_[at(n.outputs[0])] = Tensor(src.buffer_ptr(), src.byte_offset(), t.dtype, t.shape);
   }
+  p.plan_batches(opt.concurrent);
   return p;
+}
+
+void CompiledPlan::choose_inplace(const std::function<size_t(int32_t)>& root, const std::vector<int32_t>& last,
+                                  const std::vector<bool>& is_output, std::vector<size_t>& group) {
+  const Graph& g = *graph_;
+  // How many kernels read each buffer in its last wave: only a sole reader may write over it
+  // (another kernel of the wave may still be reading it).
+  std::vector<int32_t> last_readers(g.values().size(), 0);
+  std::vector<size_t> roots;
+  for (size_t s = 0; s < schedule_.size(); ++s) {
+    const Node& n = g.nodes()[static_cast<size_t>(schedule_[s])];
+    if (n.op->view) continue;
+    roots.clear();
+    for (Ref r : n.inputs) roots.push_back(root(r.id));
+    std::sort(roots.begin(), roots.end());
+    roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+    for (size_t rt : roots)
+      if (last[rt] == wave_[s]) ++last_readers[rt];
+  }
+  for (size_t s = 0; s < schedule_.size(); ++s) {
+    const Node& n = g.nodes()[static_cast<size_t>(schedule_[s])];
+    if (!n.op->inplace || n.op->view || placement_[static_cast<size_t>(n.outputs[0].id)] != kArena) continue;
+    const auto o = static_cast<size_t>(n.outputs[0].id);
+    const ValueType ot = g.type_of(n.outputs[0]);
+    for (Ref r : n.inputs) {
+      size_t rt = root(r.id);
+      // Arena storage (not an input, parameter, constant or own buffer), read by no later
+      // wave and by no other kernel of this one, not an output of the plan.
+      if (placement_[rt] != kArena || is_output[rt] || last[rt] != wave_[s] || last_readers[rt] != 1) continue;
+      // Element i of the input is element i of the output: the same type, so a broadcast
+      // operand never qualifies; every view of the buffer that this kernel reads must agree.
+      bool same = true;
+      for (Ref q : n.inputs) same = same && (root(q.id) != rt || g.type_of(q) == ot);
+      if (!same) continue;
+      const ValueType& rtt = g.values()[rt].type;
+      MLS_CHECK(numel(rtt.shape) * dtype_size(rtt.dtype) == numel(ot.shape) * dtype_size(ot.dtype),
+                "in-place reuse of a buffer of another size");
+      group[o] = group[rt];
+      inplace_of_[o] = static_cast<int32_t>(rt);
+      ++stats_.inplace_steps;
+      break;
+    }
+  }
+}
+
+void CompiledPlan::plan_batches(bool concurrent) {
+  // Per wave: the large kernels one at a time (each splits its work across the cores),
+  // then the small ones at once, longest first so the threads finish together.
+  const Graph& g = *graph_;
+  std::vector<int32_t> small;
+  for (size_t a = 0, b; a < schedule_.size(); a = b) {
+    for (b = a; b < schedule_.size() && wave_[b] == wave_[a];) ++b;
+    small.clear();
+    bool runs = false;
+    for (size_t s = a; s < b; ++s) {
+      const Node& n = g.nodes()[static_cast<size_t>(schedule_[s])];
+      if (n.op->view && placement_[static_cast<size_t>(n.outputs[0].id)] == kAlias) continue;
+      runs = true;
+      if (concurrent && largest_operand(g, n) < kSmallOperand) {
+        small.push_back(static_cast<int32_t>(s));
+        continue;
+      }
+      batches_.push_back({static_cast<uint32_t>(run_order_.size()), static_cast<uint32_t>(run_order_.size() + 1), false});
+      run_order_.push_back(static_cast<int32_t>(s));
+    }
+    stats_.waves += runs ? 1 : 0;
+    std::stable_sort(small.begin(), small.end(), [&](int32_t x, int32_t y) {
+      return largest_operand(g, g.nodes()[static_cast<size_t>(schedule_[static_cast<size_t>(x)])]) >
+             largest_operand(g, g.nodes()[static_cast<size_t>(schedule_[static_cast<size_t>(y)])]);
+    });
+    int64_t beside_largest = 0;  // small is sorted: the largest first
+    for (size_t i = 1; i < small.size(); ++i)
+      beside_largest += largest_operand(g, g.nodes()[static_cast<size_t>(schedule_[static_cast<size_t>(small[i])])]);
+    const bool together = small.size() >= 2 && beside_largest >= kMinSharedWork;
+    if (together) {
+      batches_.push_back({static_cast<uint32_t>(run_order_.size()), static_cast<uint32_t>(run_order_.size() + small.size()), true});
+      ++stats_.concurrent_waves;
+      stats_.concurrent_steps += small.size();
+    }
+    for (int32_t s : small) {
+      if (!together)
+        batches_.push_back({static_cast<uint32_t>(run_order_.size()), static_cast<uint32_t>(run_order_.size() + 1), false});
+      run_order_.push_back(s);
+    }
+  }
 }
 
 Result<void> CompiledPlan::bind(Ref value, const Tensor& t) {
@@ -162,7 +300,6 @@ Result<void> CompiledPlan::bind(Ref value, const Tensor& t) {
 
 void CompiledPlan::materialise() {
   const Graph& g = *graph_;
-  steps_.clear();
   for (int32_t k : schedule_) {
     const Node& n = g.nodes()[static_cast<size_t>(k)];
     for (Ref r : n.inputs) {
@@ -171,12 +308,15 @@ void CompiledPlan::materialise() {
         MLS_CHECK(bound_[static_cast<size_t>(r.id)], "CompiledPlan::run: an input or parameter is not bound");
     }
     if (n.op->view && placement_[static_cast<size_t>(n.outputs[0].id)] == kAlias) {
-      // A view shares its input's storage; the input's slot is final by now (schedule order).
+      // A view shares its input's storage; the input's slot is final by now (wave order).
       const Tensor& src = slots_[static_cast<size_t>(n.inputs[0].id)];
       const ValueType t = g.type_of(n.outputs[0]);
       slots_[static_cast<size_t>(n.outputs[0].id)] = Tensor(src.buffer_ptr(), src.byte_offset(), t.dtype, t.shape);
-      continue;
     }
+  }
+  steps_.clear();
+  for (int32_t s : run_order_) {
+    const Node& n = g.nodes()[static_cast<size_t>(schedule_[static_cast<size_t>(s)])];
     Step st;
     std::vector<ValueType> in_t, out_t;
     for (Ref r : n.inputs) {
@@ -194,12 +334,20 @@ void CompiledPlan::materialise() {
   stats_.skipped_views = schedule_.size() - steps_.size();
   if (profiling_ && step_times_.size() != steps_.size()) {
     step_times_.clear();
-    for (int32_t k : schedule_) {
-      const Node& n = g.nodes()[static_cast<size_t>(k)];
-      if (n.op->view && placement_[static_cast<size_t>(n.outputs[0].id)] == kAlias) continue;
+    for (int32_t s : run_order_) {
+      const Node& n = g.nodes()[static_cast<size_t>(schedule_[static_cast<size_t>(s)])];
       step_times_.push_back({n.op->name, n.label + (n.backward ? " (backward)" : ""), 0, 0});
     }
   }
+  // The calls point into steps_ (and the launches into calls_): both are complete now.
+  calls_.clear();
+  launches_.clear();
+  calls_.reserve(steps_.size());
+  for (const Step& st : steps_)
+    calls_.push_back(KernelCall{*st.attrs, std::span<const Tensor* const>(st.ins.data(), st.ins.size()),
+                                std::span<Tensor* const>(st.outs.data(), st.outs.size()), *backend_});
+  for (size_t i = 0; i < steps_.size(); ++i)
+    launches_.push_back({steps_[i].fn, &calls_[i], profiling_ ? &step_times_[i].seconds : nullptr});
   dirty_ = false;
 }
 
@@ -210,21 +358,17 @@ void CompiledPlan::set_profiling(bool on) {
 
 void CompiledPlan::run() {
   if (dirty_) materialise();
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    const Step& s = steps_[i];
-    KernelCall call{*s.attrs, std::span<const Tensor* const>(s.ins.data(), s.ins.size()),
-                    std::span<Tensor* const>(s.outs.data(), s.outs.size()), *backend_};
-    if (!profiling_) {
-      backend_->launch(s.fn, call);
-      continue;
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    backend_->launch(s.fn, call);
-    backend_->synchronize();
-    step_times_[i].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ++step_times_[i].runs;
+  auto t0 = std::chrono::steady_clock::now();
+  for (const Batch& b : batches_) {
+    if (b.concurrent)
+      backend_->launch_concurrent(std::span<const KernelLaunch>(launches_.data() + b.begin, b.end - b.begin));
+    else
+      backend_->launch_timed(launches_[b.begin]);
   }
   backend_->synchronize();
+  if (!profiling_) return;
+  run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (StepTime& st : step_times_) ++st.runs;
 }
 
 const Tensor& CompiledPlan::tensor(Ref r) const {
@@ -234,12 +378,17 @@ const Tensor& CompiledPlan::tensor(Ref r) const {
 
 std::string CompiledPlan::to_text() const {
   const Graph& g = *graph_;
+  std::vector<bool> together(schedule_.size(), false);
+  for (const Batch& b : batches_)
+    for (uint32_t i = b.begin; b.concurrent && i < b.end; ++i) together[static_cast<size_t>(run_order_[i])] = true;
   std::ostringstream os;
   os << "plan " << g.name() << ": " << stats_.scheduled_nodes << " nodes, arena " << stats_.arena_bytes
-     << " bytes (" << stats_.unplanned_bytes << " without reuse)\n";
+     << " bytes (" << stats_.unplanned_bytes << " without reuse), " << stats_.inplace_steps << " in place, "
+     << stats_.waves << " waves (" << stats_.concurrent_waves << " run " << stats_.concurrent_steps
+     << " kernels at once, marked *)\n";
   for (size_t s = 0; s < schedule_.size(); ++s) {
     const Node& n = g.nodes()[static_cast<size_t>(schedule_[s])];
-    os << "  " << s << ": " << n.op->name;
+    os << "  " << s << " w" << wave_[s] << (together[s] ? "*" : "") << ": " << n.op->name;
     if (!n.label.empty()) os << " [" << n.label << "]";
     for (Ref o : n.outputs) {
       auto i = static_cast<size_t>(o.id);
@@ -250,6 +399,7 @@ std::string CompiledPlan::to_text() const {
         case kAlias: os << " (view)"; break;
         default: break;
       }
+      if (inplace_of_[i] >= 0) os << " (in place of " << g.value_name(Ref{inplace_of_[i]}) << ")";
     }
     os << "\n";
   }

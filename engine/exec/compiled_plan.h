@@ -10,9 +10,15 @@
 //
 // Only the nodes that the outputs need are scheduled (dead code never runs). Views
 // (reshape) alias their input instead of copying. Every other intermediate lives in one
-// arena (tagged Activation) at the offset the memory planner chose.
+// arena (tagged Activation) at the offset the memory planner chose. An elementwise op
+// (OpDef::inplace) writes over an input that nothing reads after it. The schedule is cut
+// into waves of independent nodes (engine/exec/wave_schedule.h); a wave's small kernels
+// run at once (Backend::launch_concurrent), so liveness is counted in waves: a buffer
+// lives from the wave that writes it to the last wave that reads it. Only outputs keep
+// their values after run(): an intermediate's bytes are reused, in place or not.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +32,15 @@ namespace mls {
 struct PlanOptions {
   Refs outputs;  // default: the graph's outputs
   std::vector<std::pair<Ref, AllocTag>> own_buffers;
+  // In-place reuse: the output of an OpDef::inplace op takes the arena buffer of an input
+  // of its type that no later wave reads. Results are bit-identical either way.
+  bool inplace = true;
+  // Waves of independent nodes, whose small kernels run at once (same results, bit for
+  // bit). Off: one node per wave, in graph order (the sequential plan).
+  bool concurrent = true;
+  // How far (in runnable nodes) a node may move ahead of its place in graph order; further
+  // would keep more values alive at once (assign_waves, engine/exec/wave_schedule.h).
+  int32_t wave_window = 16;
 };
 
 struct PlanStats {
@@ -34,6 +49,10 @@ struct PlanStats {
   size_t arena_bytes = 0;       // the planned peak of intermediates
   size_t unplanned_bytes = 0;   // one buffer per intermediate instead
   size_t own_buffer_bytes = 0;  // outputs kept in their own buffers
+  size_t inplace_steps = 0;     // outputs written over one of their inputs
+  size_t waves = 0;
+  size_t concurrent_waves = 0;  // waves that run two or more kernels at once
+  size_t concurrent_steps = 0;  // the kernels they run at once
 };
 
 class CompiledPlan {
@@ -57,19 +76,30 @@ class CompiledPlan {
   const PlanStats& stats() const { return stats_; }
   // The schedule with each value's placement, for `mlstudio graph --plan` and tests.
   std::string to_text() const;
-  // For tests: (offset, bytes, first step, last step) of every arena value.
+  // Wall time of the profiled runs (kernels that ran at once overlap in step_seconds()).
+  double run_seconds() const { return run_seconds_; }
+  // For tests: (offset, bytes, first wave, last wave) of every arena value; a value that
+  // took an input's buffer in place names it (that input's last wave is this one's first).
   struct Placement {
     Ref value;
     size_t offset, bytes;
     int32_t first, last;
+    Ref inplace_of = {};
   };
   const std::vector<Placement>& placements() const { return placements_; }
+  // The wave of every graph node (-1: not scheduled).
+  const std::vector<int32_t>& node_waves() const { return node_wave_; }
 
   CompiledPlan(CompiledPlan&&) = default;
   CompiledPlan& operator=(CompiledPlan&&) = default;
 
  private:
   CompiledPlan() = default;
+  // Which in-place op outputs take an input's buffer: group[v] becomes the first value of
+  // the chain whose buffer v shares (inplace_of_ and stats_ too).
+  void choose_inplace(const std::function<size_t(int32_t)>& root, const std::vector<int32_t>& last,
+                      const std::vector<bool>& is_output, std::vector<size_t>& group);
+  void plan_batches(bool concurrent);  // run_order_ and batches_ from the waves
   void materialise();  // builds tensors and steps once bindings are complete
 
   struct Step {
@@ -79,21 +109,35 @@ class CompiledPlan {
     std::vector<Tensor*> outs;
   };
 
+  // Steps in run order: batches_ cut them into runs of one kernel or of kernels run at once.
+  struct Batch {
+    uint32_t begin, end;
+    bool concurrent;
+  };
+
   std::shared_ptr<const Graph> graph_;  // a copy: the plan outlives the caller's graph
   Backend* backend_ = nullptr;
-  std::vector<int32_t> schedule_;     // node indices
+  std::vector<int32_t> schedule_;     // node indices, by wave
+  std::vector<int32_t> wave_;         // per schedule entry
+  std::vector<int32_t> node_wave_;    // per graph node
+  std::vector<int32_t> run_order_;    // schedule entries that run a kernel, in run order
+  std::vector<Batch> batches_;        // over run_order_ (and steps_)
+  std::vector<int32_t> inplace_of_;   // value -> the input whose buffer it took (-1: none)
   std::vector<int32_t> alias_of_;     // value -> the value whose storage it views (-1: none)
   std::vector<int8_t> placement_;     // 0 external, 1 arena, 2 own buffer, 3 const, 4 alias
   std::vector<size_t> offset_;        // arena offsets
   std::vector<Tensor> slots_;         // one per graph value
   std::vector<bool> bound_;
   std::shared_ptr<Buffer> arena_;
-  std::vector<Step> steps_;
+  std::vector<Step> steps_;             // in run order
+  std::vector<KernelCall> calls_;       // one per step
+  std::vector<KernelLaunch> launches_;  // one per step
   std::vector<Placement> placements_;
   PlanStats stats_;
   bool dirty_ = true;
   bool profiling_ = false;
   std::vector<StepTime> step_times_;  // one per entry of steps_
+  double run_seconds_ = 0;
 };
 
 }  // namespace mls

@@ -4,10 +4,12 @@
 //                                   {.bytes = 400, .first = 1, .last = 2}};
 //   MemoryPlan p = plan_memory(reqs, 64);   // p.offsets, p.peak_bytes
 //
-// Like ggml's graph allocator: walk the schedule; at each step place the step's new
-// buffers (best fit in the free list, else grow the arena), then release the buffers
-// whose last use was this step. A step's outputs never overlap its inputs, since inputs
-// are released only after the outputs are placed.
+// Two greedy heuristics, and the smaller arena wins. Like ggml's graph allocator: walk the
+// schedule; at each step place the step's new buffers (best fit in the free list, else grow
+// the arena), then release the buffers whose last use was this step. Like TFLite's greedy
+// by size: largest buffer first, each into the smallest hole between the placed buffers
+// that live at the same time. Either way two buffers whose steps [first, last] meet never
+// overlap, so a step's outputs never overlap its inputs.
 #pragma once
 
 #include <cstddef>

@@ -17,6 +17,7 @@ void def_unary(OpRegistry& reg, const char* name, std::function<double(double)> 
                 return std::vector<RefArray>{ref_unary(in[0], f)};
               },
               .samples = [s] { return std::vector<OpSample>{s}; },
+              .inplace = true,  // elementwise: may write over an input of its type (OpDef::inplace)
               .doc = doc});
 }
 
@@ -46,7 +47,9 @@ void register_elementwise_ops(OpRegistry& reg) {
       "natural logarithm");
   def_unary(
       reg, "relu", [](double x) { return x > 0 ? x : 0.0; },
-      [](const GradContext& c) { return one(c.e.emit1("relu_backward", {c.gout(0), c.in(0)})); },
+      // Reads the output, not the input (y > 0 exactly where x > 0): then x need not be kept
+      // for the backward pass, as in PyTorch, which halves what a ReLU layer stores.
+      [](const GradContext& c) { return one(c.e.emit1("relu_backward", {c.gout(0), c.out(0)})); },
       [](const JvpContext& c) { return one(c.e.emit1("relu_backward", {c.tan(0), c.in(0)})); },
       away, "y = max(x, 0)");
   def_unary(
@@ -95,6 +98,7 @@ void register_elementwise_ops(OpRegistry& reg) {
                 a.min_abs = 0.05;
                 return std::vector<OpSample>{a};
               },
+              .inplace = true,
               .doc = "the gradient of relu: dy where x > 0, else 0"});
 
   define_binary(
@@ -168,6 +172,7 @@ void register_elementwise_ops(OpRegistry& reg) {
                 return std::vector<RefArray>{ref_unary(in[0], [alpha](double x) { return alpha * x; })};
               },
               .samples = [] { return std::vector<OpSample>{sample({f32({2, 7})}, {{"alpha", -1.5}})}; },
+              .inplace = true,
               .doc = "y = alpha * x"});
   reg.define({.name = "add_scalar",
               .attrs = {{"value", AttrKind::Float}},
@@ -179,6 +184,7 @@ void register_elementwise_ops(OpRegistry& reg) {
                 return std::vector<RefArray>{ref_unary(in[0], [v](double x) { return x + v; })};
               },
               .samples = [] { return std::vector<OpSample>{sample({f32({2, 7})}, {{"value", 0.25}})}; },
+              .inplace = true,
               .doc = "y = x + value"});
 }
 

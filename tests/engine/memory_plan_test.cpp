@@ -80,23 +80,34 @@ TEST_CASE("a compiled chain of four ops plans two buffers; views cost nothing", 
   Ref c = g.emit1("tanh", {r});
   Ref d = neg(g, c);
   g.set_outputs({d});
-  auto plan = CompiledPlan::compile(g, host());
-  REQUIRE(plan.ok());
-  CHECK(plan->stats().scheduled_nodes == 5);
-  CHECK(plan->stats().arena_bytes == 2048);  // hand minimum: a value and its successor
-  CHECK(plan->stats().unplanned_bytes == 4096);
-  std::vector<float> xv(256, 0.5f);
-  REQUIRE(plan->bind(x, Tensor::from_f32(host(), {16, 16}, xv)).ok());
-  plan->run();
-  CHECK(plan->stats().skipped_views == 1);
-  double want = -std::tanh(std::exp(std::exp(0.5)));
-  CHECK(plan->tensor(d).to_f64()[7] == Approx(want).epsilon(1e-6));
-  // No two arena values live at the same step overlap.
-  const auto& pl = plan->placements();
-  for (size_t i = 0; i < pl.size(); ++i)
-    for (size_t j = i + 1; j < pl.size(); ++j)
-      if (pl[i].first <= pl[j].last && pl[j].first <= pl[i].last)
-        CHECK((pl[i].offset + pl[i].bytes <= pl[j].offset || pl[j].offset + pl[j].bytes <= pl[i].offset));
+  // Without in-place reuse: two buffers at a time. With it: each op overwrites its input
+  // (through the view too), so one buffer holds the whole chain.
+  for (bool inplace : {false, true}) {
+    INFO("in place: " << inplace);
+    PlanOptions opt;
+    opt.inplace = inplace;
+    auto plan = CompiledPlan::compile(g, host(), opt);
+    REQUIRE(plan.ok());
+    CHECK(plan->stats().scheduled_nodes == 5);
+    CHECK(plan->stats().arena_bytes == (inplace ? 1024u : 2048u));  // hand minima
+    CHECK(plan->stats().unplanned_bytes == 4096);
+    CHECK(plan->stats().inplace_steps == (inplace ? 3u : 0u));
+    std::vector<float> xv(256, 0.5f);
+    REQUIRE(plan->bind(x, Tensor::from_f32(host(), {16, 16}, xv)).ok());
+    plan->run();
+    CHECK(plan->stats().skipped_views == 1);
+    double want = -std::tanh(std::exp(std::exp(0.5)));
+    CHECK(plan->tensor(d).to_f64()[7] == Approx(want).epsilon(1e-6));
+    // No two arena values live in the same wave overlap, but for a value written in place
+    // over the input whose last reader it is.
+    const auto& pl = plan->placements();
+    for (size_t i = 0; i < pl.size(); ++i)
+      for (size_t j = i + 1; j < pl.size(); ++j) {
+        if (pl[j].inplace_of == pl[i].value && pl[i].last == pl[j].first && pl[i].offset == pl[j].offset) continue;
+        if (pl[i].first <= pl[j].last && pl[j].first <= pl[i].last)
+          CHECK((pl[i].offset + pl[i].bytes <= pl[j].offset || pl[j].offset + pl[j].bytes <= pl[i].offset));
+      }
+  }
 }
 
 TEST_CASE("dead code is not scheduled", "[plan]") {
