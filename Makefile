@@ -24,14 +24,20 @@ run: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# One epoch of the MLP and of LeNet-5 beside PyTorch on CPU, same data, batch and threads;
-# then how fast the input pipeline delivers Fashion-MNIST batches.
+# Side by side with PyTorch on CPU in one run: one epoch of the MLP and of LeNet-5, the
+# memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and
+# the engine's GEMM, and how fast the input pipeline delivers Fashion-MNIST batches.
+BENCH_TOOLS = pipeline_throughput fma_peak inference_latency eager_overhead
 bench: build
 	@scripts/setup --bench
-	@cmake --build $(BUILD) --target pipeline_throughput
-	@$(BUILD)/bench/pipeline_throughput
+	@cmake --build $(BUILD) --target $(BENCH_TOOLS)
 	@/usr/bin/python3 bench/epoch_vs_torch.py --model mlp --mlstudio $(BUILD)/app/mlstudio
 	@/usr/bin/python3 bench/epoch_vs_torch.py --model lenet --mlstudio $(BUILD)/app/mlstudio
+	@/usr/bin/python3 bench/step_memory.py --mlstudio $(BUILD)/app/mlstudio
+	@/usr/bin/python3 bench/inference_latency_torch.py --mlstudio $(BUILD)/bench/inference_latency
+	@/usr/bin/python3 bench/eager_overhead_torch.py --mlstudio $(BUILD)/bench/eager_overhead
+	@$(BUILD)/bench/fma_peak
+	@$(BUILD)/bench/pipeline_throughput
 
 clean:
 	rm -rf $(BUILD)

@@ -19,9 +19,17 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The training step keeps its gradients (outputs 1..) in their own buffers; a gradient can be
-// a constant (the loss does not reach that parameter) and then needs none.
-PlanOptions training_plan_options(const Graph& g) {
+// The training step's gradients (outputs 1..) are planned in the arena like any other
+// value: each lives from the node that writes it to the end of the step, where the
+// optimizer reads it, so the largest (the first layer's weights, written last) never
+// coexists with the forward activations. That is what brings a step's planned peak down
+// to the live tensors PyTorch holds (bench/step_memory.py). The arena outlives run(), so
+// the tensors stay valid until the next step of the same plan.
+PlanOptions training_plan_options(const Graph&) { return {}; }
+
+// What checkpointing weighs: activation memory alone, with the gradients (a fixed cost that
+// recomputation cannot lower) set aside in buffers of their own.
+PlanOptions activation_plan_options(const Graph& g) {
   PlanOptions po;
   for (size_t i = 1; i < g.outputs().size(); ++i)
     if (g.value(g.outputs()[i]).kind == ValueKind::Node)
@@ -148,7 +156,7 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   if (!stages) return stages.error();
   if (training && config_.checkpoint_budget_bytes >= 0) {  // after the default passes: it measures their result
     auto ck = checkpoint_activations(stages->back().graph, backend_, config_.checkpoint_budget_bytes,
-                                     training_plan_options);
+                                     activation_plan_options);
     if (!ck) return ck.error();
     stages->back().graph = std::move(ck->graph);
   }

@@ -351,7 +351,7 @@ ModelBuilder deep_mlp_builder() {
 
 }  // namespace
 
-TEST_CASE("the trainer checkpoints on request: same losses and weights, half the arena", "[checkpointing][trainer]") {
+TEST_CASE("the trainer checkpoints on request: same losses and weights, recomputed segments", "[checkpointing][trainer]") {
   TrainConfig cfg{.epochs = 1, .batch_size = kBatch, .seed = 5, .opt = {.type = "sgd", .lr = 0.05, .momentum = 0.9}};
   Trainer plain(host(), deep_mlp_builder(), cfg);
   cfg.checkpoint_budget_bytes = 0;
@@ -359,7 +359,10 @@ TEST_CASE("the trainer checkpoints on request: same losses and weights, half the
   auto pa = plain.training_plan(kBatch), pb = ck.training_plan(kBatch);
   REQUIRE(pa.ok());
   REQUIRE(pb.ok());
-  CHECK((*pb)->stats().arena_bytes * 2 <= (*pa)->stats().arena_bytes);
+  // The trainer plans its gradients in the arena too; all 20 layers' weight gradients (written
+  // last) set this net's peak, so recomputation cannot lower it here, only never raise it. The
+  // activation memory it saves is asserted above, with the gradients set aside.
+  CHECK((*pb)->stats().arena_bytes <= (*pa)->stats().arena_bytes);
   CHECK((*pb)->stats().scheduled_nodes > (*pa)->stats().scheduled_nodes);
   Blobs data(kBatch * 4, kWidth, kClasses, 9);
   data.start_epoch(0);

@@ -394,7 +394,7 @@ TEST_CASE("training and dataset settings are checked", "[nodes]") {
   CHECK(with("training", "epoch", 3) ==
         "P.mls: /training/epoch: unknown key 'epoch' (expected 'epochs', 'batch_size', 'seed', "
         "'device', 'mode', 'optimizer', 'schedule', 'clip_grad_norm', 'clip_grad_value', "
-        "'early_stopping' or 'precision')");
+        "'early_stopping', 'precision' or 'activation_checkpointing')");
   CHECK(with("dataset", "source", "cifar10") ==
         "P.mls: /dataset/source: unknown dataset source 'cifar10' (expected 'fashion-mnist', "
         "'mnist', 'csv', 'npy', 'npz', 'image-folder' or 'synthetic')");
