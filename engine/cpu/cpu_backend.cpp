@@ -95,6 +95,8 @@ void register_kernels(OpRegistry& reg) {
   register_layout_kernels(reg);
   register_conv_kernels(reg);
   register_norm_kernels(reg);
+  register_lowp_kernels(reg);
+  register_fused_kernels(reg);
 }
 
 }  // namespace mls::cpu

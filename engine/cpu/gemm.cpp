@@ -1,9 +1,13 @@
-// GEMM through CBLAS (OpenBLAS), then the bias and activation epilogue over C.
+// cpu::gemm: the engine's own AVX-512 kernels (gemm_avx512.cpp) where they were compiled,
+// else CBLAS (OpenBLAS) followed by the bias and activation epilogue over C.
 #include "engine/cpu/gemm.h"
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
+
+#include "engine/cpu/gemm_avx512.h"
 
 namespace mls::cpu {
 
@@ -29,17 +33,24 @@ void apply_activation(Activation act, float* x, int64_t n) {
 }
 
 void gemm(ThreadPool& pool, const GemmArgs& g) {
+  if (gemm_avx512_compiled()) return gemm_avx512(pool, g);
+  gemm_cblas(pool, g);
+}
+
+void gemm_cblas(ThreadPool& pool, const GemmArgs& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  // CBLAS rejects a leading dimension of 0, which an empty (k == 0) operand may have.
+  auto ld = [](int64_t v) { return static_cast<blasint>(std::max<int64_t>(v, 1)); };
   cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(g.m), static_cast<blasint>(g.n), static_cast<blasint>(g.k), 1.0f, g.a,
-              static_cast<blasint>(g.lda), g.b, static_cast<blasint>(g.ldb), g.beta, g.c,
-              static_cast<blasint>(g.ldc));
-  if (g.bias_axis == BiasAxis::None && g.act == Activation::None) return;
+              ld(g.lda), g.b, ld(g.ldb), g.beta, g.c, ld(g.ldc));
+  if ((g.bias_axis == BiasAxis::None || !g.bias) && g.act == Activation::None) return;
   pool.parallel_for(0, g.m, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       float* row = g.c + i * g.ldc;
-      if (g.bias_axis == BiasAxis::Col)
+      if (g.bias && g.bias_axis == BiasAxis::Col)
         for (int64_t j = 0; j < g.n; ++j) row[j] += g.bias[j];
-      else if (g.bias_axis == BiasAxis::Row)
+      else if (g.bias && g.bias_axis == BiasAxis::Row)
         for (int64_t j = 0; j < g.n; ++j) row[j] += g.bias[i];
       apply_activation(g.act, row, g.n);
     }

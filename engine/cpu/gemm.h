@@ -39,8 +39,20 @@ struct GemmArgs {
   Activation act = Activation::None;
 };
 
-// Runs on the calling thread and the pool's workers.
+// Products of at most this many multiply-adds (m n k) run on the calling thread: on the
+// 2-core VM measured, a second thread did not pay below ~4M (~40 us on one core): a worker
+// that has gone to sleep takes 5-30 us to wake, and two cores reading the same A share its
+// cache traffic. Callers with many small products (batched matmul, convolutions) split
+// those over the pool themselves.
+inline constexpr int64_t kGemmParallelMacs = int64_t{1} << 22;
+
+// Runs on the calling thread and the pool's workers. The engine's AVX-512 kernels where the
+// build has AVX-512F, else gemm_cblas.
 void gemm(ThreadPool& pool, const GemmArgs& g);
+
+// The same product through cblas_sgemm (threaded by OpenBLAS) and an epilogue pass over C:
+// the fallback, and what tests and benchmarks compare the engine's kernels with.
+void gemm_cblas(ThreadPool& pool, const GemmArgs& g);
 
 // The activation applied to n floats in place (also used by fused elementwise kernels).
 void apply_activation(Activation act, float* x, int64_t n);

@@ -18,6 +18,8 @@ void register_math_kernels(OpRegistry& reg);
 void register_layout_kernels(OpRegistry& reg);
 void register_conv_kernels(OpRegistry& reg);
 void register_norm_kernels(OpRegistry& reg);
+void register_lowp_kernels(OpRegistry& reg);  // lowp_kernels.cpp: matmul_lowp (bf16, f16)
+void register_fused_kernels(OpRegistry& reg);
 
 inline ThreadPool& pool_of(const KernelCall& c) { return static_cast<CpuBackend&>(c.backend).pool(); }
 

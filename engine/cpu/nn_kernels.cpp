@@ -1,44 +1,30 @@
-// Neural-network kernels: matmul through CBLAS (OpenBLAS), log_softmax, one_hot, argmax.
-#include <cblas.h>
-
+// Neural-network kernels: matmul (through cpu::gemm), log_softmax, one_hot, argmax.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "engine/cpu/gemm.h"
 #include "engine/cpu/kernels.h"
 
 namespace mls::cpu {
 
 namespace {
 
-// Below this many multiply-adds OpenBLAS runs a GEMM on the calling thread alone
-// (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD in 0.3.21), so a batch of such products
-// is split across our pool; larger ones thread inside OpenBLAS and run one after another.
-constexpr int64_t kSmallGemm = 65536 * 4;
-
 void matmul_kernel(const KernelCall& c) {
   const Tensor& a = *c.inputs[0];
   const Tensor& b = *c.inputs[1];
   Tensor& y = *c.outputs[0];
-  bool ta = c.attrs.get_int("transpose_a") != 0, tb = c.attrs.get_int("transpose_b") != 0;
-  const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans,
-                        op_b = tb ? CblasTrans : CblasNoTrans;
-  const float* pa = in_ptr<float>(c, 0);
-  const float* pb = in_ptr<float>(c, 1);
-  float* py = out_ptr<float>(c, 0);
-  int64_t m = y.dim(-2), n = y.dim(-1), k = ta ? a.dim(-2) : a.dim(-1);
-  auto lda = static_cast<blasint>(a.dim(-1)), ldb = static_cast<blasint>(b.dim(-1));
-  if (y.rank() == 2) {
-    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n),
-                static_cast<blasint>(k), 1.0f, pa, lda, pb, ldb, 0.0f, py, static_cast<blasint>(n));
-    return;
-  }
-  int64_t batch = y.numel() / std::max<int64_t>(m * n, 1);
+  const bool ta = c.attrs.get_int("transpose_a") != 0, tb = c.attrs.get_int("transpose_b") != 0;
+  const int64_t m = y.dim(-2), n = y.dim(-1), k = ta ? a.dim(-2) : a.dim(-1);
+  GemmArgs g{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = in_ptr<float>(c, 0), .lda = a.dim(-1),
+             .b = in_ptr<float>(c, 1), .ldb = b.dim(-1), .c = out_ptr<float>(c, 0), .ldc = n};
+  ThreadPool& pool = pool_of(c);
+  if (y.rank() == 2) return gemm(pool, g);
+  const int64_t batch = y.numel() / std::max<int64_t>(m * n, 1);
   // One B for the whole batch and A's rows in order: a single GEMM with the batch in M.
   if (b.numel() == k * n && !ta && a.numel() == batch * m * k) {
-    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(batch * m), static_cast<blasint>(n),
-                static_cast<blasint>(k), 1.0f, pa, lda, pb, ldb, 0.0f, py, static_cast<blasint>(n));
-    return;
+    g.m = batch * m;
+    return gemm(pool, g);
   }
   // Each operand's matrix offset per batch entry (0 strides where it broadcasts).
   Shape bshape(y.shape().begin(), y.shape().end() - 2);
@@ -58,15 +44,19 @@ void matmul_kernel(const KernelCall& c) {
   for_each_offset(bshape, batch_strides(a), [&](int64_t o) { off_a.push_back(o); });
   for_each_offset(bshape, batch_strides(b), [&](int64_t o) { off_b.push_back(o); });
   auto gemms = [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<blasint>(m), static_cast<blasint>(n),
-                  static_cast<blasint>(k), 1.0f, pa + off_a[static_cast<size_t>(i)], lda,
-                  pb + off_b[static_cast<size_t>(i)], ldb, 0.0f, py + i * m * n,
-                  static_cast<blasint>(n));
+    for (int64_t i = lo; i < hi; ++i) {
+      GemmArgs gi = g;
+      gi.a += off_a[static_cast<size_t>(i)];
+      gi.b += off_b[static_cast<size_t>(i)];
+      gi.c += i * m * n;
+      gemm(pool, gi);  // inline when this runs as a pool job
+    }
   };
-  if (m * n * k <= kSmallGemm)
-    pool_of(c).parallel_for(
-        0, batch, std::max<int64_t>(1, kSmallGemm / std::max<int64_t>(m * n * k, 1) / 8), gemms);
+  // Products too small to thread on their own split the batch over the pool; larger ones
+  // run one after another, each threaded inside gemm.
+  const int64_t macs = std::max<int64_t>(m * n * k, 1);
+  if (macs <= kGemmParallelMacs)
+    pool.parallel_for(0, batch, std::max<int64_t>(1, kGemmParallelMacs / macs / 4), gemms);
   else
     gemms(0, batch);
 }

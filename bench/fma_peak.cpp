@@ -1,0 +1,158 @@
+// The fp32 FMA peak of this machine, and what the GEMMs reach at the MLP's shapes.
+//
+//   cmake --build build --target fma_peak && build/bench/fma_peak [repeats]
+//   env -u OPENBLAS_CORETYPE build/bench/fma_peak     # OpenBLAS with its own choice of kernel
+//
+// The peak: chains of FMAs on 16 independent accumulators per thread (enough to cover the
+// FMA latency of both pipes), on 1 thread and on one thread per hardware thread. Issue 3
+// measures the MLP training step against it (>= 50 %). Then the five GEMMs of a 784-256-128-10
+// training step at batch 128 and the batch-1 product: OpenBLAS (cblas_sgemm, 1 and 2
+// threads, whichever kernel OPENBLAS_CORETYPE selects) next to the engine's cpu::gemm
+// (on a ThreadPool of 1 and 2). Figures are medians of `repeats` runs (default 200).
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+#include "engine/cpu/gemm.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// FMA chains on 16 accumulators; returns a value that depends on all of them.
+float fma_chains(int64_t iters) {
+#ifdef __AVX512F__
+  constexpr int kAcc = 16, kLanes = 16;
+  __m512 acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
+  __m512 s = acc[0];
+  for (int i = 1; i < kAcc; ++i) s = _mm512_add_ps(s, acc[i]);
+  float lanes[kLanes];
+  _mm512_storeu_ps(lanes, s);
+  float total = 0;
+  for (float v : lanes) total += v;
+  return total;
+#else  // whatever the compiler makes of 16 x 8 independent chains
+  constexpr int kAcc = 128;
+  float acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = static_cast<float>(i) * 1e-3f;
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < kAcc; ++i) acc[i] = std::fma(acc[i], 0.999999f, 1e-7f);
+  float s = 0;
+  for (float v : acc) s += v;
+  return s;
+#endif
+}
+
+constexpr double kFlopPerIter = 16.0 * 16.0 * 2.0;  // accumulators x lanes x (mul + add)
+
+// GFLOP/s of `threads` threads each running the chains (best of a few tries).
+double fma_peak(int threads) {
+  const int64_t iters = 20'000'000;
+  double best = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::vector<float> sink(static_cast<size_t>(threads));
+    std::vector<std::thread> pool;
+    const auto t0 = Clock::now();
+    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[static_cast<size_t>(t)] = fma_chains(iters); });
+    for (auto& th : pool) th.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    float total = 0;
+    for (float v : sink) total += v;
+    if (!std::isfinite(total)) std::printf("(non-finite checksum)\n");
+    best = std::max(best, kFlopPerIter * static_cast<double>(iters) * threads / s / 1e9);
+  }
+  return best;
+}
+
+struct Shape {
+  const char* what;
+  int64_t m, n, k;
+  bool ta, tb;
+};
+
+// Median seconds of fn() over `repeats` runs after a warm-up.
+template <typename F>
+double median_seconds(int repeats, F fn) {
+  for (int i = 0; i < 10; ++i) fn();
+  std::vector<double> t(static_cast<size_t>(repeats));
+  for (auto& v : t) {
+    const auto t0 = Clock::now();
+    fn();
+    v = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  std::nth_element(t.begin(), t.begin() + repeats / 2, t.end());
+  return t[static_cast<size_t>(repeats / 2)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("fp32 FMA peak: 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s\n", fma_peak(1), hw, fma_peak(hw));
+  std::printf("OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n\n", openblas_get_corename(), core ? core : "unset");
+
+  const Shape shapes[] = {
+      {"fc1 forward   x W", 128, 256, 784, false, false},  {"fc1 dW      x^T dy", 784, 256, 128, true, false},
+      {"fc1 dx     dy W^T", 128, 784, 256, false, true},   {"fc2 forward   x W", 128, 128, 256, false, false},
+      {"batch-1       x W", 1, 256, 784, false, false},
+  };
+  mls::cpu::ThreadPool pool1(1), pool2(2);
+  std::printf("%-20s %-13s %9s %9s %9s %9s   (GFLOP/s, median of %d)\n", "GEMM", "m x n x k", "blas 1t", "blas 2t",
+              "ours 1t", "ours 2t", repeats);
+  for (const Shape& s : shapes) {
+    // 64-byte aligned, as the engine's buffers: where threads split C at a 64-column panel,
+    // no cache line holds both parts.
+    auto buffer = [](int64_t floats) {
+      return std::unique_ptr<float[], decltype(&std::free)>(
+          static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>((floats * 4 + 63) / 64 * 64))), &std::free);
+    };
+    struct Span {
+      float* p;
+      size_t n;
+      float* data() const { return p; }
+      size_t size() const { return n; }
+      float& operator[](size_t i) const { return p[i]; }
+    };
+    auto ua = buffer(s.m * s.k), ub = buffer(s.k * s.n), uc = buffer(s.m * s.n);
+    const Span a{ua.get(), static_cast<size_t>(s.m * s.k)}, b{ub.get(), static_cast<size_t>(s.k * s.n)},
+        c{uc.get(), static_cast<size_t>(s.m * s.n)};
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 7919) % 1000) * 1e-3f - 0.5f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>((i * 104729) % 1000) * 1e-3f - 0.5f;
+    mls::cpu::GemmArgs g{.trans_a = s.ta, .trans_b = s.tb, .m = s.m, .n = s.n, .k = s.k,
+                         .a = a.data(), .lda = s.ta ? s.m : s.k, .b = b.data(), .ldb = s.tb ? s.k : s.n,
+                         .c = c.data(), .ldc = s.n};
+    const double flop = 2.0 * static_cast<double>(s.m * s.n * s.k);
+    auto blas = [&](int threads) {
+      openblas_set_num_threads(threads);
+      return flop / median_seconds(repeats, [&] { mls::cpu::gemm_cblas(pool1, g); }) / 1e9;
+    };
+    auto ours = [&](mls::cpu::ThreadPool& pool) {
+      return flop / median_seconds(repeats, [&] { mls::cpu::gemm(pool, g); }) / 1e9;
+    };
+    const double b1 = blas(1), b2 = blas(2), o1 = ours(pool1), o2 = ours(pool2);
+    char dims[32];
+    std::snprintf(dims, sizeof dims, "%ldx%ldx%ld", static_cast<long>(s.m), static_cast<long>(s.n),
+                  static_cast<long>(s.k));
+    std::printf("%-20s %-13s %9.1f %9.1f %9.1f %9.1f   us: %.1f %.1f %.1f %.1f\n", s.what, dims, b1, b2, o1, o2,
+                flop / b1 / 1e3, flop / b2 / 1e3, flop / o1 / 1e3, flop / o2 / 1e3);
+  }
+  return 0;
+}

@@ -1,0 +1,454 @@
+// The AVX-512 SGEMM behind cpu::gemm: register tiles, B packing, K blocking, threading.
+//
+// Shape of the computation (row-major C [m, n] = op(A) [m, k] x op(B) [k, n]):
+// - A 6 x 64 tile of C lives in 24 zmm accumulators. Each step of k loads 4 vectors of a B
+//   row and broadcasts 6 values of A, 24 FMAs for 10 loads: two FMA pipes stay busy and the
+//   4-cycle FMA latency is covered 3 times over.
+// - A is never packed: its values are broadcast straight from memory, and either layout
+//   (A or A^T) gives each row a steady stream. B is packed per 64-column panel and per K
+//   pass of at most 128 rows (32 KB, in L1 while every 6-row tile of A walks past it).
+//   B^T is packed with 16 x 16 in-register transposes. A problem of at most 12 rows with
+//   plain B reads B in place: each B value would be used once or twice after packing.
+// - The epilogue (beta on the first K pass; bias and activation on the last) runs on the
+//   tile while it is still in registers; activations other than relu run over the tile's
+//   rows just stored, in L1.
+// - Above kGemmParallelMacs, threads take tasks (64-column panels x up to 96 rows) from a
+//   shared counter; each packs its own panels. Every element of C is summed in the same
+//   order whichever thread computes it, so results do not depend on the thread count.
+// - m == 1 or n == 1 is a matrix-vector product (batch-1 inference): no packing, 16
+//   accumulators across a 256-column chunk of W, or dot products when W is transposed.
+//
+// [SECTION] Scratch and masks
+// [SECTION] Micro-kernel
+// [SECTION] Packing B
+// [SECTION] Blocked GEMM
+// [SECTION] Matrix-vector
+// [SECTION] Entry point
+#include "engine/cpu/gemm_avx512.h"
+
+#include <cstdlib>
+
+#ifdef __AVX512F__
+// GCC 12 warns inside its own intrinsics that take _mm512_undefined_ps() (`__m512 __Y = __Y;`,
+// GCC bug 105593, fixed in 13); the state at the header's lines is what counts.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <new>
+#include <utility>
+#endif
+
+namespace mls::cpu {
+
+#ifndef __AVX512F__
+
+bool gemm_avx512_compiled() { return false; }
+void gemm_avx512(ThreadPool&, const GemmArgs&) { std::abort(); }  // gemm.cpp checks first
+
+#else
+
+bool gemm_avx512_compiled() { return true; }
+
+namespace {
+
+constexpr int kMR = 6;                 // rows of a C tile
+constexpr int kNV = 4;                 // zmm vectors per tile row
+constexpr int64_t kNR = 16 * kNV;      // columns of a C tile (and of a packed B panel)
+constexpr int64_t kMaxKC = 128;        // K per pass: a packed panel is 128 x 64 floats = 32 KB
+constexpr int64_t kDirectRows = 12;    // up to this many rows, plain B is read in place
+// A matrix-vector product reads each weight once from L2 (~40 B/cycle): 2M weights take
+// ~15 us, worth a fork-join.
+constexpr int64_t kMinParallelGemv = int64_t{1} << 21;
+
+// [SECTION] Scratch and masks
+
+// A per-thread, 64-byte aligned buffer that only grows (slot 0: B panels or GEMV sums; 1: a
+// gathered GEMV x).
+float* scratch(size_t floats, int slot) {
+  struct Buf {
+    float* p = nullptr;
+    size_t cap = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local std::array<Buf, 2> bufs;
+  Buf& b = bufs[static_cast<size_t>(slot)];
+  if (b.cap < floats) {
+    std::free(b.p);
+    b.p = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
+    if (!b.p) throw std::bad_alloc();
+    b.cap = floats;
+  }
+  return b.p;
+}
+
+// The first `n` lanes (all 16 when n >= 16, none when n <= 0).
+__mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+// [SECTION] Micro-kernel
+
+// What a micro-kernel does with its sums.
+struct Tile {
+  float beta;         // first pass: C = sums + beta C (beta == 0: C is not read)
+  bool first, last;   // first K pass / last K pass (bias and activation)
+  const float* bias;  // at the tile's first row (BiasAxis::Row) or first column (Col)
+  BiasAxis axis;
+  Activation act;
+};
+
+template <int MR, int NV>
+__attribute__((always_inline)) inline void store_tile(__m512 (&acc)[MR][NV], float* c, int64_t ldc,
+                                                      int64_t cols, const Tile& tile) {
+  const Tile t = tile;  // a copy: stores to C cannot alias it, so its fields stay in registers
+  const __mmask16 tail = lanes(cols - 16 * (NV - 1));
+  const bool load_c = !t.first || t.beta != 0.0f;
+  const __m512 scale = _mm512_set1_ps(t.first ? t.beta : 1.0f);
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    float* cr = c + r * ldc;
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = v == NV - 1 ? tail : __mmask16(0xFFFF);
+      __m512 x = acc[r][v];
+      if (load_c) x = _mm512_fmadd_ps(scale, _mm512_maskz_loadu_ps(m, cr + 16 * v), x);
+      if (t.last) {
+        if (t.axis == BiasAxis::Col)
+          x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, t.bias + 16 * v));
+        else if (t.axis == BiasAxis::Row)
+          x = _mm512_add_ps(x, _mm512_set1_ps(t.bias[r]));
+        if (t.act == Activation::Relu) x = _mm512_max_ps(x, _mm512_setzero_ps());
+      }
+      _mm512_mask_storeu_ps(cr + 16 * v, m, x);
+    }
+    if (t.last && t.act != Activation::None && t.act != Activation::Relu) apply_activation(t.act, cr, cols);
+  }
+}
+
+// C[MR x cols] (+)= A[MR x kc] B[kc x cols], cols in (16 (NV-1), 16 NV]. B's rows are ldb
+// apart (a packed panel, or B itself); lanes past `cols` are never loaded. A's element
+// (r, p) is a[r lda + p], or a[p lda + r] when TA.
+template <int MR, int NV, bool TA>
+void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                  int64_t ldc, int64_t cols, const Tile& t) {
+  __m512 acc[MR][NV];
+  #pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+    #pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const __mmask16 tail = lanes(cols - 16 * (NV - 1));
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 bv[NV];
+    #pragma GCC unroll 16
+    for (int v = 0; v < NV - 1; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+    bv[NV - 1] = _mm512_maskz_loadu_ps(tail, b + 16 * (NV - 1));
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(TA ? a[r] : a[r * lda]);
+      #pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+    a += TA ? lda : 1;
+    b += ldb;
+  }
+  store_tile<MR, NV>(acc, c, ldc, cols, t);
+}
+
+using MicroFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+                         const Tile&);
+
+template <bool TA, int... I>
+constexpr std::array<MicroFn, sizeof...(I)> micro_table(std::integer_sequence<int, I...>) {
+  return {&micro_kernel<I / kNV + 1, I % kNV + 1, TA>...};
+}
+constexpr auto kMicroA = micro_table<false>(std::make_integer_sequence<int, kMR * kNV>{});
+constexpr auto kMicroAT = micro_table<true>(std::make_integer_sequence<int, kMR * kNV>{});
+
+MicroFn micro_for(bool ta, int64_t rows, int64_t cols) {
+  auto i = static_cast<size_t>((rows - 1) * kNV + (cols + 15) / 16 - 1);
+  return ta ? kMicroAT[i] : kMicroA[i];
+}
+
+// [SECTION] Packing B
+
+// B(p, j) = b[p ldb + j] for p < kc, j < cols (<= 64) into out[p * 64 + j].
+void pack_b(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) {
+  const int nv = static_cast<int>((cols + 15) / 16);
+  for (int64_t p = 0; p < kc; ++p, b += ldb, out += kNR)
+    for (int v = 0; v < nv; ++v)
+      _mm512_store_ps(out + 16 * v, _mm512_maskz_loadu_ps(lanes(cols - 16 * v), b + 16 * v));
+}
+
+// Row q of r becomes column q.
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // Within each 128-bit lane L, r[4i + q] then holds column 4L + q of rows 4i .. 4i+3.
+  for (int i = 0; i < 4; ++i) {
+    auto d = [&](int j) { return _mm512_castps_pd(t[4 * i + j]); };
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(d(0), d(2)));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(d(0), d(2)));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(d(1), d(3)));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(d(1), d(3)));
+  }
+  for (int q = 0; q < 4; ++q) {
+    t[q] = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x88);  // lanes 0, 2 of each
+    t[q + 4] = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xdd);  // lanes 1, 3
+    t[q + 8] = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x88);
+    t[q + 12] = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xdd);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm512_shuffle_f32x4(t[q], t[q + 8], 0x88);
+    r[q + 8] = _mm512_shuffle_f32x4(t[q], t[q + 8], 0xdd);
+    r[q + 4] = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0x88);
+    r[q + 12] = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0xdd);
+  }
+}
+
+// B(p, j) = b[j ldb + p] (B stored transposed) for p < kc, j < cols into out[p * 64 + j].
+void pack_bt(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) {
+  for (int64_t j = 0; j < cols; j += 16)
+    for (int64_t p = 0; p < kc; p += 16) {
+      const __mmask16 m = lanes(kc - p);
+      __m512 r[16];
+      for (int q = 0; q < 16; ++q)
+        r[q] = j + q < cols ? _mm512_maskz_loadu_ps(m, b + (j + q) * ldb + p) : _mm512_setzero_ps();
+      transpose16(r);
+      const int64_t rows = std::min<int64_t>(16, kc - p);
+      for (int64_t q = 0; q < rows; ++q) _mm512_store_ps(out + (p + q) * kNR + j, r[q]);
+    }
+}
+
+// [SECTION] Blocked GEMM
+
+// Rows [i0, i1) x columns [j0, j1) of C, on the calling thread.
+void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const bool direct = !g.trans_b && i1 - i0 <= kDirectRows;
+  const int64_t passes = (g.k + kMaxKC - 1) / kMaxKC, kstep = (g.k + passes - 1) / passes;
+  float* panel = direct ? nullptr : scratch(static_cast<size_t>(kstep * kNR), 0);
+  for (int64_t p0 = 0; p0 < g.k; p0 += kstep) {
+    const int64_t kc = std::min(kstep, g.k - p0);
+    Tile t{g.beta, p0 == 0, p0 + kc == g.k, nullptr, g.bias ? g.bias_axis : BiasAxis::None, g.act};
+    for (int64_t j = j0; j < j1; j += kNR) {
+      const int64_t cols = std::min(kNR, j1 - j);
+      const float* bp = g.b + p0 * g.ldb + j;
+      int64_t ldbp = g.ldb;
+      if (!direct) {
+        if (g.trans_b)
+          pack_bt(g.b + j * g.ldb + p0, g.ldb, kc, cols, panel);
+        else
+          pack_b(bp, g.ldb, kc, cols, panel);
+        bp = panel;
+        ldbp = kNR;
+      }
+      for (int64_t i = i0; i < i1; i += kMR) {
+        const int64_t rows = std::min<int64_t>(kMR, i1 - i);
+        const float* ap = g.trans_a ? g.a + p0 * g.lda + i : g.a + i * g.lda + p0;
+        t.bias = t.axis == BiasAxis::Col ? g.bias + j : t.axis == BiasAxis::Row ? g.bias + i : nullptr;
+        micro_for(g.trans_a, rows, cols)(kc, ap, g.lda, bp, ldbp, g.c + i * g.ldc + j, g.ldc, cols, t);
+      }
+    }
+  }
+}
+
+// Threads take tasks of 64-column panels by up to kTaskRows rows, in panel order, from a
+// shared counter: a worker that starts late (waking a sleeping thread costs tens of
+// microseconds on a VM) leaves its tasks to the caller instead of making it wait. Each task
+// packs its own panel of B, a few percent of its work.
+constexpr int64_t kTaskRows = 96;
+constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
+
+void gemm_blocked(ThreadPool& pool, const GemmArgs& g) {
+  const int64_t macs = g.m * g.n * g.k;
+  const int parts = macs <= kGemmParallelMacs ? 1 : static_cast<int>(std::min<int64_t>(pool.size(), macs / kGemmParallelMacs + 1));
+  if (parts <= 1) return gemm_block(g, 0, g.m, 0, g.n);
+  const int64_t blocks = (g.m + kTaskRows - 1) / kTaskRows;
+  const int64_t rows = ((g.m + blocks - 1) / blocks + kMR - 1) / kMR * kMR;
+  // Thin products (a few rows, very many columns) take several panels per task, so that the
+  // shared counter is not touched every microsecond.
+  const int64_t width = kNR * std::max<int64_t>(1, kMinTaskMacs / std::max<int64_t>(rows * kNR * g.k, 1));
+  const int64_t groups = (g.n + width - 1) / width, tasks = groups * blocks;
+  std::atomic<int64_t> next{0};
+  pool.parallel_for(0, parts, 1, [&](int64_t, int64_t) {
+    for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+      const int64_t j = t / blocks * width, i = t % blocks * rows;
+      if (i < g.m)  // rounding rows up to whole tiles may leave the last block empty
+        gemm_block(g, i, std::min(g.m, i + rows), j, std::min(g.n, j + width));
+    }
+  });
+}
+
+// [SECTION] Matrix-vector
+
+// y[j] = sum_p x[p] w[p ldw + j], j < cols (<= 16 NV), with contiguous x.
+template <int NV>
+void gemv_cols(int64_t k, const float* x, const float* w, int64_t ldw, float* y, int64_t cols) {
+  // Narrow chunks keep two sets of accumulators so the FMA latency is still covered.
+  constexpr int U = NV <= 8 ? 2 : 1;
+  __m512 acc[U][NV];
+  #pragma GCC unroll 16
+  for (int u = 0; u < U; ++u)
+    #pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) acc[u][v] = _mm512_setzero_ps();
+  const __mmask16 tail = lanes(cols - 16 * (NV - 1));
+  int64_t p = 0;
+  for (; p + U <= k; p += U)
+    #pragma GCC unroll 16
+    for (int u = 0; u < U; ++u) {
+      const float* wr = w + (p + u) * ldw;
+      const __m512 xv = _mm512_set1_ps(x[p + u]);
+      #pragma GCC unroll 16
+      for (int v = 0; v < NV - 1; ++v) acc[u][v] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(wr + 16 * v), acc[u][v]);
+      acc[u][NV - 1] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, wr + 16 * (NV - 1)), acc[u][NV - 1]);
+    }
+  for (; p < k; ++p) {
+    const float* wr = w + p * ldw;
+    const __m512 xv = _mm512_set1_ps(x[p]);
+    #pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v)
+      acc[0][v] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xFFFF, wr + 16 * v), acc[0][v]);
+  }
+  #pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) {
+    __m512 s = acc[0][v];
+    if constexpr (U == 2) s = _mm512_add_ps(s, acc[1][v]);
+    _mm512_mask_storeu_ps(y + 16 * v, v == NV - 1 ? tail : 0xFFFF, s);
+  }
+}
+
+using GemvFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t);
+template <int... I>
+constexpr std::array<GemvFn, sizeof...(I)> gemv_table(std::integer_sequence<int, I...>) {
+  return {&gemv_cols<I + 1>...};
+}
+constexpr int64_t kGemvCols = 256;  // 16 accumulators
+constexpr auto kGemv = gemv_table(std::make_integer_sequence<int, kGemvCols / 16>{});
+
+// y[j] = sum_p x[p] w[j ldw + p] for R rows of w: dot products with a horizontal sum.
+template <int R>
+void gemv_rows(int64_t k, const float* x, const float* w, int64_t ldw, float* y) {
+  __m512 acc[R];
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; p += 16) {
+    const __mmask16 m = lanes(k - p);
+    const __m512 xv = _mm512_maskz_loadu_ps(m, x + p);
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, w + r * ldw + p), acc[r]);
+  }
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+using GemvRowsFn = void (*)(int64_t, const float*, const float*, int64_t, float*);
+constexpr std::array<GemvRowsFn, 8> kGemvRows = {&gemv_rows<1>, &gemv_rows<2>, &gemv_rows<3>, &gemv_rows<4>,
+                                                 &gemv_rows<5>, &gemv_rows<6>, &gemv_rows<7>, &gemv_rows<8>};
+
+// y = x W as a product of one row (m == 1) or one column (n == 1): `outs` outputs, out j at
+// y[j incy], bias for output j at bias[j incb] (incb 0: one value for all).
+struct Gemv {
+  int64_t outs, k;
+  const float* x;  // contiguous, k floats
+  const float* w;
+  int64_t ldw;
+  bool w_kn;  // W(p, j) = w[p ldw + j]; else w[j ldw + p]
+  float* y;
+  int64_t incy;
+  const float* bias;
+  int64_t incb;
+};
+
+void gemv_range(const Gemv& v, const GemmArgs& g, int64_t lo, int64_t hi) {
+  const bool in_place = v.incy == 1 && g.beta == 0.0f;
+  float* s = in_place ? v.y + lo : scratch(static_cast<size_t>(hi - lo), 0);  // 1 may hold x
+  if (v.w_kn) {
+    for (int64_t j = lo; j < hi; j += kGemvCols) {
+      const int64_t cols = std::min(kGemvCols, hi - j);
+      kGemv[static_cast<size_t>((cols + 15) / 16 - 1)](v.k, v.x, v.w + j, v.ldw, s + (j - lo), cols);
+    }
+  } else {
+    for (int64_t j = lo; j < hi; j += 8)
+      kGemvRows[static_cast<size_t>(std::min<int64_t>(8, hi - j) - 1)](v.k, v.x, v.w + j * v.ldw, v.ldw, s + (j - lo));
+  }
+  for (int64_t j = lo; j < hi; ++j) {
+    float* yj = v.y + j * v.incy;
+    float r = s[j - lo];
+    if (g.beta != 0.0f) r += g.beta * *yj;
+    if (v.bias) r += v.bias[j * v.incb];
+    *yj = r;
+    if (v.incy != 1) apply_activation(g.act, yj, 1);
+  }
+  if (v.incy == 1) apply_activation(g.act, v.y + lo, hi - lo);
+}
+
+void gemv(ThreadPool& pool, const GemmArgs& g) {
+  Gemv v;
+  const float* x;
+  int64_t incx;
+  const bool bias = g.bias && g.bias_axis != BiasAxis::None;
+  if (g.m == 1) {  // y[j] = sum_p A(0, p) B(p, j)
+    x = g.a;
+    incx = g.trans_a ? g.lda : 1;
+    v = Gemv{g.n, g.k, nullptr, g.b, g.ldb, !g.trans_b, g.c, 1, bias ? g.bias : nullptr,
+             g.bias_axis == BiasAxis::Col ? 1 : 0};
+  } else {  // n == 1: y[i] = sum_p B(p, 0) A(i, p)
+    x = g.b;
+    incx = g.trans_b ? 1 : g.ldb;
+    v = Gemv{g.m, g.k, nullptr, g.a, g.lda, g.trans_a, g.c, g.ldc, bias ? g.bias : nullptr,
+             g.bias_axis == BiasAxis::Row ? 1 : 0};
+  }
+  if (incx != 1) {
+    float* xc = scratch(static_cast<size_t>(g.k), 1);
+    for (int64_t p = 0; p < g.k; ++p) xc[p] = x[p * incx];
+    x = xc;
+  }
+  v.x = x;
+  // Parts take whole 16-column vectors (or 8-row groups) of the outputs.
+  const int64_t unit = v.w_kn ? 16 : 8, units = (v.outs + unit - 1) / unit;
+  const int parts = static_cast<int>(
+      std::min<int64_t>({pool.size(), units, std::max<int64_t>(1, v.outs * v.k / kMinParallelGemv)}));
+  if (parts <= 1) return gemv_range(v, g, 0, v.outs);
+  // A strided x was gathered into this thread's scratch: the workers read it from there.
+  pool.parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t)
+      gemv_range(v, g, std::min(v.outs, units * t / parts * unit), std::min(v.outs, units * (t + 1) / parts * unit));
+  });
+}
+
+// k == 0: C = act(beta C + bias).
+void scale_only(const GemmArgs& g) {
+  for (int64_t i = 0; i < g.m; ++i) {
+    float* row = g.c + i * g.ldc;
+    for (int64_t j = 0; j < g.n; ++j) {
+      float r = g.beta != 0.0f ? g.beta * row[j] : 0.0f;
+      if (g.bias && g.bias_axis == BiasAxis::Col) r += g.bias[j];
+      if (g.bias && g.bias_axis == BiasAxis::Row) r += g.bias[i];
+      row[j] = r;
+    }
+    apply_activation(g.act, row, g.n);
+  }
+}
+
+}  // namespace
+
+// [SECTION] Entry point
+
+void gemm_avx512(ThreadPool& pool, const GemmArgs& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  if (g.k <= 0) return scale_only(g);
+  if (g.m == 1 || g.n == 1) return gemv(pool, g);
+  gemm_blocked(pool, g);
+}
+
+#endif  // __AVX512F__
+
+}  // namespace mls::cpu

@@ -1,0 +1,197 @@
+// cpu::gemm (the engine's AVX-512 kernels where compiled) and cpu::gemm_cblas (the fallback)
+// against a float64 reference: every transpose pair, shapes around the tile sizes (6 x 64,
+// K passes of 128, 256-column GEMV chunks), the MLP's shapes, leading dimensions wider than
+// the matrices, beta 0 over NaN-filled C, beta 1, bias per row and per column, each
+// activation, and one and two threads (columns split, rows split, GEMV split).
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/gemm.h"
+
+namespace mls::cpu {
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+  bool ta = false, tb = false;
+  float beta = 0.0f;
+  BiasAxis axis = BiasAxis::None;
+  Activation act = Activation::None;
+  int64_t pad = 0;  // extra elements per row of A, B and C
+};
+
+std::string describe(const Case& c) {
+  std::ostringstream s;
+  s << c.m << "x" << c.n << "x" << c.k << (c.ta ? " A^T" : "") << (c.tb ? " B^T" : "") << " beta " << c.beta
+    << " bias " << static_cast<int>(c.axis) << " act " << static_cast<int>(c.act) << " pad " << c.pad;
+  return s.str();
+}
+
+double act_ref(Activation a, double x) {
+  switch (a) {
+    case Activation::None: return x;
+    case Activation::Relu: return x > 0 ? x : 0;
+    case Activation::Sigmoid: return 1 / (1 + std::exp(-x));
+    case Activation::Tanh: return std::tanh(x);
+    case Activation::Gelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::Silu: return x / (1 + std::exp(-x));
+  }
+  return x;
+}
+
+using GemmFn = void (*)(ThreadPool&, const GemmArgs&);
+
+// Runs `fn` on the case and compares every element of C (and nothing outside it: the padding
+// of C must keep its sentinel) with the float64 result. Rounding of a k-term fp32 sum stays
+// within k * 2^-24 of the sum of |terms|; the bound allows twice that plus the activation's
+// float rounding.
+void check(GemmFn fn, ThreadPool& pool, const Case& c, uint32_t seed) {
+  INFO(describe(c));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+  const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+  const int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.n + c.pad;
+  std::vector<float> a(static_cast<size_t>(a_rows * lda)), b(static_cast<size_t>(b_rows * ldb));
+  std::vector<float> cm(static_cast<size_t>(c.m * ldc)), bias(static_cast<size_t>(c.axis == BiasAxis::Row ? c.m : c.n));
+  for (auto& v : a) v = u(rng);
+  for (auto& v : b) v = u(rng);
+  for (auto& v : bias) v = u(rng);
+  const float sentinel = 12345.0f;
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < ldc; ++j)
+      cm[static_cast<size_t>(i * ldc + j)] =
+          j >= c.n ? sentinel : c.beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : u(rng);
+  const std::vector<float> c0 = cm;
+
+  GemmArgs g{.trans_a = c.ta, .trans_b = c.tb, .m = c.m, .n = c.n, .k = c.k, .a = a.data(), .lda = lda,
+             .b = b.data(), .ldb = ldb, .c = cm.data(), .ldc = ldc, .beta = c.beta,
+             .bias = c.axis == BiasAxis::None ? nullptr : bias.data(), .bias_axis = c.axis, .act = c.act};
+  fn(pool, g);
+
+  auto at = [](const std::vector<float>& v, int64_t ld, int64_t r, int64_t col) {
+    return static_cast<double>(v[static_cast<size_t>(r * ld + col)]);
+  };
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const double got = at(cm, ldc, i, j);
+      if (j >= c.n) {
+        INFO("C padding at " << i << ", " << j);
+        REQUIRE(got == sentinel);
+        continue;
+      }
+      double s = 0, mag = 0;
+      for (int64_t p = 0; p < c.k; ++p) {
+        const double t = (c.ta ? at(a, lda, p, i) : at(a, lda, i, p)) * (c.tb ? at(b, ldb, j, p) : at(b, ldb, p, j));
+        s += t;
+        mag += std::abs(t);
+      }
+      if (c.beta != 0.0f) {
+        s += c.beta * at(c0, ldc, i, j);
+        mag += std::abs(c.beta * at(c0, ldc, i, j));
+      }
+      if (c.axis != BiasAxis::None) {
+        const double bv = bias[static_cast<size_t>(c.axis == BiasAxis::Row ? i : j)];
+        s += bv;
+        mag += std::abs(bv);
+      }
+      const double want = act_ref(c.act, s);
+      const double tol = 2.0 * static_cast<double>(c.k + 2) * std::ldexp(1.0, -24) * mag * 1.2 + 4e-7 * std::abs(want) + 1e-30;
+      INFO("C[" << i << ", " << j << "]: got " << got << ", want " << want);
+      REQUIRE(std::abs(got - want) <= tol);
+    }
+}
+
+// The shapes every variant runs on.
+const std::vector<std::array<int64_t, 3>> kShapes = {
+    {1, 1, 1},     {2, 3, 5},     {7, 13, 17},   {6, 64, 128},  {7, 65, 129},  {5, 16, 3},    {12, 70, 20},
+    {13, 70, 20},  {31, 47, 257}, {1, 256, 784}, {1, 10, 128},  {1, 300, 37},  {1, 7, 1},     {5, 1, 33},
+    {64, 1, 7},    {300, 1, 500}, {37, 29, 1},   {3, 100, 50},  {128, 10, 128}, {97, 113, 389}};
+
+TEST_CASE("gemm matches float64 on every transpose pair, beta 0 over NaN and beta 1", "[gemm]") {
+  ThreadPool pool(1);
+  uint32_t seed = 1;
+  for (auto [m, n, k] : kShapes)
+    for (int t = 0; t < 4; ++t)
+      for (float beta : {0.0f, 1.0f}) {
+        Case c{m, n, k, (t & 1) != 0, (t & 2) != 0, beta};
+        check(gemm, pool, c, seed++);
+        c.pad = 3;
+        check(gemm, pool, c, seed++);
+      }
+}
+
+TEST_CASE("gemm's epilogue: bias per row or column and each activation", "[gemm]") {
+  ThreadPool pool(1);
+  uint32_t seed = 100;
+  const Activation acts[] = {Activation::None, Activation::Relu, Activation::Sigmoid,
+                             Activation::Tanh, Activation::Gelu, Activation::Silu};
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{7, 65, 300}, {1, 40, 9}, {33, 1, 20}, {2, 3, 0}})
+    for (BiasAxis axis : {BiasAxis::None, BiasAxis::Col, BiasAxis::Row})
+      for (Activation act : acts)
+        for (int t = 0; t < 4; ++t)
+          check(gemm, pool, Case{m, n, k, (t & 1) != 0, (t & 2) != 0, t == 3 ? 0.5f : 0.0f, axis, act, 1}, seed++);
+}
+
+TEST_CASE("gemm at the MLP's shapes on one and two threads", "[gemm]") {
+  ThreadPool one(1), two(2);
+  // The three GEMMs of a 784-256 dense layer's step at batch 128, the 256-128 layer, a
+  // product split by rows (one 64-column panel), and matrix-vector products split in two.
+  const Case cases[] = {{128, 256, 784},
+                        {784, 256, 128, true, false},
+                        {128, 784, 256, false, true},
+                        {128, 128, 256, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
+                        {600, 40, 256, false, false, 1.0f, BiasAxis::Row, Activation::None},
+                        {1, 256, 784, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
+                        {1, 2100, 1000, true, true, 1.0f},
+                        {1, 2100, 1000, false, false, 0.0f, BiasAxis::Row, Activation::Sigmoid},
+                        {2000, 1, 1100, false, true}};
+  uint32_t seed = 500;
+  for (const Case& c : cases) {
+    check(gemm, one, c, seed++);
+    check(gemm, two, c, seed++);
+  }
+}
+
+TEST_CASE("gemm gives the same bits on one and two threads", "[gemm]") {
+  // Each element of C is summed in the same order whichever thread computes its tile, so a
+  // training run does not depend on the thread count.
+  ThreadPool one(1), two(2);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 256, 784}, {784, 256, 128}, {600, 40, 256}})
+    for (int t = 0; t < 4; ++t) {
+      std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c1(static_cast<size_t>(m * n)),
+          c2(c1.size());
+      for (auto& v : a) v = u(rng);
+      for (auto& v : b) v = u(rng);
+      const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+      GemmArgs g{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = a.data(), .lda = ta ? m : k,
+                 .b = b.data(), .ldb = tb ? k : n, .c = c1.data(), .ldc = n};
+      gemm(one, g);
+      g.c = c2.data();
+      gemm(two, g);
+      INFO(m << "x" << n << "x" << k << " transposes " << t);
+      REQUIRE(c1 == c2);
+    }
+}
+
+TEST_CASE("gemm_cblas (the fallback) matches float64 with the same epilogue", "[gemm]") {
+  ThreadPool pool(2);
+  uint32_t seed = 900;
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{7, 13, 17}, {1, 256, 784}, {33, 1, 20}, {4, 5, 0}})
+    for (int t = 0; t < 4; ++t)
+      check(gemm_cblas, pool, Case{m, n, k, (t & 1) != 0, (t & 2) != 0, t == 2 ? 1.0f : 0.0f,
+                                   t == 1 ? BiasAxis::Row : BiasAxis::Col, Activation::Tanh, 2},
+            seed++);
+}
+
+}  // namespace
+}  // namespace mls::cpu
