@@ -74,7 +74,7 @@ class ThreadPool {
   int job_parts_ = 0;
   std::vector<char> claimed_;  // per part of the job: a thread has taken it
   std::atomic<uint64_t> generation_{0};  // written under mu_; read without it to spin
-  int pending_ = 0;  // parts 1.. not yet finished
+  std::atomic<int> pending_{0};  // parts 1.. not yet finished; written under mu_, spun on without it
   bool stop_ = false;
 };
 
