@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "engine/cpu/elementwise.h"
+#include "engine/cpu/scalar_math.h"
 
 namespace mls::cpu {
 
@@ -35,7 +36,7 @@ void register_elementwise_kernels(OpRegistry& reg) {
   R("relu", [](const KernelCall& c) { unary_kernel(c, [](float x) { return x > 0.f ? x : 0.f; }); });
   R("tanh", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::tanh(x); }); });
   R("sigmoid", [](const KernelCall& c) {
-    unary_kernel(c, [](float x) { return 1.f / (1.f + std::exp(-x)); });
+    unary_kernel(c, scalar::sigmoid);
   });
   R("scale", [](const KernelCall& c) {
     auto alpha = static_cast<float>(c.attrs.get_float("alpha"));

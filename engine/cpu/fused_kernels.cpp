@@ -25,6 +25,7 @@
 #include "engine/cpu/conv_kernels.h"
 #include "engine/cpu/elementwise.h"
 #include "engine/cpu/gemm.h"
+#include "engine/cpu/scalar_math.h"
 #include "engine/ops/fused.h"
 
 namespace mls::cpu {
@@ -214,12 +215,6 @@ Operand binary(Operand a, Operand b, float* out, int64_t n, F f) {
   return {out, 0};
 }
 
-// As math_kernels.cpp defines them (the same float constants give the same bits).
-constexpr float kInvSqrt2 = static_cast<float>(1.0 / std::numbers::sqrt2);
-constexpr float kInvSqrt2Pi = static_cast<float>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-constexpr float kGeluK = static_cast<float>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
-constexpr float kGeluC = 0.044715f;
-
 // One instruction over a block. Each expression is the one its op's own kernel computes.
 Operand run(const FusedInstr& in, Operand a, Operand b, float* out, int64_t n) {
   const auto p0 = static_cast<float>(in.p0), p1 = static_cast<float>(in.p1);
@@ -231,22 +226,14 @@ Operand run(const FusedInstr& in, Operand a, Operand b, float* out, int64_t n) {
     case FusedCode::Sqrt: return unary(a, out, n, [](float x) { return std::sqrt(x); });
     case FusedCode::Rsqrt: return unary(a, out, n, [](float x) { return 1.f / std::sqrt(x); });
     case FusedCode::Tanh: return unary(a, out, n, [](float x) { return std::tanh(x); });
-    case FusedCode::Sigmoid: return unary(a, out, n, [](float x) { return 1.f / (1.f + std::exp(-x)); });
+    case FusedCode::Sigmoid: return unary(a, out, n, scalar::sigmoid);
     case FusedCode::Relu: return unary(a, out, n, [](float x) { return x > 0.f ? x : 0.f; });
-    case FusedCode::Silu: return unary(a, out, n, [](float x) { return x / (1.f + std::exp(-x)); });
-    case FusedCode::Gelu:
-      return unary(a, out, n, [](float x) { return 0.5f * x * std::erfc(-x * kInvSqrt2); });
-    case FusedCode::GeluTanh:
-      return unary(a, out, n, [](float x) {
-        return 0.5f * x * (1.f + std::tanh(kGeluK * (x + kGeluC * x * x * x)));
-      });
+    case FusedCode::Silu: return unary(a, out, n, scalar::silu);
+    case FusedCode::Gelu: return unary(a, out, n, scalar::gelu);
+    case FusedCode::GeluTanh: return unary(a, out, n, scalar::gelu_tanh);
     case FusedCode::LeakyRelu: return unary(a, out, n, [p0](float x) { return x > 0.f ? x : p0 * x; });
     case FusedCode::Softplus:
-      return unary(a, out, n, [p0, p1](float x) {
-        float z = p0 * x;
-        if (z > p1) return x;
-        return (std::max(z, 0.f) + std::log1p(std::exp(-std::abs(z)))) / p0;
-      });
+      return unary(a, out, n, [p0, p1](float x) { return scalar::softplus(x, p0, p1); });
     case FusedCode::Clamp: return unary(a, out, n, [p0, p1](float x) { return std::min(std::max(x, p0), p1); });
     case FusedCode::Scale: return unary(a, out, n, [p0](float x) { return p0 * x; });
     case FusedCode::AddScalar: return unary(a, out, n, [p0](float x) { return x + p0; });
@@ -261,15 +248,8 @@ Operand run(const FusedInstr& in, Operand a, Operand b, float* out, int64_t n) {
     case FusedCode::Pow: return binary(a, b, out, n, [](float x, float y) { return std::pow(x, y); });
     case FusedCode::ReluBackward:
       return binary(a, b, out, n, [](float dy, float x) { return x > 0.f ? dy : 0.f; });
-    case FusedCode::GeluBackward:
-      return binary(a, b, out, n, [](float dy, float x) {
-        return dy * (0.5f * std::erfc(-x * kInvSqrt2) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
-      });
-    case FusedCode::GeluTanhBackward:
-      return binary(a, b, out, n, [](float dy, float x) {
-        float t = std::tanh(kGeluK * (x + kGeluC * x * x * x));
-        return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluK * (1.f + 3.f * kGeluC * x * x));
-      });
+    case FusedCode::GeluBackward: return binary(a, b, out, n, scalar::gelu_backward);
+    case FusedCode::GeluTanhBackward: return binary(a, b, out, n, scalar::gelu_tanh_backward);
     case FusedCode::ClampBackward:
       return binary(a, b, out, n, [p0, p1](float dy, float x) { return x > p0 && x < p1 ? dy : 0.f; });
     case FusedCode::Input:

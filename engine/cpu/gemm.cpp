@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "engine/cpu/gemm_avx512.h"
+#include "engine/cpu/scalar_math.h"
 
 namespace mls::cpu {
 
@@ -18,16 +19,16 @@ void apply_activation(Activation act, float* x, int64_t n) {
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
       return;
     case Activation::Sigmoid:
-      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + std::exp(-x[i]));
+      for (int64_t i = 0; i < n; ++i) x[i] = scalar::sigmoid(x[i]);
       return;
     case Activation::Tanh:
       for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
       return;
-    case Activation::Gelu:  // the exact (erf) form, as the gelu op
-      for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+    case Activation::Gelu:  // the exact form, as the gelu op computes it
+      for (int64_t i = 0; i < n; ++i) x[i] = scalar::gelu(x[i]);
       return;
     case Activation::Silu:
-      for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+      for (int64_t i = 0; i < n; ++i) x[i] = scalar::silu(x[i]);
       return;
   }
 }

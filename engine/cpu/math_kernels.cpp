@@ -12,6 +12,7 @@
 
 #include "engine/cpu/elementwise.h"
 #include "engine/cpu/lowp.h"
+#include "engine/cpu/scalar_math.h"
 
 namespace mls::cpu {
 
@@ -19,45 +20,29 @@ namespace {
 
 // [SECTION] Unary and binary
 
-constexpr float kInvSqrt2 = static_cast<float>(1.0 / std::numbers::sqrt2);
-constexpr float kInvSqrt2Pi = static_cast<float>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-constexpr float kGeluK = static_cast<float>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
-constexpr float kGeluC = 0.044715f;
-
 bool tanh_gelu(const KernelCall& c) {
   return c.attrs.has("approximate") && c.attrs.get_string("approximate") == "tanh";
 }
 
 void gelu_kernel(const KernelCall& c) {
-  if (tanh_gelu(c)) {
-    unary_kernel(
-        c, [](float x) { return 0.5f * x * (1.f + std::tanh(kGeluK * (x + kGeluC * x * x * x))); });
-  } else {
-    unary_kernel(c, [](float x) { return 0.5f * x * std::erfc(-x * kInvSqrt2); });
-  }
+  if (tanh_gelu(c))
+    unary_kernel(c, scalar::gelu_tanh);
+  else
+    unary_kernel(c, scalar::gelu);
 }
 
 void gelu_backward_kernel(const KernelCall& c) {
-  if (tanh_gelu(c)) {
-    binary_f32(c, [](float dy, float x) {
-      float t = std::tanh(kGeluK * (x + kGeluC * x * x * x));
-      return dy *
-             (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluK * (1.f + 3.f * kGeluC * x * x));
-    });
-  } else {
-    binary_f32(c, [](float dy, float x) {
-      return dy * (0.5f * std::erfc(-x * kInvSqrt2) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
-    });
-  }
+  if (tanh_gelu(c))
+    binary_f32(c, scalar::gelu_tanh_backward);
+  else
+    binary_f32(c, scalar::gelu_backward);
 }
 
 void softplus_kernel(const KernelCall& c) {
   auto beta = static_cast<float>(c.attrs.get_float_or("beta", 1.0));
   auto threshold = static_cast<float>(c.attrs.get_float_or("threshold", 20.0));
   unary_kernel(c, [beta, threshold](float x) {
-    float z = beta * x;
-    if (z > threshold) return x;
-    return (std::max(z, 0.f) + std::log1p(std::exp(-std::abs(z)))) / beta;  // no overflow
+    return scalar::softplus(x, beta, threshold);
   });
 }
 
@@ -317,7 +302,7 @@ void register_math_kernels(OpRegistry& reg) {
   R("gelu", gelu_kernel);
   R("gelu_backward", gelu_backward_kernel);
   R("silu",
-    [](const KernelCall& c) { unary_kernel(c, [](float x) { return x / (1.f + std::exp(-x)); }); });
+    [](const KernelCall& c) { unary_kernel(c, scalar::silu); });
   R("softplus", softplus_kernel);
   R("clamp", clamp_kernel);
   R("clamp_backward", clamp_backward_kernel);

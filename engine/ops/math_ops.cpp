@@ -266,9 +266,12 @@ void register_unary(OpRegistry& reg) {
   def_unary(
       reg, "leaky_relu", {{"alpha", AttrKind::Float, false}},
       [](double x, const Attrs& a) { return x > 0 ? x : a.get_float_or("alpha", 0.01) * x; },
-      [](Emitter& e, Ref x, Ref, Ref t, const Attrs& a) {  // t (x > 0) (1 - alpha) + alpha t
+      [](Emitter& e, Ref x, Ref y, Ref t, const Attrs& a) {  // t (x > 0) (1 - alpha) + alpha t
         double alpha = a.get_float_or("alpha", 0.01);
-        return add(e, scale(e, e.emit1("relu_backward", {t, x}), 1.0 - alpha), scale(e, t, alpha));
+        // With alpha >= 0, y > 0 exactly where x > 0: reading y (as relu's rule does) lets the
+        // backward pass keep the output alone, and the bias + activation fusion apply.
+        Ref sign_of = alpha >= 0 ? y : x;
+        return add(e, scale(e, e.emit1("relu_backward", {t, sign_of}), 1.0 - alpha), scale(e, t, alpha));
       },
       leaky, "x where x > 0, else alpha * x (alpha: 0.01 unless given)");
 

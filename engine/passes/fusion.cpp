@@ -3,8 +3,9 @@
 //
 // fuse_linear_activation: matmul -> add(bias) -> activation becomes one linear_act, and
 // conv2d -> add(bias [O,1,1]) -> activation one conv2d_act, when nothing else reads the
-// intermediates. relu_backward reads the ReLU's output, not its input (y > 0 exactly where
-// x > 0), so in training the pre-activation has no second reader and the whole chain fuses.
+// intermediates. The gradients of relu and leaky_relu read the activation's output, not its
+// input (y > 0 exactly where x > 0), so in training the pre-activation has no second reader
+// and the whole chain fuses.
 // gelu and silu need their input in the backward pass: there only the bias fuses.
 //
 // fuse_elementwise: a maximal DAG of elementwise nodes of one output shape whose
@@ -13,7 +14,6 @@
 // scalar fills and constants become literals in the program.
 //
 // [SECTION] Use counts and Update ops
-// [SECTION] ReLU backward reads the output
 // [SECTION] matmul/conv + bias + activation
 // [SECTION] Elementwise groups
 #include <algorithm>
@@ -81,34 +81,6 @@ bool all_f32(const Graph& g, const Node& n) {
   for (Ref r : n.outputs)
     if (g.type_of(r).dtype != DType::F32) return false;
   return true;
-}
-
-// [SECTION] ReLU backward reads the output
-
-// relu_backward(dy, x) -> relu_backward(dy, y) where y = relu(x) (or leaky_relu with alpha
-// >= 0) is computed earlier: y > 0 exactly where x > 0, so the result is the same, and x
-// need not be kept for the backward pass.
-Graph read_activation_outputs(const Graph& g) {
-  std::unordered_map<int32_t, std::pair<Ref, int32_t>> act_of;  // x -> (y, node)
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    bool sign_keeping = n.op->name == "relu" ||
-                        (n.op->name == "leaky_relu" && n.attrs.get_float_or("alpha", 0.01) >= 0);
-    if (sign_keeping && !act_of.count(n.inputs[0].id))
-      act_of[n.inputs[0].id] = {n.outputs[0], static_cast<int32_t>(i)};
-  }
-  Rewriter rw(g);
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    auto it = n.op->name == "relu_backward" ? act_of.find(n.inputs[1].id) : act_of.end();
-    if (it == act_of.end() || it->second.second >= static_cast<int32_t>(i)) {
-      rw.copy(n);
-      continue;
-    }
-    Refs outs = rw.emit(n, "relu_backward", {rw.map(n.inputs[0]), rw.map(it->second.first)}, n.attrs);
-    rw.replace(n.outputs[0], outs[0]);
-  }
-  return rw.finish();
 }
 
 // [SECTION] matmul/conv + bias + activation
@@ -194,7 +166,9 @@ std::optional<BiasActPlan> plan_bias_act(const Graph& g, const Uses& u, const Mu
   return p;
 }
 
-Graph fuse_bias_activation(const Graph& g) {
+}  // namespace
+
+Graph fuse_linear_activation(const Graph& g) {
   Uses u(g);
   Mutations mut(g);
   std::vector<int32_t> skip(g.nodes().size(), 0);
@@ -235,6 +209,8 @@ Graph fuse_bias_activation(const Graph& g) {
   }
   return rw.finish();
 }
+
+namespace {
 
 // [SECTION] Elementwise groups
 
@@ -337,7 +313,6 @@ bool type_checks(const Graph& g, const Group& grp, Ref root) {
 
 }  // namespace
 
-Graph fuse_linear_activation(const Graph& g) { return fuse_bias_activation(read_activation_outputs(g)); }
 
 Graph fuse_elementwise(const Graph& g) {
   Uses u(g);

@@ -32,8 +32,8 @@ Graph simplify_algebra(const Graph& g);
 Graph autocast(const Graph& g, DType low);
 // Fusion (fusion.cpp), for differentiated graphs. matmul/conv2d -> add(bias) -> relu,
 // sigmoid, tanh, gelu or silu becomes one linear_act / conv2d_act where nothing else reads
-// the intermediates (relu_backward is first made to read the ReLU's output, which gives the
-// same result). Then each maximal DAG of elementwise nodes of one shape whose intermediates
+// the intermediates (relu's and leaky_relu's gradients read their output, so training
+// graphs qualify). Then each maximal DAG of elementwise nodes of one shape whose intermediates
 // nobody else reads becomes one fused_elementwise node (engine/ops/fused.h).
 Graph fuse_linear_activation(const Graph& g);
 Graph fuse_elementwise(const Graph& g);

@@ -19,24 +19,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The training step's gradients (outputs 1..) are planned in the arena like any other
-// value: each lives from the node that writes it to the end of the step, where the
-// optimizer reads it, so the largest (the first layer's weights, written last) never
-// coexists with the forward activations. That is what brings a step's planned peak down
-// to the live tensors PyTorch holds (bench/step_memory.py). The arena outlives run(), so
-// the tensors stay valid until the next step of the same plan.
-PlanOptions training_plan_options(const Graph&) { return {}; }
-
-// What checkpointing weighs: activation memory alone, with the gradients (a fixed cost that
-// recomputation cannot lower) set aside in buffers of their own.
-PlanOptions activation_plan_options(const Graph& g) {
-  PlanOptions po;
-  for (size_t i = 1; i < g.outputs().size(); ++i)
-    if (g.value(g.outputs()[i]).kind == ValueKind::Node)
-      po.own_buffers.emplace_back(g.outputs()[i], AllocTag::Gradient);
-  return po;
-}
-
 bool higher_is_better(const std::string& metric) {
   return metric == "accuracy" || metric == "r2" || metric == "macro_f1";
 }
@@ -155,8 +137,9 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   auto stages = run_passes(g, backend_, default_passes());
   if (!stages) return stages.error();
   if (training && config_.checkpoint_budget_bytes >= 0) {  // after the default passes: it measures their result
-    auto ck = checkpoint_activations(stages->back().graph, backend_, config_.checkpoint_budget_bytes,
-                                     activation_plan_options);
+    // Weighed on activation memory alone (the pass's default plan options set the outputs,
+    // a fixed cost recomputation cannot lower, aside).
+    auto ck = checkpoint_activations(stages->back().graph, backend_, config_.checkpoint_budget_bytes);
     if (!ck) return ck.error();
     stages->back().graph = std::move(ck->graph);
   }
@@ -174,10 +157,15 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   if (check_sum.valid()) sp->check = opt.outputs().back();
   sp->mg.loss = opt.outputs()[training ? 0 : 1];
   if (!training) sp->mg.logits = opt.outputs()[0];
-  PlanOptions po = training ? training_plan_options(opt) : PlanOptions{};
+  // The training step's gradients (outputs 1..) are planned in the arena like any other
+  // value: each lives from the node that writes it to the end of the step, where the
+  // optimizer reads it, so the largest (the first layer's weights, written last) never
+  // coexists with the forward activations. That brings a step's planned peak down to the
+  // live tensors PyTorch holds (bench/step_memory.py). The arena outlives run(), so the
+  // tensors stay valid until the next step of the same plan.
   sp->mg.graph = std::move(opt);
   const Graph& pg = sp->mg.graph;
-  auto plan = CompiledPlan::compile(pg, backend_, po);
+  auto plan = CompiledPlan::compile(pg, backend_);
   if (!plan) return plan.error();
   sp->plan.emplace(std::move(*plan));
   sp->plan->set_profiling(profiling_);
