@@ -10,9 +10,12 @@
 // Two ways to run them:
 // - stride 1 (the common case): no column matrix at all. In a copy of the input padded to
 //   width wp, row (c, i, j) is the padded input itself, shifted; outputs are computed wp
-//   wide and the extra columns dropped. A register-tiled micro-kernel reads the shifted rows
-//   in place. The input gradient of a stride-1 convolution is itself one (of g with the
-//   kernel flipped), so it runs on the same micro-kernel.
+//   wide and the extra columns dropped. A register-tiled micro-kernel (6 channels x 4
+//   vectors, as the GEMM's) reads the shifted rows in place. The input gradient of a
+//   stride-1 convolution is itself one (of g with the kernel flipped), so it runs on the
+//   same micro-kernel. The weight gradient keeps per-lane sums across samples and adds the
+//   lanes once at the end. At LeNet-5's shapes these reach 150-250 GFLOP/s on two cores
+//   (bench/conv_kernels), where im2col + GEMM spent more time copying than multiplying.
 // - otherwise: im2col into a buffer, then cpu::gemm.
 // Work splits over samples (per-task weight-gradient buffers are added at the end).
 //
@@ -21,8 +24,19 @@
 // [SECTION] Any stride: im2col + SGEMM
 // [SECTION] Kernels
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 #include <vector>
+
+#ifdef __AVX512F__
+// GCC 12 warns inside its own intrinsics (bug 105593), as in gemm_avx512.cpp.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
 
 #include "engine/cpu/conv_kernels.h"
 #include "engine/cpu/gemm.h"
@@ -86,23 +100,32 @@ void for_sample_tasks(const KernelCall& c, int64_t n, int64_t tasks, Fn fn) {
 
 // [SECTION] Stride 1: micro-kernels in padded-width layout
 
-// GCC/Clang vector extensions: 8 floats (one AVX register; two SSE/NEON registers). vec(p)
-// views 8 floats at any float address as one vector (by reference: no vector crosses a call
-// boundary by value, whose ABI would depend on -march).
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
-inline const V8u& vec(const float* p) {
-  return *reinterpret_cast<const V8u*>(p);
+// GCC/Clang vector extensions: kLanes floats, one zmm register where the build has
+// AVX-512 (else one AVX register, or two SSE/NEON ones). vec(p) views kLanes floats at any
+// float address as one vector (by reference: no vector crosses a call boundary by value,
+// whose ABI would depend on -march).
+#ifdef __AVX512F__
+constexpr int kLanes = 16;
+#else
+constexpr int kLanes = 8;
+#endif
+typedef float V __attribute__((vector_size(4 * kLanes)));
+typedef float Vu __attribute__((vector_size(4 * kLanes), aligned(4), may_alias));
+inline const Vu& vec(const float* p) {
+  return *reinterpret_cast<const Vu*>(p);
 }
-inline V8u& vec(float* p) {
-  return *reinterpret_cast<V8u*>(p);
+inline Vu& vec(float* p) {
+  return *reinterpret_cast<Vu*>(p);
 }
 
-constexpr int64_t kTile = 16;  // output pixels per forward micro-tile: two vectors
+// A forward micro-tile is up to 6 output channels x 4 vectors of output pixels: 24
+// accumulators, and per kernel tap 4 loads of shifted input and 6 broadcast weights, as in
+// the GEMM's micro-kernel (gemm_avx512.cpp).
+constexpr int kForwardRows = 6, kForwardVecs = 4;
 
 // A stride-1 convolution of one sample and group: input [cin, h, w], output [cout, oh, ow],
 // weights [cout, k]. The padded input has planes hp x wp; output row r lives at r*wp of a
-// buffer row of qr >= oh*wp floats (qr a multiple of kTile).
+// buffer row of qr >= oh*wp floats (qr a multiple of kLanes).
 struct Direct {
   int64_t cin, h, w, cout, kh, kw;
   Pair2 pad, dil;
@@ -118,7 +141,7 @@ Direct make_direct(int64_t cin, int64_t h, int64_t w, int64_t cout, int64_t kh, 
   d.wp = w + 2 * pad[1];
   d.oh = d.hp - dil[0] * (kh - 1);
   d.ow = d.wp - dil[1] * (kw - 1);
-  d.qr = (d.oh * d.wp + kTile - 1) / kTile * kTile;
+  d.qr = (d.oh * d.wp + kLanes - 1) / kLanes * kLanes;
   d.k = cin * kh * kw;
   for (int64_t c = 0; c < cin; ++c)
     for (int64_t i = 0; i < kh; ++i)
@@ -127,84 +150,137 @@ Direct make_direct(int64_t cin, int64_t h, int64_t w, int64_t cout, int64_t kh, 
   return d;
 }
 
+// Short row copies (a convolution's rows are often 5-30 floats): inline vector moves, where
+// a memcpy or fill call would cost more than the copy itself.
+#ifdef __AVX512F__
+inline __mmask16 first_lanes(int64_t n) {  // all 16 when n >= 16
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+}
+#endif
+
+inline void zero_floats(float* out, int64_t n) {
+#ifdef __AVX512F__
+  for (; n > 0; n -= 16, out += 16) _mm512_mask_storeu_ps(out, first_lanes(n), _mm512_setzero_ps());
+#else
+  std::fill(out, out + std::max<int64_t>(n, 0), 0.f);
+#endif
+}
+
+inline void copy_floats(float* out, const float* in, int64_t n) {
+#ifdef __AVX512F__
+  for (; n > 0; n -= 16, out += 16, in += 16) {
+    const __mmask16 m = first_lanes(n);
+    _mm512_mask_storeu_ps(out, m, _mm512_maskz_loadu_ps(m, in));
+  }
+#else
+  if (n > 0) std::memcpy(out, in, sizeof(float) * static_cast<size_t>(n));
+#endif
+}
+
 // xp <- x [cin, h, w] with zero borders.
 void pad_input(const float* x, float* xp, const Direct& d) {
   std::fill(xp, xp + d.padded_size, 0.f);
   for (int64_t c = 0; c < d.cin; ++c)
     for (int64_t r = 0; r < d.h; ++r)
-      std::memcpy(xp + (c * d.hp + r + d.pad[0]) * d.wp + d.pad[1], x + (c * d.h + r) * d.w,
-                  sizeof(float) * static_cast<size_t>(d.w));
+      copy_floats(xp + (c * d.hp + r + d.pad[0]) * d.wp + d.pad[1], x + (c * d.h + r) * d.w, d.w);
 }
 
-// yp[r, 0:16] = sum_k w[r, k] * xp[off[k] : off[k] + 16] for MR rows: 2*MR accumulators.
-template <int MR>
+// yp[r, 0 : NV*kLanes] = sum_k w[r, k] * xp[off[k] : off[k] + NV*kLanes] for MR rows.
+template <int MR, int NV>
 void forward_tile(const float* w, int64_t k, const float* xp, const int64_t* off, float* yp,
                   int64_t ldy) {
-  V8 a0[MR], a1[MR];
-  for (int r = 0; r < MR; ++r) a0[r] = a1[r] = V8{};
+  V acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
   for (int64_t kk = 0; kk < k; ++kk) {
     const float* b = xp + off[kk];
-    V8 b0 = vec(b), b1 = vec(b + 8);
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = vec(b + v * kLanes);
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      float wv = w[r * k + kk];
-      a0[r] += wv * b0;
-      a1[r] += wv * b1;
+      const float wv = w[r * k + kk];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] += wv * bv[v];
     }
   }
-  for (int r = 0; r < MR; ++r) {
-    vec(yp + r * ldy) = a0[r];
-    vec(yp + r * ldy + 8) = a1[r];
-  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) vec(yp + r * ldy + v * kLanes) = acc[r][v];
 }
 
 using ForwardTile = void (*)(const float*, int64_t, const float*, const int64_t*, float*, int64_t);
-constexpr int kForwardRows = 6;
-constexpr ForwardTile kForwardTiles[kForwardRows + 1] = {
-    nullptr,         forward_tile<1>, forward_tile<2>, forward_tile<3>,
-    forward_tile<4>, forward_tile<5>, forward_tile<6>};
+template <int... I>
+constexpr std::array<ForwardTile, sizeof...(I)> forward_table(std::integer_sequence<int, I...>) {
+  return {&forward_tile<I / kForwardVecs + 1, I % kForwardVecs + 1>...};
+}
+constexpr auto kForwardTiles = forward_table(std::make_integer_sequence<int, kForwardRows * kForwardVecs>{});
 
-// Tiles [b0, b1) of yp [cout, qr] = w [cout, k] x (shifted rows of xp).
-void forward_tiles(const float* w, const float* xp, float* yp, const Direct& d, int64_t b0,
-                   int64_t b1) {
-  for (int64_t b = b0; b < b1; ++b)
+// Column vectors [v0, v1) of yp [cout, qr] = w [cout, k] x (shifted rows of xp).
+void forward_tiles(const float* w, const float* xp, float* yp, const Direct& d, int64_t v0,
+                   int64_t v1) {
+  for (int64_t v = v0; v < v1; v += kForwardVecs) {
+    const int64_t nv = std::min<int64_t>(kForwardVecs, v1 - v);
     for (int64_t o = 0; o < d.cout; o += kForwardRows) {
-      int64_t rows = std::min<int64_t>(kForwardRows, d.cout - o);
-      kForwardTiles[rows](w + o * d.k, d.k, xp + b * kTile, d.off.data(), yp + o * d.qr + b * kTile,
-                          d.qr);
+      const int64_t rows = std::min<int64_t>(kForwardRows, d.cout - o);
+      kForwardTiles[static_cast<size_t>((rows - 1) * kForwardVecs + nv - 1)](
+          w + o * d.k, d.k, xp + v * kLanes, d.off.data(), yp + o * d.qr + v * kLanes, d.qr);
     }
+  }
 }
 
-// dw[r, s] += sum_q gp[r, q] * xp[off[s] + q] for MR x NR (output channel, column row) pairs.
+// Keeps v in a register: without it GCC folds the loads of b into each FMA that uses it,
+// MR loads (most of them split across cache lines) where one would do.
+inline void in_register([[maybe_unused]] V& v) {
+#if defined(__x86_64__)
+  asm("" : "+v"(v));
+#endif
+}
+
+// The weight gradient sums over output pixels: dw[r, s] = sum_q gp[r, q] * xp[off[s] + q].
+// A micro-tile holds MR x NR sums lane by lane, lanes[(r, s)] += gp[r, q : q+kLanes] *
+// xp[off[s] + q : ...] over the vectors of q: NR + MR loads for MR * NR multiply-adds. The
+// lanes are added up only once, after the last sample (weight_lanes_sum), so a sample's
+// share costs no horizontal sums.
+constexpr int kWeightRows = 4, kWeightCols = 6;
+
 template <int MR, int NR>
-void weight_tile(const float* gp, int64_t qr, const float* xp, const int64_t* off, float* dw,
-                 int64_t ldw) {
-  V8 acc[MR][NR];
+void weight_tile(const float* gp, int64_t qr, const float* xp, const int64_t* off, float* lanes,
+                 int64_t k) {
+  V acc[MR][NR];
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
-    for (int s = 0; s < NR; ++s) acc[r][s] = V8{};
-  for (int64_t q = 0; q < qr; q += 8) {
-    V8 b[NR];
-    for (int s = 0; s < NR; ++s) b[s] = vec(xp + off[s] + q);
+#pragma GCC unroll 8
+    for (int s = 0; s < NR; ++s) acc[r][s] = vec(lanes + (r * k + s) * kLanes);
+  for (int64_t q = 0; q < qr; q += kLanes) {
+    V b[NR];
+#pragma GCC unroll 8
+    for (int s = 0; s < NR; ++s) {
+      b[s] = vec(xp + off[s] + q);
+      in_register(b[s]);
+    }
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      V8 a = vec(gp + r * qr + q);
+      const V a = vec(gp + r * qr + q);
+#pragma GCC unroll 8
       for (int s = 0; s < NR; ++s) acc[r][s] += a * b[s];
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
-    for (int s = 0; s < NR; ++s) {
-      float t = 0;
-      for (int i = 0; i < 8; ++i) t += acc[r][s][i];
-      dw[r * ldw + s] += t;
-    }
+#pragma GCC unroll 8
+    for (int s = 0; s < NR; ++s) vec(lanes + (r * k + s) * kLanes) = acc[r][s];
 }
 
 using WeightTile = void (*)(const float*, int64_t, const float*, const int64_t*, float*, int64_t);
-constexpr int kWeightRows = 4, kWeightCols = 3;
-constexpr WeightTile kWeightTiles[kWeightRows + 1][kWeightCols + 1] = {
-    {nullptr, nullptr, nullptr, nullptr},
-    {nullptr, weight_tile<1, 1>, weight_tile<1, 2>, weight_tile<1, 3>},
-    {nullptr, weight_tile<2, 1>, weight_tile<2, 2>, weight_tile<2, 3>},
-    {nullptr, weight_tile<3, 1>, weight_tile<3, 2>, weight_tile<3, 3>},
-    {nullptr, weight_tile<4, 1>, weight_tile<4, 2>, weight_tile<4, 3>}};
+template <int... I>
+constexpr std::array<WeightTile, sizeof...(I)> weight_table(std::integer_sequence<int, I...>) {
+  return {&weight_tile<I / kWeightCols + 1, I % kWeightCols + 1>...};
+}
+constexpr auto kWeightTiles = weight_table(std::make_integer_sequence<int, kWeightRows * kWeightCols>{});
 
 // Per-task scratch: the padded input and an output (or gradient) buffer [cout, qr].
 struct Scratch {
@@ -228,24 +304,25 @@ void bias_act(float* y, int64_t channels, int64_t plane, const float* bias, Acti
 // tiles split over the pool when `split` (few samples, much work each).
 void direct_sample(const KernelCall& c, const float* x, const float* w, float* y, const Direct& d,
                    int64_t groups, Scratch& s, bool split, const float* bias, Activation act) {
-  const int64_t tiles = d.qr / kTile;
+  const int64_t vecs = d.qr / kLanes, units = (vecs + kForwardVecs - 1) / kForwardVecs;
   for (int64_t g = 0; g < groups; ++g) {
     pad_input(x + g * d.cin * d.h * d.w, s.xp.data(), d);
     const float* wg = w + g * d.cout * d.k;
     if (split) {
-      int64_t grain =
-          std::max<int64_t>(1, static_cast<int64_t>(kTaskMacs) / (kTile * d.cout * d.k));
-      pool_of(c).parallel_for(0, tiles, grain, [&](int64_t lo, int64_t hi) {
-        forward_tiles(wg, s.xp.data(), s.yp.data(), d, lo, hi);
+      // Units of kForwardVecs vectors: whole micro-tiles.
+      const int64_t grain = std::max<int64_t>(
+          1, static_cast<int64_t>(kTaskMacs) / (kForwardVecs * kLanes * d.cout * d.k));
+      pool_of(c).parallel_for(0, units, grain, [&](int64_t lo, int64_t hi) {
+        forward_tiles(wg, s.xp.data(), s.yp.data(), d, lo * kForwardVecs,
+                      std::min(vecs, hi * kForwardVecs));
       });
     } else {
-      forward_tiles(wg, s.xp.data(), s.yp.data(), d, 0, tiles);
+      forward_tiles(wg, s.xp.data(), s.yp.data(), d, 0, vecs);
     }
     float* yg = y + g * d.cout * d.oh * d.ow;
     for (int64_t o = 0; o < d.cout; ++o)
       for (int64_t r = 0; r < d.oh; ++r)
-        std::memcpy(yg + (o * d.oh + r) * d.ow, s.yp.data() + o * d.qr + r * d.wp,
-                    sizeof(float) * static_cast<size_t>(d.ow));
+        copy_floats(yg + (o * d.oh + r) * d.ow, s.yp.data() + o * d.qr + r * d.wp, d.ow);
     bias_act(yg, d.cout, d.oh * d.ow, bias ? bias + g * d.cout : nullptr, act);
   }
 }
@@ -293,6 +370,8 @@ void direct_backward_input(const KernelCall& c, const ConvShape& s, const float*
 void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, const float* g,
                            float* dw, int64_t lo, int64_t hi) {
   Scratch sc(d);
+  // Per-lane sums [groups*og, k, kLanes], added across lanes after the last sample.
+  std::vector<float> lanes(static_cast<size_t>(s.o * d.k * kLanes), 0.f);
   for (int64_t n = lo; n < hi; ++n)
     for (int64_t gi = 0; gi < s.groups; ++gi) {
       pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, sc.xp.data(), d);
@@ -301,18 +380,23 @@ void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, 
       const float* gg = g + (n * s.o + gi * s.og) * s.pixels();
       for (int64_t o = 0; o < s.og; ++o)
         for (int64_t r = 0; r < s.oh; ++r)
-          std::memcpy(sc.yp.data() + o * d.qr + r * d.wp, gg + (o * s.oh + r) * s.ow,
-                      sizeof(float) * static_cast<size_t>(s.ow));
-      float* dwg = dw + gi * s.og * d.k;
+          copy_floats(sc.yp.data() + o * d.qr + r * d.wp, gg + (o * s.oh + r) * s.ow, s.ow);
+      float* lg = lanes.data() + gi * s.og * d.k * kLanes;
       for (int64_t o = 0; o < s.og; o += kWeightRows) {
-        int64_t rows = std::min<int64_t>(kWeightRows, s.og - o);
+        const int64_t rows = std::min<int64_t>(kWeightRows, s.og - o);
         for (int64_t kk = 0; kk < d.k; kk += kWeightCols) {
-          int64_t cols = std::min<int64_t>(kWeightCols, d.k - kk);
-          kWeightTiles[rows][cols](sc.yp.data() + o * d.qr, d.qr, sc.xp.data(), d.off.data() + kk,
-                                   dwg + o * d.k + kk, d.k);
+          const int64_t cols = std::min<int64_t>(kWeightCols, d.k - kk);
+          kWeightTiles[static_cast<size_t>((rows - 1) * kWeightCols + cols - 1)](
+              sc.yp.data() + o * d.qr, d.qr, sc.xp.data(), d.off.data() + kk,
+              lg + (o * d.k + kk) * kLanes, d.k);
         }
       }
     }
+  for (int64_t i = 0; i < s.o * d.k; ++i) {
+    float t = 0;
+    for (int l = 0; l < kLanes; ++l) t += lanes[static_cast<size_t>(i * kLanes + l)];
+    dw[i] += t;
+  }
 }
 
 // [SECTION] Any stride: im2col + SGEMM
@@ -355,18 +439,15 @@ void for_col_rows(const ConvShape& s, Fn fn) {
 void im2col(const float* x, float* col, const ConvShape& s) {
   for_col_rows(s, [&](int64_t ci, int64_t xi, Span sp, int64_t sw, int64_t dx) {
     float* out = col + ci;
-    if (xi < 0) {
-      std::fill(out, out + s.ow, 0.f);
-      return;
-    }
+    if (xi < 0) return zero_floats(out, s.ow);
     const float* in = x + xi;
-    std::fill(out, out + sp.lo, 0.f);
+    zero_floats(out, sp.lo);
     if (sw == 1) {
-      if (sp.hi > sp.lo) std::memcpy(out + sp.lo, in + sp.lo + dx, sizeof(float) * (sp.hi - sp.lo));
+      copy_floats(out + sp.lo, in + sp.lo + dx, sp.hi - sp.lo);
     } else {
       for (int64_t ow = sp.lo; ow < sp.hi; ++ow) out[ow] = in[ow * sw + dx];
     }
-    std::fill(out + sp.hi, out + s.ow, 0.f);
+    zero_floats(out + sp.hi, s.ow - sp.hi);
   });
 }
 

@@ -57,9 +57,12 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
     Attrs a;
   };
   // Stride 1 runs on the direct micro-kernels (over samples, or over tiles of one sample);
-  // other strides on im2col + OpenBLAS, whose large GEMMs use OpenBLAS's threads; 1x1 on
-  // OpenBLAS alone; padding beyond the kernel's reach sends the input gradient to im2col.
+  // other strides on im2col + cpu::gemm, whose large GEMMs split across threads; 1x1 on
+  // cpu::gemm alone; padding beyond the kernel's reach sends the input gradient to im2col.
+  // LeNet-5's two convolutions leave partial micro-tiles in every direction.
   std::vector<Case> cases{
+      {{5, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
+      {{7, 6, 14, 14}, {16, 6, 5, 5}, {}},
       {{16, 4, 12, 12}, {8, 4, 3, 3}, {{"padding", Ints{1}}}},
       {{3, 16, 10, 10}, {24, 16, 3, 3}, {{"padding", Ints{1}}, {"dilation", Ints{1, 2}}}},
       {{1, 8, 24, 24}, {16, 8, 3, 3}, {{"padding", Ints{1}}}},
@@ -88,6 +91,19 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
   RefArray x = random_ref({8, 16, 15, 15}, seed++);
   check_kernel("max_pool2d", {x}, pool);
   check_kernel("avg_pool2d", {x}, pool);
+}
+
+TEST_CASE("2x2 max-pool gradients go to the first largest cell, ties included, at any row width", "[conv]") {
+  // Values from {0, 1, 2}: most windows hold ties, where the first cell in row-major order
+  // wins (PyTorch's rule too). Row widths of 5, 14, 16, 17 and 40 windows cover the vector
+  // path's partial and whole blocks of 16 windows.
+  for (int64_t ow : {5, 14, 16, 17, 40}) {
+    Rng rng(static_cast<uint64_t>(ow));
+    RefArray x{{3, 2, 6, 2 * ow}, {}};
+    for (int64_t i = 0; i < numel(x.shape); ++i) x.v.push_back(static_cast<double>(rng.below(3)));
+    RefArray g = random_ref({3, 2, 3, ow}, static_cast<uint64_t>(100 + ow));
+    check_kernel("max_pool2d_backward", {g, x}, {{"kernel", Ints{2}}});
+  }
 }
 
 TEST_CASE("conv and pooling type errors name what is wrong", "[conv]") {
