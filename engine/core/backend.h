@@ -58,6 +58,11 @@ class BufferType {
   virtual ~BufferType() = default;
   virtual std::string_view name() const = 0;
   virtual size_t alignment() const = 0;
+  // Where a tensor smaller than alignment() bytes may start: at a multiple of this or of its
+  // element size, whichever is larger. A compiled plan packs its small buffers (losses,
+  // biases' gradients) this tightly; a device whose buffer offsets must stay aligned keeps
+  // the default.
+  virtual size_t small_alignment() const { return alignment(); }
   virtual bool host_accessible() const = 0;
   virtual std::unique_ptr<Buffer> allocate(size_t bytes, AllocTag tag) = 0;
 };

@@ -38,6 +38,8 @@ class CpuBufferType final : public BufferType {
   explicit CpuBufferType(Backend& b) : backend_(b) {}
   std::string_view name() const override { return "cpu-host"; }
   size_t alignment() const override { return kAlignment; }
+  // Kernels load vectors at any address (unaligned or masked loads).
+  size_t small_alignment() const override { return 1; }
   bool host_accessible() const override { return true; }
   std::unique_ptr<Buffer> allocate(size_t bytes, AllocTag tag) override {
     return std::make_unique<CpuBuffer>(backend_, bytes, tag);

@@ -140,6 +140,7 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
 
   // One buffer request per group: from its first value's wave to its last reader's.
   const size_t alignment = backend.default_buffer_type().alignment();
+  const size_t small_alignment = backend.default_buffer_type().small_alignment();
   auto rounded = [&](size_t b) { return (std::max<size_t>(b, 1) + alignment - 1) / alignment * alignment; };
   std::vector<BufferRequest> reqs;
   std::vector<int32_t> req_of(nv, -1);
@@ -152,7 +153,11 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
     int32_t& q = req_of[group[i]];  // a group's first value has the lowest id (SSA order)
     if (q < 0) {
       q = static_cast<int32_t>(reqs.size());
-      reqs.push_back({bytes, lo, hi});
+      // Buffers smaller than the alignment (a loss, a bias's gradient) pack tightly where the
+      // backend allows: PyTorch's allocator counts their bytes, not a cache line each.
+      const size_t align =
+          bytes < alignment ? std::min(alignment, std::max(small_alignment, dtype_size(t.dtype))) : alignment;
+      reqs.push_back({bytes, lo, hi, align});
     } else {
       reqs[static_cast<size_t>(q)].first = std::min(reqs[static_cast<size_t>(q)].first, lo);
       reqs[static_cast<size_t>(q)].last = std::max(reqs[static_cast<size_t>(q)].last, hi);

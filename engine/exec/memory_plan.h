@@ -23,6 +23,7 @@ struct BufferRequest {
   size_t bytes = 0;
   int32_t first = 0;  // the step that writes it
   int32_t last = 0;   // the last step that reads it (>= first)
+  size_t align = 0;   // its offset's alignment (and size granule); 0: plan_memory's alignment
 };
 
 struct MemoryPlan {
@@ -31,6 +32,7 @@ struct MemoryPlan {
   size_t sum_bytes = 0;   // what one buffer per value would need
 };
 
+// `alignment` (a power of two, as every request's own) applies where a request names none.
 MemoryPlan plan_memory(std::span<const BufferRequest> reqs, size_t alignment);
 
 }  // namespace mls

@@ -202,7 +202,9 @@ class NullBuffer final : public Buffer {
 
 class MeasuringBackend final : public Backend {
  public:
-  explicit MeasuringBackend(Backend& real) : real_(real), type_(*this, real.default_buffer_type().alignment()) {}
+  explicit MeasuringBackend(Backend& real)
+      : real_(real),
+        type_(*this, real.default_buffer_type().alignment(), real.default_buffer_type().small_alignment()) {}
   std::string_view name() const override { return real_.name(); }
   DeviceKind kind() const override { return real_.kind(); }
   BufferType& default_buffer_type() override { return type_; }
@@ -217,9 +219,11 @@ class MeasuringBackend final : public Backend {
   static void unreachable() { MLS_CHECK(false, "checkpointing: a measuring plan was asked to run"); }
   class Type final : public BufferType {
    public:
-    Type(Backend& b, size_t alignment) : backend_(b), alignment_(alignment) {}
+    Type(Backend& b, size_t alignment, size_t small_alignment)
+        : backend_(b), alignment_(alignment), small_alignment_(small_alignment) {}
     std::string_view name() const override { return "measure"; }
     size_t alignment() const override { return alignment_; }
+    size_t small_alignment() const override { return small_alignment_; }
     bool host_accessible() const override { return false; }
     std::unique_ptr<Buffer> allocate(size_t bytes, AllocTag tag) override {
       return std::make_unique<NullBuffer>(backend_, bytes, tag);
@@ -227,7 +231,7 @@ class MeasuringBackend final : public Backend {
 
    private:
     Backend& backend_;
-    size_t alignment_;
+    size_t alignment_, small_alignment_;
   };
   Backend& real_;
   Type type_;

@@ -46,6 +46,45 @@ TEST_CASE("alignment rounds every buffer up", "[memory]") {
   CHECK(p.offsets[1] % 64 == 0);
 }
 
+TEST_CASE("small buffers with their own alignment pack tightly and large ones stay aligned", "[memory]") {
+  // A 4-byte loss and a 40-byte bias gradient live beside two 1000-byte buffers: at 64-byte
+  // alignment they would cost 128 bytes, at their own 4 only 44.
+  std::vector<BufferRequest> reqs{{4, 0, 2, 4}, {40, 0, 2, 4}, {1000, 1, 2}, {1000, 2, 3}};
+  MemoryPlan p = plan_memory(reqs, 64);
+  require_no_overlap(reqs, p);
+  CHECK(p.offsets[0] % 4 == 0);
+  CHECK(p.offsets[1] % 4 == 0);
+  CHECK(p.offsets[2] % 64 == 0);
+  CHECK(p.offsets[3] % 64 == 0);
+  // Step 2 holds all four: the two large ones (1024 each, at 64-byte granules), then the small
+  // ones right after them, 44 bytes with no padding.
+  CHECK(p.peak_bytes == 2 * 1024 + 44);
+  CHECK(p.sum_bytes == 4 + 40 + 2 * 1024);
+}
+
+TEST_CASE("random interval sets with mixed alignments: every offset aligned, no overlap", "[memory]") {
+  Rng rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<BufferRequest> reqs;
+    const int steps = 1 + static_cast<int>(rng.below(12));
+    const size_t count = 1 + rng.below(25);
+    for (size_t i = 0; i < count; ++i) {
+      auto first = static_cast<int32_t>(rng.below(static_cast<uint64_t>(steps)));
+      auto last = first + static_cast<int32_t>(rng.below(static_cast<uint64_t>(steps - first)));
+      const bool small = rng.below(2) == 0;
+      const size_t align = small ? size_t{1} << rng.below(4) : 0;  // 1, 2, 4, 8 or the plan's 64
+      reqs.push_back({small ? 1 + rng.below(63) : 64 + rng.below(500), first, last, align});
+    }
+    MemoryPlan p = plan_memory(reqs, 64);
+    require_no_overlap(reqs, p);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      INFO("buffer " << i);
+      CHECK(p.offsets[i] % (reqs[i].align ? reqs[i].align : 64) == 0);
+      CHECK(p.offsets[i] + reqs[i].bytes <= p.peak_bytes);
+    }
+  }
+}
+
 TEST_CASE("random interval sets: no overlap, and the peak lies between the bounds", "[memory]") {
   Rng rng(5);
   for (int trial = 0; trial < 200; ++trial) {
