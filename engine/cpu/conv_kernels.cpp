@@ -467,12 +467,12 @@ void gemm(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k, c
                            .b = b, .ldb = ldb, .c = c, .ldc = ldc, .beta = beta});
 }
 
-// cpu::gemm keeps a GEMM on the calling thread up to M*N*K = kGemmParallelMacs.
+// cpu::gemm keeps a GEMM on the calling thread below M*N*K = kGemmParallelMacs.
 // Convolutions made of such GEMMs split their samples over our pool; larger ones run the
 // samples in turn and let gemm's threads share each GEMM.
 int64_t blas_tasks(const KernelCall& c, const ConvShape& s) {
   double mnk = static_cast<double>(s.og) * static_cast<double>(s.k() * s.pixels());
-  if (mnk > static_cast<double>(kGemmParallelMacs)) return 1;
+  if (mnk >= static_cast<double>(kGemmParallelMacs)) return 1;
   return batch_tasks(c, s.n, mnk * static_cast<double>(s.groups));
 }
 

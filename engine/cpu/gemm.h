@@ -39,7 +39,7 @@ struct GemmArgs {
   Activation act = Activation::None;
 };
 
-// Products of at most this many multiply-adds (m n k) run on the calling thread: on the
+// Products of fewer than this many multiply-adds (m n k) run on the calling thread: on the
 // 2-core VM measured, a second thread did not pay below ~4M (~40 us on one core): a worker
 // that has gone to sleep takes 5-30 us to wake, and two cores reading the same A share its
 // cache traffic. Callers with many small products (batched matmul, convolutions) split

@@ -55,7 +55,7 @@ void matmul_kernel(const KernelCall& c) {
   // Products too small to thread on their own split the batch over the pool; larger ones
   // run one after another, each threaded inside gemm.
   const int64_t macs = std::max<int64_t>(m * n * k, 1);
-  if (macs <= kGemmParallelMacs)
+  if (macs < kGemmParallelMacs)
     pool.parallel_for(0, batch, std::max<int64_t>(1, kGemmParallelMacs / macs / 4), gemms);
   else
     gemms(0, batch);

@@ -144,7 +144,12 @@ TEST_CASE("gemm at the MLP's shapes on one and two threads", "[gemm]") {
   ThreadPool one(1), two(2);
   // The three GEMMs of a 784-256 dense layer's step at batch 128, the 256-128 layer, a
   // product split by rows (one 64-column panel), and matrix-vector products split in two.
+  // The forward (few rows, long K) adds two halves of K before its epilogue: with bias,
+  // activation and beta, and transposed operands.
   const Case cases[] = {{128, 256, 784},
+                        {128, 256, 784, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
+                        {100, 300, 700, true, true, 1.0f, BiasAxis::Row, Activation::Tanh},
+                        {128, 200, 1000, false, true, 0.5f, BiasAxis::Col, Activation::Gelu},
                         {784, 256, 128, true, false},
                         {128, 784, 256, false, true},
                         {128, 128, 256, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
@@ -166,7 +171,7 @@ TEST_CASE("gemm gives the same bits on one and two threads", "[gemm]") {
   ThreadPool one(1), two(2);
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 256, 784}, {784, 256, 128}, {600, 40, 256}})
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 256, 784}, {784, 256, 128}, {600, 40, 256}, {100, 300, 700}})
     for (int t = 0; t < 4; ++t) {
       std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c1(static_cast<size_t>(m * n)),
           c2(c1.size());
