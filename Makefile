@@ -27,7 +27,7 @@ test: build
 # Side by side with PyTorch on CPU in one run: one epoch of the MLP and of LeNet-5, the
 # memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and
 # the engine's GEMM, and how fast the input pipeline delivers Fashion-MNIST batches.
-BENCH_TOOLS = pipeline_throughput fma_peak inference_latency eager_overhead
+BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead
 bench: build
 	@scripts/setup --bench
 	@cmake --build $(BUILD) --target $(BENCH_TOOLS)
@@ -37,6 +37,7 @@ bench: build
 	@/usr/bin/python3 bench/inference_latency_torch.py --mlstudio $(BUILD)/bench/inference_latency
 	@/usr/bin/python3 bench/eager_overhead_torch.py --mlstudio $(BUILD)/bench/eager_overhead
 	@$(BUILD)/bench/fma_peak
+	@$(BUILD)/bench/conv_kernels
 	@$(BUILD)/bench/pipeline_throughput
 
 clean:
