@@ -29,15 +29,7 @@
 #include <utility>
 #include <vector>
 
-#ifdef __AVX512F__
-// GCC 12 warns inside its own intrinsics (bug 105593), as in gemm_avx512.cpp.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
-
+#include "engine/cpu/avx512.h"
 #include "engine/cpu/conv_kernels.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/kernels.h"
@@ -152,12 +144,6 @@ Direct make_direct(int64_t cin, int64_t h, int64_t w, int64_t cout, int64_t kh, 
 
 // Short row copies (a convolution's rows are often 5-30 floats): inline vector moves, where
 // a memcpy or fill call would cost more than the copy itself.
-#ifdef __AVX512F__
-inline __mmask16 first_lanes(int64_t n) {  // all 16 when n >= 16
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-}
-#endif
-
 inline void zero_floats(float* out, int64_t n) {
 #ifdef __AVX512F__
   for (; n > 0; n -= 16, out += 16) _mm512_mask_storeu_ps(out, first_lanes(n), _mm512_setzero_ps());

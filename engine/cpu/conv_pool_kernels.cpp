@@ -3,15 +3,7 @@
 // stays inside its plane.
 #include <algorithm>
 
-#ifdef __AVX512F__
-// GCC 12 warns inside its own intrinsics (bug 105593), as in gemm_avx512.cpp.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
-
+#include "engine/cpu/avx512.h"
 #include "engine/cpu/kernels.h"
 #include "engine/ops/conv.h"
 
@@ -95,12 +87,9 @@ void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
-  auto lanes = [](int64_t k) {
-    return k >= 16 ? __mmask16(0xFFFF) : k <= 0 ? __mmask16(0) : __mmask16((1u << k) - 1);
-  };
   for (; ow < n; ow += 16) {
     const int64_t left = 2 * (n - ow);
-    const __mmask16 m0 = lanes(left), m1 = lanes(left - 16), mg = lanes(n - ow);
+    const __mmask16 m0 = first_lanes(left), m1 = first_lanes(left - 16), mg = first_lanes(n - ow);
     const int64_t j = 2 * ow;
     const __m512 t0 = _mm512_maskz_loadu_ps(m0, r0 + j), t1 = _mm512_maskz_loadu_ps(m1, r0 + j + 16);
     const __m512 u0 = _mm512_maskz_loadu_ps(m0, r1 + j), u1 = _mm512_maskz_loadu_ps(m1, r1 + j + 16);

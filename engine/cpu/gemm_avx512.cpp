@@ -32,15 +32,9 @@
 
 #include <cstdlib>
 
-#ifdef __AVX512F__
-// GCC 12 warns inside its own intrinsics that take _mm512_undefined_ps() (`__m512 __Y = __Y;`,
-// GCC bug 105593, fixed in 13); the state at the header's lines is what counts.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "engine/cpu/avx512.h"
 
+#ifdef __AVX512F__
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -91,10 +85,6 @@ float* scratch(size_t floats, int slot) {
   return b.p;
 }
 
-// The first `n` lanes (all 16 when n >= 16, none when n <= 0).
-__mmask16 lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
 
 // [SECTION] Micro-kernel
 
@@ -111,7 +101,7 @@ template <int MR, int NV>
 __attribute__((always_inline)) inline void store_tile(__m512 (&acc)[MR][NV], float* c, int64_t ldc,
                                                       int64_t cols, const Tile& tile) {
   const Tile t = tile;  // a copy: stores to C cannot alias it, so its fields stay in registers
-  const __mmask16 tail = lanes(cols - 16 * (NV - 1));
+  const __mmask16 tail = first_lanes(cols - 16 * (NV - 1));
   const bool load_c = !t.first || t.beta != 0.0f;
   const __m512 scale = _mm512_set1_ps(t.first ? t.beta : 1.0f);
 #pragma GCC unroll 16
@@ -146,7 +136,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64
   for (int r = 0; r < MR; ++r)
     #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  const __mmask16 tail = lanes(cols - 16 * (NV - 1));
+  const __mmask16 tail = first_lanes(cols - 16 * (NV - 1));
   for (int64_t p = 0; p < kc; ++p) {
     __m512 bv[NV];
     #pragma GCC unroll 16
@@ -186,7 +176,7 @@ void pack_b(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) {
   const int nv = static_cast<int>((cols + 15) / 16);
   for (int64_t p = 0; p < kc; ++p, b += ldb, out += kNR)
     for (int v = 0; v < nv; ++v)
-      _mm512_store_ps(out + 16 * v, _mm512_maskz_loadu_ps(lanes(cols - 16 * v), b + 16 * v));
+      _mm512_store_ps(out + 16 * v, _mm512_maskz_loadu_ps(first_lanes(cols - 16 * v), b + 16 * v));
 }
 
 // Row q of r becomes column q.
@@ -222,7 +212,7 @@ inline void transpose16(__m512 (&r)[16]) {
 void pack_bt(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) {
   for (int64_t j = 0; j < cols; j += 16)
     for (int64_t p = 0; p < kc; p += 16) {
-      const __mmask16 m = lanes(kc - p);
+      const __mmask16 m = first_lanes(kc - p);
       __m512 r[16];
       for (int q = 0; q < 16; ++q)
         r[q] = j + q < cols ? _mm512_maskz_loadu_ps(m, b + (j + q) * ldb + p) : _mm512_setzero_ps();
@@ -363,7 +353,7 @@ void gemv_cols(int64_t k, const float* x, const float* w, int64_t ldw, float* y,
   for (int u = 0; u < U; ++u)
     #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) acc[u][v] = _mm512_setzero_ps();
-  const __mmask16 tail = lanes(cols - 16 * (NV - 1));
+  const __mmask16 tail = first_lanes(cols - 16 * (NV - 1));
   int64_t p = 0;
   for (; p + U <= k; p += U)
     #pragma GCC unroll 16
@@ -404,7 +394,7 @@ void gemv_rows(int64_t k, const float* x, const float* w, int64_t ldw, float* y)
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t p = 0; p < k; p += 16) {
-    const __mmask16 m = lanes(k - p);
+    const __mmask16 m = first_lanes(k - p);
     const __m512 xv = _mm512_maskz_loadu_ps(m, x + p);
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, w + r * ldw + p), acc[r]);
