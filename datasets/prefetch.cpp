@@ -1,10 +1,5 @@
 #include "datasets/prefetch.h"
 
-#ifdef __linux__
-#include <sys/resource.h>
-#include <unistd.h>
-#endif
-
 #include <utility>
 
 #include "engine/core/check.h"
@@ -43,15 +38,6 @@ void PrefetchSource::start(int64_t batch_size) {
 }
 
 void PrefetchSource::produce(int64_t batch_size) {
-  // Below the trainer's threads: on a machine with as many cores as compute threads, a
-  // producer at the same priority took a core from a kernel mid-step (the other thread then
-  // waits at the join for a whole time slice). At nice 19 it runs in the gaps: in alternating
-  // runs of the MLP example on 2 cores, epochs of 0.264 / 0.340 s became 0.246 / 0.326 s
-  // (the trainer waits a little longer for batches, the kernels lose less). Linux applies
-  // nice per thread; where the call fails the producer simply keeps its priority.
-#ifdef __linux__
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
-#endif
   for (;;) {
     HostBatch b;
     {
