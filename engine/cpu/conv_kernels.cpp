@@ -112,8 +112,13 @@ inline Vu& vec(float* p) {
 
 // A forward micro-tile is up to 6 output channels x 4 vectors of output pixels: 24
 // accumulators, and per kernel tap 4 loads of shifted input and 6 broadcast weights, as in
-// the GEMM's micro-kernel (gemm_avx512.cpp).
+// the GEMM's micro-kernel (gemm_avx512.cpp). With 16 vector registers (AVX2 and below) the
+// tiles shrink so that accumulators, operands and a broadcast still fit.
+#ifdef __AVX512F__
 constexpr int kForwardRows = 6, kForwardVecs = 4;
+#else
+constexpr int kForwardRows = 6, kForwardVecs = 2;
+#endif
 
 // A stride-1 convolution of one sample and group: input [cin, h, w], output [cout, oh, ow],
 // weights [cout, k]. The padded input has planes hp x wp; output row r lives at r*wp of a
@@ -221,7 +226,7 @@ void forward_tiles(const float* w, const float* xp, float* yp, const Direct& d, 
 // Keeps v in a register: without it GCC folds the loads of b into each FMA that uses it,
 // MR loads (most of them split across cache lines) where one would do.
 inline void in_register([[maybe_unused]] V& v) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__AVX__)  // V fits one register (zmm or ymm)
   asm("" : "+v"(v));
 #endif
 }
@@ -231,7 +236,11 @@ inline void in_register([[maybe_unused]] V& v) {
 // xp[off[s] + q : ...] over the vectors of q: NR + MR loads for MR * NR multiply-adds. The
 // lanes are added up only once, after the last sample (weight_lanes_sum), so a sample's
 // share costs no horizontal sums.
-constexpr int kWeightRows = 4, kWeightCols = 6;
+#ifdef __AVX512F__
+constexpr int kWeightRows = 4, kWeightCols = 6;  // 24 sums, 6 + 1 operands
+#else
+constexpr int kWeightRows = 4, kWeightCols = 3;  // 12 sums, 3 + 1 operands
+#endif
 
 template <int MR, int NR>
 void weight_tile(const float* gp, int64_t qr, const float* xp, const int64_t* off, float* lanes,
