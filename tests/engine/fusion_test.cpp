@@ -12,6 +12,7 @@
 #include "engine/ops/math.h"
 #include "engine/ops/nn.h"
 #include "engine/passes/passes.h"
+#include "graph_fixtures.h"
 #include "test_util.h"
 
 using namespace mls;
@@ -19,40 +20,8 @@ using namespace mls::test;
 
 namespace {
 
-// Runs g with inputs and params drawn from U(lo, hi) (labels i % classes), seeded by their
-// position, so two graphs with the same inputs and params (passes keep their order) see the
-// same values. Returns every output.
-std::vector<std::vector<double>> evaluate(const Graph& g, double lo = -1, double hi = 1, int64_t classes = 3) {
-  auto plan = CompiledPlan::compile(g, host());
-  REQUIRE(plan.ok());
-  uint64_t seed = 17;
-  auto bind_all = [&](const Refs& refs) {
-    for (Ref r : refs) {
-      ValueType t = g.type_of(r);
-      Tensor x = Tensor::empty(host(), t.dtype, t.shape, AllocTag::Input);
-      if (t.dtype == DType::I64) {
-        std::vector<int64_t> v(static_cast<size_t>(numel(t.shape)));
-        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i) % classes;
-        x.fill_from_host_i64(v);
-      } else {
-        Rng rng(seed++);
-        std::vector<float> v(static_cast<size_t>(numel(t.shape)));
-        for (float& f : v) f = static_cast<float>(rng.uniform(lo, hi));
-        x.fill_from_host(v);
-      }
-      REQUIRE(plan->bind(r, x).ok());
-    }
-  };
-  bind_all(g.inputs());
-  bind_all(g.params());
-  plan->run();
-  std::vector<std::vector<double>> out;
-  for (Ref r : g.outputs()) out.push_back(plan->tensor(r).to_f64());
-  return out;
-}
-
 void require_identical(const Graph& a, const Graph& b, double lo = -1, double hi = 1) {
-  auto x = evaluate(a, lo, hi), y = evaluate(b, lo, hi);
+  auto x = outputs_on_random_inputs(a, {.lo = lo, .hi = hi}), y = outputs_on_random_inputs(b, {.lo = lo, .hi = hi});
   REQUIRE(x.size() == y.size());
   for (size_t k = 0; k < x.size(); ++k) {
     INFO("output " << k);
@@ -65,7 +34,7 @@ void require_identical(const Graph& a, const Graph& b, double lo = -1, double hi
 }
 
 void require_same(const Graph& a, const Graph& b, double tol) {
-  auto x = evaluate(a), y = evaluate(b);
+  auto x = outputs_on_random_inputs(a), y = outputs_on_random_inputs(b);
   REQUIRE(x.size() == y.size());
   for (size_t k = 0; k < x.size(); ++k) require_close(y[k], x[k], tol, tol, "output " + std::to_string(k));
 }

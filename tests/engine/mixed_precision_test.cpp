@@ -16,6 +16,7 @@
 #include "engine/train/init.h"
 #include "engine/train/trainer.h"
 #include "blobs_source.h"
+#include "graph_fixtures.h"
 #include "test_util.h"
 
 using namespace mls;
@@ -56,25 +57,6 @@ std::vector<float> spread(const std::vector<float>& picks) {
   std::vector<float> v;
   for (int rep = 0; rep < 5; ++rep) v.insert(v.end(), picks.begin(), picks.end());
   return v;
-}
-
-ModelBuilder mlp_builder(int64_t features, int64_t hidden, int64_t classes) {
-  return [=](int64_t batch, bool) -> Result<ModelGraph> {
-    ModelGraph m{Graph("mlp"), {}, {}, {}, {}, {}};
-    Graph& g = m.graph;
-    m.input = g.add_input("x", {DType::F32, {batch, features}});
-    m.labels = g.add_input("y", {DType::I64, {batch}});
-    Ref w1 = g.add_param("fc1.weight", {DType::F32, {features, hidden}}, {"kaiming_uniform", features, hidden});
-    Ref b1 = g.add_param("fc1.bias", {DType::F32, {hidden}}, {"uniform_fan_in", features, hidden});
-    Ref w2 = g.add_param("fc2.weight", {DType::F32, {hidden, hidden}}, {"kaiming_uniform", hidden, hidden});
-    Ref b2 = g.add_param("fc2.bias", {DType::F32, {hidden}}, {"uniform_fan_in", hidden, hidden});
-    Ref w3 = g.add_param("fc3.weight", {DType::F32, {hidden, classes}}, {"kaiming_uniform", hidden, classes});
-    Ref b3 = g.add_param("fc3.bias", {DType::F32, {classes}}, {"uniform_fan_in", hidden, classes});
-    Ref h = relu(g, linear(g, relu(g, linear(g, m.input, w1, b1)), w2, b2));
-    m.logits = linear(g, h, w3, b3);
-    m.loss = cross_entropy(g, m.logits, m.labels);
-    return m;
-  };
 }
 
 size_t count_ops(const Graph& g, const std::string& op) {
@@ -352,7 +334,7 @@ TEST_CASE("bf16 and f16 products differ from f32 ones by no more than their roun
 }
 
 TEST_CASE("autocast puts bf16 products in place of f32 matmuls, forward and backward", "[mixed-precision]") {
-  auto mg = mlp_builder(20, 32, 4)(16, true);
+  auto mg = mlp_builder(20, {32, 32}, 4)(16, true);
   REQUIRE(mg.ok());
   Graph& g = mg->graph;
   g.set_outputs({mg->loss});
@@ -419,7 +401,7 @@ TEST_CASE("an MLP trained in bf16 learns as well as in f32, and its parameters s
   for (Precision p : {Precision::F32, Precision::BF16}) {
     TrainConfig cfg{.epochs = 2, .batch_size = 32, .seed = 4, .opt = {.type = "sgd", .lr = 0.05, .momentum = 0.9}};
     cfg.precision = p;
-    Trainer t(host(), mlp_builder(3, 64, 8), cfg);
+    Trainer t(host(), mlp_builder(3, {64, 64}, 8), cfg);
     auto r = t.fit(train, &test, nullptr);
     REQUIRE(r.ok());
     for (const Tensor& param : t.params()) CHECK(param.dtype() == DType::F32);
@@ -442,9 +424,9 @@ TEST_CASE("eager and static bf16 training give the same losses", "[mixed-precisi
   Blobs data(50 * 32, 20, 4, 3);
   TrainConfig cfg{.epochs = 1, .batch_size = 32, .seed = 11, .opt = {.type = "adam", .lr = 0.01}};
   cfg.precision = Precision::BF16;
-  Trainer st(host(), mlp_builder(20, 32, 4), cfg);
+  Trainer st(host(), mlp_builder(20, {32, 32}, 4), cfg);
   cfg.mode = ExecMode::Eager;
-  Trainer ea(host(), mlp_builder(20, 32, 4), cfg);
+  Trainer ea(host(), mlp_builder(20, {32, 32}, 4), cfg);
   auto rs = st.fit(data, nullptr, nullptr);
   auto re = ea.fit(data, nullptr, nullptr);
   REQUIRE(rs.ok());
@@ -463,7 +445,7 @@ TEST_CASE("an overflowing f16 loss scale skips the step, leaves everything as it
     TrainConfig cfg{.epochs = 1, .batch_size = 32, .seed = 2, .mode = mode, .opt = {.type = "adam", .lr = 0.01}};
     cfg.precision = Precision::F16;
     cfg.loss_scale = {.init = 0x1p40, .growth_interval = 1000};  // gradients * 2^40 overflow f16 (65504)
-    Trainer t(host(), mlp_builder(20, 32, 4), cfg);
+    Trainer t(host(), mlp_builder(20, {32, 32}, 4), cfg);
     REQUIRE(t.init().ok());
     auto before = param_values(t);
     auto l = t.train_step(b);
@@ -501,7 +483,7 @@ TEST_CASE("a non-finite gradient in bf16 skips the step; a dynamic scale halves,
   HostBatch bad = b;
   bad.x[7] = std::numeric_limits<float>::infinity();
   {  // bf16's default: no scaling at all (S stays 1), but a non-finite step is still skipped
-    Trainer t(host(), mlp_builder(20, 32, 4), cfg);
+    Trainer t(host(), mlp_builder(20, {32, 32}, 4), cfg);
     REQUIRE(t.init().ok());
     CHECK_FALSE(t.loss_scaler().dynamic());
     auto before = param_values(t);
@@ -513,7 +495,7 @@ TEST_CASE("a non-finite gradient in bf16 skips the step; a dynamic scale halves,
     CHECK(t.loss_scaler().scale() == 1.0);
   }
   cfg.loss_scale.init = 1.0;  // asked for: the dynamic scale in bf16
-  Trainer t(host(), mlp_builder(20, 32, 4), cfg);
+  Trainer t(host(), mlp_builder(20, {32, 32}, 4), cfg);
   REQUIRE(t.init().ok());
   CHECK(t.loss_scaler().dynamic());
   CHECK(t.loss_scaler().scale() == 1.0);
@@ -537,11 +519,11 @@ TEST_CASE("the loss scale is part of the trainer's state; f32 checkpoints stay a
   TrainConfig cfg{.epochs = 1, .batch_size = 32, .seed = 3, .opt = {.type = "sgd", .lr = 0.05}};
   cfg.precision = Precision::F16;
   cfg.loss_scale = {.init = 0x1p40, .growth_interval = 5};
-  Trainer t(host(), mlp_builder(20, 32, 4), cfg);
+  Trainer t(host(), mlp_builder(20, {32, 32}, 4), cfg);
   for (int i = 0; i < 3; ++i) REQUIRE(t.train_step(b).ok());
   auto st = t.state();
   REQUIRE(st.ok());
-  Trainer back(host(), mlp_builder(20, 32, 4), cfg);
+  Trainer back(host(), mlp_builder(20, {32, 32}, 4), cfg);
   REQUIRE(back.restore(*st).ok());
   CHECK(back.loss_scaler().scale() == 0x1p37);
   CHECK(back.loss_scaler().skipped() == 3);
@@ -549,13 +531,13 @@ TEST_CASE("the loss scale is part of the trainer's state; f32 checkpoints stay a
 
   TrainConfig f32_cfg = cfg;
   f32_cfg.precision = Precision::F32;
-  Trainer plain(host(), mlp_builder(20, 32, 4), f32_cfg);
+  Trainer plain(host(), mlp_builder(20, {32, 32}, 4), f32_cfg);
   REQUIRE(plain.train_step(b).ok());
   auto old = plain.state();
   REQUIRE(old.ok());
   CHECK(old->numbers.count("loss_scale") == 0);
   CHECK(old->ints.count("skipped_steps") == 0);
-  Trainer resumed(host(), mlp_builder(20, 32, 4), cfg);  // an f32 checkpoint resumed in f16
+  Trainer resumed(host(), mlp_builder(20, {32, 32}, 4), cfg);  // an f32 checkpoint resumed in f16
   REQUIRE(resumed.restore(*old).ok());
   CHECK(resumed.loss_scaler().scale() == 0x1p40);
   CHECK(resumed.loss_scaler().skipped() == 0);

@@ -3,6 +3,7 @@
 #include "engine/autodiff/autodiff.h"
 #include "engine/exec/compiled_plan.h"
 #include "engine/passes/passes.h"
+#include "graph_fixtures.h"
 #include "test_util.h"
 
 using namespace mls;
@@ -10,42 +11,8 @@ using namespace mls::test;
 
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  Rng r(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(r.uniform(-1, 1));
-  return v;
-}
-
-// Runs g with random values for its inputs and params; returns every output.
-std::vector<std::vector<double>> evaluate(const Graph& g, uint64_t seed = 3) {
-  auto plan = CompiledPlan::compile(g, host());
-  REQUIRE(plan.ok());
-  uint64_t s = seed;
-  auto bind_all = [&](const Refs& refs) {
-    for (Ref r : refs) {
-      ValueType t = g.type_of(r);
-      Tensor x = Tensor::empty(host(), t.dtype, t.shape, AllocTag::Input);
-      if (t.dtype == DType::I64) {
-        std::vector<int64_t> v(static_cast<size_t>(numel(t.shape)));
-        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i % 3);
-        x.fill_from_host_i64(v);
-      } else {
-        x.fill_from_host(random_floats(static_cast<size_t>(numel(t.shape)), s++));
-      }
-      REQUIRE(plan->bind(r, x).ok());
-    }
-  };
-  bind_all(g.inputs());
-  bind_all(g.params());
-  plan->run();
-  std::vector<std::vector<double>> out;
-  for (Ref r : g.outputs()) out.push_back(plan->tensor(r).to_f64());
-  return out;
-}
-
 void require_same_outputs(const Graph& a, const Graph& b, double tol = 1e-6) {
-  auto x = evaluate(a), y = evaluate(b);
+  auto x = outputs_on_random_inputs(a, {.seed = 3}), y = outputs_on_random_inputs(b, {.seed = 3});
   REQUIRE(x.size() == y.size());
   for (size_t k = 0; k < x.size(); ++k) require_close(y[k], x[k], tol, tol, "output " + std::to_string(k));
 }
@@ -90,7 +57,7 @@ TEST_CASE("constant folding evaluates constant chains once", "[passes]") {
   Graph d = eliminate_dead_code(*f);
   CHECK(d.nodes().size() == 1);
   require_same_outputs(g, d);
-  CHECK(evaluate(d)[0].size() == 8);
+  CHECK(outputs_on_random_inputs(d, {.seed = 3})[0].size() == 8);
 }
 
 TEST_CASE("algebraic simplification removes identities", "[passes]") {

@@ -4,37 +4,19 @@
 
 #include "engine/train/trainer.h"
 #include "blobs_source.h"
+#include "graph_fixtures.h"
 #include "test_util.h"
 
 using namespace mls;
 using namespace mls::test;
 
-namespace {
-
-ModelBuilder mlp_builder(int64_t features, int64_t hidden, int64_t classes) {
-  return [=](int64_t batch, bool) -> Result<ModelGraph> {
-    ModelGraph m{Graph("mlp"), {}, {}, {}, {}, {}};
-    Graph& g = m.graph;
-    m.input = g.add_input("x", {DType::F32, {batch, features}});
-    m.labels = g.add_input("y", {DType::I64, {batch}});
-    Ref w1 = g.add_param("fc1.weight", {DType::F32, {features, hidden}}, {"kaiming_uniform", features, hidden});
-    Ref b1 = g.add_param("fc1.bias", {DType::F32, {hidden}}, {"uniform_fan_in", features, hidden});
-    Ref w2 = g.add_param("fc2.weight", {DType::F32, {hidden, classes}}, {"kaiming_uniform", hidden, classes});
-    Ref b2 = g.add_param("fc2.bias", {DType::F32, {classes}}, {"uniform_fan_in", hidden, classes});
-    m.logits = linear(g, relu(g, linear(g, m.input, w1, b1)), w2, b2);
-    m.loss = cross_entropy(g, m.logits, m.labels);
-    return m;
-  };
-}
-
-}  // namespace
 
 TEST_CASE("eager and static execution give the same loss trajectory over 100 steps", "[trainer][eager]") {
   Blobs data(100 * 32, 20, 4, 3);
   TrainConfig cfg{.epochs = 1, .batch_size = 32, .seed = 11, .opt = {.type = "sgd", .lr = 0.05, .momentum = 0.9}};
-  Trainer st(host(), mlp_builder(20, 64, 4), cfg);
+  Trainer st(host(), mlp_builder(20, {64}, 4), cfg);
   cfg.mode = ExecMode::Eager;
-  Trainer ea(host(), mlp_builder(20, 64, 4), cfg);
+  Trainer ea(host(), mlp_builder(20, {64}, 4), cfg);
   auto rs = st.fit(data, nullptr, nullptr);
   auto re = ea.fit(data, nullptr, nullptr);
   REQUIRE(rs.ok());
@@ -51,7 +33,7 @@ TEST_CASE("eager and static execution give the same loss trajectory over 100 ste
 
 TEST_CASE("after warm-up a static training step allocates nothing", "[trainer][memory]") {
   Blobs data(64 * 20, 20, 4, 4);
-  Trainer t(host(), mlp_builder(20, 32, 4), {.epochs = 1, .batch_size = 64, .seed = 1, .opt = {.type = "adam", .lr = 0.01}});
+  Trainer t(host(), mlp_builder(20, {32}, 4), {.epochs = 1, .batch_size = 64, .seed = 1, .opt = {.type = "adam", .lr = 0.01}});
   HostBatch b;
   data.start_epoch(0);
   REQUIRE(data.next(64, b));
@@ -73,7 +55,7 @@ TEST_CASE("after warm-up a static training step allocates nothing", "[trainer][m
 
 TEST_CASE("training separates blobs and evaluation reports accuracy; a bad label is an error", "[trainer]") {
   Blobs train(2000, 10, 3, 7), test(500, 10, 3, 7);
-  Trainer t(host(), mlp_builder(10, 32, 3), {.epochs = 3, .batch_size = 50, .seed = 2, .opt = {.type = "sgd", .lr = 0.1, .momentum = 0.9}});
+  Trainer t(host(), mlp_builder(10, {32}, 3), {.epochs = 3, .batch_size = 50, .seed = 2, .opt = {.type = "sgd", .lr = 0.1, .momentum = 0.9}});
   auto r = t.fit(train, &test, nullptr);
   REQUIRE(r.ok());
   CHECK(r->has_test);
