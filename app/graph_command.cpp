@@ -2,12 +2,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "app/commands.h"
 #include "engine/autodiff/autodiff.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/exec/compiled_plan.h"
 #include "engine/passes/passes.h"
+#include "engine/train/mixed_precision.h"
 
 namespace mls::app {
 
@@ -88,7 +90,15 @@ int graph_command(const GraphOptions& o) {
     std::fprintf(stderr, "mlstudio: %s\n", m.error().message.c_str());
     return 1;
   }
+  // Mixed precision rewrites the forward before its backward is derived, as the trainer
+  // does, so the backward holds the low-precision products' own gradients. (The trainer
+  // also scales the loss and unscales the gradients; that is not drawn here.)
+  const Precision precision = p->doc.training.precision;
+  autocast_model(*m, precision);
   Graph& g = m->graph;
+  if (precision != Precision::F32)
+    std::printf("// mixed precision %s: matrix products as matmul_lowp, f32 everywhere else\n",
+                std::string(precision_name(precision)).c_str());
   if (o.backward || o.plan || o.passes) {
     Refs wrt;  // frozen parameters and running statistics get no gradient
     for (Ref r : g.params())

@@ -60,6 +60,9 @@ int main(int argc, char** argv) {
   graph_cmd->add_option("--profile", graph.profile,
                         "Train N steps on the project's data with every kernel timed; print time per op and node");
   graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)");
+  graph_cmd->add_option("--precision", graph.project.precision,
+                        "f32, bf16 or f16: the forward as mixed-precision training compiles it, its matrix "
+                        "products as matmul_lowp (default: the project's)");
   graph_cmd->add_option("--activation-checkpointing", graph.project.activation_checkpointing,
                         "With --passes: off, auto or a byte budget (default: the project's)");
   graph_cmd->add_option("--limit", graph.project.limit, "With --profile: load only the first N training samples");

@@ -107,6 +107,26 @@ TEST_CASE("mlstudio graph --passes shows each pass shrinking the step; --profile
   CHECK(f.out.find("fc1 (backward)") != std::string::npos);
 }
 
+TEST_CASE("mlstudio graph --precision bf16 shows the products training runs in 16 bits", "[e2e]") {
+  Output f32 = run("graph " + example() + " --backward --batch 4");
+  REQUIRE(f32.code == 0);
+  CHECK(f32.out.find("matmul_lowp") == std::string::npos);
+  Output bf = run("graph " + example() + " --backward --batch 4 --precision bf16");
+  INFO(bf.err);
+  REQUIRE(bf.code == 0);
+  CHECK(bf.out.find("// mixed precision bf16") != std::string::npos);
+  // Three dense layers: three forward products, each with its two casts, and the backward
+  // differentiates the low-precision products (their gradients are products too).
+  size_t lowp = 0;
+  for (size_t at = bf.out.find("= matmul_lowp("); at != std::string::npos; at = bf.out.find("= matmul_lowp(", at + 1))
+    ++lowp;
+  CHECK(lowp >= 3);
+  CHECK(bf.out.find("bf16[784,256] = cast(%fc1.weight)") != std::string::npos);
+  Output bad = run("graph " + example() + " --precision f8");
+  CHECK(bad.code != 0);
+  CHECK(bad.err.find("--precision must be f32, bf16 or f16, got 'f8'") != std::string::npos);
+}
+
 TEST_CASE("bad input: a clear message naming the file, node or line, and a non-zero exit", "[e2e]") {
   SECTION("broken JSON names the line") {
     std::string p = variant("broken.mls", "\"epochs\": 10,", "\"epochs\": 10,,");
