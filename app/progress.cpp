@@ -29,9 +29,15 @@ void Progress::update(const ProgressInfo& p) {
     }
     // "data" is the share of the epoch spent waiting for batches: a slow loader shows here,
     // not as a slow model.
-    std::fprintf(stderr, "%sepoch %lld/%lld  loss %.4f  %.0f samples/s  %lld steps  data %.0f%%  ETA %s\n",
+    // Mixed precision: the dynamic loss scale, and the steps skipped for overflow so far (a
+    // scale that keeps falling, or many skips, means gradients overflow 16 bits).
+    char scale[64] = "";
+    if (p.loss_scale != 1 || p.skipped_steps > 0)
+      std::snprintf(scale, sizeof scale, "  loss scale %g  skipped %lld", p.loss_scale,
+                    static_cast<long long>(p.skipped_steps));
+    std::fprintf(stderr, "%sepoch %lld/%lld  loss %.4f  %.0f samples/s  %lld steps  data %.0f%%%s  ETA %s\n",
                  interactive_ ? "\r\033[K" : "", static_cast<long long>(p.epoch), static_cast<long long>(p.epochs),
-                 p.loss, p.samples_per_s, static_cast<long long>(p.batches), 100.0 * p.data_fraction,
+                 p.loss, p.samples_per_s, static_cast<long long>(p.batches), 100.0 * p.data_fraction, scale,
                  format_duration(p.eta_s).c_str());
     std::fflush(stderr);
     return;

@@ -127,6 +127,20 @@ TEST_CASE("mlstudio graph --precision bf16 shows the products training runs in 1
   CHECK(bad.err.find("--precision must be f32, bf16 or f16, got 'f8'") != std::string::npos);
 }
 
+TEST_CASE("f16 training shows its dynamic loss scale on the epoch lines, f32 training does not", "[e2e]") {
+  const fs::path db = temp_dir() / "scale.db";
+  fs::remove(db);
+  Output f16 = run("--run " + example() + " --epochs 1 --limit 1024 --test-limit 128 --precision f16 --db " + db.string());
+  INFO(f16.err);
+  REQUIRE(f16.code == 0);
+  // Dynamic scaling starts at 2^16 and only grows after 2000 clean steps: 8 steps keep it.
+  CHECK(f16.err.find("loss scale 65536  skipped 0") != std::string::npos);
+  Output f32 = run("--run " + example() + " --epochs 1 --limit 1024 --test-limit 128 --db " + db.string());
+  REQUIRE(f32.code == 0);
+  CHECK(f32.err.find("epoch 1/1") != std::string::npos);
+  CHECK(f32.err.find("loss scale") == std::string::npos);
+}
+
 TEST_CASE("bad input: a clear message naming the file, node or line, and a non-zero exit", "[e2e]") {
   SECTION("broken JSON names the line") {
     std::string p = variant("broken.mls", "\"epochs\": 10,", "\"epochs\": 10,,");
