@@ -33,12 +33,12 @@
 #include <cstdlib>
 
 #include "engine/cpu/avx512.h"
+#include "engine/cpu/scratch.h"
 
 #ifdef __AVX512F__
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <new>
 #include <utility>
 #endif
 
@@ -66,25 +66,7 @@ constexpr int64_t kMinParallelGemv = int64_t{1} << 21;
 
 // [SECTION] Scratch and masks
 
-// A per-thread, 64-byte aligned buffer that only grows (slot 0: B panels or GEMV sums; 1: a
-// gathered GEMV x).
-float* scratch(size_t floats, int slot) {
-  struct Buf {
-    float* p = nullptr;
-    size_t cap = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local std::array<Buf, 2> bufs;
-  Buf& b = bufs[static_cast<size_t>(slot)];
-  if (b.cap < floats) {
-    std::free(b.p);
-    b.p = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
-    if (!b.p) throw std::bad_alloc();
-    b.cap = floats;
-  }
-  return b.p;
-}
-
+float* scratch(size_t floats, ScratchSlot slot) { return thread_scratch<float>(floats, slot); }
 
 // [SECTION] Micro-kernel
 
@@ -228,7 +210,7 @@ void pack_bt(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) 
 void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   const bool direct = !g.trans_b && i1 - i0 <= kDirectRows;
   const int64_t passes = (g.k + kMaxKC - 1) / kMaxKC, kstep = (g.k + passes - 1) / passes;
-  float* panel = direct ? nullptr : scratch(static_cast<size_t>(kstep * kNR), 0);
+  float* panel = direct ? nullptr : scratch(static_cast<size_t>(kstep * kNR), ScratchSlot::GemmPanel);
   for (int64_t p0 = 0; p0 < g.k; p0 += kstep) {
     const int64_t kc = std::min(kstep, g.k - p0);
     Tile t{g.beta, p0 == 0, p0 + kc == g.k, nullptr, g.bias ? g.bias_axis : BiasAxis::None, g.act};
@@ -270,7 +252,7 @@ constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
 // any number of threads, so the bits do not depend on the thread count.
 void gemm_split_k(ThreadPool& pool, const GemmArgs& g, int parts) {
   const int64_t k0 = (g.k / 2 + kMR - 1) / kMR * kMR;  // any split point works; keep it tidy
-  float* partial = scratch(static_cast<size_t>(g.m * g.n), 1);
+  float* partial = scratch(static_cast<size_t>(g.m * g.n), ScratchSlot::GemmAux);
   GemmArgs lo = g, hi = g;
   lo.k = k0;
   lo.bias = nullptr;
@@ -423,7 +405,7 @@ struct Gemv {
 
 void gemv_range(const Gemv& v, const GemmArgs& g, int64_t lo, int64_t hi) {
   const bool in_place = v.incy == 1 && g.beta == 0.0f;
-  float* s = in_place ? v.y + lo : scratch(static_cast<size_t>(hi - lo), 0);  // 1 may hold x
+  float* s = in_place ? v.y + lo : scratch(static_cast<size_t>(hi - lo), ScratchSlot::GemmPanel);  // GemmAux may hold x
   if (v.w_kn) {
     for (int64_t j = lo; j < hi; j += kGemvCols) {
       const int64_t cols = std::min(kGemvCols, hi - j);
@@ -461,7 +443,7 @@ void gemv(ThreadPool& pool, const GemmArgs& g) {
              g.bias_axis == BiasAxis::Row ? 1 : 0};
   }
   if (incx != 1) {
-    float* xc = scratch(static_cast<size_t>(g.k), 1);
+    float* xc = scratch(static_cast<size_t>(g.k), ScratchSlot::GemmAux);
     for (int64_t p = 0; p < g.k; ++p) xc[p] = x[p * incx];
     x = xc;
   }

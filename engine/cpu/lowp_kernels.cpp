@@ -35,13 +35,14 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <utility>
 #include <vector>
 
+#include "engine/cpu/avx512.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/lowp.h"
+#include "engine/cpu/scratch.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
 #define MLS_BF16_DOT 1
@@ -131,27 +132,7 @@ constexpr int64_t kMinParallelMacs = int64_t{1} << 19;
 
 // [SECTION] Scratch and masks
 
-// A per-thread, 64-byte aligned buffer that only grows (slot 0: packed A, 1: a B panel).
-uint32_t* scratch(size_t words, int slot) {
-  struct Buf {
-    uint32_t* p = nullptr;
-    size_t cap = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local std::array<Buf, 2> bufs;
-  Buf& b = bufs[static_cast<size_t>(slot)];
-  if (b.cap < words) {
-    std::free(b.p);
-    b.p = static_cast<uint32_t*>(std::aligned_alloc(64, (words * sizeof(uint32_t) + 63) / 64 * 64));
-    if (!b.p) throw std::bad_alloc();
-    b.cap = words;
-  }
-  return b.p;
-}
-
-__mmask16 lanes16(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
+// (Scratch: engine/cpu/scratch.h; 16-lane masks: first_lanes in engine/cpu/avx512.h.)
 __mmask32 lanes32(int64_t n) {
   return n >= 32 ? __mmask32(0xFFFFFFFFu) : n <= 0 ? __mmask32(0) : __mmask32((1u << n) - 1);
 }
@@ -223,7 +204,7 @@ void pack_b(const GemmBf16Args& g, int64_t j0, int64_t cols, int64_t k0, int64_t
       const uint16_t* r0 = g.b + (k0 + 2 * p) * g.ldb + j0;
       const bool second = 2 * p + 1 < kc;
       for (int v = 0; v < kNV; ++v) {
-        const __mmask16 m = lanes16(cols - 16 * v);
+        const __mmask16 m = first_lanes(cols - 16 * v);
         const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + 16 * v));
         const __m512i hi = second ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + g.ldb + 16 * v)) : zero;
         _mm512_store_si512(out + p * kNR + 16 * v, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
@@ -265,7 +246,7 @@ void micro_kernel(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, in
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
   }
-  const __mmask16 tail = lanes16(cols - 16 * (NV - 1));
+  const __mmask16 tail = first_lanes(cols - 16 * (NV - 1));
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) {
       const __mmask16 m = v == NV - 1 ? tail : __mmask16(0xFFFF);
@@ -293,8 +274,8 @@ MicroFn micro_for(int64_t rows, int64_t cols) {
 // Panels [q0, q1) (64 columns each) of rows [i0, i1) of C, every K pass.
 void gemm_block(const GemmBf16Args& g, int64_t q0, int64_t q1, int64_t i0, int64_t i1) {
   const int64_t rows = i1 - i0, blocks = (rows + kMR - 1) / kMR;
-  uint32_t* ap = scratch(static_cast<size_t>(blocks * (kKC / 2) * kMR), 0);
-  uint32_t* bp = scratch(static_cast<size_t>((kKC / 2) * kNR), 1);
+  uint32_t* ap = thread_scratch<uint32_t>(static_cast<size_t>(blocks * (kKC / 2) * kMR), ScratchSlot::Bf16A);
+  uint32_t* bp = thread_scratch<uint32_t>(static_cast<size_t>((kKC / 2) * kNR), ScratchSlot::Bf16B);
   for (int64_t k0 = 0; k0 < g.k; k0 += kKC) {
     const int64_t kc = std::min(kKC, g.k - k0), kp = (kc + 1) / 2;
     pack_a(g, i0, rows, k0, kc, ap);
