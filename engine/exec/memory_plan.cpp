@@ -13,12 +13,13 @@ struct Block {
   size_t offset, size;
 };
 
-size_t rounded(size_t bytes, size_t alignment) {
-  return (std::max<size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
-}
-
 size_t align_up(size_t offset, size_t alignment) {
   return (offset + alignment - 1) / alignment * alignment;
+}
+
+// A buffer's footprint: at least one byte, rounded up to its alignment.
+size_t rounded(size_t bytes, size_t alignment) {
+  return align_up(std::max<size_t>(bytes, 1), alignment);
 }
 
 // A request's alignment and its size rounded to it.
