@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "app/project.h"
 
@@ -57,5 +58,17 @@ struct PredictOptions {
   bool json = false;
 };
 int predict_command(const PredictOptions& o);
+
+// `mlstudio lua [FILE [ARGS...]]`: runs a script (sandboxed unless trusted) or opens the REPL.
+struct LuaOptions {
+  std::string file;               // empty: the REPL
+  std::vector<std::string> args;  // the script's `arg` table
+  bool trust = false;             // lift the sandbox (the user's own script)
+  std::string root;               // sandbox folder (default: the script's folder)
+  int64_t instruction_limit = 0;
+  double time_limit = 0;
+  std::string db = "mlstudio-runs.db";
+};
+int lua_command(const LuaOptions& o);
 
 }  // namespace mls::app

@@ -99,11 +99,26 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--top", predict.top, "How many classes to list per sample")->capture_default_str();
   predict_cmd->add_flag("--json", predict.json, "JSON output");
 
+  mls::app::LuaOptions lua;
+  auto* lua_cmd = app.add_subcommand("lua", "Run a Lua script with the mls module, or open the Lua REPL");
+  lua_cmd->add_option("file", lua.file, "The script (none: the interactive REPL)")->check(CLI::ExistingFile);
+  lua_cmd->add_option("args", lua.args, "Arguments for the script (its `arg` table)");
+  lua_cmd->add_flag("--trust", lua.trust,
+                    "Run the script unsandboxed (your own script: os.execute, io.popen, any file, C modules)");
+  lua_cmd->add_option("--root", lua.root, "Sandbox: the folder the script may read and write (default: its own)");
+  lua_cmd->add_option("--instruction-limit", lua.instruction_limit,
+                      "Stop the script after N Lua VM instructions (0: no limit)");
+  lua_cmd->add_option("--time-limit", lua.time_limit, "Stop the script after S seconds (0: no limit)");
+  lua_cmd->add_option("--db", lua.db, "The run database that mls.train and mls.log write to")->capture_default_str();
+  lua_cmd->prefix_command(false);
+  lua_cmd->allow_extras(false);
+
   CLI11_PARSE(app, argc, argv);
 
   if (threads > 0) mls::cpu::set_default_threads(threads);
   mls::engine_init();
 
+  if (*lua_cmd) return mls::app::lua_command(lua);
   if (*graph_cmd) return mls::app::graph_command(graph);
   if (*eval_cmd) return mls::app::eval_command(eval);
   if (*predict_cmd) return mls::app::predict_command(predict);

@@ -12,7 +12,7 @@
 
 #include "app/checkpoints.h"
 #include "app/commands.h"
-#include "app/progress.h"
+#include "engine/train/progress_line.h"
 #include "engine/cpu/cpu_backend.h"
 #include "store/file_hash.h"
 #include "store/run_store.h"

@@ -24,17 +24,6 @@ using nlohmann::json;
 
 // [SECTION] Helpers
 
-bool is_valid_node_id(std::string_view id) {
-  auto head = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
-  auto tail = [&](char c) {
-    return head(c) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-';
-  };
-  if (id.empty() || !head(id[0])) return false;
-  for (char c : id.substr(1))
-    if (!tail(c)) return false;
-  return true;
-}
-
 // "P.mls:3:14: invalid JSON: ..." from nlohmann's byte offset (the count of bytes read,
 // so the offending byte is at byte - 1).
 Error json_syntax_error(std::string_view text, const std::string& source,
@@ -257,6 +246,18 @@ class Parser : FieldReader {
 };
 
 }  // namespace
+
+bool is_valid_node_id(std::string_view id) {
+  auto head = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
+  auto tail = [&](char c) {
+    return head(c) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-';
+  };
+  if (id.empty() || !head(id[0])) return false;
+  for (char c : id.substr(1))
+    if (!tail(c)) return false;
+  return true;
+}
+
 
 // [SECTION] Entry points
 

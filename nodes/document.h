@@ -58,6 +58,9 @@ constexpr int kFormatVersion = 1;
 
 using data::DatasetSpec;  // the "dataset" section (datasets/dataset_spec.h)
 
+// Node ids match [A-Za-z_][A-Za-z0-9_.-]* (the loader and the edit commands both ask this).
+bool is_valid_node_id(std::string_view id);
+
 struct NodeDoc {
   std::string id;
   std::string type;  // a current catalogue id (renames already applied)

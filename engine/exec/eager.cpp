@@ -124,6 +124,7 @@ bool EagerSession::requires_grad(Ref r) const { return slot(r).requires_grad; }
 Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, const Attrs& attrs,
                       size_t* num_outputs) {
   const OpDef* op = find_op(op_name);
+  if (!error_.empty()) return fail(op, inputs, {}, num_outputs);
   MLS_CHECK(op->num_inputs < 0 || static_cast<size_t>(op->num_inputs) == inputs.size(),
             "EagerSession: wrong number of inputs");
 
@@ -152,6 +153,7 @@ Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, con
       inf.in[i].shape = t.shape();
     }
     auto out_t = op->infer(inf.in, attrs);
+    if (!out_t && defer_errors_) return fail(op, inputs, out_t.error().message, num_outputs);
     if (!out_t) {
       std::fprintf(stderr, "mlstudio: %s: %s\n", op->name.c_str(), out_t.error().message.c_str());
       MLS_CHECK(false, "an eager op failed to type-check");
@@ -161,6 +163,8 @@ Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, con
     for (size_t k = 0; k < inf.out.size(); ++k)
       inf.out_bytes[k] = static_cast<size_t>(numel(inf.out[k].shape)) * dtype_size(inf.out[k].dtype);
     inf.kernel = op->kernel(backend_.kind(), kernel_dtype(*op, inf.in, inf.out));
+    if (inf.kernel == nullptr && !(op->view && inf.out.size() == 1) && defer_errors_)
+      return fail(op, inputs, "no " + std::string(backend_.name()) + " kernel for these types", num_outputs);
     MLS_CHECK(inf.kernel != nullptr || (op->view && inf.out.size() == 1),
               "EagerSession: the backend has no kernel for this op and dtype");
     inf.attrs = attrs;
@@ -218,6 +222,29 @@ Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, con
     e.label.clear();
   }
   *num_outputs = nout;
+  return Ref{static_cast<int32_t>(first)};
+}
+
+Ref EagerSession::fail(const OpDef* op, std::span<const Ref> inputs, const std::string& message,
+                       size_t* num_outputs) {
+  if (error_.empty()) {
+    std::string types;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = slot(inputs[i]).value;
+      types += (i ? ", " : "") + std::string(dtype_name(t.dtype())) + shape_str(t.shape());
+    }
+    error_ = op->name + ": " + message + (types.empty() ? "" : " (inputs " + types + ")");
+  }
+  if (!placeholder_) placeholder_ = backend_.allocate(64, AllocTag::Other);
+  const size_t n = static_cast<size_t>(std::max(op->num_outputs, 1));
+  const size_t first = count_;
+  while (slots_.size() < first + n) slots_.emplace_back();
+  for (size_t k = 0; k < n; ++k) {
+    slots_[first + k].value.reset_contiguous(placeholder_, 0, DType::F32, Shape{0});
+    slots_[first + k].requires_grad = false;
+  }
+  count_ += n;
+  *num_outputs = n;
   return Ref{static_cast<int32_t>(first)};
 }
 

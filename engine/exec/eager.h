@@ -22,6 +22,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/autodiff/autodiff.h"
@@ -60,6 +61,20 @@ class EagerSession final : public Emitter {
   void release_cached_buffers();
   Backend& backend() { return backend_; }
 
+  // Off: ops run but record no tape entry (a `no_grad` region of a script).
+  void set_recording(bool on) { recording_ = on; }
+  bool recording() const { return recording_; }
+
+  // For callers that run ops on user input (the Lua bindings): an op whose inputs do not
+  // type-check, or that has no kernel here, records a message naming the op and its input
+  // types instead of aborting. From then on every op runs no kernel and yields empty f32
+  // [0] placeholders, until clear_error(); so a composite builder that fails half way
+  // returns normally and its caller reports error().
+  void set_deferred_errors(bool on) { defer_errors_ = on; }
+  const std::string& error() const { return error_; }
+  bool failed() const { return !error_.empty(); }
+  void clear_error() { error_.clear(); }
+
  private:
   struct Slot {
     Tensor value;
@@ -70,6 +85,8 @@ class EagerSession final : public Emitter {
   // Runs one op; its outputs are the `*num_outputs` values from the returned Ref on.
   Ref run(std::string_view op_name, std::span<const Ref> inputs, const Attrs& attrs, size_t* num_outputs);
   const Slot& slot(Ref r) const;
+  // Placeholder outputs for an op that cannot run (deferred errors).
+  Ref fail(const OpDef* op, std::span<const Ref> inputs, const std::string& message, size_t* num_outputs);
 
   Backend& backend_;
   std::unique_ptr<Caches> caches_;
@@ -78,6 +95,9 @@ class EagerSession final : public Emitter {
   std::vector<TapeEntry> tape_;  // the first tape_count_ are recorded
   size_t tape_count_ = 0;
   bool recording_ = true;
+  bool defer_errors_ = false;
+  std::string error_;
+  std::shared_ptr<Buffer> placeholder_;  // backs the f32 [0] placeholders
   std::vector<const Tensor*> ins_;  // scratch for a kernel call
   std::vector<Tensor*> outs_;
 };

@@ -103,6 +103,23 @@ Result<void> Trainer::init() {
   return {};
 }
 
+Result<void> Trainer::set_param_values(const std::vector<Tensor>& values) {
+  if (!opt_) return make_error("set_param_values before init()");
+  if (values.size() != params_.size())
+    return make_error("the model has " + std::to_string(params_.size()) + " parameters, " +
+                      std::to_string(values.size()) + " values were given");
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].shape() != params_[i].shape() || values[i].dtype() != params_[i].dtype())
+      return make_error("parameter '" + param_names_[i] + "' is " + shape_str(params_[i].shape()) + ", the value " +
+                        shape_str(values[i].shape()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    Tensor src = values[i].is_contiguous() ? values[i] : values[i].contiguous();
+    std::vector<float> host = src.to_f32();
+    params_[i].fill_from_host(host);
+  }
+  return {};
+}
+
 Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   auto key = std::make_pair(batch, training);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();

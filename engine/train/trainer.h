@@ -154,6 +154,10 @@ class Trainer {
 
   // Builds the model at the training batch size and initialises the parameters.
   Result<void> init();
+  // Overwrites the initialised parameters (init() first) with `values`, in the order and
+  // shapes of params(): to continue from weights trained elsewhere (a script's eager loop).
+  // The message names the first parameter that does not fit.
+  Result<void> set_param_values(const std::vector<Tensor>& values);
   Result<TrainResult> fit(const FitInputs& in);
   Result<TrainResult> fit(BatchSource& train, BatchSource* test, MetricSink* sink,
                           const ProgressFn& progress = {}, const std::atomic<bool>* cancel = nullptr);

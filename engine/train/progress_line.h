@@ -10,7 +10,7 @@
 
 #include "engine/train/trainer.h"
 
-namespace mls::app {
+namespace mls {
 
 class Progress {
  public:
@@ -26,4 +26,4 @@ class Progress {
 
 std::string format_duration(double seconds);  // "2m05s", "41s", "0.8s"
 
-}  // namespace mls::app
+}  // namespace mls

@@ -1,10 +1,10 @@
-#include "app/progress.h"
+#include "engine/train/progress_line.h"
 
 #include <cmath>
 #include <cstdio>
 #include <string>
 
-namespace mls::app {
+namespace mls {
 
 std::string format_duration(double s) {
   char buf[32];
@@ -57,4 +57,4 @@ void Progress::update(const ProgressInfo& p) {
   std::fflush(stderr);
 }
 
-}  // namespace mls::app
+}  // namespace mls

@@ -1,0 +1,202 @@
+#include "scripting/bindings.h"
+
+#include <new>
+
+namespace mls::lua {
+
+void set_funcs(lua_State* L, const luaL_Reg* funcs) {
+  for (; funcs->name; ++funcs) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_pushcclosure(L, funcs->func, 2);
+    lua_setfield(L, -2, funcs->name);
+  }
+}
+
+LuaTensor* to_tensor(lua_State* L, int idx) {
+  void* p = lua_touserdata(L, idx);
+  if (p == nullptr || !lua_getmetatable(L, idx)) return nullptr;
+  const bool ok = lua_rawequal(L, -1, lua_upvalueindex(2));
+  lua_pop(L, 1);
+  return ok ? static_cast<LuaTensor*>(p) : nullptr;
+}
+
+LuaTensor* check_tensor(lua_State* L, int idx) {
+  LuaTensor* t = to_tensor(L, idx);
+  if (t == nullptr) luaL_typeerror(L, idx, "tensor");
+  if (t->closed) luaL_argerror(L, idx, "the tensor was closed");
+  return t;
+}
+
+LuaTensor* push_tensor(lua_State* L) {
+  void* p = lua_newuserdatauv(L, sizeof(LuaTensor), 0);
+  auto* t = new (p) LuaTensor();
+  lua_pushvalue(L, lua_upvalueindex(2));
+  lua_setmetatable(L, -2);
+  return t;
+}
+
+LuaTensor* push_value(lua_State* L, Tensor value) {
+  LuaTensor* t = push_tensor(L);
+  t->value = std::move(value);
+  // Lua sees a small userdata; tell its collector about the memory behind it, so that a
+  // loop of large temporaries is collected as often as their size asks for.
+  const size_t kb = t->value.defined() ? t->value.nbytes() >> 10 : 0;
+  if (kb >= 64) lua_gc(L, LUA_GCSTEP, static_cast<int>(std::min<size_t>(kb, 1 << 20)));
+  return t;
+}
+
+int raise(lua_State* L) { return luaL_error(L, "%s", runtime(L).error.c_str()); }
+
+int raise(lua_State* L, const std::string& message) {
+  runtime(L).error = message;
+  return raise(L);
+}
+
+namespace {
+
+bool read_int(lua_State* L, int idx, int64_t* out) {
+  int isnum = 0;
+  lua_Integer v = lua_tointegerx(L, idx, &isnum);
+  if (!isnum) return false;
+  *out = static_cast<int64_t>(v);
+  return true;
+}
+
+}  // namespace
+
+IntList check_ints(lua_State* L, int idx, const char* what) {
+  IntList l;
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    if (!read_int(L, idx, &l.v[0])) luaL_argerror(L, idx, (std::string(what) + ": an integer expected").c_str());
+    l.n = 1;
+    return l;
+  }
+  if (!lua_istable(L, idx)) luaL_argerror(L, idx, (std::string(what) + ": a table of integers expected").c_str());
+  const lua_Integer n = luaL_len(L, idx);
+  if (n > 8) luaL_argerror(L, idx, (std::string(what) + ": at most 8 entries").c_str());
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, idx, i);
+    int64_t v = 0;
+    if (!read_int(L, -1, &v)) luaL_argerror(L, idx, (std::string(what) + ": entry " + std::to_string(i) + " is not an integer").c_str());
+    lua_pop(L, 1);
+    l.v[static_cast<size_t>(l.n++)] = v;
+  }
+  return l;
+}
+
+bool opt_ints(lua_State* L, int idx, const char* what, IntList* out) {
+  if (lua_isnoneornil(L, idx)) return false;
+  *out = check_ints(L, idx, what);
+  return true;
+}
+
+DType check_dtype(lua_State* L, int idx, DType def) {
+  if (lua_isnoneornil(L, idx)) return def;
+  const char* name = luaL_checkstring(L, idx);
+  auto d = parse_dtype(name);
+  if (!d) luaL_argerror(L, idx, "unknown dtype (f32, f16, bf16, i64, i32, u8, i8, bool)");
+  return *d;
+}
+
+double opt_number(lua_State* L, int idx, const char* key, double def) {
+  if (!lua_istable(L, idx)) return def;
+  lua_getfield(L, idx, key);
+  double v = def;
+  if (!lua_isnil(L, -1)) {
+    int isnum = 0;
+    v = lua_tonumberx(L, -1, &isnum);
+    if (!isnum) luaL_error(L, "option '%s' must be a number", key);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+int64_t opt_integer(lua_State* L, int idx, const char* key, int64_t def) {
+  if (!lua_istable(L, idx)) return def;
+  lua_getfield(L, idx, key);
+  int64_t v = def;
+  if (!lua_isnil(L, -1) && !read_int(L, -1, &v)) luaL_error(L, "option '%s' must be an integer", key);
+  lua_pop(L, 1);
+  return v;
+}
+
+bool opt_bool(lua_State* L, int idx, const char* key, bool def) {
+  if (!lua_istable(L, idx)) return def;
+  lua_getfield(L, idx, key);
+  bool v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1) != 0;
+  lua_pop(L, 1);
+  return v;
+}
+
+std::string opt_string(lua_State* L, int idx, const char* key, const char* def) {
+  if (!lua_istable(L, idx)) return def;
+  lua_getfield(L, idx, key);
+  std::string v = def;
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "option '%s' must be a string", key);
+    v = lua_tostring(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+bool find_target(Runtime& rt, LuaTensor* const* in, int n, Target* out) {
+  uint32_t id = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t t = in[i]->trace_id;
+    if (t == 0) continue;
+    if (id != 0 && t != id) {
+      rt.error = "an op mixes values of two different traced graphs";
+      return false;
+    }
+    id = t;
+  }
+  if (id == 0) {
+    out->e = &rt.session;
+    out->trace = nullptr;
+    rt.session.set_recording(rt.grad_enabled);
+    return true;
+  }
+  Trace* tr = rt.find_trace(id);
+  if (tr == nullptr) {
+    rt.error = "this value belongs to a traced graph that has ended (use the graph's outputs, or trace again)";
+    return false;
+  }
+  out->e = tr;
+  out->trace = tr;
+  return true;
+}
+
+Ref input_ref(Runtime& rt, const Target& t, LuaTensor& x) {
+  if (t.trace == nullptr) return rt.eager_ref(x);
+  if (x.trace_id == t.trace->id) return x.ref;
+  return t.trace->capture(x);
+}
+
+bool take_error(Runtime& rt, const Target& t) {
+  if (t.trace) {
+    if (t.trace->error.empty()) return true;
+    rt.error = t.trace->error;
+    return false;
+  }
+  if (!rt.session.failed()) return true;
+  rt.error = rt.session.error();
+  rt.session.clear_error();
+  return false;
+}
+
+void push_result(lua_State* L, Runtime& rt, const Target& t, Ref r) {
+  LuaTensor* out = push_tensor(L);
+  if (t.trace) {
+    out->trace_id = t.trace->id;
+    out->ref = r;
+    out->is_leaf = false;
+    return;
+  }
+  rt.adopt_output(*out, r);
+  const size_t kb = out->value.nbytes() >> 10;
+  if (kb >= 64) lua_gc(L, LUA_GCSTEP, static_cast<int>(std::min<size_t>(kb, 1 << 20)));
+}
+
+}  // namespace mls::lua

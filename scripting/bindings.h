@@ -1,0 +1,111 @@
+// Helpers shared by the binding files (tensor_lib.cpp, nn_lib.cpp, train_lib.cpp, ...).
+//
+// Every C function of the `mls` module is registered with two upvalues: the Runtime (light
+// userdata) and the tensor metatable, so finding either costs no table lookup.
+//
+// Lua raises errors with longjmp, which skips C++ destructors. So a binding checks its
+// arguments first (the luaL_check* calls, before it makes any C++ object), does its C++ work
+// in a scope or a helper that returns, and only then raises: `return raise(L)` with the
+// message left in Runtime::error.
+//
+//   int l_exp(lua_State* L) {
+//     LuaTensor* x = check_tensor(L, 1);
+//     return unary(L, x, [](Emitter& e, Ref a) { return exp(e, a); });
+//   }
+#pragma once
+
+#include <lua.hpp>
+
+#include <array>
+#include <string>
+
+#include "engine/core/dtype.h"
+#include "scripting/runtime.h"
+
+namespace mls::lua {
+
+inline Runtime& runtime(lua_State* L) {
+  return *static_cast<Runtime*>(lua_touserdata(L, lua_upvalueindex(1)));
+}
+
+// Registers `funcs` into the table on the top of the stack with the two shared upvalues.
+void set_funcs(lua_State* L, const luaL_Reg* funcs);
+
+// The tensor at `idx`, or null when it is something else.
+LuaTensor* to_tensor(lua_State* L, int idx);
+// The tensor at `idx`; raises "bad argument #idx (tensor expected, got ...)" otherwise, and
+// "the tensor was closed" for a closed one.
+LuaTensor* check_tensor(lua_State* L, int idx);
+// A new tensor userdata on the stack.
+LuaTensor* push_tensor(lua_State* L);
+// Pushes an eager tensor holding `value` (a leaf).
+LuaTensor* push_value(lua_State* L, Tensor value);
+
+// Raises Runtime::error with the caller's file:line in front.
+int raise(lua_State* L);
+int raise(lua_State* L, const std::string& message);
+
+// A shape or axis list given as a Lua table {2, 3} (or a bare integer): at most 8 entries.
+struct IntList {
+  int n = 0;
+  std::array<int64_t, 8> v{};
+  std::vector<int64_t> vec() const { return {v.begin(), v.begin() + n}; }
+};
+IntList check_ints(lua_State* L, int idx, const char* what);
+// Optional: `def` when the argument is absent or nil.
+bool opt_ints(lua_State* L, int idx, const char* what, IntList* out);
+DType check_dtype(lua_State* L, int idx, DType def);
+
+// Reads options from a table argument: opt_number(L, idx, "lr", 0.01).
+double opt_number(lua_State* L, int idx, const char* key, double def);
+int64_t opt_integer(lua_State* L, int idx, const char* key, int64_t def);
+bool opt_bool(lua_State* L, int idx, const char* key, bool def);
+std::string opt_string(lua_State* L, int idx, const char* key, const char* def);
+
+// Where an op with these tensor inputs runs: the trace of any traced input, else the eager
+// session. Returns false (message in Runtime::error) when inputs come from two traces or
+// from a trace that has ended.
+struct Target {
+  Emitter* e = nullptr;
+  Trace* trace = nullptr;
+};
+bool find_target(Runtime& rt, LuaTensor* const* in, int n, Target* out);
+// The input's Ref on that target.
+Ref input_ref(Runtime& rt, const Target& t, LuaTensor& x);
+// After the builder ran: false (message in Runtime::error) when an op failed.
+bool take_error(Runtime& rt, const Target& t);
+// Pushes result `r` of target `t` as a new tensor.
+void push_result(lua_State* L, Runtime& rt, const Target& t, Ref r);
+
+// Runs `build(Emitter&, const Ref* inputs) -> Ref` on the inputs' target and pushes the
+// result: the one path of every tensor op, eager or traced.
+template <typename F>
+int emit_op(lua_State* L, LuaTensor* const* in, int n, F&& build) {
+  Runtime& rt = runtime(L);
+  bool ok = true;
+  {
+    Target t;
+    if (!find_target(rt, in, n, &t)) {
+      ok = false;
+    } else {
+      if (!t.trace) {
+        rt.before_op();
+        if (rt.want_collect()) {
+          lua_gc(L, LUA_GCCOLLECT);
+          rt.before_op();
+        }
+      }
+      std::array<Ref, 8> refs{};
+      for (int i = 0; i < n; ++i) refs[static_cast<size_t>(i)] = input_ref(rt, t, *in[i]);
+      Ref r = build(*t.e, refs.data());
+      if (!take_error(rt, t)) ok = false;
+      else push_result(L, rt, t, r);
+    }
+  }
+  return ok ? 1 : raise(L);
+}
+
+// Lua source of the library parts written in Lua (generated from scripting/lua/*.lua).
+extern const char* const kNnLua;
+
+}  // namespace mls::lua

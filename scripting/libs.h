@@ -1,0 +1,24 @@
+// The parts of the `mls` module, each opened into the module table on the top of the stack
+// by lua_host.cpp's opener (a C closure whose upvalues 1 and 2 are the Runtime and the
+// tensor metatable; see bindings.h).
+#pragma once
+
+#include <lua.hpp>
+
+#include <string>
+
+#include "engine/core/tensor.h"
+
+namespace mls::lua {
+
+void open_tensor_lib(lua_State* L);   // tensors, arithmetic, autograd (tensor_lib.cpp)
+void open_nn_lib(lua_State* L);       // mls.F: layers as functions, parameters (nn_lib.cpp)
+void open_graph_lib(lua_State* L);    // mls.graph, mls.jit, mls.grad (graph_lib.cpp)
+void open_train_lib(lua_State* L);    // mls.data, mls.optim, mls.train, mls.log (train_lib.cpp)
+void open_project_lib(lua_State* L);  // mls.project (project_lib.cpp)
+
+// PyTorch-like text of a tensor: "tensor([[1.0000, 2.0000], ...])", summarised past 1000
+// elements.
+std::string tensor_repr(const Tensor& t, bool requires_grad);
+
+}  // namespace mls::lua

@@ -1,0 +1,74 @@
+// A Lua 5.4 interpreter with the `mls` module: runs script files and REPL entries, with
+// errors that carry file:line and a traceback, and an optional sandbox for scripts that come
+// with a project.
+//
+//   LuaHost host(cpu::backend(), {.sandbox = true, .root = "projects/lab1", .instruction_limit = 50'000'000});
+//   Result<void> r = host.run_file("projects/lab1/train.lua", {"--fast"});
+//   if (!r) std::cerr << r.error().message << "\n";   // "train.lua:12: ...\nstack traceback: ..."
+//
+// The sandbox (ScriptOptions::sandbox): no os.execute, io.popen, package.loadlib, C modules,
+// binary chunks or debug library; files (io.open, io.lines, dofile, loadfile, require,
+// mls.data, mls.project) only under `root` (and, for reading, the dataset folders Debian
+// installs); an instruction limit and a time limit stop a runaway loop. Each refusal raises a
+// Lua error that says what was refused and why.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/backend.h"
+#include "engine/core/result.h"
+
+struct lua_State;
+
+namespace mls::lua {
+
+class Runtime;
+
+struct ScriptOptions {
+  bool sandbox = false;
+  std::string root;  // sandbox: the folder a script may read and write ("" : the working directory)
+  std::vector<std::string> read_only_roots = {"/usr/share/datasets"};
+  int64_t instruction_limit = 0;  // VM instructions per run or REPL entry; 0: no limit
+  double time_limit_s = 0;        // seconds per run or REPL entry; 0: no limit
+  std::string db_path = "mlstudio-runs.db";  // where mls.train and mls.log record runs
+};
+
+class LuaHost {
+ public:
+  explicit LuaHost(Backend& backend, ScriptOptions options = {});
+  ~LuaHost();
+  LuaHost(const LuaHost&) = delete;
+  LuaHost& operator=(const LuaHost&) = delete;
+
+  // Runs a script; `args` become the global table `arg` (arg[0] is the path).
+  Result<void> run_file(const std::string& path, const std::vector<std::string>& args = {});
+  Result<void> run_string(const std::string& code, const std::string& chunkname = "=(string)");
+
+  // One REPL entry: an expression's values are returned as text (as print would show
+  // them); a statement runs. Incomplete input (an open block or string) asks for more.
+  enum class Status { Ok, Incomplete, Error };
+  Status eval(const std::string& code, std::string* out);
+  // Names that complete `prefix` ("mls.ze" -> "mls.zeros"; "x:res" -> "x:reshape").
+  std::vector<std::string> completions(const std::string& prefix);
+
+  lua_State* state() { return L_; }
+  Runtime& runtime() { return *rt_; }
+  const ScriptOptions& options() const { return options_; }
+
+ private:
+  Result<void> call(int nargs, int nresults);  // pcall with a traceback, limits reset
+  void open_libs();
+  void install_sandbox();
+
+  ScriptOptions options_;
+  std::unique_ptr<Runtime> rt_;
+  lua_State* L_ = nullptr;
+};
+
+// Where files may be opened under `o`: the canonical path, or an error naming the path and
+// the folder it must be under. Shared by the sandbox's io functions and mls.data/mls.project.
+Result<std::string> sandbox_path(const ScriptOptions& o, const std::string& path, bool write);
+
+}  // namespace mls::lua

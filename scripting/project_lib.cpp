@@ -1,0 +1,294 @@
+// mls.project: read and edit a project's node graph through the document's edit commands
+// (nodes/edit.h), the same ones the editor pushes on its undo stack, so every edit a script
+// makes can be undone there.
+//
+//   local p = mls.project.open("resources/examples/fashion-mnist-mlp.mls")
+//   p:add_node("fc4", "mls.linear", {out_features = 64})
+//   p:connect("relu2:out", "fc4:in")        -- refused with the reason: fc4's input is free,
+//   p:undo()                                 --   relu2's output may feed many
+//   for _, n in ipairs(p:nodes()) do print(n.id, n.type) end
+//   p:save("copy.mls")
+#include "nodes/edit.h"
+#include "scripting/bindings.h"
+#include "scripting/libs.h"
+
+namespace mls::lua {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kProjectMeta = "mls.Project";
+
+struct ProjectBox {
+  std::string path;
+  nodes::Document doc;
+  nodes::UndoStack stack;
+};
+
+ProjectBox* check_project(lua_State* L, int idx) { return static_cast<ProjectBox*>(luaL_checkudata(L, idx, kProjectMeta)); }
+
+json params_json(lua_State* L, int idx) {
+  json j = json::object();
+  if (!lua_istable(L, idx)) return j;
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    const char* k = lua_tostring(L, -2);
+    if (lua_isinteger(L, -1)) j[k] = lua_tointeger(L, -1);
+    else if (lua_isnumber(L, -1)) j[k] = lua_tonumber(L, -1);
+    else if (lua_isboolean(L, -1)) j[k] = lua_toboolean(L, -1) != 0;
+    else if (lua_isstring(L, -1)) j[k] = lua_tostring(L, -1);
+    else if (lua_istable(L, -1)) {
+      json a = json::array();
+      for (lua_Integer i = 1; i <= luaL_len(L, -1); ++i) {
+        lua_geti(L, -1, i);
+        if (lua_isinteger(L, -1)) a.push_back(lua_tointeger(L, -1));
+        else a.push_back(lua_tonumber(L, -1));
+        lua_pop(L, 1);
+      }
+      j[k] = a;
+    }
+    lua_pop(L, 1);
+  }
+  return j;
+}
+
+void push_json(lua_State* L, const json& j) {
+  if (j.is_object()) {
+    lua_createtable(L, 0, static_cast<int>(j.size()));
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      push_json(L, it.value());
+      lua_setfield(L, -2, it.key().c_str());
+    }
+  } else if (j.is_array()) {
+    lua_createtable(L, static_cast<int>(j.size()), 0);
+    for (size_t i = 0; i < j.size(); ++i) {
+      push_json(L, j[i]);
+      lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
+    }
+  } else if (j.is_boolean()) {
+    lua_pushboolean(L, j.get<bool>());
+  } else if (j.is_number_integer()) {
+    lua_pushinteger(L, j.get<int64_t>());
+  } else if (j.is_number()) {
+    lua_pushnumber(L, j.get<double>());
+  } else if (j.is_string()) {
+    lua_pushstring(L, j.get<std::string>().c_str());
+  } else {
+    lua_pushnil(L);
+  }
+}
+
+// mls.project.open(path): a draft may be incomplete (unlinked inputs are warnings).
+int l_open(lua_State* L) {
+  const std::string path = luaL_checkstring(L, 1);
+  Runtime& rt = runtime(L);
+  bool ok = true;
+  {
+    std::string p = path;
+    if (rt.check_path) {
+      auto c = rt.check_path(path, false);
+      if (!c) {
+        rt.error = c.error().message;
+        ok = false;
+      }
+    }
+    auto doc = ok ? nodes::load_document(p, nodes::GraphCheck::Draft) : Result<nodes::Document>(make_error(rt.error));
+    if (!doc) {
+      rt.error = "mls.project.open: " + doc.error().message;
+      ok = false;
+    } else {
+      void* mem = lua_newuserdatauv(L, sizeof(ProjectBox), 0);
+      new (mem) ProjectBox{p, std::move(*doc), {}};
+      luaL_setmetatable(L, kProjectMeta);
+    }
+  }
+  return ok ? 1 : raise(L);
+}
+
+int l_new(lua_State* L) {
+  void* mem = lua_newuserdatauv(L, sizeof(ProjectBox), 0);
+  new (mem) ProjectBox{};
+  luaL_setmetatable(L, kProjectMeta);
+  return 1;
+}
+
+// Pushes a command made by `make`; raises the refusal's message.
+template <typename F>
+int edit(lua_State* L, F make) {
+  ProjectBox* p = check_project(L, 1);
+  Runtime& rt = runtime(L);
+  bool ok = true;
+  {
+    auto r = p->stack.push(make(p->doc), p->doc);
+    if (!r) {
+      rt.error = r.error().message;
+      ok = false;
+    }
+  }
+  if (!ok) return raise(L);
+  lua_settop(L, 1);
+  return 1;
+}
+
+int l_add_node(lua_State* L) {
+  const std::string id = luaL_checkstring(L, 2), type = luaL_checkstring(L, 3);
+  json params = params_json(L, 4);
+  std::optional<nodes::LayoutPos> pos;
+  if (lua_istable(L, 5)) pos = nodes::LayoutPos{opt_number(L, 5, "x", 0), opt_number(L, 5, "y", 0)};
+  return edit(L, [&](const nodes::Document& d) { return nodes::make_add_node(d, id, type, params, pos); });
+}
+int l_remove_node(lua_State* L) {
+  const std::string id = luaL_checkstring(L, 2);
+  return edit(L, [&](const nodes::Document& d) { return nodes::make_remove_node(d, id); });
+}
+int l_connect(lua_State* L) {
+  const std::string a = luaL_checkstring(L, 2), b = luaL_checkstring(L, 3);
+  return edit(L, [&](const nodes::Document& d) { return nodes::make_connect(d, a, b); });
+}
+int l_disconnect(lua_State* L) {
+  const std::string a = luaL_checkstring(L, 2), b = luaL_checkstring(L, 3);
+  return edit(L, [&](const nodes::Document& d) { return nodes::make_disconnect(d, a, b); });
+}
+int l_set_params(lua_State* L) {
+  const std::string id = luaL_checkstring(L, 2);
+  json params = params_json(L, 3);
+  return edit(L, [&](const nodes::Document& d) { return nodes::make_set_params(d, id, params); });
+}
+int l_rename(lua_State* L) {
+  const std::string a = luaL_checkstring(L, 2), b = luaL_checkstring(L, 3);
+  return edit(L, [&](const nodes::Document& d) { return nodes::make_rename_node(d, a, b); });
+}
+int l_set_training(lua_State* L) {
+  json patch = params_json(L, 2);
+  return edit(L, [&](const nodes::Document& d) { return nodes::make_set_training(d, patch); });
+}
+
+int l_undo(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  lua_pushboolean(L, p->stack.undo(p->doc));
+  return 1;
+}
+int l_redo(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  lua_pushboolean(L, p->stack.redo(p->doc));
+  return 1;
+}
+int l_history(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  lua_createtable(L, static_cast<int>(p->stack.size()), 0);
+  for (size_t i = 0; i < p->stack.size(); ++i) {
+    lua_pushstring(L, p->stack.command(i).text().c_str());
+    lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_pushinteger(L, static_cast<lua_Integer>(p->stack.index()));
+  return 2;
+}
+
+int l_nodes(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  lua_createtable(L, static_cast<int>(p->doc.nodes.size()), 0);
+  for (size_t i = 0; i < p->doc.nodes.size(); ++i) {
+    const auto& n = p->doc.nodes[i];
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, n.id.c_str());
+    lua_setfield(L, -2, "id");
+    lua_pushstring(L, n.type.c_str());
+    lua_setfield(L, -2, "type");
+    push_json(L, n.params);
+    lua_setfield(L, -2, "params");
+    lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+int l_links(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  lua_createtable(L, static_cast<int>(p->doc.links.size()), 0);
+  for (size_t i = 0; i < p->doc.links.size(); ++i) {
+    const auto& l = p->doc.links[i];
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, (l.from_node + ":" + l.from_port).c_str());
+    lua_setfield(L, -2, "from");
+    lua_pushstring(L, (l.to_node + ":" + l.to_port).c_str());
+    lua_setfield(L, -2, "to");
+    lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+// p:problems(): what keeps the graph from training (unlinked inputs, cycles, the loss).
+int l_problems(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  const auto probs = nodes::graph_problems(p->doc, p->path.empty() ? "project" : p->path);
+  lua_createtable(L, static_cast<int>(probs.size()), 0);
+  for (size_t i = 0; i < probs.size(); ++i) {
+    lua_pushstring(L, probs[i].c_str());
+    lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+int l_text(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  const std::string s = nodes::serialize_document(p->doc);
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+
+int l_save(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  std::string path = luaL_optstring(L, 2, p->path.c_str());
+  if (path.empty()) return luaL_error(L, "save: give a path (the project was made with mls.project.new)");
+  Runtime& rt = runtime(L);
+  bool ok = true;
+  {
+    if (rt.check_path) {
+      auto c = rt.check_path(path, true);
+      if (!c) {
+        rt.error = c.error().message;
+        ok = false;
+      }
+    }
+    if (ok) {
+      if (auto r = nodes::save_document(p->doc, path); !r) {
+        rt.error = "save: " + r.error().message;
+        ok = false;
+      } else {
+        p->path = path;
+        p->stack.set_clean();
+      }
+    }
+  }
+  return ok ? 0 : raise(L);
+}
+
+int l_gc(lua_State* L) {
+  check_project(L, 1)->~ProjectBox();
+  return 0;
+}
+
+const luaL_Reg kMethods[] = {{"add_node", l_add_node},   {"remove_node", l_remove_node}, {"connect", l_connect},
+                             {"disconnect", l_disconnect}, {"set_params", l_set_params}, {"rename", l_rename},
+                             {"set_training", l_set_training}, {"undo", l_undo},         {"redo", l_redo},
+                             {"history", l_history},     {"nodes", l_nodes},             {"links", l_links},
+                             {"problems", l_problems},   {"text", l_text},               {"save", l_save},
+                             {nullptr, nullptr}};
+const luaL_Reg kFuncs[] = {{"open", l_open}, {"new", l_new}, {nullptr, nullptr}};
+
+}  // namespace
+
+void open_project_lib(lua_State* L) {
+  lua_newtable(L);
+  set_funcs(L, kFuncs);
+  lua_setfield(L, -2, "project");
+  luaL_newmetatable(L, kProjectMeta);
+  lua_newtable(L);
+  set_funcs(L, kMethods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+}
+
+}  // namespace mls::lua

@@ -1,0 +1,169 @@
+// The state behind one Lua interpreter's `mls` module: the eager session that runs tensor
+// ops, the graphs being traced, the generator behind randn and parameter initialisation, and
+// the run that mls.log writes to. Lua code never sees this; the bindings reach it through an
+// upvalue.
+//
+//   Runtime rt(cpu::backend());
+//   LuaTensor a, b;  a.value = Tensor::from_f32(...);  b.value = ...;
+//   Ref ra = rt.eager_ref(a), rb = rt.eager_ref(b);
+//   Ref c = add(rt.session, ra, rb);                 // runs now
+//   if (rt.session.failed()) report(rt.session.error());
+//
+// Generations. The eager session keeps every value (and the tape) until it is reset. A
+// tensor userdata keeps its own value, plus the Ref it has in the session of its
+// generation; once the session is reset (a new generation), the tensor enters the new one
+// as a leaf the next time an op reads it. The session is reset after backward (which, as in
+// PyTorch, frees the graph), and whenever it has grown past a threshold while no tape entry
+// can still be needed: either nothing was recorded, or no tensor that a backward could start
+// from (an op output that requires grad) is alive. So a loop that builds and drops tensors
+// runs in bounded memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/exec/eager.h"
+#include "engine/ir/graph.h"
+#include "engine/train/rng.h"
+
+#include "engine/core/result.h"
+#include "store/run_store.h"
+
+namespace mls::lua {
+
+// The payload of a tensor userdata.
+struct LuaTensor {
+  Tensor value;            // the data (eager); undefined for a traced value or once closed
+  Ref ref;                 // in the session of generation `gen`, or in trace `trace_id`
+  uint32_t gen = 0;        // 0: not in any session yet
+  uint32_t trace_id = 0;   // > 0: a symbolic value of that trace (no data)
+  bool requires_grad = false;
+  bool is_leaf = true;     // made by a constructor, not by an op
+  bool closed = false;
+  bool counted = false;    // counted in Runtime::live_outputs (an op output that requires grad)
+  int32_t leaf_slot = -1;  // index in Runtime::grad_leaves (this generation)
+  Tensor grad;             // accumulated by backward (leaves)
+  ParamInit init;          // parameters: how a traced graph re-initialises them
+};
+
+// A graph being recorded from Lua (mls.graph, mls.jit, mls.grad, mls.train). An Emitter,
+// so every engine builder records into it; an op that does not type-check records the
+// first error and yields placeholders, and the binding that emitted it raises the error.
+class Trace final : public Emitter {
+ public:
+  // Records into its own graph (mls.graph, mls.train) ...
+  Trace(uint32_t id, std::string name, Backend& backend);
+  // ... or into another emitter (a TracedFunction's graph: mls.jit, mls.grad), type-checking
+  // each op before it goes there.
+  Trace(uint32_t id, Emitter& external, Backend& backend);
+
+  Refs emit(std::string_view op, std::span<const Ref> inputs, const Attrs& attrs) override;
+  ValueType type_of(Ref r) const override { return target_->type_of(r); }
+  Ref constant(const Tensor& value) override;
+  void set_scope(const std::string& label) override { target_->set_scope(label); }
+
+  bool owns_graph() const { return target_ == &graph_; }
+  Graph& graph() { return graph_; }  // its own graph (empty for an external target)
+  std::string value_name(Ref r) const;
+
+  // The Ref of an eager tensor read by a traced op: a parameter when it is a trainable
+  // leaf and capture_params is on, a constant otherwise; the same tensor gives the same
+  // Ref every time.
+  Ref capture(LuaTensor& t);
+  // Declares the tensor as a parameter of the graph before anything reads it (mls.train
+  // does so for a model's parameters and buffers, in order).
+  Ref register_param(LuaTensor& t, const std::string& name, bool trainable);
+
+  uint32_t id;
+  std::string error;
+  bool training = true;        // what dropout and batch norm do while this trace records
+  bool capture_params = true;  // trainable leaves become graph params (else constants)
+  Ref step_seed;               // i64 [1] input for dropout masks, made on first use
+  std::vector<LuaTensor*> params;  // the tensors behind graph().params(), in order
+
+ private:
+  struct Captured {
+    Tensor value;  // keeps the buffer alive, so its address identifies the tensor
+    Ref ref;
+  };
+  Refs placeholders(std::string_view op);
+  Captured* find_captured(const Tensor& v);
+  Graph graph_;
+  Emitter* target_;
+  Backend& backend_;
+  std::map<std::pair<const Buffer*, size_t>, std::vector<Captured>> captured_;
+  Ref placeholder_;
+};
+
+class Runtime {
+ public:
+  explicit Runtime(Backend& backend);
+  ~Runtime();
+
+  // The tensor's value in the current session generation (entering it as a leaf if needed).
+  Ref eager_ref(LuaTensor& t);
+  // Takes the output `r` of the op just run into a fresh userdata payload.
+  void adopt_output(LuaTensor& t, Ref r);
+  // A userdata is being collected or closed.
+  void forget(LuaTensor& t);
+  // Called before an op runs: starts a new generation when the session is large and no
+  // recorded op can still be needed.
+  void before_op();
+  // True every reset_retry values while the session is over its threshold with a tape that
+  // live tensors may still need: the caller runs a full garbage collection (which finalizes
+  // the tensors a loop dropped) and calls before_op() again.
+  bool want_collect();
+  // Drops the session's values and tape (tensors keep their own values).
+  void new_generation();
+
+  // Traces: begin returns the new trace, which is active (ops on its values record into it)
+  // until end.
+  Trace& begin_trace(const std::string& name);
+  Trace& begin_trace(Emitter& external);
+  void end_trace(Trace& t);
+  Trace* find_trace(uint32_t id);
+
+  Backend& backend;
+  EagerSession session;
+  uint32_t gen = 1;
+  bool grad_enabled = true;
+  std::vector<LuaTensor*> grad_leaves;  // leaves that require grad, in this generation
+  int64_t live_outputs = 0;             // op outputs that require grad, alive, this generation
+  bool gc_hint = false;                 // a counted tensor died: a reset may now be possible
+  Rng rng{0};                           // randn, rand, dropout
+  // Parameters: the i-th made since mls.manual_seed(s) is initialised from mix_seed(s, i),
+  // as the trainer initialises a graph's i-th parameter, so a Lua model and the same model
+  // drawn as nodes start from the same weights under the same seed.
+  uint64_t seed = 0;
+  uint64_t params_made = 0;
+
+  // The experiment store (opened on first use) and the current run that mls.log writes to.
+  std::string db_path = "mlstudio-runs.db";
+  std::string script_path;  // recorded with the runs a script starts
+  std::unique_ptr<store::RunStore> store;
+  int64_t run_id = 0;  // 0: none
+  int64_t log_step = 0;
+  Result<store::RunStore*> open_store();
+  // Ends the current run (if any) with `status`.
+  void end_run(const std::string& status);
+
+  // Where a script may read or write files; set by the host in a sandbox. Returns the
+  // path to use, or an error naming the path and the folder it must be under.
+  std::function<Result<std::string>(const std::string& path, bool write)> check_path;
+  std::string error;  // the message a binding raises after its C++ locals are gone
+
+  // Thresholds of before_op() (tests lower them).
+  size_t reset_values = 8192;
+  size_t reset_retry = 4096;
+
+ private:
+  std::vector<std::unique_ptr<Trace>> traces_;  // active, innermost last
+  uint32_t next_trace_id_ = 1;
+  size_t next_reset_try_ = 0;
+};
+
+}  // namespace mls::lua
