@@ -88,7 +88,7 @@ int emit_op(lua_State* L, LuaTensor* const* in, int n, F&& build) {
     if (!find_target(rt, in, n, &t)) {
       ok = false;
     } else {
-      if (!t.trace) {
+      if (!t.trace && rt.session.num_values() >= rt.reset_values) {
         rt.before_op();
         if (rt.want_collect()) {
           lua_gc(L, LUA_GCCOLLECT);

@@ -258,6 +258,9 @@ LuaHost::LuaHost(Backend& backend, ScriptOptions options)
   lua_rawsetp(L_, LUA_REGISTRYINDEX, &kHostKey);
   open_libs();
   if (options_.sandbox) install_sandbox();
+  // Generational collection suits scripts that make many short-lived tensors: measured on a
+  // loop of tiny ops, it keeps memory flat at a fraction of the incremental mode's cost.
+  lua_gc(L_, LUA_GCGEN, 0, 0);
 }
 
 LuaHost::~LuaHost() {

@@ -8,6 +8,7 @@
 #include "engine/ops/conv.h"
 #include "engine/ops/nn.h"
 #include "engine/train/init.h"
+#include "engine/train/rng.h"
 #include "scripting/bindings.h"
 #include "scripting/libs.h"
 
@@ -31,7 +32,7 @@ int l_parameter(lua_State* L) {
   {
     ParamInit init{scheme, fan_in, fan_out};
     Tensor t = Tensor::empty(rt.backend, DType::F32, s.vec(), AllocTag::Parameter);
-    if (auto r = initialise(t, init, rt.rng.next()); !r) {
+    if (auto r = initialise(t, init, mix_seed(rt.seed, rt.params_made++)); !r) {
       rt.error = "mls.parameter: " + r.error().message;
       ok = false;
     } else {

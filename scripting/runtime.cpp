@@ -129,7 +129,12 @@ Ref Runtime::eager_ref(LuaTensor& t) {
 }
 
 void Runtime::adopt_output(LuaTensor& t, Ref r) {
-  t.value = session.value(r);
+  const Tensor& v = session.value(r);  // contiguous: the session makes every value so
+  if (!spare.empty()) {
+    t.value = std::move(spare.back());
+    spare.pop_back();
+  }
+  t.value.reset_contiguous(v.buffer_ptr(), v.byte_offset(), v.dtype(), v.shape());
   t.ref = r;
   t.gen = gen;
   t.is_leaf = false;

@@ -7,6 +7,7 @@
 // [SECTION] indexing         t[i], t[{i, {a, b}, {}}]
 // [SECTION] printing         __tostring
 // [SECTION] autograd         requires_grad, backward, grad, no_grad
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -192,7 +193,10 @@ int l_tensor(lua_State* L) {
 }
 
 int l_manual_seed(lua_State* L) {
-  runtime(L).rng = Rng(static_cast<uint64_t>(luaL_checkinteger(L, 1)));
+  Runtime& rt = runtime(L);
+  rt.seed = static_cast<uint64_t>(luaL_checkinteger(L, 1));
+  rt.rng = Rng(rt.seed);
+  rt.params_made = 0;
   return 0;
 }
 
@@ -204,8 +208,10 @@ int binary(lua_State* L, TT both, TS tensor_scalar, ST scalar_tensor) {
   LuaTensor* a = to_tensor(L, 1);
   LuaTensor* b = to_tensor(L, 2);
   if (a && b) {
-    check_tensor(L, 1);
-    check_tensor(L, 2);
+    if (a->closed || b->closed) {  // raise the "closed" message
+      check_tensor(L, 1);
+      check_tensor(L, 2);
+    }
     LuaTensor* in[2] = {a, b};
     return emit_op(L, in, 2, [&](Emitter& e, const Ref* r) { return both(e, r[0], r[1]); });
   }
@@ -632,7 +638,10 @@ int l_close(lua_State* L) {
 int l_gc(lua_State* L) {
   LuaTensor* t = to_tensor(L, 1);
   if (t) {
-    runtime(L).forget(*t);
+    Runtime& rt = runtime(L);
+    rt.forget(*t);
+    if (t->value.defined()) rt.session.recycle(t->value.release_buffer());
+    rt.keep_spare(std::move(t->value));
     t->~LuaTensor();
   }
   return 0;
@@ -950,6 +959,13 @@ int l_is_grad_enabled(lua_State* L) {
   return 1;
 }
 
+// mls.clock(): wall-clock seconds from a steady clock (os.clock counts the CPU time of
+// every thread, the engine's workers included, so it is no stopwatch for a benchmark).
+int l_clock(lua_State* L) {
+  lua_pushnumber(L, std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  return 1;
+}
+
 int l_memory(lua_State* L) {
   Runtime& rt = runtime(L);
   const MemoryStats st = rt.backend.memory().stats();
@@ -993,6 +1009,7 @@ const luaL_Reg kFuncs[] = {
     {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"randn", l_randn},
     {"rand", l_rand}, {"arange", l_arange}, {"manual_seed", l_manual_seed}, {"no_grad", l_no_grad},
     {"is_grad_enabled", l_is_grad_enabled}, {"where", l_where}, {"cat", l_cat}, {"memory", l_memory},
+    {"clock", l_clock},
     // functional forms of the methods
     {"matmul", l_matmul}, {"exp", l_exp}, {"log", l_log}, {"sqrt", l_sqrt}, {"abs", l_abs}, {"relu", l_relu},
     {"tanh", l_tanh}, {"sigmoid", l_sigmoid}, {"softmax", l_softmax}, {"log_softmax", l_log_softmax},

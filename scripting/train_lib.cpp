@@ -90,12 +90,14 @@ struct Dataset {
 
 Dataset* check_dataset(lua_State* L, int idx) { return static_cast<Dataset*>(luaL_checkudata(L, idx, kDatasetMeta)); }
 
-// mls.data.open{source = "fashion-mnist", limit = 1000, validation = 0.1, transforms = {...}}:
-// every key of a project's "dataset" section (datasets/dataset_spec.h).
+// mls.data.open{source = "fashion-mnist", limit = 1000, validation = 0.1, transforms = {...}}
+// [, seed]: every key of a project's "dataset" section (datasets/dataset_spec.h).
 int l_data_open(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  const uint64_t seed = static_cast<uint64_t>(luaL_optinteger(L, 2, 0));
   Runtime& rt = runtime(L);
+  // Shuffling and splits follow the script's seed (mls.manual_seed), as a project's follow
+  // its training seed.
+  const uint64_t seed = static_cast<uint64_t>(luaL_optinteger(L, 2, static_cast<lua_Integer>(rt.seed)));
   bool ok = true;
   {
     auto j = to_json(L, 1);
@@ -546,10 +548,7 @@ Result<ModelGraph> build_lua_model(LuaModel& m, int64_t batch, bool training) {
   } else {
     LuaTensor* logits = static_cast<LuaTensor*>(luaL_testudata(L, -2, "mls.Tensor"));
     LuaTensor* loss = static_cast<LuaTensor*>(luaL_testudata(L, -1, "mls.Tensor"));
-    if (m.loss_ref == LUA_NOREF) {
-      logits = static_cast<LuaTensor*>(luaL_testudata(L, -1, "mls.Tensor"));
-      loss = nullptr;
-    }
+    if (m.loss_ref == LUA_NOREF) loss = nullptr;  // the function returned logits only (padded with nil)
     if (!logits || logits->trace_id != tr.id) {
       err = "the model's forward must return a tensor computed from its input";
     } else {

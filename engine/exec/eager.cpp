@@ -273,20 +273,21 @@ Refs EagerSession::grad(Ref loss, std::span<const Ref> wrt, bool create_graph) {
   return g;
 }
 
-void EagerSession::reset() {
+void EagerSession::recycle(std::shared_ptr<Buffer> b) {
   Caches& c = *caches_;
+  if (!b || b.use_count() != 1 || b->tag() != AllocTag::Activation || &b->backend() != &backend_) return;
+  const size_t size = b->size();
+  if (size > kSmallBufferBytes || c.cached_bytes + size > kMaxCachedBytes) return;
+  const int k = Caches::size_class(size);
+  if ((size_t{64} << k) != size) return;  // not one of ours: sizes are exact classes
+  c.free[static_cast<size_t>(k)].push_back(std::move(b));
+  c.cached_bytes += size;
+}
+
+void EagerSession::reset() {
   // A buffer shared by several values (a view and its base) is seen once per holder: the
   // last one to let go finds itself alone and caches it.
-  for (size_t i = 0; i < count_; ++i) {
-    std::shared_ptr<Buffer> b = slots_[i].value.release_buffer();
-    if (!b || b.use_count() != 1 || b->tag() != AllocTag::Activation || &b->backend() != &backend_) continue;
-    const size_t size = b->size();
-    if (size > kSmallBufferBytes || c.cached_bytes + size > kMaxCachedBytes) continue;
-    const int k = Caches::size_class(size);
-    if ((size_t{64} << k) != size) continue;  // not one of ours: sizes are exact classes
-    c.free[static_cast<size_t>(k)].push_back(std::move(b));
-    c.cached_bytes += size;
-  }
+  for (size_t i = 0; i < count_; ++i) recycle(slots_[i].value.release_buffer());
   count_ = 0;
   tape_count_ = 0;
 }

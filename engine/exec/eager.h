@@ -59,6 +59,9 @@ class EagerSession final : public Emitter {
   size_t tape_size() const { return tape_count_; }
   size_t cached_bytes() const;
   void release_cached_buffers();
+  // Hands back a small buffer that its last holder is done with (a script's tensor that was
+  // collected), for the next ops to reuse; others are simply released.
+  void recycle(std::shared_ptr<Buffer> buffer);
   Backend& backend() { return backend_; }
 
   // Off: ops run but record no tape entry (a `no_grad` region of a script).
