@@ -36,6 +36,7 @@ bench: build
 	@/usr/bin/python3 bench/step_memory.py --mlstudio $(BUILD)/app/mlstudio
 	@/usr/bin/python3 bench/inference_latency_torch.py --mlstudio $(BUILD)/bench/inference_latency
 	@/usr/bin/python3 bench/eager_overhead_torch.py --mlstudio $(BUILD)/bench/eager_overhead
+	@/usr/bin/python3 bench/lua_overhead_torch.py --mlstudio $(BUILD)/app/mlstudio
 	@$(BUILD)/bench/fma_peak
 	@$(BUILD)/bench/conv_kernels
 	@$(BUILD)/bench/pipeline_throughput

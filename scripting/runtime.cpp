@@ -137,8 +137,8 @@ void Runtime::adopt_output(LuaTensor& t, Ref r) {
   t.value.reset_contiguous(v.buffer_ptr(), v.byte_offset(), v.dtype(), v.shape());
   t.ref = r;
   t.gen = gen;
-  t.is_leaf = false;
   t.requires_grad = grad_enabled && session.requires_grad(r);
+  t.is_leaf = !t.requires_grad;  // as PyTorch: a tensor no gradient flows through is a leaf
   t.counted = t.requires_grad;
   if (t.counted) ++live_outputs;
 }
