@@ -46,6 +46,12 @@ LuaTensor* push_value(lua_State* L, Tensor value) {
   return t;
 }
 
+int traceback_handler(lua_State* L) {
+  const char* msg = lua_tostring(L, 1);
+  luaL_traceback(L, L, msg ? msg : "(error object)", 1);
+  return 1;
+}
+
 int raise(lua_State* L) { return luaL_error(L, "%s", runtime(L).error.c_str()); }
 
 int raise(lua_State* L, const std::string& message) {

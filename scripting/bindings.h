@@ -105,6 +105,10 @@ int emit_op(lua_State* L, LuaTensor* const* in, int n, F&& build) {
   return ok ? 1 : raise(L);
 }
 
+// lua_pcall's message handler for Lua code called back from C++ (a model's forward inside
+// mls.train, a traced function): appends the traceback, so the user's line shows.
+int traceback_handler(lua_State* L);
+
 // Lua source of the library parts written in Lua (generated from scripting/lua/*.lua).
 extern const char* const kNnLua;
 

@@ -253,13 +253,14 @@ Refs call_lua(FnBox* box, Runtime* rt, Emitter& e, std::span<const Ref> in) {
   const int top = lua_gettop(L);
   Trace& t = rt->begin_trace(e);
   t.capture_params = false;
+  lua_pushcfunction(L, traceback_handler);
   lua_rawgeti(L, LUA_REGISTRYINDEX, box->ref);
   for (Ref r : in) push_traced(L, t, r);
   Refs outs;
-  if (lua_pcall(L, static_cast<int>(in.size()), LUA_MULTRET, 0) != LUA_OK) {
+  if (lua_pcall(L, static_cast<int>(in.size()), LUA_MULTRET, top + 1) != LUA_OK) {
     t.error = lua_tostring(L, -1) ? lua_tostring(L, -1) : "error in the traced function";
   } else {
-    for (int i = top + 1; i <= lua_gettop(L); ++i) {
+    for (int i = top + 2; i <= lua_gettop(L); ++i) {
       auto* y = static_cast<LuaTensor*>(luaL_testudata(L, i, "mls.Tensor"));
       if (!y || y->trace_id != t.id) {
         if (t.error.empty()) t.error = "the traced function must return tensors computed from its arguments";

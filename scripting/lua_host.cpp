@@ -105,6 +105,7 @@ int refuse(lua_State* L) {
 
 // io.open(path [, mode]) under the sandbox's folders.
 int sb_io_open(lua_State* L) {
+  const int base = lua_gettop(L);
   const char* path = luaL_checkstring(L, 1);
   const char* mode = luaL_optstring(L, 2, "r");
   const bool write = std::strpbrk(mode, "wa+") != nullptr;
@@ -113,7 +114,7 @@ int sb_io_open(lua_State* L) {
   lua_pushstring(L, p.c_str());
   lua_pushstring(L, mode);
   lua_call(L, 2, LUA_MULTRET);
-  return lua_gettop(L) - 2;
+  return lua_gettop(L) - base;
 }
 
 int sb_io_lines(lua_State* L) {
@@ -133,6 +134,8 @@ int sb_io_lines(lua_State* L) {
 // crash the VM, so a sandbox refuses it.
 int sb_load(lua_State* L) {
   lua_settop(L, 4);
+  if (lua_type(L, 1) == LUA_TSTRING && lua_rawlen(L, 1) > 0 && lua_tostring(L, 1)[0] == '\x1b')
+    return luaL_error(L, "load: binary chunks are not allowed in a sandboxed script");
   if (!lua_isnil(L, 3) && std::strcmp(lua_tostring(L, 3), "t") != 0 && std::strchr(lua_tostring(L, 3), 'b'))
     return luaL_error(L, "load: binary chunks are not allowed in a sandboxed script");
   lua_pushstring(L, "t");
@@ -182,6 +185,9 @@ int sb_require(lua_State* L) {
     if (c == '.') c = '/';
   const fs::path root = opts(L).root.empty() ? fs::current_path() : fs::path(opts(L).root);
   std::string p = checked(L, (root / (rel + ".lua")).string().c_str(), false);
+  if (!fs::exists(p))
+    return luaL_error(L, "module '%s' not found: a sandboxed script loads modules only from its folder (no %s)", name,
+                      p.c_str());
   if (luaL_loadfilex(L, p.c_str(), "t") != LUA_OK) return lua_error(L);
   lua_pushstring(L, name);
   lua_call(L, 1, 1);

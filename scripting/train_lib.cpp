@@ -542,7 +542,9 @@ Result<ModelGraph> build_lua_model(LuaModel& m, int64_t batch, bool training) {
   }
   if (m.loss_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, m.loss_ref);
   else lua_pushnil(L);
-  const int status = lua_pcall(L, 5, 2, 0);
+  lua_pushcfunction(L, traceback_handler);
+  lua_insert(L, top + 1);
+  const int status = lua_pcall(L, 5, 2, top + 1);
   if (status != LUA_OK) {
     err = std::string("the model's forward failed: ") + (lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object)");
   } else {
