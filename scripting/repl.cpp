@@ -44,7 +44,7 @@ int run_repl(LuaHost& host, const std::string& history_file) {
     rl_basic_word_break_characters = const_cast<char*>(" \t\n\"\\'`@$><=;|&{(,+-*/^%#~[]");
     rl_attempted_completion_function = complete;
     using_history();
-    read_history(history_file.c_str());
+    if (read_history(history_file.c_str()) != 0) write_history(history_file.c_str());  // creates it
     std::printf("mlstudio lua (Lua 5.4) - tensors: mls.randn{2, 3}; help: README, Lua scripting. Ctrl-D quits.\n");
   }
   std::string pending;
@@ -80,10 +80,7 @@ int run_repl(LuaHost& host, const std::string& history_file) {
     std::fflush(stdout);
     std::fflush(stderr);
   }
-  if (tty) {
-    // read_history/append_history need the file to exist first
-    history_truncate_file(history_file.c_str(), 1000);
-  }
+  if (tty) history_truncate_file(history_file.c_str(), 1000);
   return 0;
 }
 
