@@ -46,13 +46,41 @@ LuaTensor* push_value(lua_State* L, Tensor value) {
   return t;
 }
 
+void push_traced(lua_State* L, uint32_t trace_id, Ref r) {
+  void* p = lua_newuserdatauv(L, sizeof(LuaTensor), 0);
+  auto* x = new (p) LuaTensor();
+  x->trace_id = trace_id;
+  x->ref = r;
+  x->is_leaf = false;
+  luaL_setmetatable(L, "mls.Tensor");
+}
+
+void register_class(lua_State* L, const char* name, const luaL_Reg* methods, lua_CFunction tostring,
+                    lua_CFunction gc) {
+  luaL_newmetatable(L, name);
+  lua_newtable(L);
+  set_funcs(L, methods);
+  lua_setfield(L, -2, "__index");
+  const luaL_Reg meta[] = {{"__tostring", tostring}, {"__gc", gc}};
+  for (const luaL_Reg& m : meta) {
+    if (m.func == nullptr) continue;
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_pushcclosure(L, m.func, 2);
+    lua_setfield(L, -2, m.name);
+  }
+  lua_pop(L, 1);
+}
+
 int traceback_handler(lua_State* L) {
   const char* msg = lua_tostring(L, 1);
   luaL_traceback(L, L, msg ? msg : "(error object)", 1);
   return 1;
 }
 
-int raise(lua_State* L) { return luaL_error(L, "%s", runtime(L).error.c_str()); }
+int raise(lua_State* L) {
+  return luaL_error(L, "%s", runtime(L).error.c_str());
+}
 
 int raise(lua_State* L, const std::string& message) {
   runtime(L).error = message;
@@ -74,17 +102,22 @@ bool read_int(lua_State* L, int idx, int64_t* out) {
 IntList check_ints(lua_State* L, int idx, const char* what) {
   IntList l;
   if (lua_type(L, idx) == LUA_TNUMBER) {
-    if (!read_int(L, idx, &l.v[0])) luaL_argerror(L, idx, (std::string(what) + ": an integer expected").c_str());
+    if (!read_int(L, idx, &l.v[0]))
+      luaL_argerror(L, idx, (std::string(what) + ": an integer expected").c_str());
     l.n = 1;
     return l;
   }
-  if (!lua_istable(L, idx)) luaL_argerror(L, idx, (std::string(what) + ": a table of integers expected").c_str());
+  if (!lua_istable(L, idx))
+    luaL_argerror(L, idx, (std::string(what) + ": a table of integers expected").c_str());
   const lua_Integer n = luaL_len(L, idx);
   if (n > 8) luaL_argerror(L, idx, (std::string(what) + ": at most 8 entries").c_str());
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, idx, i);
     int64_t v = 0;
-    if (!read_int(L, -1, &v)) luaL_argerror(L, idx, (std::string(what) + ": entry " + std::to_string(i) + " is not an integer").c_str());
+    if (!read_int(L, -1, &v))
+      luaL_argerror(
+          L, idx,
+          (std::string(what) + ": entry " + std::to_string(i) + " is not an integer").c_str());
     lua_pop(L, 1);
     l.v[static_cast<size_t>(l.n++)] = v;
   }
@@ -122,7 +155,8 @@ int64_t opt_integer(lua_State* L, int idx, const char* key, int64_t def) {
   if (!lua_istable(L, idx)) return def;
   lua_getfield(L, idx, key);
   int64_t v = def;
-  if (!lua_isnil(L, -1) && !read_int(L, -1, &v)) luaL_error(L, "option '%s' must be an integer", key);
+  if (!lua_isnil(L, -1) && !read_int(L, -1, &v))
+    luaL_error(L, "option '%s' must be an integer", key);
   lua_pop(L, 1);
   return v;
 }
@@ -166,7 +200,9 @@ bool find_target(Runtime& rt, LuaTensor* const* in, int n, Target* out) {
   }
   Trace* tr = rt.find_trace(id);
   if (tr == nullptr) {
-    rt.error = "this value belongs to a traced graph that has ended (use the graph's outputs, or trace again)";
+    rt.error =
+        "this value belongs to a traced graph that has ended (use the graph's outputs, or trace "
+        "again)";
     return false;
   }
   out->e = tr;

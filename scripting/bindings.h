@@ -41,6 +41,16 @@ LuaTensor* push_tensor(lua_State* L);
 // Pushes an eager tensor holding `value` (a leaf).
 LuaTensor* push_value(lua_State* L, Tensor value);
 
+// Pushes a symbolic value `r` of trace `trace_id` (a graph input, a traced argument).
+void push_traced(lua_State* L, uint32_t trace_id, Ref r);
+// The value of an eager tensor argument; raises for a traced one ("WHAT: a traced value has
+// no data ...").
+const Tensor& eager_value(lua_State* L, int idx, const char* what);
+// Registers metatable `name` whose __index is a table of `methods`, with __tostring and
+// __gc when given. Every function gets the two shared upvalues.
+void register_class(lua_State* L, const char* name, const luaL_Reg* methods, lua_CFunction tostring,
+                    lua_CFunction gc);
+
 // Raises Runtime::error with the caller's file:line in front.
 int raise(lua_State* L);
 int raise(lua_State* L, const std::string& message);
@@ -98,8 +108,10 @@ int emit_op(lua_State* L, LuaTensor* const* in, int n, F&& build) {
       std::array<Ref, 8> refs{};
       for (int i = 0; i < n; ++i) refs[static_cast<size_t>(i)] = input_ref(rt, t, *in[i]);
       Ref r = build(*t.e, refs.data());
-      if (!take_error(rt, t)) ok = false;
-      else push_result(L, rt, t, r);
+      if (!take_error(rt, t))
+        ok = false;
+      else
+        push_result(L, rt, t, r);
     }
   }
   return ok ? 1 : raise(L);

@@ -31,16 +31,19 @@ constexpr const char* kFnMeta = "mls.TracedFunction";
 // [SECTION] mls.graph
 
 struct GraphBox {
-  uint32_t trace_id = 0;  // the trace recording it (0 once finished)
+  uint32_t trace_id = 0;      // the trace recording it (0 once finished)
   std::optional<Graph> done;  // after finish(): the graph itself
   std::optional<CompiledPlan> plan;
 };
 
-GraphBox* check_graph(lua_State* L, int idx) { return static_cast<GraphBox*>(luaL_checkudata(L, idx, kGraphMeta)); }
+GraphBox* check_graph(lua_State* L, int idx) {
+  return static_cast<GraphBox*>(luaL_checkudata(L, idx, kGraphMeta));
+}
 
 Trace* live_trace(lua_State* L, GraphBox* g) {
   Trace* t = g->trace_id ? runtime(L).find_trace(g->trace_id) : nullptr;
-  if (t == nullptr) luaL_error(L, "the graph is finished: no more inputs, params or outputs can be added");
+  if (t == nullptr)
+    luaL_error(L, "the graph is finished: no more inputs, params or outputs can be added");
   return t;
 }
 
@@ -54,15 +57,6 @@ int l_graph_new(lua_State* L) {
   return 1;
 }
 
-void push_traced(lua_State* L, Trace& t, Ref r) {
-  void* p = lua_newuserdatauv(L, sizeof(LuaTensor), 0);
-  auto* x = new (p) LuaTensor();
-  x->trace_id = t.id;
-  x->ref = r;
-  x->is_leaf = false;
-  luaL_setmetatable(L, "mls.Tensor");
-}
-
 // g:input(name, shape [, dtype])
 int l_graph_input(lua_State* L) {
   GraphBox* g = check_graph(L, 1);
@@ -70,7 +64,7 @@ int l_graph_input(lua_State* L) {
   IntList s = check_ints(L, 3, "shape");
   const DType dt = check_dtype(L, 4, DType::F32);
   Trace* t = live_trace(L, g);
-  push_traced(L, *t, t->graph().add_input(name, {dt, s.vec()}));
+  push_traced(L, t->id, t->graph().add_input(name, {dt, s.vec()}));
   return 1;
 }
 
@@ -82,7 +76,7 @@ int l_graph_param(lua_State* L) {
   const std::string init = opt_string(L, 4, "init", "kaiming_uniform");
   Trace* t = live_trace(L, g);
   ParamInit pi{init, s.n ? s.v[0] : 1, s.n > 1 ? s.v[1] : 1};
-  push_traced(L, *t, t->graph().add_param(name, {DType::F32, s.vec()}, pi));
+  push_traced(L, t->id, t->graph().add_param(name, {DType::F32, s.vec()}, pi));
   return 1;
 }
 
@@ -104,7 +98,8 @@ int l_graph_grad(lua_State* L) {
   GraphBox* g = check_graph(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   Trace* t = live_trace(L, g);
-  if (t->graph().outputs().empty()) return luaL_error(L, "grad: give the graph an output first (g:output(loss))");
+  if (t->graph().outputs().empty())
+    return luaL_error(L, "grad: give the graph an output first (g:output(loss))");
   const lua_Integer n = luaL_len(L, 2);
   bool ok = true;
   {
@@ -129,7 +124,7 @@ int l_graph_grad(lua_State* L) {
         for (Ref r : *grads) {
           if (r.valid()) {
             t->graph().add_output(r);
-            push_traced(L, *t, r);
+            push_traced(L, t->id, r);
           } else {
             lua_pushnil(L);  // the output does not depend on it
           }
@@ -220,7 +215,8 @@ int l_graph_run(lua_State* L) {
       }
       if (ok) {
         g->plan->run();
-        for (Ref r : g->done->outputs()) push_value(L, g->plan->tensor(r).contiguous(AllocTag::Activation));
+        for (Ref r : g->done->outputs())
+          push_value(L, g->plan->tensor(r).contiguous(AllocTag::Activation));
         nout = static_cast<int>(g->done->outputs().size());
       }
     }
@@ -240,12 +236,14 @@ int l_graph_gc(lua_State* L) {
 
 struct FnBox {
   std::optional<TracedFunction> fn;
-  bool grad = false;  // mls.grad: returns d out / d each input
+  bool grad = false;    // mls.grad: returns d out / d each input
   int ref = LUA_NOREF;  // the Lua function
   lua_State* L = nullptr;
 };
 
-FnBox* check_fn(lua_State* L, int idx) { return static_cast<FnBox*>(luaL_checkudata(L, idx, kFnMeta)); }
+FnBox* check_fn(lua_State* L, int idx) {
+  return static_cast<FnBox*>(luaL_checkudata(L, idx, kFnMeta));
+}
 
 // The TracedFunction's body: calls the Lua function on traced stand-ins for its inputs.
 Refs call_lua(FnBox* box, Runtime* rt, Emitter& e, std::span<const Ref> in) {
@@ -255,7 +253,7 @@ Refs call_lua(FnBox* box, Runtime* rt, Emitter& e, std::span<const Ref> in) {
   t.capture_params = false;
   lua_pushcfunction(L, traceback_handler);
   lua_rawgeti(L, LUA_REGISTRYINDEX, box->ref);
-  for (Ref r : in) push_traced(L, t, r);
+  for (Ref r : in) push_traced(L, t.id, r);
   Refs outs;
   if (lua_pcall(L, static_cast<int>(in.size()), LUA_MULTRET, top + 1) != LUA_OK) {
     t.error = lua_tostring(L, -1) ? lua_tostring(L, -1) : "error in the traced function";
@@ -263,7 +261,8 @@ Refs call_lua(FnBox* box, Runtime* rt, Emitter& e, std::span<const Ref> in) {
     for (int i = top + 2; i <= lua_gettop(L); ++i) {
       auto* y = static_cast<LuaTensor*>(luaL_testudata(L, i, "mls.Tensor"));
       if (!y || y->trace_id != t.id) {
-        if (t.error.empty()) t.error = "the traced function must return tensors computed from its arguments";
+        if (t.error.empty())
+          t.error = "the traced function must return tensors computed from its arguments";
         break;
       }
       outs.push_back(y->ref);
@@ -287,28 +286,36 @@ int make_fn(lua_State* L, bool grad) {
   box->L = L;
   lua_pushvalue(L, 1);
   box->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  box->fn.emplace(rt->backend, [box, rt](Emitter& e, std::span<const Ref> in) { return call_lua(box, rt, e, in); },
-                  TraceOptions{.name = grad ? "grad" : "jit"});
+  box->fn.emplace(
+      rt->backend,
+      [box, rt](Emitter& e, std::span<const Ref> in) { return call_lua(box, rt, e, in); },
+      TraceOptions{.name = grad ? "grad" : "jit"});
   luaL_setmetatable(L, kFnMeta);
   return 1;
 }
 
-int l_jit(lua_State* L) { return make_fn(L, false); }
-int l_grad(lua_State* L) { return make_fn(L, true); }
+int l_jit(lua_State* L) {
+  return make_fn(L, false);
+}
+int l_grad(lua_State* L) {
+  return make_fn(L, true);
+}
 
 int l_fn_call(lua_State* L) {
   FnBox* box = check_fn(L, 1);
   const int n = lua_gettop(L) - 1;
   Runtime& rt = runtime(L);
   for (int i = 2; i <= n + 1; ++i)
-    if (check_tensor(L, i)->trace_id) return luaL_argerror(L, i, "a traced function is called with eager tensors");
+    if (check_tensor(L, i)->trace_id)
+      return luaL_argerror(L, i, "a traced function is called with eager tensors");
   int pushed = 0;
   bool ok = true;
   {
     std::vector<Tensor> in;
     for (int i = 2; i <= n + 1; ++i) in.push_back(to_tensor(L, i)->value);
     rt.error.clear();
-    auto r = box->fn->call(in, box->grad ? std::vector<bool>(in.size(), true) : std::vector<bool>{});
+    auto r =
+        box->fn->call(in, box->grad ? std::vector<bool>(in.size(), true) : std::vector<bool>{});
     if (!r) {
       if (rt.error.empty()) rt.error = r.error().message;
       ok = false;
@@ -326,7 +333,8 @@ int l_fn_call(lua_State* L) {
 int l_fn_dump(lua_State* L) {
   FnBox* box = check_fn(L, 1);
   const std::string text = box->fn->graph_text(lua_toboolean(L, 2) != 0);
-  if (text.empty()) return luaL_error(L, "dump: call the function once first (a trace is made per input shape)");
+  if (text.empty())
+    return luaL_error(L, "dump: call the function once first (a trace is made per input shape)");
   lua_pushlstring(L, text.data(), text.size());
   return 1;
 }
@@ -351,31 +359,23 @@ int l_fn_gc(lua_State* L) {
   return 0;
 }
 
-const luaL_Reg kGraphMethods[] = {{"input", l_graph_input}, {"param", l_graph_param}, {"output", l_graph_output},
-                                  {"grad", l_graph_grad},   {"dump", l_graph_dump},   {"run", l_graph_run},
+const luaL_Reg kGraphMethods[] = {{"input", l_graph_input},   {"param", l_graph_param},
+                                  {"output", l_graph_output}, {"grad", l_graph_grad},
+                                  {"dump", l_graph_dump},     {"run", l_graph_run},
                                   {nullptr, nullptr}};
 const luaL_Reg kFnMethods[] = {{"dump", l_fn_dump}, {"stats", l_fn_stats}, {nullptr, nullptr}};
-const luaL_Reg kFnMeta_[] = {{"__call", l_fn_call}, {"__gc", l_fn_gc}, {nullptr, nullptr}};
-const luaL_Reg kTop[] = {{"graph", l_graph_new}, {"jit", l_jit}, {"grad", l_grad}, {nullptr, nullptr}};
+const luaL_Reg kFnCall[] = {{"__call", l_fn_call}, {nullptr, nullptr}};
+const luaL_Reg kTop[] = {
+    {"graph", l_graph_new}, {"jit", l_jit}, {"grad", l_grad}, {nullptr, nullptr}};
 
 }  // namespace
 
 void open_graph_lib(lua_State* L) {
   set_funcs(L, kTop);
-  luaL_newmetatable(L, kGraphMeta);
-  lua_newtable(L);
-  set_funcs(L, kGraphMethods);
-  lua_setfield(L, -2, "__index");
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_pushvalue(L, lua_upvalueindex(2));
-  lua_pushcclosure(L, l_graph_gc, 2);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
-  luaL_newmetatable(L, kFnMeta);
-  lua_newtable(L);
-  set_funcs(L, kFnMethods);
-  lua_setfield(L, -2, "__index");
-  set_funcs(L, kFnMeta_);
+  register_class(L, kGraphMeta, kGraphMethods, nullptr, l_graph_gc);
+  register_class(L, kFnMeta, kFnMethods, nullptr, l_fn_gc);
+  luaL_getmetatable(L, kFnMeta);
+  set_funcs(L, kFnCall);
   lua_pop(L, 1);
 }
 

@@ -11,14 +11,15 @@
 
 namespace mls::lua {
 
-void open_tensor_lib(lua_State* L);   // tensors, arithmetic, autograd (tensor_lib.cpp)
-void open_nn_lib(lua_State* L);       // mls.F: layers as functions, parameters (nn_lib.cpp)
-void open_graph_lib(lua_State* L);    // mls.graph, mls.jit, mls.grad (graph_lib.cpp)
-void open_train_lib(lua_State* L);    // mls.data, mls.optim, mls.train, mls.log (train_lib.cpp)
-void open_project_lib(lua_State* L);  // mls.project (project_lib.cpp)
+void open_tensor_lib(lua_State* L);    // tensors, arithmetic, autograd (tensor_lib.cpp)
+void open_autograd_lib(lua_State* L);  // requires_grad, backward, no_grad (autograd_lib.cpp)
+void open_nn_lib(lua_State* L);        // mls.F: layers as functions, parameters (nn_lib.cpp)
+void open_graph_lib(lua_State* L);     // mls.graph, mls.jit, mls.grad (graph_lib.cpp)
+void open_train_lib(lua_State* L);     // mls.data, mls.optim, mls.train, mls.log (train_lib.cpp)
+void open_project_lib(lua_State* L);   // mls.project (project_lib.cpp)
 
-// PyTorch-like text of a tensor: "tensor([[1.0000, 2.0000], ...])", summarised past 1000
-// elements.
+// PyTorch-like text of a tensor (tensor_print.cpp): "tensor([[1.0000, 2.0000], ...])", summarised
+// past 1000 elements.
 std::string tensor_repr(const Tensor& t, bool requires_grad);
 
 }  // namespace mls::lua

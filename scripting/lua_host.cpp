@@ -44,6 +44,7 @@ int is_tensor(lua_State* L) {
 int open_mls(lua_State* L) {
   lua_newtable(L);
   open_tensor_lib(L);
+  open_autograd_lib(L);
   open_nn_lib(L);
   open_graph_lib(L);
   open_train_lib(L);
@@ -69,7 +70,10 @@ void limit_hook(lua_State* L, lua_Debug*) {
   h.instructions += h.tripped ? 1 : kHookEvery;
   const ScriptOptions& o = *h.options;
   const bool over_count = o.instruction_limit > 0 && h.instructions > o.instruction_limit;
-  const bool over_time = o.time_limit_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - h.start).count() > o.time_limit_s;
+  const bool over_time =
+      o.time_limit_s > 0 &&
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - h.start).count() >
+          o.time_limit_s;
   if (!over_count && !over_time) return;
   if (!h.tripped) {
     // From now on every instruction raises, so a script cannot swallow the error with pcall
@@ -77,13 +81,17 @@ void limit_hook(lua_State* L, lua_Debug*) {
     h.tripped = true;
     lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
   }
-  if (over_count) luaL_error(L, "stopped: the script ran past its limit of %I instructions", static_cast<lua_Integer>(o.instruction_limit));
+  if (over_count)
+    luaL_error(L, "stopped: the script ran past its limit of %I instructions",
+               static_cast<lua_Integer>(o.instruction_limit));
   luaL_error(L, "stopped: the script ran past its time limit of %f s", o.time_limit_s);
 }
 
 // [SECTION] sandbox
 
-ScriptOptions& opts(lua_State* L) { return *host_data(L).options; }
+ScriptOptions& opts(lua_State* L) {
+  return *host_data(L).options;
+}
 
 // The checked path for a file a script names, or a Lua error.
 std::string checked(lua_State* L, const char* path, bool write) {
@@ -91,16 +99,19 @@ std::string checked(lua_State* L, const char* path, bool write) {
   std::string err;
   {
     auto r = sandbox_path(opts(L), path, write);
-    if (r) out = *r;
-    else err = r.error().message;
+    if (r)
+      out = *r;
+    else
+      err = r.error().message;
   }
   if (!err.empty()) luaL_error(L, "%s", err.c_str());
   return out;
 }
 
 int refuse(lua_State* L) {
-  return luaL_error(L, "%s is not allowed in a sandboxed script (run it with --trust if it is your own)",
-                    lua_tostring(L, lua_upvalueindex(1)));
+  return luaL_error(
+      L, "%s is not allowed in a sandboxed script (run it with --trust if it is your own)",
+      lua_tostring(L, lua_upvalueindex(1)));
 }
 
 // io.open(path [, mode]) under the sandbox's folders.
@@ -136,7 +147,8 @@ int sb_load(lua_State* L) {
   lua_settop(L, 4);
   if (lua_type(L, 1) == LUA_TSTRING && lua_rawlen(L, 1) > 0 && lua_tostring(L, 1)[0] == '\x1b')
     return luaL_error(L, "load: binary chunks are not allowed in a sandboxed script");
-  if (!lua_isnil(L, 3) && std::strcmp(lua_tostring(L, 3), "t") != 0 && std::strchr(lua_tostring(L, 3), 'b'))
+  if (!lua_isnil(L, 3) && std::strcmp(lua_tostring(L, 3), "t") != 0 &&
+      std::strchr(lua_tostring(L, 3), 'b'))
     return luaL_error(L, "load: binary chunks are not allowed in a sandboxed script");
   lua_pushstring(L, "t");
   lua_replace(L, 3);
@@ -186,8 +198,9 @@ int sb_require(lua_State* L) {
   const fs::path root = opts(L).root.empty() ? fs::current_path() : fs::path(opts(L).root);
   std::string p = checked(L, (root / (rel + ".lua")).string().c_str(), false);
   if (!fs::exists(p))
-    return luaL_error(L, "module '%s' not found: a sandboxed script loads modules only from its folder (no %s)", name,
-                      p.c_str());
+    return luaL_error(
+        L, "module '%s' not found: a sandboxed script loads modules only from its folder (no %s)",
+        name, p.c_str());
   if (luaL_loadfilex(L, p.c_str(), "t") != LUA_OK) return lua_error(L);
   lua_pushstring(L, name);
   lua_call(L, 1, 1);
@@ -238,7 +251,8 @@ Result<std::string> sandbox_path(const ScriptOptions& o, const std::string& path
   const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
   if (ec) return make_error("cannot resolve '" + path + "': " + ec.message());
   auto under = [&](const std::string& root) {
-    const fs::path r = fs::weakly_canonical(fs::absolute(root.empty() ? fs::current_path() : fs::path(root)));
+    const fs::path r =
+        fs::weakly_canonical(fs::absolute(root.empty() ? fs::current_path() : fs::path(root)));
     auto [a, b] = std::mismatch(r.begin(), r.end(), p.begin(), p.end());
     return a == r.end();
   };
@@ -247,8 +261,9 @@ Result<std::string> sandbox_path(const ScriptOptions& o, const std::string& path
   if (!write)
     for (const std::string& r : o.read_only_roots)
       if (under(r)) return p.string();
-  return make_error("'" + path + "' is outside the script's folder " + root + (write ? "" : " (and the dataset folders)") +
-                    ": a sandboxed script may " + (write ? "write" : "read") + " only there");
+  return make_error("'" + path + "' is outside the script's folder " + root +
+                    (write ? "" : " (and the dataset folders)") + ": a sandboxed script may " +
+                    (write ? "write" : "read") + " only there");
 }
 
 LuaHost::LuaHost(Backend& backend, ScriptOptions options)
@@ -257,7 +272,9 @@ LuaHost::LuaHost(Backend& backend, ScriptOptions options)
   MLS_CHECK(L_ != nullptr, "luaL_newstate failed");
   rt_->db_path = options_.db_path;
   if (options_.sandbox) {
-    rt_->check_path = [this](const std::string& p, bool write) { return sandbox_path(options_, p, write); };
+    rt_->check_path = [this](const std::string& p, bool write) {
+      return sandbox_path(options_, p, write);
+    };
   }
   auto* h = static_cast<HostData*>(lua_newuserdatauv(L_, sizeof(HostData), 0));
   new (h) HostData{&options_, rt_.get()};
@@ -282,7 +299,8 @@ void LuaHost::open_libs() {
                            {LUA_STRLIBNAME, luaopen_string},   {LUA_MATHLIBNAME, luaopen_math},
                            {LUA_UTF8LIBNAME, luaopen_utf8},    {LUA_DBLIBNAME, luaopen_debug}};
   for (const luaL_Reg& l : libs) {
-    if (options_.sandbox && l.func == luaopen_debug) continue;  // debug.sethook would lift the limits
+    if (options_.sandbox && l.func == luaopen_debug)
+      continue;  // debug.sethook would lift the limits
     luaL_requiref(L, l.name, l.func, 1);
     lua_pop(L, 1);
   }
@@ -297,12 +315,14 @@ void LuaHost::open_libs() {
   lua_pushvalue(L, -2);
   lua_setfield(L, -2, "mls");
   lua_pop(L, 2);
-  if (options_.instruction_limit > 0 || options_.time_limit_s > 0) lua_sethook(L, limit_hook, LUA_MASKCOUNT, kHookEvery);
+  if (options_.instruction_limit > 0 || options_.time_limit_s > 0)
+    lua_sethook(L, limit_hook, LUA_MASKCOUNT, kHookEvery);
 }
 
 void LuaHost::install_sandbox() {
   lua_State* L = L_;
-  for (const char* f : {"execute", "exit", "remove", "rename", "tmpname", "getenv", "setlocale"}) refuse_field(L, "os", f);
+  for (const char* f : {"execute", "exit", "remove", "rename", "tmpname", "getenv", "setlocale"})
+    refuse_field(L, "os", f);
   for (const char* f : {"popen", "tmpfile", "input", "output"}) refuse_field(L, "io", f);
   wrap_field(L, "io", "open", sb_io_open);
   wrap_field(L, "io", "lines", sb_io_lines);

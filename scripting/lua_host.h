@@ -2,9 +2,9 @@
 // errors that carry file:line and a traceback, and an optional sandbox for scripts that come
 // with a project.
 //
-//   LuaHost host(cpu::backend(), {.sandbox = true, .root = "projects/lab1", .instruction_limit = 50'000'000});
-//   Result<void> r = host.run_file("projects/lab1/train.lua", {"--fast"});
-//   if (!r) std::cerr << r.error().message << "\n";   // "train.lua:12: ...\nstack traceback: ..."
+//   LuaHost host(cpu::backend(), {.sandbox = true, .root = "projects/lab1", .instruction_limit =
+//   50'000'000}); Result<void> r = host.run_file("projects/lab1/train.lua", {"--fast"}); if (!r)
+//   std::cerr << r.error().message << "\n";   // "train.lua:12: ...\nstack traceback: ..."
 //
 // The sandbox (ScriptOptions::sandbox): no os.execute, io.popen, package.loadlib, C modules,
 // binary chunks or debug library; files (io.open, io.lines, dofile, loadfile, require,
@@ -30,8 +30,8 @@ struct ScriptOptions {
   bool sandbox = false;
   std::string root;  // sandbox: the folder a script may read and write ("" : the working directory)
   std::vector<std::string> read_only_roots = {"/usr/share/datasets"};
-  int64_t instruction_limit = 0;  // VM instructions per run or REPL entry; 0: no limit
-  double time_limit_s = 0;        // seconds per run or REPL entry; 0: no limit
+  int64_t instruction_limit = 0;             // VM instructions per run or REPL entry; 0: no limit
+  double time_limit_s = 0;                   // seconds per run or REPL entry; 0: no limit
   std::string db_path = "mlstudio-runs.db";  // where mls.train and mls.log record runs
 };
 

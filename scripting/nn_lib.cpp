@@ -58,7 +58,9 @@ int l_buffer(lua_State* L) {
 
 // [SECTION] layers
 
-LuaTensor* opt_tensor(lua_State* L, int idx) { return lua_isnoneornil(L, idx) ? nullptr : check_tensor(L, idx); }
+LuaTensor* opt_tensor(lua_State* L, int idx) {
+  return lua_isnoneornil(L, idx) ? nullptr : check_tensor(L, idx);
+}
 
 Pair2 pair_opt(lua_State* L, int idx, const char* key, Pair2 def) {
   if (!lua_istable(L, idx)) return def;
@@ -81,7 +83,9 @@ Pair2 pair_opt(lua_State* L, int idx, const char* key, Pair2 def) {
 int l_linear(lua_State* L) {
   LuaTensor* in[3] = {check_tensor(L, 1), check_tensor(L, 2), opt_tensor(L, 3)};
   const int n = in[2] ? 3 : 2;
-  return emit_op(L, in, n, [&](Emitter& e, const Ref* r) { return linear(e, r[0], r[1], n == 3 ? r[2] : Ref{}); });
+  return emit_op(L, in, n, [&](Emitter& e, const Ref* r) {
+    return linear(e, r[0], r[1], n == 3 ? r[2] : Ref{});
+  });
 }
 
 // F.conv2d(x, w [, b] [, {stride=, padding=, dilation=, groups=}]); b [O] is broadcast.
@@ -121,7 +125,9 @@ int pool(lua_State* L) {
     p.stride = {s, s};
     p.padding = {pad, pad};
   }
-  return emit_op(L, &x, 1, [&](Emitter& e, const Ref* r) { return Avg ? avg_pool2d(e, r[0], p) : max_pool2d(e, r[0], p); });
+  return emit_op(L, &x, 1, [&](Emitter& e, const Ref* r) {
+    return Avg ? avg_pool2d(e, r[0], p) : max_pool2d(e, r[0], p);
+  });
 }
 
 int l_global_avg_pool(lua_State* L) {
@@ -133,7 +139,8 @@ int l_global_avg_pool(lua_State* L) {
 // Training normalises with the batch's statistics and moves the running ones towards them
 // (in place, the variance unbiased, as PyTorch); evaluation uses the running ones.
 int l_batch_norm(lua_State* L) {
-  LuaTensor* in[5] = {check_tensor(L, 1), check_tensor(L, 2), check_tensor(L, 3), check_tensor(L, 4), check_tensor(L, 5)};
+  LuaTensor* in[5] = {check_tensor(L, 1), check_tensor(L, 2), check_tensor(L, 3),
+                      check_tensor(L, 4), check_tensor(L, 5)};
   const bool training = lua_toboolean(L, 6) != 0;
   const double momentum = luaL_optnumber(L, 7, 0.1), eps = luaL_optnumber(L, 8, kNormEps);
   return emit_op(L, in, 5, [&](Emitter& e, const Ref* r) {
@@ -148,7 +155,8 @@ int l_batch_norm(lua_State* L) {
 int l_layer_norm(lua_State* L) {
   LuaTensor* in[3] = {check_tensor(L, 1), check_tensor(L, 2), check_tensor(L, 3)};
   const double eps = luaL_optnumber(L, 4, kNormEps);
-  return emit_op(L, in, 3, [&](Emitter& e, const Ref* r) { return layer_norm(e, r[0], r[1], r[2], eps); });
+  return emit_op(L, in, 3,
+                 [&](Emitter& e, const Ref* r) { return layer_norm(e, r[0], r[1], r[2], eps); });
 }
 
 // F.dropout(x, p, training): a new mask per call (eager) or per training step (traced).
@@ -168,12 +176,16 @@ int l_dropout(lua_State* L) {
     Tensor s = Tensor::from_i64(rt.backend, {1}, {static_cast<int64_t>(rt.rng.next() >> 1)});
     LuaTensor* seed = push_value(L, std::move(s));
     LuaTensor* in[2] = {x, seed};
-    return emit_op(L, in, 2, [&](Emitter& e, const Ref* r) { return dropout(e, r[0], p, layer_seed, r[1], true); });
+    return emit_op(L, in, 2, [&](Emitter& e, const Ref* r) {
+      return dropout(e, r[0], p, layer_seed, r[1], true);
+    });
   }
   return emit_op(L, &x, 1, [&](Emitter& e, const Ref* r) {
     Trace& t = static_cast<Trace&>(e);
     if (!t.owns_graph()) {
-      t.error = "dropout: a function traced by mls.jit or mls.grad cannot draw dropout masks (call it eagerly)";
+      t.error =
+          "dropout: a function traced by mls.jit or mls.grad cannot draw dropout masks (call it "
+          "eagerly)";
       return r[0];
     }
     if (!t.step_seed.valid()) t.step_seed = t.graph().add_input("step_seed", {DType::I64, {1}});
@@ -193,13 +205,14 @@ int l_embedding(lua_State* L) {
 int l_cross_entropy(lua_State* L) {
   LuaTensor* in[2] = {check_tensor(L, 1), check_tensor(L, 2)};
   const double smoothing = opt_number(L, 3, "label_smoothing", 0.0);
-  return emit_op(L, in, 2, [&](Emitter& e, const Ref* r) { return cross_entropy(e, r[0], r[1], smoothing); });
+  return emit_op(L, in, 2,
+                 [&](Emitter& e, const Ref* r) { return cross_entropy(e, r[0], r[1], smoothing); });
 }
 
-#define MLS_LOSS(NAME, EXPR)                                                           \
-  int l_##NAME(lua_State* L) {                                                         \
-    LuaTensor* in[2] = {check_tensor(L, 1), check_tensor(L, 2)};                       \
-    return emit_op(L, in, 2, [&](Emitter& e, const Ref* r) { return EXPR; });          \
+#define MLS_LOSS(NAME, EXPR)                                                  \
+  int l_##NAME(lua_State* L) {                                                \
+    LuaTensor* in[2] = {check_tensor(L, 1), check_tensor(L, 2)};              \
+    return emit_op(L, in, 2, [&](Emitter& e, const Ref* r) { return EXPR; }); \
   }
 MLS_LOSS(mse_loss, mse_loss(e, r[0], r[1]))
 MLS_LOSS(l1_loss, l1_loss(e, r[0], r[1]))
@@ -210,7 +223,8 @@ MLS_LOSS(nll_loss, nll_loss(e, r[0], r[1]))
 int l_huber_loss(lua_State* L) {
   LuaTensor* in[2] = {check_tensor(L, 1), check_tensor(L, 2)};
   const double delta = luaL_optnumber(L, 3, 1.0);
-  return emit_op(L, in, 2, [&](Emitter& e, const Ref* r) { return huber_loss(e, r[0], r[1], delta); });
+  return emit_op(L, in, 2,
+                 [&](Emitter& e, const Ref* r) { return huber_loss(e, r[0], r[1], delta); });
 }
 
 // mls.op(name, {inputs...}, {attr = value, ...}): any registered op by name, its first
@@ -223,8 +237,11 @@ int l_op(lua_State* L) {
   const lua_Integer n = luaL_len(L, 2);
   if (n > 8) return luaL_argerror(L, 2, "at most 8 inputs");
   if (def->num_inputs >= 0 && n != def->num_inputs)
-    return luaL_error(L, "mls.op: %s takes %d inputs, got %d", name, def->num_inputs, static_cast<int>(n));
-  if (def->kind == OpKind::Update) return luaL_error(L, "mls.op: %s changes its inputs in place; it is not offered to scripts", name);
+    return luaL_error(L, "mls.op: %s takes %d inputs, got %d", name, def->num_inputs,
+                      static_cast<int>(n));
+  if (def->kind == OpKind::Update)
+    return luaL_error(L, "mls.op: %s changes its inputs in place; it is not offered to scripts",
+                      name);
   LuaTensor* in[8];
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, 2, i);
@@ -269,10 +286,14 @@ int l_op(lua_State* L) {
     Attrs a;
     for (int k = 0; k < na; ++k) {
       const AttrItem& it = items[static_cast<size_t>(k)];
-      if (it.kind == 0) a.set(it.key, it.i);
-      else if (it.kind == 1) a.set(it.key, it.d);
-      else if (it.kind == 2) a.set(it.key, it.l.vec());
-      else a.set(it.key, std::string(it.s));
+      if (it.kind == 0)
+        a.set(it.key, it.i);
+      else if (it.kind == 1)
+        a.set(it.key, it.d);
+      else if (it.kind == 2)
+        a.set(it.key, it.l.vec());
+      else
+        a.set(it.key, std::string(it.s));
     }
     return e.emit(op, std::span<const Ref>(r, static_cast<size_t>(n)), a)[0];
   });
@@ -295,7 +316,8 @@ const luaL_Reg kF[] = {{"linear", l_linear},
                        {"nll_loss", l_nll_loss},
                        {nullptr, nullptr}};
 
-const luaL_Reg kTop[] = {{"parameter", l_parameter}, {"buffer", l_buffer}, {"op", l_op}, {nullptr, nullptr}};
+const luaL_Reg kTop[] = {
+    {"parameter", l_parameter}, {"buffer", l_buffer}, {"op", l_op}, {nullptr, nullptr}};
 
 }  // namespace
 

@@ -26,7 +26,9 @@ struct ProjectBox {
   nodes::UndoStack stack;
 };
 
-ProjectBox* check_project(lua_State* L, int idx) { return static_cast<ProjectBox*>(luaL_checkudata(L, idx, kProjectMeta)); }
+ProjectBox* check_project(lua_State* L, int idx) {
+  return static_cast<ProjectBox*>(luaL_checkudata(L, idx, kProjectMeta));
+}
 
 json params_json(lua_State* L, int idx) {
   json j = json::object();
@@ -34,16 +36,22 @@ json params_json(lua_State* L, int idx) {
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     const char* k = lua_tostring(L, -2);
-    if (lua_isinteger(L, -1)) j[k] = lua_tointeger(L, -1);
-    else if (lua_isnumber(L, -1)) j[k] = lua_tonumber(L, -1);
-    else if (lua_isboolean(L, -1)) j[k] = lua_toboolean(L, -1) != 0;
-    else if (lua_isstring(L, -1)) j[k] = lua_tostring(L, -1);
+    if (lua_isinteger(L, -1))
+      j[k] = lua_tointeger(L, -1);
+    else if (lua_isnumber(L, -1))
+      j[k] = lua_tonumber(L, -1);
+    else if (lua_isboolean(L, -1))
+      j[k] = lua_toboolean(L, -1) != 0;
+    else if (lua_isstring(L, -1))
+      j[k] = lua_tostring(L, -1);
     else if (lua_istable(L, -1)) {
       json a = json::array();
       for (lua_Integer i = 1; i <= luaL_len(L, -1); ++i) {
         lua_geti(L, -1, i);
-        if (lua_isinteger(L, -1)) a.push_back(lua_tointeger(L, -1));
-        else a.push_back(lua_tonumber(L, -1));
+        if (lua_isinteger(L, -1))
+          a.push_back(lua_tointeger(L, -1));
+        else
+          a.push_back(lua_tonumber(L, -1));
         lua_pop(L, 1);
       }
       j[k] = a;
@@ -93,7 +101,8 @@ int l_open(lua_State* L) {
         ok = false;
       }
     }
-    auto doc = ok ? nodes::load_document(p, nodes::GraphCheck::Draft) : Result<nodes::Document>(make_error(rt.error));
+    auto doc = ok ? nodes::load_document(p, nodes::GraphCheck::Draft)
+                  : Result<nodes::Document>(make_error(rt.error));
     if (!doc) {
       rt.error = "mls.project.open: " + doc.error().message;
       ok = false;
@@ -136,7 +145,8 @@ int l_add_node(lua_State* L) {
   json params = params_json(L, 4);
   std::optional<nodes::LayoutPos> pos;
   if (lua_istable(L, 5)) pos = nodes::LayoutPos{opt_number(L, 5, "x", 0), opt_number(L, 5, "y", 0)};
-  return edit(L, [&](const nodes::Document& d) { return nodes::make_add_node(d, id, type, params, pos); });
+  return edit(
+      L, [&](const nodes::Document& d) { return nodes::make_add_node(d, id, type, params, pos); });
 }
 int l_remove_node(lua_State* L) {
   const std::string id = luaL_checkstring(L, 2);
@@ -239,7 +249,8 @@ int l_text(lua_State* L) {
 int l_save(lua_State* L) {
   ProjectBox* p = check_project(L, 1);
   std::string path = luaL_optstring(L, 2, p->path.c_str());
-  if (path.empty()) return luaL_error(L, "save: give a path (the project was made with mls.project.new)");
+  if (path.empty())
+    return luaL_error(L, "save: give a path (the project was made with mls.project.new)");
   Runtime& rt = runtime(L);
   bool ok = true;
   {
@@ -268,11 +279,21 @@ int l_gc(lua_State* L) {
   return 0;
 }
 
-const luaL_Reg kMethods[] = {{"add_node", l_add_node},   {"remove_node", l_remove_node}, {"connect", l_connect},
-                             {"disconnect", l_disconnect}, {"set_params", l_set_params}, {"rename", l_rename},
-                             {"set_training", l_set_training}, {"undo", l_undo},         {"redo", l_redo},
-                             {"history", l_history},     {"nodes", l_nodes},             {"links", l_links},
-                             {"problems", l_problems},   {"text", l_text},               {"save", l_save},
+const luaL_Reg kMethods[] = {{"add_node", l_add_node},
+                             {"remove_node", l_remove_node},
+                             {"connect", l_connect},
+                             {"disconnect", l_disconnect},
+                             {"set_params", l_set_params},
+                             {"rename", l_rename},
+                             {"set_training", l_set_training},
+                             {"undo", l_undo},
+                             {"redo", l_redo},
+                             {"history", l_history},
+                             {"nodes", l_nodes},
+                             {"links", l_links},
+                             {"problems", l_problems},
+                             {"text", l_text},
+                             {"save", l_save},
                              {nullptr, nullptr}};
 const luaL_Reg kFuncs[] = {{"open", l_open}, {"new", l_new}, {nullptr, nullptr}};
 
@@ -282,13 +303,7 @@ void open_project_lib(lua_State* L) {
   lua_newtable(L);
   set_funcs(L, kFuncs);
   lua_setfield(L, -2, "project");
-  luaL_newmetatable(L, kProjectMeta);
-  lua_newtable(L);
-  set_funcs(L, kMethods);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
+  register_class(L, kProjectMeta, kMethods, nullptr, l_gc);
 }
 
 }  // namespace mls::lua

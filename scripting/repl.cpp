@@ -45,7 +45,9 @@ int run_repl(LuaHost& host, const std::string& history_file) {
     rl_attempted_completion_function = complete;
     using_history();
     if (read_history(history_file.c_str()) != 0) write_history(history_file.c_str());  // creates it
-    std::printf("mlstudio lua (Lua 5.4) - tensors: mls.randn{2, 3}; help: README, Lua scripting. Ctrl-D quits.\n");
+    std::printf(
+        "mlstudio lua (Lua 5.4) - tensors: mls.randn{2, 3}; help: README, Lua scripting. Ctrl-D "
+        "quits.\n");
   }
   std::string pending;
   for (;;) {

@@ -9,7 +9,8 @@ namespace mls::lua {
 Trace::Trace(uint32_t id, std::string name, Backend& backend)
     : id(id), graph_(std::move(name)), target_(&graph_), backend_(backend) {}
 
-Trace::Trace(uint32_t id, Emitter& external, Backend& backend) : id(id), target_(&external), backend_(backend) {}
+Trace::Trace(uint32_t id, Emitter& external, Backend& backend)
+    : id(id), target_(&external), backend_(backend) {}
 
 Refs Trace::placeholders(std::string_view op) {
   if (!placeholder_.valid()) {
@@ -36,7 +37,8 @@ Refs Trace::emit(std::string_view op, std::span<const Ref> inputs, const Attrs& 
   std::vector<ValueType> in;
   for (Ref r : inputs) {
     in.push_back(target_->type_of(r));
-    types += (types.empty() ? "" : ", ") + std::string(dtype_name(in.back().dtype)) + shape_str(in.back().shape);
+    types += (types.empty() ? "" : ", ") + std::string(dtype_name(in.back().dtype)) +
+             shape_str(in.back().shape);
   }
   if (def == nullptr) {
     error = "unknown op '" + std::string(op) + "'";
@@ -66,7 +68,9 @@ Trace::Captured* Trace::find_captured(const Tensor& v) {
   auto it = captured_.find({v.buffer(), v.byte_offset()});
   if (it == captured_.end()) return nullptr;
   for (Captured& c : it->second)
-    if (c.value.dtype() == v.dtype() && c.value.shape() == v.shape() && c.value.strides() == v.strides()) return &c;
+    if (c.value.dtype() == v.dtype() && c.value.shape() == v.shape() &&
+        c.value.strides() == v.strides())
+      return &c;
   return nullptr;
 }
 
@@ -90,9 +94,13 @@ Ref Trace::capture(LuaTensor& t) {
 
 // [SECTION] Runtime
 
-Runtime::Runtime(Backend& b) : backend(b), session(b) { session.set_deferred_errors(true); }
+Runtime::Runtime(Backend& b) : backend(b), session(b) {
+  session.set_deferred_errors(true);
+}
 
-Runtime::~Runtime() { end_run("finished"); }
+Runtime::~Runtime() {
+  end_run("finished");
+}
 
 Result<store::RunStore*> Runtime::open_store() {
   if (!store) {
@@ -192,7 +200,8 @@ Trace& Runtime::begin_trace(Emitter& external) {
 }
 
 void Runtime::end_trace(Trace& t) {
-  auto it = std::find_if(traces_.begin(), traces_.end(), [&](const auto& p) { return p.get() == &t; });
+  auto it =
+      std::find_if(traces_.begin(), traces_.end(), [&](const auto& p) { return p.get() == &t; });
   if (it != traces_.end()) traces_.erase(it);
 }
 

@@ -37,12 +37,12 @@ namespace mls::lua {
 
 // The payload of a tensor userdata.
 struct LuaTensor {
-  Tensor value;            // the data (eager); undefined for a traced value or once closed
-  Ref ref;                 // in the session of generation `gen`, or in trace `trace_id`
-  uint32_t gen = 0;        // 0: not in any session yet
-  uint32_t trace_id = 0;   // > 0: a symbolic value of that trace (no data)
+  Tensor value;           // the data (eager); undefined for a traced value or once closed
+  Ref ref;                // in the session of generation `gen`, or in trace `trace_id`
+  uint32_t gen = 0;       // 0: not in any session yet
+  uint32_t trace_id = 0;  // > 0: a symbolic value of that trace (no data)
   bool requires_grad = false;
-  bool is_leaf = true;     // made by a constructor, not by an op
+  bool is_leaf = true;  // made by a constructor, not by an op
   bool closed = false;
   bool counted = false;    // counted in Runtime::live_outputs (an op output that requires grad)
   int32_t leaf_slot = -1;  // index in Runtime::grad_leaves (this generation)
@@ -80,9 +80,9 @@ class Trace final : public Emitter {
 
   uint32_t id;
   std::string error;
-  bool training = true;        // what dropout and batch norm do while this trace records
-  bool capture_params = true;  // trainable leaves become graph params (else constants)
-  Ref step_seed;               // i64 [1] input for dropout masks, made on first use
+  bool training = true;            // what dropout and batch norm do while this trace records
+  bool capture_params = true;      // trainable leaves become graph params (else constants)
+  Ref step_seed;                   // i64 [1] input for dropout masks, made on first use
   std::vector<LuaTensor*> params;  // the tensors behind graph().params(), in order
 
  private:

@@ -5,8 +5,8 @@
 // [SECTION] arithmetic       __add __sub __mul __div __unm __pow
 // [SECTION] methods          shape, dtype, matmul, reductions, unary math, views
 // [SECTION] indexing         t[i], t[{i, {a, b}, {}}]
-// [SECTION] printing         __tostring
-// [SECTION] autograd         requires_grad, backward, grad, no_grad
+// [SECTION] printing         __tostring (the text: tensor_print.cpp)
+// Autograd (requires_grad, backward, no_grad) lives in autograd_lib.cpp.
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -23,8 +23,10 @@ namespace {
 
 // Lua axis (1-based, negative from the end) to an engine axis (0-based); -1 when out of range.
 int64_t engine_axis(int64_t axis, int64_t rank) {
-  if (axis < 0) axis += rank;
-  else axis -= 1;
+  if (axis < 0)
+    axis += rank;
+  else
+    axis -= 1;
   return axis >= 0 && axis < rank ? axis : -1;
 }
 
@@ -60,13 +62,18 @@ int make_filled(lua_State* L, double value, int first) {
   DType dt = check_dtype(L, next, DType::F32);
   Runtime& rt = runtime(L);
   Tensor t = Tensor::zeros(rt.backend, dt, std::move(s), AllocTag::Activation);
-  if (value != 0.0) t.fill_from_host(std::vector<float>(static_cast<size_t>(t.numel()), static_cast<float>(value)));
+  if (value != 0.0)
+    t.fill_from_host(std::vector<float>(static_cast<size_t>(t.numel()), static_cast<float>(value)));
   push_value(L, std::move(t));
   return 1;
 }
 
-int l_zeros(lua_State* L) { return make_filled(L, 0.0, 1); }
-int l_ones(lua_State* L) { return make_filled(L, 1.0, 1); }
+int l_zeros(lua_State* L) {
+  return make_filled(L, 0.0, 1);
+}
+int l_ones(lua_State* L) {
+  return make_filled(L, 1.0, 1);
+}
 int l_full(lua_State* L) {
   const double v = luaL_checknumber(L, 2);
   lua_remove(L, 2);
@@ -90,8 +97,12 @@ int random_tensor(lua_State* L, bool normal) {
   push_value(L, Tensor::from_f32(rt.backend, std::move(s), v, AllocTag::Activation));
   return 1;
 }
-int l_randn(lua_State* L) { return random_tensor(L, true); }
-int l_rand(lua_State* L) { return random_tensor(L, false); }
+int l_randn(lua_State* L) {
+  return random_tensor(L, true);
+}
+int l_rand(lua_State* L) {
+  return random_tensor(L, false);
+}
 
 // arange(n): 0 .. n-1; arange(a, b[, step]): a, a+step, ... < b (as PyTorch and numpy).
 int l_arange(lua_State* L) {
@@ -108,7 +119,8 @@ int l_arange(lua_State* L) {
   if (!(count < 1e9)) luaL_error(L, "arange(%f, %f, %f): too many elements", a, b, step);
   const DType dt = check_dtype(L, lua_isnoneornil(L, 2) ? 2 : 4, DType::F32);
   std::vector<float> v;
-  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) v.push_back(static_cast<float>(a + step * static_cast<double>(i)));
+  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i)
+    v.push_back(static_cast<float>(a + step * static_cast<double>(i)));
   Runtime& rt = runtime(L);
   Tensor t = Tensor::empty(rt.backend, dt, {static_cast<int64_t>(v.size())}, AllocTag::Activation);
   t.fill_from_host(v);
@@ -128,7 +140,8 @@ void table_shape(lua_State* L, int idx, Shape* s) {
   lua_pop(L, 1);
 }
 
-bool table_values(lua_State* L, const Shape& s, size_t axis, std::vector<float>* out, std::string* where) {
+bool table_values(lua_State* L, const Shape& s, size_t axis, std::vector<float>* out,
+                  std::string* where) {
   if (axis == s.size()) {
     int isnum = 0;
     double v = lua_tonumberx(L, -1, &isnum);
@@ -225,7 +238,9 @@ int binary(lua_State* L, TT both, TS tensor_scalar, ST scalar_tensor) {
   return emit_op(L, &b, 1, [&](Emitter& e, const Ref* r) { return scalar_tensor(e, s, r[0]); });
 }
 
-Ref scalar_like(Emitter& e, Ref like, double v) { return fill(e, {e.type_of(like).dtype, {}}, v); }
+Ref scalar_like(Emitter& e, Ref like, double v) {
+  return fill(e, {e.type_of(like).dtype, {}}, v);
+}
 
 int l_add(lua_State* L) {
   return binary(
@@ -254,7 +269,9 @@ int l_div(lua_State* L) {
 int l_pow(lua_State* L) {
   return binary(
       L, [](Emitter& e, Ref a, Ref b) { return pow(e, a, b); },
-      [](Emitter& e, Ref a, double s) { return s == 2.0 ? mul(e, a, a) : pow(e, a, scalar_like(e, a, s)); },
+      [](Emitter& e, Ref a, double s) {
+        return s == 2.0 ? mul(e, a, a) : pow(e, a, scalar_like(e, a, s));
+      },
       [](Emitter& e, double s, Ref b) { return pow(e, scalar_like(e, b, s), b); });
 }
 int l_maximum(lua_State* L) {
@@ -270,12 +287,12 @@ int l_minimum(lua_State* L) {
       [](Emitter& e, double s, Ref b) { return minimum(e, scalar_like(e, b, s), b); });
 }
 
-#define MLS_COMPARE(NAME, FN)                                                                   \
-  int l_##NAME(lua_State* L) {                                                                  \
-    return binary(                                                                              \
-        L, [](Emitter& e, Ref a, Ref b) { return FN(e, a, b); },                                \
-        [](Emitter& e, Ref a, double s) { return FN(e, a, scalar_like(e, a, s)); },             \
-        [](Emitter& e, double s, Ref b) { return FN(e, scalar_like(e, b, s), b); });            \
+#define MLS_COMPARE(NAME, FN)                                                        \
+  int l_##NAME(lua_State* L) {                                                       \
+    return binary(                                                                   \
+        L, [](Emitter& e, Ref a, Ref b) { return FN(e, a, b); },                     \
+        [](Emitter& e, Ref a, double s) { return FN(e, a, scalar_like(e, a, s)); },  \
+        [](Emitter& e, double s, Ref b) { return FN(e, scalar_like(e, b, s), b); }); \
   }
 MLS_COMPARE(eq, equal)
 MLS_COMPARE(ne, not_equal)
@@ -298,8 +315,10 @@ int unary(lua_State* L, F f) {
   return emit_op(L, &x, 1, [&](Emitter& e, const Ref* r) { return f(e, r[0]); });
 }
 
-#define MLS_UNARY(NAME, EXPR) \
-  int l_##NAME(lua_State* L) { return unary(L, [](Emitter& e, Ref x) { return EXPR; }); }
+#define MLS_UNARY(NAME, EXPR)                                \
+  int l_##NAME(lua_State* L) {                               \
+    return unary(L, [](Emitter& e, Ref x) { return EXPR; }); \
+  }
 MLS_UNARY(neg, neg(e, x))
 MLS_UNARY(exp, exp(e, x))
 MLS_UNARY(log, log(e, x))
@@ -337,7 +356,10 @@ int l_clamp(lua_State* L) {
 int axis_arg(lua_State* L, int idx, int64_t rank, int64_t def_lua) {
   const int64_t a = luaL_optinteger(L, idx, def_lua);
   const int64_t ax = engine_axis(a, rank);
-  if (ax < 0) luaL_argerror(L, idx, ("axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank)).c_str());
+  if (ax < 0)
+    luaL_argerror(
+        L, idx,
+        ("axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank)).c_str());
   return static_cast<int>(ax);
 }
 
@@ -354,7 +376,9 @@ int l_log_softmax(lua_State* L) {
 int l_argmax(lua_State* L) {
   LuaTensor* x = check_tensor(L, 1);
   const int ax = axis_arg(L, 2, static_cast<int64_t>(type_of(runtime(L), *x).shape.size()), -1);
-  return emit_op(L, &x, 1, [&](Emitter& e, const Ref* r) { return e.emit1("argmax", {r[0]}, {{"axis", int64_t{ax}}}); });
+  return emit_op(L, &x, 1, [&](Emitter& e, const Ref* r) {
+    return e.emit1("argmax", {r[0]}, {{"axis", int64_t{ax}}});
+  });
 }
 
 int l_matmul(lua_State* L) {
@@ -373,27 +397,40 @@ int reduction(lua_State* L, F f) {
   for (int i = 0; i < axes.n; ++i) {
     auto& a = axes.v[static_cast<size_t>(i)];
     const int64_t ax = engine_axis(a, rank);
-    if (ax < 0) return luaL_argerror(L, 2, ("axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank)).c_str());
+    if (ax < 0)
+      return luaL_argerror(
+          L, 2,
+          ("axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank)).c_str());
     a = ax;
   }
   return emit_op(L, &x, 1, [&](Emitter& e, const Ref* r) { return f(e, r[0], axes.vec(), keep); });
 }
 int l_sum(lua_State* L) {
-  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) { return sum(e, x, std::move(a), k); });
+  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) {
+    return sum(e, x, std::move(a), k);
+  });
 }
 int l_mean(lua_State* L) {
-  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) { return mean(e, x, std::move(a), k); });
+  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) {
+    return mean(e, x, std::move(a), k);
+  });
 }
 int l_max(lua_State* L) {
   if (to_tensor(L, 2)) return l_maximum(L);
-  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) { return max(e, x, std::move(a), k); });
+  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) {
+    return max(e, x, std::move(a), k);
+  });
 }
 int l_min(lua_State* L) {
   if (to_tensor(L, 2)) return l_minimum(L);
-  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) { return min(e, x, std::move(a), k); });
+  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) {
+    return min(e, x, std::move(a), k);
+  });
 }
 int l_var(lua_State* L) {
-  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) { return var(e, x, std::move(a), k, 1); });
+  return reduction(L, [](Emitter& e, Ref x, std::vector<int64_t> a, bool k) {
+    return var(e, x, std::move(a), k, 1);
+  });
 }
 
 // Views and layout.
@@ -433,7 +470,8 @@ int l_reshape(lua_State* L) {
 int l_flatten(lua_State* L) {
   LuaTensor* x = check_tensor(L, 1);
   const Shape in = type_of(runtime(L), *x).shape;
-  const int64_t start = in.empty() ? 0 : engine_axis(luaL_optinteger(L, 2, 1), static_cast<int64_t>(in.size()));
+  const int64_t start =
+      in.empty() ? 0 : engine_axis(luaL_optinteger(L, 2, 1), static_cast<int64_t>(in.size()));
   if (start < 0) return luaL_argerror(L, 2, "axis out of range");
   Shape s(in.begin(), in.begin() + start);
   int64_t rest = 1;
@@ -445,7 +483,8 @@ int l_flatten(lua_State* L) {
 int l_transpose(lua_State* L) {
   LuaTensor* x = check_tensor(L, 1);
   const int64_t rank = static_cast<int64_t>(type_of(runtime(L), *x).shape.size());
-  if (rank < 2 && lua_isnoneornil(L, 2)) return luaL_argerror(L, 1, "t() needs a tensor of rank >= 2");
+  if (rank < 2 && lua_isnoneornil(L, 2))
+    return luaL_argerror(L, 1, "t() needs a tensor of rank >= 2");
   const int a = axis_arg(L, 2, rank, rank - 1), b = axis_arg(L, 3, rank, rank);
   std::vector<int64_t> perm(static_cast<size_t>(rank));
   for (int64_t i = 0; i < rank; ++i) perm[static_cast<size_t>(i)] = i;
@@ -534,7 +573,9 @@ int l_to(lua_State* L) {
     lua_settop(L, 1);
     return 1;
   }
-  return luaL_error(L, "device '%s' is not available in this build: the CPU backend is the only one so far", what);
+  return luaL_error(
+      L, "device '%s' is not available in this build: the CPU backend is the only one so far",
+      what);
 }
 
 int l_shape(lua_State* L) {
@@ -578,17 +619,13 @@ int l_dtype(lua_State* L) {
   return 1;
 }
 
-const Tensor& eager_value(lua_State* L, int idx, const char* what) {
-  LuaTensor* x = check_tensor(L, idx);
-  if (x->trace_id) luaL_error(L, "%s: a traced value has no data while the graph is being built", what);
-  return x->value;
-}
-
 void push_element(lua_State* L, DType dt, double v) {
-  if (dt == DType::Bool) lua_pushboolean(L, v != 0);
+  if (dt == DType::Bool)
+    lua_pushboolean(L, v != 0);
   else if (dt == DType::I64 || dt == DType::I32 || dt == DType::U8 || dt == DType::I8)
     lua_pushinteger(L, static_cast<lua_Integer>(v));
-  else lua_pushnumber(L, v);
+  else
+    lua_pushnumber(L, v);
 }
 
 int l_item(lua_State* L) {
@@ -601,7 +638,8 @@ int l_item(lua_State* L) {
   return 1;
 }
 
-void push_list(lua_State* L, const Shape& s, size_t axis, const std::vector<double>& v, size_t* at, DType dt) {
+void push_list(lua_State* L, const Shape& s, size_t axis, const std::vector<double>& v, size_t* at,
+               DType dt) {
   if (axis == s.size()) {
     push_element(L, dt, v[(*at)++]);
     return;
@@ -615,7 +653,9 @@ void push_list(lua_State* L, const Shape& s, size_t axis, const std::vector<doub
 
 int l_tolist(lua_State* L) {
   const Tensor& t = eager_value(L, 1, "tolist");
-  if (t.numel() > 10'000'000) return luaL_error(L, "tolist: %d elements are too many for a Lua table", static_cast<int>(t.numel()));
+  if (t.numel() > 10'000'000)
+    return luaL_error(L, "tolist: %d elements are too many for a Lua table",
+                      static_cast<int>(t.numel()));
   const Shape s = t.shape();
   const DType dt = t.dtype();
   std::vector<double> v = t.to_f64();
@@ -665,8 +705,9 @@ int index_impl(lua_State* L, LuaTensor* x, int key) {
     if (lua_type(L, idx) == LUA_TNUMBER) {
       const int64_t i = norm(luaL_checkinteger(L, idx));
       if (i < 0 || i >= size)
-        luaL_error(L, "index %d is out of range for axis %d of size %d", static_cast<int>(lua_tointeger(L, idx)),
-                   static_cast<int>(axis + 1), static_cast<int>(size));
+        luaL_error(L, "index %d is out of range for axis %d of size %d",
+                   static_cast<int>(lua_tointeger(L, idx)), static_cast<int>(axis + 1),
+                   static_cast<int>(size));
       picks[static_cast<size_t>(n++)] = {i, i + 1, true};
       return;
     }
@@ -684,8 +725,9 @@ int index_impl(lua_State* L, LuaTensor* x, int key) {
       lua_pop(L, 1);
     }
     if (a < 0 || b >= size || a > b + 1)
-      luaL_error(L, "range {%d, %d} is out of range for axis %d of size %d", static_cast<int>(a + 1),
-                 static_cast<int>(b + 1), static_cast<int>(axis + 1), static_cast<int>(size));
+      luaL_error(L, "range {%d, %d} is out of range for axis %d of size %d",
+                 static_cast<int>(a + 1), static_cast<int>(b + 1), static_cast<int>(axis + 1),
+                 static_cast<int>(size));
     picks[static_cast<size_t>(n++)] = {a, b + 1, false};
   };
   if (s.empty()) return luaL_error(L, "a 0-d tensor cannot be indexed (use item())");
@@ -694,7 +736,8 @@ int index_impl(lua_State* L, LuaTensor* x, int key) {
   } else {
     const lua_Integer len = luaL_len(L, key);
     if (len > static_cast<lua_Integer>(s.size()))
-      return luaL_error(L, "%d indices for a tensor of rank %d", static_cast<int>(len), static_cast<int>(s.size()));
+      return luaL_error(L, "%d indices for a tensor of rank %d", static_cast<int>(len),
+                        static_cast<int>(s.size()));
     for (lua_Integer i = 1; i <= len; ++i) {
       lua_geti(L, key, i);
       read(lua_gettop(L), i - 1);
@@ -707,7 +750,8 @@ int index_impl(lua_State* L, LuaTensor* x, int key) {
     for (size_t ax = 0; ax < s.size(); ++ax) {
       if (static_cast<int>(ax) < n) {
         const Pick& p = picks[ax];
-        if (p.start != 0 || p.end != s[ax]) v = slice(e, v, static_cast<int64_t>(ax), p.start, p.end);
+        if (p.start != 0 || p.end != s[ax])
+          v = slice(e, v, static_cast<int64_t>(ax), p.start, p.end);
         if (!p.drop) out.push_back(p.end - p.start);
       } else {
         out.push_back(s[ax]);
@@ -755,75 +799,17 @@ int l_newindex(lua_State* L) {
     LuaTensor* g = check_tensor(L, 3);
     if (g->trace_id) return luaL_error(L, "grad: a traced value cannot be a gradient");
     if (g->value.shape() != x->value.shape())
-      return luaL_error(L, "grad: shape %s does not match the tensor's %s", shape_str(g->value.shape()).c_str(),
-                        shape_str(x->value.shape()).c_str());
+      return luaL_error(L, "grad: shape %s does not match the tensor's %s",
+                        shape_str(g->value.shape()).c_str(), shape_str(x->value.shape()).c_str());
     x->grad = g->value;
     return 0;
   }
-  return luaL_error(L, "tensors are immutable from Lua: only .grad can be assigned (use ops to make new tensors)");
+  return luaL_error(
+      L,
+      "tensors are immutable from Lua: only .grad can be assigned (use ops to make new tensors)");
 }
 
 // [SECTION] printing
-
-std::string format_tensor(const Tensor& t, bool requires_grad) {
-  const Shape& s = t.shape();
-  const std::vector<double> v = t.to_f64();
-  const bool ints = t.dtype() == DType::I64 || t.dtype() == DType::I32 || t.dtype() == DType::U8 ||
-                    t.dtype() == DType::I8 || t.dtype() == DType::Bool;
-  const bool summarise = v.size() > 1000;
-  // One format for every element, as PyTorch: fixed with 4 decimals unless the magnitudes
-  // call for scientific notation.
-  double amax = 0, amin_nz = HUGE_VAL;
-  for (double x : v) {
-    if (!std::isfinite(x)) continue;
-    amax = std::max(amax, std::fabs(x));
-    if (x != 0) amin_nz = std::min(amin_nz, std::fabs(x));
-  }
-  const bool sci = !ints && (amax >= 1e8 || (amin_nz < 1e-4 && amin_nz != HUGE_VAL));
-  auto fmt = [&](double x) {
-    char b[48];
-    if (t.dtype() == DType::Bool) std::snprintf(b, sizeof b, "%s", x != 0 ? "true" : "false");
-    else if (ints) std::snprintf(b, sizeof b, "%lld", static_cast<long long>(x));
-    else if (sci) std::snprintf(b, sizeof b, "%.4e", x);
-    else std::snprintf(b, sizeof b, "%.4f", x);
-    return std::string(b);
-  };
-  size_t width = 0;
-  for (double x : v) width = std::max(width, fmt(x).size());
-  std::string out = "tensor(";
-  const std::string indent(7, ' ');
-  std::vector<int64_t> stride(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;) stride[i - 1] = stride[i] * s[i];
-  // Recursive printer over axes; summarised axes show 3 entries at each end.
-  auto rec = [&](auto&& self, size_t axis, int64_t offset) -> void {
-    if (axis == s.size()) {
-      std::string e = fmt(v[static_cast<size_t>(offset)]);
-      out += std::string(width - e.size(), ' ') + e;
-      return;
-    }
-    out += "[";
-    const int64_t n = s[axis];
-    for (int64_t i = 0; i < n; ++i) {
-      if (summarise && n > 6 && i == 3) {
-        out += axis + 1 == s.size() ? "..., " : "...,\n" + indent + std::string(axis + 1, ' ');
-        i = n - 4;
-        continue;
-      }
-      self(self, axis + 1, offset + i * stride[axis]);
-      if (i + 1 < n) {
-        if (axis + 1 == s.size()) out += ", ";
-        else out += "," + std::string(s.size() - axis - 1, '\n') + indent + std::string(axis + 1, ' ');
-      }
-    }
-    out += "]";
-  };
-  if (s.empty()) out += fmt(v.empty() ? 0.0 : v[0]);
-  else rec(rec, 0, 0);
-  if (summarise || numel(s) == 0) out += ", shape=" + shape_str(s);
-  if (t.dtype() != DType::F32) out += ", dtype=" + std::string(dtype_name(t.dtype()));
-  if (requires_grad) out += ", requires_grad=true";
-  return out + ")";
-}
 
 int l_tostring(lua_State* L) {
   LuaTensor* x = to_tensor(L, 1);
@@ -834,135 +820,22 @@ int l_tostring(lua_State* L) {
     s = "tensor(<closed>)";
   } else if (x->trace_id) {
     Trace* tr = rt.find_trace(x->trace_id);
-    s = tr ? "tensor(<traced " + tr->value_name(x->ref) + ": " + std::string(dtype_name(tr->type_of(x->ref).dtype)) +
+    s = tr ? "tensor(<traced " + tr->value_name(x->ref) + ": " +
+                 std::string(dtype_name(tr->type_of(x->ref).dtype)) +
                  shape_str(tr->type_of(x->ref).shape) + " in graph '" + tr->graph().name() + "'>)"
            : std::string("tensor(<traced value of an ended graph>)");
   } else {
-    s = format_tensor(x->value, x->requires_grad);
+    s = tensor_repr(x->value, x->requires_grad);
   }
   lua_pushlstring(L, s.data(), s.size());
   return 1;
 }
-
-// [SECTION] autograd
-
-int l_requires_grad(lua_State* L) {
-  LuaTensor* x = check_tensor(L, 1);
-  const bool on = lua_isnoneornil(L, 2) || lua_toboolean(L, 2);
-  if (x->trace_id) return luaL_error(L, "requires_grad: set it on eager tensors, before tracing");
-  if (!x->is_leaf && !on) return luaL_error(L, "requires_grad(false) on a computed tensor: use detach()");
-  if (on && !dtype_is_float(x->value.dtype()))
-    return luaL_error(L, "requires_grad: only floating-point tensors can require gradients (this one is %s)",
-                      std::string(dtype_name(x->value.dtype())).c_str());
-  Runtime& rt = runtime(L);
-  if (x->is_leaf && x->requires_grad != on) {
-    rt.forget(*x);  // enters the session again with the new flag
-    x->requires_grad = on;
-  }
-  lua_settop(L, 1);
-  return 1;
-}
-
-int l_needs_grad(lua_State* L) {
-  lua_pushboolean(L, check_tensor(L, 1)->requires_grad);
-  return 1;
-}
-
-int l_detach(lua_State* L) {
-  const Tensor& v = eager_value(L, 1, "detach");
-  push_value(L, v);
-  return 1;
-}
-
-int l_clone(lua_State* L) {
-  const Tensor& v = eager_value(L, 1, "clone");
-  push_value(L, v.contiguous(AllocTag::Activation));
-  return 1;
-}
-
-// y:backward([grad] [, {retain_graph = true}]): gradients of y into every leaf's .grad
-// (added to what is there, as PyTorch). Frees the recorded graph unless retain_graph.
-int l_backward(lua_State* L) {
-  LuaTensor* y = check_tensor(L, 1);
-  LuaTensor* seed = to_tensor(L, 2);
-  const int opts = seed ? 3 : 2;
-  const bool retain = opt_bool(L, opts, "retain_graph", false);
-  Runtime& rt = runtime(L);
-  if (y->trace_id) return luaL_error(L, "backward: a traced value has no data; use mls.grad to differentiate a graph");
-  if (!y->requires_grad)
-    return luaL_error(L, "backward: the tensor does not require grad (no input of its ops called requires_grad(), "
-                         "or it was computed inside no_grad or before an earlier backward freed its graph)");
-  if (!seed && y->value.numel() != 1)
-    return luaL_error(L, "backward: the tensor has shape %s; backward without a gradient needs a single element",
-                      shape_str(y->value.shape()).c_str());
-  if (y->gen != rt.gen)
-    return luaL_error(L, "backward: this tensor's graph was freed by an earlier backward (pass {retain_graph=true} to keep it)");
-  bool ok = true;
-  {
-    std::vector<LuaTensor*> leaves;
-    Refs wrt;
-    for (LuaTensor* t : rt.grad_leaves)
-      if (t) {
-        leaves.push_back(t);
-        wrt.push_back(t->ref);
-      }
-    rt.session.set_recording(false);
-    Refs g;
-    if (seed) {
-      // d/dx sum(y * seed) == the vector-Jacobian product with seed.
-      rt.session.set_recording(true);
-      Ref s = rt.eager_ref(*seed);
-      Ref l = sum(rt.session, mul(rt.session, y->ref, s), {}, false);
-      g = rt.session.grad(l, wrt);
-    } else {
-      g = rt.session.grad(y->ref, wrt);
-    }
-    rt.session.set_recording(false);
-    for (size_t i = 0; ok && i < leaves.size(); ++i) {
-      if (!g[i].valid()) continue;
-      Tensor gv = rt.session.value(g[i]);
-      if (leaves[i]->grad.defined()) {
-        Ref prev = rt.session.leaf(leaves[i]->grad);
-        gv = rt.session.value(add(rt.session, prev, g[i]));
-      }
-      leaves[i]->grad = gv.contiguous(AllocTag::Gradient);
-    }
-    if (rt.session.failed()) {
-      rt.error = "backward: " + rt.session.error();
-      ok = false;
-    }
-    if (!retain || !ok) rt.new_generation();
-  }
-  return ok ? 0 : raise(L);
-}
-
-int l_zero_grad(lua_State* L) {
-  check_tensor(L, 1)->grad = Tensor();
-  return 0;
-}
-
-// mls.no_grad(fn, ...): calls fn with gradient recording off; returns what fn returns.
-int l_no_grad(lua_State* L) {
-  luaL_checktype(L, 1, LUA_TFUNCTION);
-  Runtime& rt = runtime(L);
-  const bool saved = rt.grad_enabled;
-  rt.grad_enabled = false;
-  const int nargs = lua_gettop(L) - 1;
-  const int status = lua_pcall(L, nargs, LUA_MULTRET, 0);
-  rt.grad_enabled = saved;
-  if (status != LUA_OK) return lua_error(L);  // the message (with its position) goes on
-  return lua_gettop(L);
-}
-
-int l_is_grad_enabled(lua_State* L) {
-  lua_pushboolean(L, runtime(L).grad_enabled);
-  return 1;
-}
-
 // mls.clock(): wall-clock seconds from a steady clock (os.clock counts the CPU time of
 // every thread, the engine's workers included, so it is no stopwatch for a benchmark).
 int l_clock(lua_State* L) {
-  lua_pushnumber(L, std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  lua_pushnumber(
+      L,
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
   return 1;
 }
 
@@ -983,43 +856,122 @@ int l_memory(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kMeta[] = {
-    {"__add", l_add}, {"__sub", l_sub}, {"__mul", l_mul}, {"__div", l_div}, {"__unm", l_neg},
-    {"__pow", l_pow}, {"__len", l_len}, {"__index", l_index}, {"__newindex", l_newindex},
-    {"__tostring", l_tostring}, {"__gc", l_gc}, {"__close", l_close},
-    // methods (found by __index in this same table)
-    {"add", l_add}, {"sub", l_sub}, {"mul", l_mul}, {"div", l_div}, {"pow", l_pow}, {"neg", l_neg},
-    {"maximum", l_maximum}, {"minimum", l_minimum},
-    {"eq", l_eq}, {"ne", l_ne}, {"lt", l_lt}, {"le", l_le}, {"gt", l_gt}, {"ge", l_ge},
-    {"exp", l_exp}, {"log", l_log}, {"sqrt", l_sqrt}, {"rsqrt", l_rsqrt}, {"abs", l_abs}, {"sign", l_sign},
-    {"relu", l_relu}, {"tanh", l_tanh}, {"sigmoid", l_sigmoid}, {"silu", l_silu}, {"gelu", l_gelu},
-    {"sin", l_sin}, {"cos", l_cos}, {"leaky_relu", l_leaky_relu}, {"softplus", l_softplus}, {"clamp", l_clamp},
-    {"softmax", l_softmax}, {"log_softmax", l_log_softmax}, {"argmax", l_argmax},
-    {"matmul", l_matmul}, {"sum", l_sum}, {"mean", l_mean}, {"max", l_max}, {"min", l_min}, {"var", l_var},
-    {"reshape", l_reshape}, {"view", l_reshape}, {"flatten", l_flatten}, {"t", l_transpose},
-    {"transpose", l_transpose}, {"permute", l_permute}, {"unsqueeze", l_unsqueeze}, {"squeeze", l_squeeze},
-    {"expand", l_expand}, {"cast", l_cast}, {"float", l_float}, {"long", l_long}, {"to", l_to},
-    {"shape", l_shape}, {"size", l_size}, {"dim", l_dim}, {"numel", l_numel}, {"dtype", l_dtype},
-    {"item", l_item}, {"tolist", l_tolist}, {"close", l_close},
-    {"requires_grad", l_requires_grad}, {"needs_grad", l_needs_grad}, {"detach", l_detach}, {"clone", l_clone},
-    {"backward", l_backward}, {"zero_grad", l_zero_grad},
-    {nullptr, nullptr}};
+const luaL_Reg kMeta[] = {{"__add", l_add},
+                          {"__sub", l_sub},
+                          {"__mul", l_mul},
+                          {"__div", l_div},
+                          {"__unm", l_neg},
+                          {"__pow", l_pow},
+                          {"__len", l_len},
+                          {"__index", l_index},
+                          {"__newindex", l_newindex},
+                          {"__tostring", l_tostring},
+                          {"__gc", l_gc},
+                          {"__close", l_close},
+                          // methods (found by __index in this same table)
+                          {"add", l_add},
+                          {"sub", l_sub},
+                          {"mul", l_mul},
+                          {"div", l_div},
+                          {"pow", l_pow},
+                          {"neg", l_neg},
+                          {"maximum", l_maximum},
+                          {"minimum", l_minimum},
+                          {"eq", l_eq},
+                          {"ne", l_ne},
+                          {"lt", l_lt},
+                          {"le", l_le},
+                          {"gt", l_gt},
+                          {"ge", l_ge},
+                          {"exp", l_exp},
+                          {"log", l_log},
+                          {"sqrt", l_sqrt},
+                          {"rsqrt", l_rsqrt},
+                          {"abs", l_abs},
+                          {"sign", l_sign},
+                          {"relu", l_relu},
+                          {"tanh", l_tanh},
+                          {"sigmoid", l_sigmoid},
+                          {"silu", l_silu},
+                          {"gelu", l_gelu},
+                          {"sin", l_sin},
+                          {"cos", l_cos},
+                          {"leaky_relu", l_leaky_relu},
+                          {"softplus", l_softplus},
+                          {"clamp", l_clamp},
+                          {"softmax", l_softmax},
+                          {"log_softmax", l_log_softmax},
+                          {"argmax", l_argmax},
+                          {"matmul", l_matmul},
+                          {"sum", l_sum},
+                          {"mean", l_mean},
+                          {"max", l_max},
+                          {"min", l_min},
+                          {"var", l_var},
+                          {"reshape", l_reshape},
+                          {"view", l_reshape},
+                          {"flatten", l_flatten},
+                          {"t", l_transpose},
+                          {"transpose", l_transpose},
+                          {"permute", l_permute},
+                          {"unsqueeze", l_unsqueeze},
+                          {"squeeze", l_squeeze},
+                          {"expand", l_expand},
+                          {"cast", l_cast},
+                          {"float", l_float},
+                          {"long", l_long},
+                          {"to", l_to},
+                          {"shape", l_shape},
+                          {"size", l_size},
+                          {"dim", l_dim},
+                          {"numel", l_numel},
+                          {"dtype", l_dtype},
+                          {"item", l_item},
+                          {"tolist", l_tolist},
+                          {"close", l_close},
+                          {nullptr, nullptr}};
 
-const luaL_Reg kFuncs[] = {
-    {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"randn", l_randn},
-    {"rand", l_rand}, {"arange", l_arange}, {"manual_seed", l_manual_seed}, {"no_grad", l_no_grad},
-    {"is_grad_enabled", l_is_grad_enabled}, {"where", l_where}, {"cat", l_cat}, {"memory", l_memory},
-    {"clock", l_clock},
-    // functional forms of the methods
-    {"matmul", l_matmul}, {"exp", l_exp}, {"log", l_log}, {"sqrt", l_sqrt}, {"abs", l_abs}, {"relu", l_relu},
-    {"tanh", l_tanh}, {"sigmoid", l_sigmoid}, {"softmax", l_softmax}, {"log_softmax", l_log_softmax},
-    {"sum", l_sum}, {"mean", l_mean}, {"maximum", l_maximum}, {"minimum", l_minimum}, {"argmax", l_argmax},
-    {"reshape", l_reshape}, {"transpose", l_transpose}, {"clamp", l_clamp},
-    {nullptr, nullptr}};
+const luaL_Reg kFuncs[] = {{"tensor", l_tensor},
+                           {"zeros", l_zeros},
+                           {"ones", l_ones},
+                           {"full", l_full},
+                           {"randn", l_randn},
+                           {"rand", l_rand},
+                           {"arange", l_arange},
+                           {"manual_seed", l_manual_seed},
+                           {"where", l_where},
+                           {"cat", l_cat},
+                           {"memory", l_memory},
+                           {"clock", l_clock},
+                           // functional forms of the methods
+                           {"matmul", l_matmul},
+                           {"exp", l_exp},
+                           {"log", l_log},
+                           {"sqrt", l_sqrt},
+                           {"abs", l_abs},
+                           {"relu", l_relu},
+                           {"tanh", l_tanh},
+                           {"sigmoid", l_sigmoid},
+                           {"softmax", l_softmax},
+                           {"log_softmax", l_log_softmax},
+                           {"sum", l_sum},
+                           {"mean", l_mean},
+                           {"maximum", l_maximum},
+                           {"minimum", l_minimum},
+                           {"argmax", l_argmax},
+                           {"reshape", l_reshape},
+                           {"transpose", l_transpose},
+                           {"clamp", l_clamp},
+                           {nullptr, nullptr}};
 
 }  // namespace
 
-std::string tensor_repr(const Tensor& t, bool requires_grad) { return format_tensor(t, requires_grad); }
+const Tensor& eager_value(lua_State* L, int idx, const char* what) {
+  LuaTensor* x = check_tensor(L, idx);
+  if (x->trace_id)
+    luaL_error(L, "%s: a traced value has no data while the graph is being built", what);
+  return x->value;
+}
 
 void open_tensor_lib(lua_State* L) {
   // Expects the mls table on top, with upvalues 1 and 2 set up by the caller's closure.

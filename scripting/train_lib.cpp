@@ -40,12 +40,15 @@ Result<json> to_json(lua_State* L, int idx, int depth = 0) {
   if (depth > 32) return make_error("nested too deeply");
   idx = lua_absindex(L, idx);
   switch (lua_type(L, idx)) {
-    case LUA_TNIL: return json(nullptr);
-    case LUA_TBOOLEAN: return json(lua_toboolean(L, idx) != 0);
+    case LUA_TNIL:
+      return json(nullptr);
+    case LUA_TBOOLEAN:
+      return json(lua_toboolean(L, idx) != 0);
     case LUA_TNUMBER:
       if (lua_isinteger(L, idx)) return json(static_cast<int64_t>(lua_tointeger(L, idx)));
       return json(lua_tonumber(L, idx));
-    case LUA_TSTRING: return json(std::string(lua_tostring(L, idx)));
+    case LUA_TSTRING:
+      return json(std::string(lua_tostring(L, idx)));
     case LUA_TTABLE: {
       const lua_Integer n = luaL_len(L, idx);
       if (n > 0) {
@@ -77,7 +80,8 @@ Result<json> to_json(lua_State* L, int idx, int depth = 0) {
       }
       return o;
     }
-    default: return make_error(std::string("a ") + luaL_typename(L, idx) + " cannot be a setting");
+    default:
+      return make_error(std::string("a ") + luaL_typename(L, idx) + " cannot be a setting");
   }
 }
 
@@ -88,7 +92,9 @@ struct Dataset {
   int64_t epochs[3] = {0, 0, 0};  // per split: the next epoch number for batches()
 };
 
-Dataset* check_dataset(lua_State* L, int idx) { return static_cast<Dataset*>(luaL_checkudata(L, idx, kDatasetMeta)); }
+Dataset* check_dataset(lua_State* L, int idx) {
+  return static_cast<Dataset*>(luaL_checkudata(L, idx, kDatasetMeta));
+}
 
 // mls.data.open{source = "fashion-mnist", limit = 1000, validation = 0.1, transforms = {...}}
 // [, seed]: every key of a project's "dataset" section (datasets/dataset_spec.h).
@@ -97,18 +103,21 @@ int l_data_open(lua_State* L) {
   Runtime& rt = runtime(L);
   // Shuffling and splits follow the script's seed (mls.manual_seed), as a project's follow
   // its training seed.
-  const uint64_t seed = static_cast<uint64_t>(luaL_optinteger(L, 2, static_cast<lua_Integer>(rt.seed)));
+  const uint64_t seed =
+      static_cast<uint64_t>(luaL_optinteger(L, 2, static_cast<lua_Integer>(rt.seed)));
   bool ok = true;
   {
     auto j = to_json(L, 1);
-    Result<data::DatasetSpec> spec = j ? data::parse_dataset_spec(*j, "mls.data.open") : Result<data::DatasetSpec>(j.error());
+    Result<data::DatasetSpec> spec =
+        j ? data::parse_dataset_spec(*j, "mls.data.open") : Result<data::DatasetSpec>(j.error());
     std::string base = std::filesystem::current_path().string();
     if (spec && rt.check_path) {
       const std::string p = spec->path.empty() ? data::kDefaultDatasetPath : spec->path;
       auto allowed = rt.check_path(p, false);
       if (!allowed) spec = allowed.error();
     }
-    Result<data::DatasetSplits> s = spec ? data::open_dataset(*spec, base, seed, true) : Result<data::DatasetSplits>(spec.error());
+    Result<data::DatasetSplits> s = spec ? data::open_dataset(*spec, base, seed, true)
+                                         : Result<data::DatasetSplits>(spec.error());
     if (!s) {
       rt.error = "mls.data: " + s.error().message;
       ok = false;
@@ -134,11 +143,17 @@ int l_data_fashion_mnist(lua_State* L) {
 
 BatchSource* split_of(lua_State* L, Dataset* d, int idx, int* which) {
   const char* name = luaL_optstring(L, idx, "train");
-  if (std::strcmp(name, "train") == 0) *which = 0;
-  else if (std::strcmp(name, "validation") == 0) *which = 1;
-  else if (std::strcmp(name, "test") == 0) *which = 2;
-  else luaL_argerror(L, idx, "'train', 'validation' or 'test'");
-  BatchSource* s = *which == 0 ? d->splits.train.get() : *which == 1 ? d->splits.validation.get() : d->splits.test.get();
+  if (std::strcmp(name, "train") == 0)
+    *which = 0;
+  else if (std::strcmp(name, "validation") == 0)
+    *which = 1;
+  else if (std::strcmp(name, "test") == 0)
+    *which = 2;
+  else
+    luaL_argerror(L, idx, "'train', 'validation' or 'test'");
+  BatchSource* s = *which == 0   ? d->splits.train.get()
+                   : *which == 1 ? d->splits.validation.get()
+                                 : d->splits.test.get();
   if (s == nullptr) luaL_error(L, "the dataset has no %s split", name);
   return s;
 }
@@ -161,7 +176,9 @@ int batches_next(lua_State* L) {
   Dataset* d = check_dataset(L, lua_upvalueindex(3));
   const int which = static_cast<int>(lua_tointeger(L, lua_upvalueindex(4)));
   const int64_t bs = lua_tointeger(L, lua_upvalueindex(5));
-  BatchSource* src = which == 0 ? d->splits.train.get() : which == 1 ? d->splits.validation.get() : d->splits.test.get();
+  BatchSource* src = which == 0   ? d->splits.train.get()
+                     : which == 1 ? d->splits.validation.get()
+                                  : d->splits.test.get();
   HostBatch* b = static_cast<HostBatch*>(lua_touserdata(L, lua_upvalueindex(6)));
   if (!src->next(bs, *b)) return 0;
   push_batch(L, runtime(L), *src, *b);
@@ -228,7 +245,8 @@ int l_data_tostring(lua_State* L) {
                   static_cast<int>(d->splits.train ? d->splits.train->num_samples() : 0),
                   static_cast<int>(d->splits.validation ? d->splits.validation->num_samples() : 0),
                   static_cast<int>(d->splits.test ? d->splits.test->num_samples() : 0),
-                  shape_str(d->splits.sample_shape).c_str(), static_cast<int>(d->splits.num_classes));
+                  shape_str(d->splits.sample_shape).c_str(),
+                  static_cast<int>(d->splits.num_classes));
   return 1;
 }
 
@@ -245,7 +263,9 @@ struct Optim {
   std::vector<Tensor> attached;  // the parameter values the state was made for
 };
 
-Optim* check_optim(lua_State* L, int idx) { return static_cast<Optim*>(luaL_checkudata(L, idx, kOptimMeta)); }
+Optim* check_optim(lua_State* L, int idx) {
+  return static_cast<Optim*>(luaL_checkudata(L, idx, kOptimMeta));
+}
 
 // mls.optim.SGD(params, {lr = 0.05, momentum = 0.9}) and Adam, AdamW, RMSprop, Adagrad.
 int make_optim(lua_State* L, const char* type) {
@@ -254,7 +274,8 @@ int make_optim(lua_State* L, const char* type) {
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, 1, i);
     LuaTensor* t = check_tensor(L, -1);
-    if (!t->is_leaf || !t->requires_grad) return luaL_error(L, "optimizer: parameter %d does not require grad", static_cast<int>(i));
+    if (!t->is_leaf || !t->requires_grad)
+      return luaL_error(L, "optimizer: parameter %d does not require grad", static_cast<int>(i));
     lua_pop(L, 1);
   }
   OptimizerConfig c;
@@ -287,11 +308,21 @@ int make_optim(lua_State* L, const char* type) {
   return ok ? 1 : raise(L);
 }
 
-int l_sgd(lua_State* L) { return make_optim(L, "sgd"); }
-int l_adam(lua_State* L) { return make_optim(L, "adam"); }
-int l_adamw(lua_State* L) { return make_optim(L, "adamw"); }
-int l_rmsprop(lua_State* L) { return make_optim(L, "rmsprop"); }
-int l_adagrad(lua_State* L) { return make_optim(L, "adagrad"); }
+int l_sgd(lua_State* L) {
+  return make_optim(L, "sgd");
+}
+int l_adam(lua_State* L) {
+  return make_optim(L, "adam");
+}
+int l_adamw(lua_State* L) {
+  return make_optim(L, "adamw");
+}
+int l_rmsprop(lua_State* L) {
+  return make_optim(L, "rmsprop");
+}
+int l_adagrad(lua_State* L) {
+  return make_optim(L, "adagrad");
+}
 
 // opt:step(): one update of every parameter from its .grad (a parameter without a gradient
 // is left alone, as in PyTorch).
@@ -308,10 +339,13 @@ int l_optim_step(lua_State* L) {
       LuaTensor* t = static_cast<LuaTensor*>(lua_touserdata(L, -1));
       lua_pop(L, 1);
       params.push_back(t->value);
-      grads.push_back(t->grad.defined() ? t->grad : Tensor::zeros(rt.backend, t->value.dtype(), t->value.shape(), AllocTag::Gradient));
+      grads.push_back(t->grad.defined() ? t->grad
+                                        : Tensor::zeros(rt.backend, t->value.dtype(),
+                                                        t->value.shape(), AllocTag::Gradient));
     }
     bool same = params.size() == o->attached.size();
-    for (size_t i = 0; same && i < params.size(); ++i) same = params[i].buffer() == o->attached[i].buffer();
+    for (size_t i = 0; same && i < params.size(); ++i)
+      same = params[i].buffer() == o->attached[i].buffer();
     if (!same) {  // first step, or parameters replaced (mls.train hands back new tensors)
       o->opt->attach(params);
       o->attached = params;
@@ -341,7 +375,8 @@ int l_optim_lr(lua_State* L) {
 int l_optim_set_lr(lua_State* L) {
   Optim* o = check_optim(L, 1);
   const double lr = luaL_checknumber(L, 2);
-  if (!(lr >= 0) || !std::isfinite(lr)) return luaL_argerror(L, 2, "a learning rate is a finite number >= 0");
+  if (!(lr >= 0) || !std::isfinite(lr))
+    return luaL_argerror(L, 2, "a learning rate is a finite number >= 0");
   o->config.lr = lr;
   o->opt->set_lr(lr);
   return 0;
@@ -349,8 +384,8 @@ int l_optim_set_lr(lua_State* L) {
 
 int l_optim_tostring(lua_State* L) {
   Optim* o = check_optim(L, 1);
-  lua_pushfstring(L, "Optimizer(%s, lr=%f, momentum=%f, weight_decay=%f)", o->config.type.c_str(), o->config.lr,
-                  o->config.momentum, o->config.weight_decay);
+  lua_pushfstring(L, "Optimizer(%s, lr=%f, momentum=%f, weight_decay=%f)", o->config.type.c_str(),
+                  o->config.lr, o->config.momentum, o->config.weight_decay);
   return 1;
 }
 
@@ -371,11 +406,13 @@ Result<int64_t> begin_run(Runtime& rt, const std::string& name, uint64_t seed) {
     auto h = store::file_hash_hex(rt.script_path);
     if (h) hash = *h;
   }
-  auto id = (*st)->begin_run({.name = name,
-                              .project_path = rt.script_path.empty() ? "" : std::filesystem::absolute(rt.script_path).string(),
-                              .project_hash = hash,
-                              .device = std::string(rt.backend.name()),
-                              .seed = seed});
+  auto id = (*st)->begin_run(
+      {.name = name,
+       .project_path =
+           rt.script_path.empty() ? "" : std::filesystem::absolute(rt.script_path).string(),
+       .project_hash = hash,
+       .device = std::string(rt.backend.name()),
+       .seed = seed});
   if (!id) return id.error();
   rt.run_id = *id;
   rt.log_step = 0;
@@ -384,7 +421,8 @@ Result<int64_t> begin_run(Runtime& rt, const std::string& name, uint64_t seed) {
 }
 
 std::string default_run_name(Runtime& rt) {
-  return rt.script_path.empty() ? std::string("lua") : std::filesystem::path(rt.script_path).stem().string();
+  return rt.script_path.empty() ? std::string("lua")
+                                : std::filesystem::path(rt.script_path).stem().string();
 }
 
 // mls.start_run{name = "sweep-3", params = {lr = 0.1}}: returns the run id.
@@ -530,34 +568,31 @@ Result<ModelGraph> build_lua_model(LuaModel& m, int64_t batch, bool training) {
   });
   lua_rawgeti(L, LUA_REGISTRYINDEX, m.model_ref);
   lua_pushboolean(L, training);
-  // Traced inputs: userdata made through the module's closure upvalues is not possible from
-  // here, so the tensor metatable is fetched from the registry.
-  for (Ref r : {mg.input, mg.labels}) {
-    void* p = lua_newuserdatauv(L, sizeof(LuaTensor), 0);
-    auto* t = new (p) LuaTensor();
-    t->trace_id = tr.id;
-    t->ref = r;
-    t->is_leaf = false;
-    luaL_setmetatable(L, "mls.Tensor");
-  }
-  if (m.loss_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, m.loss_ref);
-  else lua_pushnil(L);
+  for (Ref r : {mg.input, mg.labels}) push_traced(L, tr.id, r);
+  if (m.loss_ref != LUA_NOREF)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m.loss_ref);
+  else
+    lua_pushnil(L);
   lua_pushcfunction(L, traceback_handler);
   lua_insert(L, top + 1);
   const int status = lua_pcall(L, 5, 2, top + 1);
   if (status != LUA_OK) {
-    err = std::string("the model's forward failed: ") + (lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object)");
+    err = std::string("the model's forward failed: ") +
+          (lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object)");
   } else {
     LuaTensor* logits = static_cast<LuaTensor*>(luaL_testudata(L, -2, "mls.Tensor"));
     LuaTensor* loss = static_cast<LuaTensor*>(luaL_testudata(L, -1, "mls.Tensor"));
-    if (m.loss_ref == LUA_NOREF) loss = nullptr;  // the function returned logits only (padded with nil)
+    if (m.loss_ref == LUA_NOREF)
+      loss = nullptr;  // the function returned logits only (padded with nil)
     if (!logits || logits->trace_id != tr.id) {
       err = "the model's forward must return a tensor computed from its input";
     } else {
       mg.logits = logits->ref;
       if (loss) {
-        if (loss->trace_id != tr.id || !tr.graph().type_of(loss->ref).shape.empty()) err = "the loss function must return a scalar tensor computed from the model's output";
-        else mg.loss = loss->ref;
+        if (loss->trace_id != tr.id || !tr.graph().type_of(loss->ref).shape.empty())
+          err = "the loss function must return a scalar tensor computed from the model's output";
+        else
+          mg.loss = loss->ref;
       } else if (m.loss_ref == LUA_NOREF) {
         mg.loss = builtin_loss(tr, m.loss_name, mg.logits, mg.labels);
       } else {
@@ -577,7 +612,8 @@ Result<ModelGraph> build_lua_model(LuaModel& m, int64_t batch, bool training) {
 }
 
 // The named tensors of model:named_parameters() / named_buffers().
-bool named_tensors(lua_State* L, int model, const char* method, std::vector<std::pair<std::string, LuaTensor*>>* out) {
+bool named_tensors(lua_State* L, int model, const char* method,
+                   std::vector<std::pair<std::string, LuaTensor*>>* out) {
   lua_getfield(L, model, method);
   if (!lua_isfunction(L, -1)) {
     lua_pop(L, 1);
@@ -655,10 +691,14 @@ int l_train(lua_State* L) {
   lua_getfield(L, 1, "loss");
   const int loss_idx = lua_gettop(L);
   std::string loss_name = "cross_entropy";
-  if (lua_type(L, loss_idx) == LUA_TSTRING) loss_name = lua_tostring(L, loss_idx);
+  if (lua_type(L, loss_idx) == LUA_TSTRING)
+    loss_name = lua_tostring(L, loss_idx);
   else if (!lua_isnil(L, loss_idx) && !lua_isfunction(L, loss_idx) && !lua_istable(L, loss_idx))
-    return luaL_error(L, "mls.train: 'loss' is a name ('cross_entropy', 'mse', 'l1', 'huber', 'bce_with_logits') or a function");
-  if (loss_name != "cross_entropy" && loss_name != "mse" && loss_name != "l1" && loss_name != "huber" && loss_name != "bce_with_logits")
+    return luaL_error(L,
+                      "mls.train: 'loss' is a name ('cross_entropy', 'mse', 'l1', 'huber', "
+                      "'bce_with_logits') or a function");
+  if (loss_name != "cross_entropy" && loss_name != "mse" && loss_name != "l1" &&
+      loss_name != "huber" && loss_name != "bce_with_logits")
     return luaL_error(L, "mls.train: unknown loss '%s'", loss_name.c_str());
   const bool quiet = opt_bool(L, 1, "quiet", false);
   const std::string name = opt_string(L, 1, "name", "");
@@ -668,8 +708,8 @@ int l_train(lua_State* L) {
   // The training settings, read by the project format's own parser (same defaults, same
   // messages).
   json training = json::object();
-  for (const char* k : {"epochs", "batch_size", "seed", "schedule", "clip_grad_norm", "clip_grad_value",
-                        "early_stopping", "precision", "mode"}) {
+  for (const char* k : {"epochs", "batch_size", "seed", "schedule", "clip_grad_norm",
+                        "clip_grad_value", "early_stopping", "precision", "mode"}) {
     lua_getfield(L, 1, k);
     if (!lua_isnil(L, -1)) {
       auto v = to_json(L, -1);
@@ -682,7 +722,8 @@ int l_train(lua_State* L) {
   lua_Integer run_id = 0;
   {
     if (o) {
-      json oj{{"type", o->config.type}, {"lr", o->config.lr}, {"weight_decay", o->config.weight_decay}};
+      json oj{
+          {"type", o->config.type}, {"lr", o->config.lr}, {"weight_decay", o->config.weight_decay}};
       if (o->config.type == "sgd") {
         oj["momentum"] = o->config.momentum;
         oj["nesterov"] = o->config.nesterov;
@@ -692,13 +733,21 @@ int l_train(lua_State* L) {
     nodes::TrainingSpec spec;
     nodes::FieldReader reader("mls.train");
     auto parsed = nodes::parse_training(reader, json{{"training", training}}, spec);
-    LuaModel m{L, &rt, LUA_NOREF, LUA_NOREF, loss_name, {}, {}, ds->splits.sample_shape,
+    LuaModel m{L,
+               &rt,
+               LUA_NOREF,
+               LUA_NOREF,
+               loss_name,
+               {},
+               {},
+               ds->splits.sample_shape,
                ds->splits.target_kind == TargetKind::Values ? ds->splits.target_shape : Shape{}};
     if (!parsed) {
       rt.error = parsed.error().message;
       ok = false;
     }
-    if (ok && (!named_tensors(L, model, "named_parameters", &m.params) || !named_tensors(L, model, "named_buffers", &m.buffers))) {
+    if (ok && (!named_tensors(L, model, "named_parameters", &m.params) ||
+               !named_tensors(L, model, "named_buffers", &m.buffers))) {
       rt.error = "mls.train: 'model' must be a module (mls.nn.Module or a layer)";
       ok = false;
     }
@@ -713,7 +762,9 @@ int l_train(lua_State* L) {
         lua_pushvalue(L, loss_idx);
         m.loss_ref = luaL_ref(L, LUA_REGISTRYINDEX);
       }
-      ModelBuilder build = [&m](int64_t batch, bool training) { return build_lua_model(m, batch, training); };
+      ModelBuilder build = [&m](int64_t batch, bool training) {
+        return build_lua_model(m, batch, training);
+      };
       Trainer trainer(rt.backend, build, cfg);
       Result<void> step = trainer.init();
       // Start from the weights the script holds (made under mls.manual_seed, or trained).
@@ -721,13 +772,18 @@ int l_train(lua_State* L) {
       for (const auto& [n, t] : m.params) values.push_back(t->value);
       for (const auto& [n, t] : m.buffers) values.push_back(t->value);
       if (step) step = trainer.set_param_values(values);
-      Result<int64_t> id = step ? begin_run(rt, name.empty() ? default_run_name(rt) : name, cfg.seed) : Result<int64_t>(step.error());
+      Result<int64_t> id = step
+                               ? begin_run(rt, name.empty() ? default_run_name(rt) : name, cfg.seed)
+                               : Result<int64_t>(step.error());
       if (id) {
         run_id = *id;
         const std::pair<std::string, std::string> params[] = {
-            {"epochs", std::to_string(cfg.epochs)},       {"batch_size", std::to_string(cfg.batch_size)},
-            {"optimizer", cfg.opt.type},                   {"lr", std::to_string(cfg.opt.lr)},
-            {"momentum", std::to_string(cfg.opt.momentum)}, {"schedule", cfg.schedule.type},
+            {"epochs", std::to_string(cfg.epochs)},
+            {"batch_size", std::to_string(cfg.batch_size)},
+            {"optimizer", cfg.opt.type},
+            {"lr", std::to_string(cfg.opt.lr)},
+            {"momentum", std::to_string(cfg.opt.momentum)},
+            {"schedule", cfg.schedule.type},
             {"train_samples", std::to_string(ds->splits.train->num_samples())},
             {"test_samples", std::to_string(ds->splits.test ? ds->splits.test->num_samples() : 0)},
             {"threads", std::to_string(rt.backend.num_threads())}};
@@ -739,23 +795,32 @@ int l_train(lua_State* L) {
         ok = false;
       } else {
         if (!quiet)
-          std::fprintf(stderr, "mlstudio: run %lld: %s, %lld epochs, %lld training samples, batch %lld, %s on %s (%d threads)\n",
-                       static_cast<long long>(run_id), default_run_name(rt).c_str(), static_cast<long long>(cfg.epochs),
-                       static_cast<long long>(ds->splits.train->num_samples()), static_cast<long long>(cfg.batch_size),
-                       cfg.opt.type.c_str(), std::string(rt.backend.name()).c_str(), rt.backend.num_threads());
+          std::fprintf(stderr,
+                       "mlstudio: run %lld: %s, %lld epochs, %lld training samples, batch %lld, %s "
+                       "on %s (%d threads)\n",
+                       static_cast<long long>(run_id), default_run_name(rt).c_str(),
+                       static_cast<long long>(cfg.epochs),
+                       static_cast<long long>(ds->splits.train->num_samples()),
+                       static_cast<long long>(cfg.batch_size), cfg.opt.type.c_str(),
+                       std::string(rt.backend.name()).c_str(), rt.backend.num_threads());
         Progress bar(isatty(STDERR_FILENO) != 0);
-        FitInputs in{.train = *ds->splits.train, .validation = ds->splits.validation.get(), .test = ds->splits.test.get(),
+        FitInputs in{.train = *ds->splits.train,
+                     .validation = ds->splits.validation.get(),
+                     .test = ds->splits.test.get(),
                      .sink = rt.store.get()};
         if (!quiet) in.progress = [&](const ProgressInfo& i) { bar.update(i); };
         Result<TrainResult> r = make_error("not started");
         try {
           r = trainer.fit(in);
         } catch (const std::bad_alloc&) {
-          r = make_error("out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
+          r = make_error(
+              "out of memory: the model or a batch does not fit (try a smaller batch size or "
+              "layer)");
         }
         if (!r) {
           rt.end_run("failed");
-          rt.error = "mls.train: " + r.error().message + " (run " + std::to_string(run_id) + " recorded as failed)";
+          rt.error = "mls.train: " + r.error().message + " (run " + std::to_string(run_id) +
+                     " recorded as failed)";
           ok = false;
         } else {
           rt.end_run("finished");
@@ -769,15 +834,18 @@ int l_train(lua_State* L) {
               t->grad = Tensor();
             }
           if (!quiet)
-            std::fprintf(stderr,
-                         "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f samples/s, epoch %.2fs "
-                         "(median), peak memory %.1f MiB; recorded in %s\n",
-                         static_cast<long long>(run_id), format_duration(r->seconds).c_str(), r->final_loss,
-                         !r->has_test ? "(no test split)"
-                         : r->test.regression ? ("MAE " + std::to_string(r->test.values.mae)).c_str()
-                                              : ("accuracy " + std::to_string(r->test.accuracy).substr(0, 6)).c_str(),
-                         r->samples_per_s, r->median_epoch_seconds, static_cast<double>(r->peak_bytes) / (1 << 20),
-                         rt.db_path.c_str());
+            std::fprintf(
+                stderr,
+                "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f samples/s, "
+                "epoch %.2fs "
+                "(median), peak memory %.1f MiB; recorded in %s\n",
+                static_cast<long long>(run_id), format_duration(r->seconds).c_str(), r->final_loss,
+                !r->has_test ? "(no test split)"
+                : r->test.regression
+                    ? ("MAE " + std::to_string(r->test.values.mae)).c_str()
+                    : ("accuracy " + std::to_string(r->test.accuracy).substr(0, 6)).c_str(),
+                r->samples_per_s, r->median_epoch_seconds,
+                static_cast<double>(r->peak_bytes) / (1 << 20), rt.db_path.c_str());
           push_result_table(L, run_id, *r, trainer.epochs_done());
         }
       }
@@ -793,13 +861,21 @@ int l_train(lua_State* L) {
   return ok ? 1 : raise(L);
 }
 
-const luaL_Reg kData[] = {{"open", l_data_open}, {"fashion_mnist", l_data_fashion_mnist}, {nullptr, nullptr}};
-const luaL_Reg kDataMethods[] = {{"batches", l_data_batches}, {"info", l_data_info}, {nullptr, nullptr}};
-const luaL_Reg kOptim[] = {{"SGD", l_sgd}, {"Adam", l_adam}, {"AdamW", l_adamw}, {"RMSprop", l_rmsprop}, {"Adagrad", l_adagrad},
-                           {nullptr, nullptr}};
-const luaL_Reg kOptimMethods[] = {{"step", l_optim_step}, {"zero_grad", l_optim_zero_grad}, {"lr", l_optim_lr},
-                                  {"set_lr", l_optim_set_lr}, {nullptr, nullptr}};
-const luaL_Reg kTop[] = {{"train", l_train}, {"log", l_log}, {"start_run", l_start_run}, {"end_run", l_end_run},
+const luaL_Reg kData[] = {
+    {"open", l_data_open}, {"fashion_mnist", l_data_fashion_mnist}, {nullptr, nullptr}};
+const luaL_Reg kDataMethods[] = {
+    {"batches", l_data_batches}, {"info", l_data_info}, {nullptr, nullptr}};
+const luaL_Reg kOptim[] = {{"SGD", l_sgd},         {"Adam", l_adam},       {"AdamW", l_adamw},
+                           {"RMSprop", l_rmsprop}, {"Adagrad", l_adagrad}, {nullptr, nullptr}};
+const luaL_Reg kOptimMethods[] = {{"step", l_optim_step},
+                                  {"zero_grad", l_optim_zero_grad},
+                                  {"lr", l_optim_lr},
+                                  {"set_lr", l_optim_set_lr},
+                                  {nullptr, nullptr}};
+const luaL_Reg kTop[] = {{"train", l_train},
+                         {"log", l_log},
+                         {"start_run", l_start_run},
+                         {"end_run", l_end_run},
                          {nullptr, nullptr}};
 
 }  // namespace
@@ -813,25 +889,8 @@ void open_train_lib(lua_State* L) {
   set_funcs(L, kOptim);
   lua_setfield(L, -2, "optim");
 
-  luaL_newmetatable(L, kDatasetMeta);
-  lua_newtable(L);
-  set_funcs(L, kDataMethods);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_data_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, l_data_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
-
-  luaL_newmetatable(L, kOptimMeta);
-  lua_newtable(L);
-  set_funcs(L, kOptimMethods);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_optim_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, l_optim_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
+  register_class(L, kDatasetMeta, kDataMethods, l_data_tostring, l_data_gc);
+  register_class(L, kOptimMeta, kOptimMethods, l_optim_tostring, l_optim_gc);
 }
 
 }  // namespace mls::lua
