@@ -6,9 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "app/project.h"
+#include "runner/project.h"
 
 namespace mls::app {
+
+using runner::open_project;
+using runner::Project;
+using runner::ProjectOptions;
 
 struct RunOptions {
   ProjectOptions project;

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/checkpoints.h"
+#include "runner/checkpoints.h"
 #include "app/commands.h"
 #include "engine/cpu/cpu_backend.h"
 
@@ -31,7 +31,7 @@ int eval_command(const EvalOptions& o) {
     return fail(p.path + ": the dataset has no " + o.split + " split" +
                 (o.split == "validation" ? " (set dataset.validation to a fraction such as 0.1)" : ""));
   Trainer trainer(cpu::backend(), p.builder(), p.train_config());
-  auto used = restore_run(trainer, o.db, o.run_id, o.checkpoint);
+  auto used = runner::restore_run(trainer, o.db, o.run_id, o.checkpoint);
   if (!used) return fail(used.error().message);
   auto ev = trainer.evaluate(*data);
   if (!ev) return fail(ev.error().message);

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/checkpoints.h"
+#include "runner/checkpoints.h"
 #include "app/commands.h"
 #include "engine/cpu/cpu_backend.h"
 
@@ -40,7 +40,7 @@ int predict_command(const PredictOptions& o) {
   auto batch = p.encoder->encode(o.input);
   if (!batch) return fail(batch.error().message);
   Trainer trainer(cpu::backend(), p.builder(), p.train_config());
-  auto used = restore_run(trainer, o.db, o.run_id, o.checkpoint);
+  auto used = runner::restore_run(trainer, o.db, o.run_id, o.checkpoint);
   if (!used) return fail(used.error().message);
   Shape shape;
   auto out = trainer.predict(*batch, &shape);

@@ -580,7 +580,7 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
         sink->log_metric("epoch/skipped_steps", epoch, static_cast<double>(scaler_.skipped()));
       }
     }
-    EpochReport rep{epoch, res.epoch_losses.back(), secs, false, {}, false, false};
+    EpochReport rep{epoch, res.epoch_losses.back(), secs, false, {}, false, false, config_.epochs};
     double plateau_metric = rep.train_loss;
     if (in.validation) {
       auto ev = evaluate(*in.validation);

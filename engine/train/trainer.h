@@ -106,6 +106,7 @@ struct EpochReport {
   EvalResult validation;
   bool improved = false;  // the monitored validation metric is the best so far
   bool stopping = false;  // early stopping ends training after this epoch
+  int64_t epochs = 0;     // planned for the run
 };
 
 struct TrainResult {

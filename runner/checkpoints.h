@@ -11,7 +11,7 @@
 
 #include "engine/train/trainer.h"
 
-namespace mls::app {
+namespace mls::runner {
 
 std::string checkpoint_dir(const std::string& db, int64_t run_id);
 std::string checkpoint_path(const std::string& db, int64_t run_id, const std::string& which);  // "last", "best"
@@ -24,4 +24,4 @@ Result<std::string> load_run_checkpoint(Trainer& trainer, const std::string& db,
 // The same for a run of the database `db`, which must exist; `which` is checked.
 Result<std::string> restore_run(Trainer& trainer, const std::string& db, int64_t run_id, const std::string& which);
 
-}  // namespace mls::app
+}  // namespace mls::runner

@@ -1,10 +1,10 @@
-#include "app/project.h"
+#include "runner/project.h"
 
 #include <filesystem>
 
 #include "nodes/lower.h"
 
-namespace mls::app {
+namespace mls::runner {
 
 ModelBuilder Project::builder() const {
   // The builder outlives this call: it keeps its own copies.
@@ -75,4 +75,4 @@ Result<Project> open_project(const ProjectOptions& o) {
   return p;
 }
 
-}  // namespace mls::app
+}  // namespace mls::runner

@@ -1,10 +1,10 @@
-#include "app/checkpoints.h"
+#include "runner/checkpoints.h"
 
 #include <filesystem>
 
 #include "store/run_store.h"
 
-namespace mls::app {
+namespace mls::runner {
 
 std::string checkpoint_dir(const std::string& db, int64_t run_id) {
   std::filesystem::path p(db);
@@ -39,4 +39,4 @@ Result<std::string> restore_run(Trainer& trainer, const std::string& db, int64_t
   return load_run_checkpoint(trainer, db, run_id, which);
 }
 
-}  // namespace mls::app
+}  // namespace mls::runner

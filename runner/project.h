@@ -15,7 +15,7 @@
 #include "engine/train/trainer.h"
 #include "nodes/document.h"
 
-namespace mls::app {
+namespace mls::runner {
 
 struct ProjectOptions {
   std::string path;
@@ -41,4 +41,4 @@ struct Project {
 
 Result<Project> open_project(const ProjectOptions& o);
 
-}  // namespace mls::app
+}  // namespace mls::runner

@@ -1,0 +1,164 @@
+#include "runner/training_run.h"
+
+#include <filesystem>
+#include <new>
+#include <utility>
+
+#include "engine/cpu/cpu_backend.h"
+#include "runner/checkpoints.h"
+#include "store/file_hash.h"
+#include "store/run_store.h"
+
+namespace mls::runner {
+
+namespace {
+
+Result<void> write_state(const Trainer& trainer, const std::string& path) {
+  auto st = trainer.state();
+  if (!st) return st.error();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec)
+    return make_error("cannot create " + std::filesystem::path(path).parent_path().string() + ": " + ec.message());
+  return write_checkpoint(*st, path);
+}
+
+void say(const std::function<void(const std::string&)>& f, const std::string& line) {
+  if (f) f(line);
+}
+
+}  // namespace
+
+std::string eval_text(const EvalResult& e) {
+  char buf[160];
+  if (e.regression)
+    std::snprintf(buf, sizeof buf, "MAE %.4f, RMSE %.4f, R² %.4f (loss %.4f)", e.values.mae, e.values.rmse,
+                  e.values.r2, e.loss);
+  else
+    std::snprintf(buf, sizeof buf, "accuracy %.4f (loss %.4f, macro F1 %.4f)", e.accuracy, e.loss, e.macro_f1);
+  return buf;
+}
+
+Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
+  auto project = open_project(o.project);
+  if (!project) return project.error();
+  Project& p = *project;
+  Backend& backend = cpu::backend();
+  TrainConfig cfg = p.train_config();
+
+  auto store = store::RunStore::open(o.db);
+  if (!store) return store.error();
+  auto hash = store::file_hash_hex(p.path);
+  if (!hash) return hash.error();
+  const std::string device = std::string(backend.name());
+  const nodes::TrainingSpec& t = p.doc.training;
+  int64_t run_id = 0;
+  std::optional<store::RunInfo> info;
+  if (o.resume) {
+    run_id = *o.resume;
+    auto ri = (*store)->get_run(run_id);
+    if (!ri) return ri.error();
+    info = std::move(*ri);
+    // Without --epochs, a resumed run keeps the length it was planned with (its schedule spans it).
+    if (!o.project.epochs) {
+      auto params = (*store)->params(run_id);
+      if (!params) return params.error();
+      for (const auto& [k, v] : *params)
+        if (k == "epochs") cfg.epochs = std::stoll(v);
+    }
+  }
+  cfg.stop_after_epochs = o.stop_after_epochs;
+  Trainer trainer(backend, p.builder(), cfg);
+  if (o.resume) {
+    if (info->project_hash != *hash)
+      say(events.warning, p.path + " changed since run " + std::to_string(run_id) +
+                              " started; resuming with its saved state");
+    auto used = load_run_checkpoint(trainer, o.db, run_id, "last");
+    if (!used) return used.error();
+    if (trainer.epochs_done() >= cfg.epochs)
+      return make_error("run " + std::to_string(run_id) + " has already trained " +
+                        std::to_string(trainer.epochs_done()) + " epochs; ask for more with --epochs N (N > " +
+                        std::to_string(trainer.epochs_done()) + ")");
+    if (auto r = (*store)->resume_run(run_id); !r) return r.error();
+    if (auto r = (*store)->log_param(run_id, "epochs", std::to_string(cfg.epochs)); !r) return r.error();
+    say(events.message, "resuming run " + std::to_string(run_id) + " from " + *used + " (epoch " +
+                            std::to_string(trainer.epochs_done()) + ", step " + std::to_string(trainer.steps_done()) +
+                            ")");
+  } else {
+    auto id = (*store)->begin_run({.name = p.doc.name,
+                                   .project_path = std::filesystem::absolute(p.path).string(),
+                                   .project_hash = *hash,
+                                   .device = device,
+                                   .seed = cfg.seed});
+    if (!id) return id.error();
+    run_id = *id;
+    const std::pair<std::string, std::string> params[] = {
+        {"epochs", std::to_string(cfg.epochs)},
+        {"batch_size", std::to_string(cfg.batch_size)},
+        {"optimizer", cfg.opt.type},
+        {"lr", std::to_string(cfg.opt.lr)},
+        {"momentum", std::to_string(cfg.opt.momentum)},
+        {"weight_decay", std::to_string(cfg.opt.weight_decay)},
+        {"schedule", cfg.schedule.type},
+        {"mode", std::string(nodes::to_string(t.mode))},
+        {"precision", std::string(precision_name(cfg.precision))},
+        {"threads", std::to_string(backend.num_threads())},
+        {"dataset", p.doc.dataset.source + ":" + p.doc.dataset.path},
+        {"train_samples", std::to_string(p.train->num_samples())},
+        {"validation_samples", std::to_string(p.validation ? p.validation->num_samples() : 0)},
+        {"test_samples", std::to_string(p.test ? p.test->num_samples() : 0)},
+        {"checkpoint_dir", checkpoint_dir(o.db, run_id)},
+    };
+    for (const auto& [k, v] : params)
+      if (auto r = (*store)->log_param(run_id, k, v); !r) return r.error();
+  }
+
+  say(events.message, "run " + std::to_string(run_id) + ": " + p.path + ", " + std::to_string(cfg.epochs) +
+                          " epochs, " + std::to_string(p.train->num_samples()) + " training samples, batch " +
+                          std::to_string(cfg.batch_size) + ", " + cfg.opt.type + " " +
+                          std::string(nodes::to_string(t.mode)) + " on " + device + " (" +
+                          std::to_string(backend.num_threads()) + " threads)");
+  const std::string last_path = checkpoint_path(o.db, run_id, "last");
+  const std::string best_path = checkpoint_path(o.db, run_id, "best");
+  FitInputs in{.train = *p.train, .validation = p.validation.get(), .test = p.test.get(), .sink = store->get()};
+  in.progress = events.progress;
+  in.cancel = events.cancel;
+  in.on_epoch_end = [&](const EpochReport& rep) -> Result<void> {
+    if (auto r = write_state(trainer, last_path); !r) return r;
+    if (rep.improved)
+      if (auto r = write_state(trainer, best_path); !r) return r;
+    if (events.epoch_end) events.epoch_end(rep);
+    return {};
+  };
+  Result<TrainResult> result = make_error("not started");
+  try {
+    result = trainer.fit(in);
+  } catch (const std::bad_alloc&) {
+    // The one exception the engine lets through: a model too large for this machine.
+    result = make_error("out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
+  }
+  if (!result) {
+    auto e = (*store)->end_run(run_id, "failed");
+    (void)e;
+    return make_error(result.error().message + " (run " + std::to_string(run_id) + " recorded as failed in " + o.db +
+                      ")");
+  }
+  RunOutcome out;
+  out.run_id = run_id;
+  out.result = std::move(*result);
+  // A run stopped on purpose (stop_after_epochs) is recorded as interrupted: it can resume.
+  out.status = out.result.interrupted || out.result.paused ? "interrupted" : "finished";
+  if (auto e = (*store)->end_run(run_id, out.status); !e) return e.error();
+  out.epochs_done = trainer.epochs_done();
+  out.planned_epochs = cfg.epochs;
+  out.config = cfg;
+  out.device = device;
+  out.mode = std::string(nodes::to_string(t.mode));
+  out.precision = std::string(precision_name(cfg.precision));
+  out.threads = backend.num_threads();
+  out.last_checkpoint = last_path;
+  out.db = o.db;
+  return out;
+}
+
+}  // namespace mls::runner

@@ -1,0 +1,73 @@
+// One training run of a project, recorded in the run store: the path `mlstudio --run` and
+// the editor's Train button share, so a run started from either lands in the same database
+// with the same params, checkpoints and status.
+//
+//   runner::RunRequest req;
+//   req.project.path = "resources/examples/fashion-mnist-mlp.mls";
+//   req.db = "mlstudio-runs.db";
+//   std::atomic<bool> stop{false};
+//   runner::RunEvents ev;
+//   ev.progress = [](const ProgressInfo& i) { /* per step */ };
+//   ev.cancel = &stop;
+//   Result<runner::RunOutcome> r = runner::run_training(req, ev);
+//   if (!r) std::cerr << r.error().message << "\n";   // "... (run 4 recorded as failed in ...)"
+//   else std::cout << r->run_id << " " << r->status << " " << r->result.final_loss << "\n";
+//
+// The run is opened (or reopened with `resume`), its params logged, every epoch ends with
+// the `last` checkpoint (and `best` when validation improved), and it is closed as
+// finished, interrupted (cancelled, or stopped after `stop_after_epochs`) or failed.
+// The caller may run this on a worker thread: it touches no global state but the backend.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "engine/train/trainer.h"
+#include "runner/project.h"
+
+namespace mls::runner {
+
+struct RunRequest {
+  ProjectOptions project;
+  std::optional<int64_t> resume;  // continue this run from its last checkpoint
+  int64_t stop_after_epochs = 0;  // > 0: stop after this many epochs (resume later)
+  std::string db = "mlstudio-runs.db";
+};
+
+// What the caller hears while the run goes on; every member may be left empty. The
+// callbacks run on the thread that called run_training.
+struct RunEvents {
+  // A line about the run for a person: "run 3: P.mls, 10 epochs, ...". No trailing newline.
+  std::function<void(const std::string&)> message;
+  std::function<void(const std::string&)> warning;
+  ProgressFn progress;  // after every step
+  // After each epoch, once its checkpoints are written.
+  std::function<void(const EpochReport&)> epoch_end;
+  const std::atomic<bool>* cancel = nullptr;  // set it to stop after the current step
+};
+
+struct RunOutcome {
+  int64_t run_id = 0;
+  std::string status;  // "finished" or "interrupted"
+  TrainResult result;
+  int64_t epochs_done = 0;
+  int64_t planned_epochs = 0;
+  TrainConfig config;
+  std::string device, mode, precision;
+  int threads = 0;
+  std::string last_checkpoint;
+  std::string db;
+};
+
+// Errors before the run is recorded name the project or option at fault; a run that
+// fails after it was recorded is marked failed and the message ends
+// "(run N recorded as failed in DB)".
+Result<RunOutcome> run_training(const RunRequest& request, const RunEvents& events = {});
+
+// The test (or validation) metrics as one line: "accuracy 0.8933 (loss 0.3012, macro F1 ...)".
+std::string eval_text(const EvalResult& e);
+
+}  // namespace mls::runner
