@@ -575,4 +575,10 @@ void UndoStack::changed() {
   if (on_change_) on_change_();
 }
 
+std::vector<std::string> OwnedHistory::history() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < stack_.size(); ++i) out.push_back(stack_.command(i).text());
+  return out;
+}
+
 }  // namespace mls::nodes

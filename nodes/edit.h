@@ -139,4 +139,41 @@ class UndoStack {
   std::function<void()> on_change_;
 };
 
+// A document together with its edit history, as something that edits it sees it: a
+// document with its UndoStack (OwnedHistory), or the editor's open project behind a
+// QUndoStack. Lua's mls.project edits through this, so a script's edits of the project
+// open in the editor land on the editor's undo stack.
+class DocumentHistory {
+ public:
+  virtual ~DocumentHistory() = default;
+  virtual const Document& doc() const = 0;
+  // Applies and records the command; on failure returns its error and changes nothing.
+  virtual Result<void> push(EditResult command) = 0;
+  virtual bool undo() = 0;
+  virtual bool redo() = 0;
+  // The commands' texts, and how many of them are applied.
+  virtual std::vector<std::string> history() const = 0;
+  virtual size_t history_index() const = 0;
+  // The document was saved as it is now.
+  virtual void mark_saved() = 0;
+};
+
+// A document that owns its history: what `mls.project.open` gives a script.
+class OwnedHistory final : public DocumentHistory {
+ public:
+  explicit OwnedHistory(Document doc = {}) : doc_(std::move(doc)) {}
+  const Document& doc() const override { return doc_; }
+  Result<void> push(EditResult command) override { return stack_.push(std::move(command), doc_); }
+  bool undo() override { return stack_.undo(doc_); }
+  bool redo() override { return stack_.redo(doc_); }
+  std::vector<std::string> history() const override;
+  size_t history_index() const override { return stack_.index(); }
+  void mark_saved() override { stack_.set_clean(); }
+  const UndoStack& stack() const { return stack_; }
+
+ private:
+  Document doc_;
+  UndoStack stack_;
+};
+
 }  // namespace mls::nodes

@@ -8,6 +8,8 @@
 //   p:undo()                                 --   relu2's output may feed many
 //   for _, n in ipairs(p:nodes()) do print(n.id, n.type) end
 //   p:save("copy.mls")
+//   local q = mls.project.current()          -- in the editor's console: the open project;
+//   q:add_node("drop", "mls.dropout")        --   the edit shows on the canvas, Ctrl+Z undoes it
 #include "nodes/edit.h"
 #include "scripting/bindings.h"
 #include "scripting/libs.h"
@@ -20,10 +22,14 @@ using nlohmann::json;
 
 constexpr const char* kProjectMeta = "mls.Project";
 
+// A script's handle on a project: one it opened (owning its history), or the project the
+// host has open (mls.project.current), edited through the host's history.
 struct ProjectBox {
   std::string path;
-  nodes::Document doc;
-  nodes::UndoStack stack;
+  std::unique_ptr<nodes::OwnedHistory> owned;
+  nodes::DocumentHistory* history = nullptr;  // owned.get() or the host's
+  bool current = false;                       // the host's project: its path is the host's
+  const nodes::Document& doc() const { return history->doc(); }
 };
 
 ProjectBox* check_project(lua_State* L, int idx) {
@@ -108,7 +114,9 @@ int l_open(lua_State* L) {
       ok = false;
     } else {
       void* mem = lua_newuserdatauv(L, sizeof(ProjectBox), 0);
-      new (mem) ProjectBox{p, std::move(*doc), {}};
+      auto owned = std::make_unique<nodes::OwnedHistory>(std::move(*doc));
+      nodes::DocumentHistory* h = owned.get();
+      new (mem) ProjectBox{p, std::move(owned), h, false};
       luaL_setmetatable(L, kProjectMeta);
     }
   }
@@ -117,7 +125,21 @@ int l_open(lua_State* L) {
 
 int l_new(lua_State* L) {
   void* mem = lua_newuserdatauv(L, sizeof(ProjectBox), 0);
-  new (mem) ProjectBox{};
+  auto owned = std::make_unique<nodes::OwnedHistory>();
+  nodes::DocumentHistory* h = owned.get();
+  new (mem) ProjectBox{"", std::move(owned), h, false};
+  luaL_setmetatable(L, kProjectMeta);
+  return 1;
+}
+
+// mls.project.current(): the project open in the editor; its edits are undoable there.
+int l_current(lua_State* L) {
+  Runtime& rt = runtime(L);
+  if (!rt.project)
+    return luaL_error(L, "mls.project.current: no project is open here (it is the editor's open project; "
+                         "use mls.project.open(path) for a file)");
+  void* mem = lua_newuserdatauv(L, sizeof(ProjectBox), 0);
+  new (mem) ProjectBox{rt.project_path, nullptr, rt.project, true};
   luaL_setmetatable(L, kProjectMeta);
   return 1;
 }
@@ -129,7 +151,7 @@ int edit(lua_State* L, F make) {
   Runtime& rt = runtime(L);
   bool ok = true;
   {
-    auto r = p->stack.push(make(p->doc), p->doc);
+    auto r = p->history->push(make(p->doc()));
     if (!r) {
       rt.error = r.error().message;
       ok = false;
@@ -176,30 +198,31 @@ int l_set_training(lua_State* L) {
 
 int l_undo(lua_State* L) {
   ProjectBox* p = check_project(L, 1);
-  lua_pushboolean(L, p->stack.undo(p->doc));
+  lua_pushboolean(L, p->history->undo());
   return 1;
 }
 int l_redo(lua_State* L) {
   ProjectBox* p = check_project(L, 1);
-  lua_pushboolean(L, p->stack.redo(p->doc));
+  lua_pushboolean(L, p->history->redo());
   return 1;
 }
 int l_history(lua_State* L) {
   ProjectBox* p = check_project(L, 1);
-  lua_createtable(L, static_cast<int>(p->stack.size()), 0);
-  for (size_t i = 0; i < p->stack.size(); ++i) {
-    lua_pushstring(L, p->stack.command(i).text().c_str());
+  const std::vector<std::string> texts = p->history->history();
+  lua_createtable(L, static_cast<int>(texts.size()), 0);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    lua_pushstring(L, texts[i].c_str());
     lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
   }
-  lua_pushinteger(L, static_cast<lua_Integer>(p->stack.index()));
+  lua_pushinteger(L, static_cast<lua_Integer>(p->history->history_index()));
   return 2;
 }
 
 int l_nodes(lua_State* L) {
   ProjectBox* p = check_project(L, 1);
-  lua_createtable(L, static_cast<int>(p->doc.nodes.size()), 0);
-  for (size_t i = 0; i < p->doc.nodes.size(); ++i) {
-    const auto& n = p->doc.nodes[i];
+  lua_createtable(L, static_cast<int>(p->doc().nodes.size()), 0);
+  for (size_t i = 0; i < p->doc().nodes.size(); ++i) {
+    const auto& n = p->doc().nodes[i];
     lua_createtable(L, 0, 3);
     lua_pushstring(L, n.id.c_str());
     lua_setfield(L, -2, "id");
@@ -214,9 +237,9 @@ int l_nodes(lua_State* L) {
 
 int l_links(lua_State* L) {
   ProjectBox* p = check_project(L, 1);
-  lua_createtable(L, static_cast<int>(p->doc.links.size()), 0);
-  for (size_t i = 0; i < p->doc.links.size(); ++i) {
-    const auto& l = p->doc.links[i];
+  lua_createtable(L, static_cast<int>(p->doc().links.size()), 0);
+  for (size_t i = 0; i < p->doc().links.size(); ++i) {
+    const auto& l = p->doc().links[i];
     lua_createtable(L, 0, 2);
     lua_pushstring(L, (l.from_node + ":" + l.from_port).c_str());
     lua_setfield(L, -2, "from");
@@ -230,7 +253,7 @@ int l_links(lua_State* L) {
 // p:problems(): what keeps the graph from training (unlinked inputs, cycles, the loss).
 int l_problems(lua_State* L) {
   ProjectBox* p = check_project(L, 1);
-  const auto probs = nodes::graph_problems(p->doc, p->path.empty() ? "project" : p->path);
+  const auto probs = nodes::graph_problems(p->doc(), p->path.empty() ? "project" : p->path);
   lua_createtable(L, static_cast<int>(probs.size()), 0);
   for (size_t i = 0; i < probs.size(); ++i) {
     lua_pushstring(L, probs[i].c_str());
@@ -241,7 +264,7 @@ int l_problems(lua_State* L) {
 
 int l_text(lua_State* L) {
   ProjectBox* p = check_project(L, 1);
-  const std::string s = nodes::serialize_document(p->doc);
+  const std::string s = nodes::serialize_document(p->doc());
   lua_pushlstring(L, s.data(), s.size());
   return 1;
 }
@@ -262,12 +285,15 @@ int l_save(lua_State* L) {
       }
     }
     if (ok) {
-      if (auto r = nodes::save_document(p->doc, path); !r) {
+      if (auto r = nodes::save_document(p->doc(), path); !r) {
         rt.error = "save: " + r.error().message;
         ok = false;
       } else {
-        p->path = path;
-        p->stack.set_clean();
+        // A copy saved elsewhere leaves the editor's project unsaved.
+        if (!p->current || path == p->path) {
+          p->path = path;
+          p->history->mark_saved();
+        }
       }
     }
   }
@@ -295,7 +321,7 @@ const luaL_Reg kMethods[] = {{"add_node", l_add_node},
                              {"text", l_text},
                              {"save", l_save},
                              {nullptr, nullptr}};
-const luaL_Reg kFuncs[] = {{"open", l_open}, {"new", l_new}, {nullptr, nullptr}};
+const luaL_Reg kFuncs[] = {{"open", l_open}, {"new", l_new}, {"current", l_current}, {nullptr, nullptr}};
 
 }  // namespace
 

@@ -19,6 +19,8 @@
 // runs in bounded memory.
 #pragma once
 
+#include "nodes/edit.h"
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -155,6 +157,12 @@ class Runtime {
   // path to use, or an error naming the path and the folder it must be under.
   std::function<Result<std::string>(const std::string& path, bool write)> check_path;
   std::string error;  // the message a binding raises after its C++ locals are gone
+
+  // The project a host has open (the editor's document and undo stack), which
+  // mls.project.current() edits; null when there is none. `project_path` is its file ("" if
+  // never saved); `on_project_edit` lets the host redraw after a script's edit.
+  nodes::DocumentHistory* project = nullptr;
+  std::string project_path;
 
   // Tensor objects of collected userdata, kept with the storage of their shapes, so that
   // the next op's result takes one instead of allocating (a tiny op costs tens of ns; a

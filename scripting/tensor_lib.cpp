@@ -842,7 +842,7 @@ int l_clock(lua_State* L) {
 int l_memory(lua_State* L) {
   Runtime& rt = runtime(L);
   const MemoryStats st = rt.backend.memory().stats();
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 7);
   lua_pushinteger(L, st.total_current);
   lua_setfield(L, -2, "current");
   lua_pushinteger(L, st.total_peak);
@@ -853,6 +853,9 @@ int l_memory(lua_State* L) {
   lua_setfield(L, -2, "tape");
   lua_pushinteger(L, rt.gen);
   lua_setfield(L, -2, "generation");
+  // Freed small buffers the session keeps for reuse (up to 1 MiB); part of `current`.
+  lua_pushinteger(L, static_cast<lua_Integer>(rt.session.cached_bytes()));
+  lua_setfield(L, -2, "cached");
   return 1;
 }
 

@@ -1,6 +1,8 @@
 // mls.train and mls.nn against the batch mode; mls.project edits through the undo stack.
 #include "nodes/document.h"
+#include "nodes/edit.h"
 #include "nodes/lower.h"
+#include "scripting/runtime.h"
 #include "store/run_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/scripting/lua_test_util.h"
@@ -133,4 +135,27 @@ TEST_CASE("mls.project edits through the undo stack and refuses bad edits with t
   lua_pop(h.state(), 1);
   CHECK(global_number(h, "nhist") == 3);
   CHECK(global_number(h, "at0") == 0);
+}
+
+TEST_CASE("mls.project.current edits the host's open project through the host's history", "[lua]") {
+  lua::LuaHost h(cpu::backend());
+  CHECK_THAT(run_err(h, "mls.project.current()"), Catch::Contains("no project is open"));
+  auto doc = nodes::load_document(std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls");
+  REQUIRE(doc.ok());
+  nodes::OwnedHistory host(*doc);
+  h.runtime().project = &host;
+  run_ok(h, R"(
+    local p = mls.project.current()
+    p:add_node("drop", "mls.dropout", {p = 0.25})
+    n = #p:nodes()
+    ok, err = pcall(p.connect, p, "drop:out", "nowhere:in")
+  )");
+  CHECK(global_number(h, "n") == 10);
+  CHECK_THAT(global_string(h, "err"), Catch::Contains("nowhere"));
+  // The edit is the host's: its document has the node and its history can undo it.
+  REQUIRE(host.doc().nodes.size() == 10);
+  CHECK(host.doc().nodes.back().params["p"] == 0.25);
+  REQUIRE(host.history().size() == 1);
+  CHECK(host.undo());
+  CHECK(host.doc() == *doc);
 }
