@@ -1,11 +1,12 @@
 # mlstudio — two commands do everything on a fresh Debian machine:
 #   make run    set up, build, and train the bundled example headless
 #   make test   set up, build, and run every test (CTest summary at the end)
+#   make gui    the editor on the MLP example
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 EXAMPLE ?= resources/examples/fashion-mnist-mlp.mls
 
-.PHONY: all setup configure build run test bench clean
+.PHONY: all setup configure build run gui test bench clean
 
 all: build
 
@@ -21,8 +22,13 @@ build: configure
 run: build
 	$(BUILD)/app/mlstudio --run $(EXAMPLE)
 
+# The editor: opens the MLP example in the main window (needs a display).
+gui: build
+	$(BUILD)/app/mlstudio $(EXAMPLE)
+
+# The GUI tests need an X display: one Xvfb serves the whole run.
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && xvfb-run -a -s "-screen 0 1600x1000x24" ctest --output-on-failure -j $(JOBS)
 
 # Side by side with PyTorch on CPU in one run: one epoch of the MLP and of LeNet-5, the
 # memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and

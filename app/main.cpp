@@ -7,6 +7,9 @@
 #include "app/commands.h"
 #include "engine/core/op.h"
 #include "engine/cpu/cpu_backend.h"
+#ifdef MLSTUDIO_WITH_GUI
+#include "editor/gui.h"
+#endif
 
 namespace {
 
@@ -113,6 +116,9 @@ int main(int argc, char** argv) {
   lua_cmd->prefix_command(false);
   lua_cmd->allow_extras(false);
 
+  std::string gui_path;
+  app.add_option("project", gui_path, "Open this project (.mls) in the editor")->check(CLI::ExistingFile);
+
   CLI11_PARSE(app, argc, argv);
 
   if (threads > 0) mls::cpu::set_default_threads(threads);
@@ -130,7 +136,11 @@ int main(int argc, char** argv) {
     run.project.path = run_path;
     return mls::app::run_command(run);
   }
-  // The GUI is not part of this build yet: say so, and show what the CLI does.
+#ifdef MLSTUDIO_WITH_GUI
+  return mls::editor::run_gui(argc, argv, gui_path);
+#else
+  // A build without the editor (MLSTUDIO_BUILD_GUI=OFF): show what the CLI does.
   std::fputs(app.help().c_str(), stdout);
-  return 0;
+  return gui_path.empty() ? 0 : 1;
+#endif
 }

@@ -1,0 +1,458 @@
+#include "editor/canvas.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QGraphicsSceneMouseEvent>
+#include <QKeyEvent>
+#include <QMimeData>
+#include <QPainter>
+#include <QScrollBar>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <cmath>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace mls::editor {
+
+namespace {
+
+constexpr const char* kClipboardMime = "application/x-mlstudio-nodes";
+
+double snap(double v) { return std::round(v / CanvasScene::kGrid) * CanvasScene::kGrid; }
+
+// Starting values for parameters a type requires, so a dropped node is valid at once; the
+// inspector changes them.
+nlohmann::json starting_params(const nodes::NodeTypeDef& def) {
+  nlohmann::json p = nlohmann::json::object();
+  for (const nodes::ParamDef& d : def.params) {
+    if (!d.required) continue;
+    if (d.name == "out_channels") p[d.name] = 16;
+    else if (d.name == "num_embeddings") p[d.name] = 1000;
+    else if (d.kind == nodes::ParamKind::Int) p[d.name] = 64;
+    else if (d.kind == nodes::ParamKind::Float) p[d.name] = d.min.value_or(0.0);
+    else if (d.name == "shape") p[d.name] = "-1";
+  }
+  return p;
+}
+
+std::optional<QPointF> layout_pos(const nodes::Document& doc, const std::string& id) {
+  auto it = doc.layout.find(id);
+  if (it == doc.layout.end() || !it->is_object() || !it->contains("x") || !it->contains("y")) return std::nullopt;
+  return QPointF((*it)["x"].get<double>(), (*it)["y"].get<double>());
+}
+
+}  // namespace
+
+CanvasScene::CanvasScene(DocumentModel* model, QObject* parent) : QGraphicsScene(parent), model_(model) {
+  setSceneRect(-2000, -2000, 6000, 5000);
+  connect(model_, &DocumentModel::changed, this, &CanvasScene::sync);
+  connect(this, &QGraphicsScene::selectionChanged, this, [this] {
+    auto ids = selectedNodeIds();
+    Q_EMIT selectionChangedTo(ids.size() == 1 ? ids[0] : std::string());
+  });
+  sync();
+}
+
+NodeItem* CanvasScene::nodeItem(const std::string& id) const {
+  auto it = items_.find(id);
+  return it == items_.end() ? nullptr : it->second;
+}
+
+std::vector<WireItem*> CanvasScene::wires() const { return wires_; }
+
+std::vector<std::string> CanvasScene::selectedNodeIds() const {
+  std::vector<std::string> ids;
+  for (QGraphicsItem* it : selectedItems())
+    if (it->type() == NodeItem::Type) ids.push_back(static_cast<NodeItem*>(it)->id());
+  return ids;
+}
+
+void CanvasScene::selectNode(const std::string& id) {
+  clearSelection();
+  if (NodeItem* n = nodeItem(id)) n->setSelected(true);
+}
+
+void CanvasScene::sync() {
+  syncing_ = true;
+  const nodes::Document& doc = model_->doc();
+  const nodes::DocumentAnalysis& a = model_->analysis();
+  const nodes::NodeCatalogue& cat = nodes::builtin_catalogue();
+  std::set<std::string> ids;
+  for (const auto& n : doc.nodes) ids.insert(n.id);
+  for (auto it = items_.begin(); it != items_.end();) {
+    if (!ids.count(it->first)) {
+      delete it->second;
+      it = items_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  int unplaced = 0;
+  for (const auto& n : doc.nodes) {
+    NodeItem*& item = items_[n.id];
+    if (!item) {
+      item = new NodeItem(n.id, cat.find(n.type));
+      addItem(item);
+    }
+    if (auto p = layout_pos(doc, n.id)) item->setPos(*p);
+    else if (!item->data(0).toBool()) item->setPos(40 + 200.0 * unplaced++, 400);
+    item->setData(0, true);
+    auto na = a.nodes.find(n.id);
+    item->setAnalysis(na == a.nodes.end() ? nodes::NodeAnalysis{} : na->second);
+  }
+  rebuildWires();
+  syncing_ = false;
+}
+
+void CanvasScene::rebuildWires() {
+  const nodes::Document& doc = model_->doc();
+  const nodes::DocumentAnalysis& a = model_->analysis();
+  std::set<std::pair<std::string, std::string>> selected;
+  for (WireItem* w : wires_) {
+    if (w->isSelected()) selected.insert({w->link().from_node + ":" + w->link().from_port, w->link().to_node + ":" + w->link().to_port});
+    delete w;
+  }
+  wires_.clear();
+  for (const nodes::LinkDoc& l : doc.links) {
+    NodeItem* from = nodeItem(l.from_node);
+    NodeItem* to = nodeItem(l.to_node);
+    if (!from || !to) continue;
+    QString label;
+    bool ok = false;
+    auto na = a.nodes.find(l.from_node);
+    if (na != a.nodes.end() && na->second.inferred && from->def()) {
+      const int k = from->def()->output_index(l.from_port);
+      if (k >= 0 && static_cast<size_t>(k) < na->second.outputs.size()) {
+        label = QString::fromStdString(nodes::format_shape(na->second.outputs[static_cast<size_t>(k)]));
+        ok = true;
+      }
+    }
+    auto* w = new WireItem(l, from->portScenePos(true, l.from_port), to->portScenePos(false, l.to_port), label, ok);
+    addItem(w);
+    if (selected.count({l.from_node + ":" + l.from_port, l.to_node + ":" + l.to_port})) w->setSelected(true);
+    wires_.push_back(w);
+  }
+}
+
+std::optional<PortRef> CanvasScene::portAt(QPointF pos) const {
+  for (QGraphicsItem* it : items(QRectF(pos - QPointF(12, 12), QSizeF(24, 24))))
+    if (it->type() == NodeItem::Type)
+      if (auto p = static_cast<NodeItem*>(it)->portAt(pos)) return p;
+  return std::nullopt;
+}
+
+std::string CanvasScene::freshId(const std::string& type) const {
+  std::string base = type.rfind("mls.", 0) == 0 ? type.substr(4) : type;
+  for (char& c : base)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  for (int i = 1;; ++i) {
+    std::string id = base + std::to_string(i);
+    if (!nodes::find_node(model_->doc(), id)) return id;
+  }
+}
+
+Result<void> CanvasScene::addNode(const std::string& type, QPointF pos) {
+  const nodes::NodeTypeDef* def = nodes::builtin_catalogue().find(type);
+  if (!def) return make_error("unknown node type '" + type + "'");
+  const std::string id = freshId(type);
+  auto r = model_->push(nodes::make_add_node(model_->doc(), id, type, starting_params(*def),
+                                             nodes::LayoutPos{snap(pos.x()), snap(pos.y())}));
+  if (!r) {
+    Q_EMIT message(QString::fromStdString(r.error().message), true);
+    return r;
+  }
+  selectNode(id);
+  Q_EMIT message(QString::fromStdString("added " + id + " (" + def->display_name + ")"), false);
+  return {};
+}
+
+Result<void> CanvasScene::connectPorts(const PortRef& a, const PortRef& b) {
+  if (a.output == b.output) {
+    std::string msg = "cannot link '" + a.key() + "' to '" + b.key() + "': a link goes from an output to an input, and both are " +
+                      (a.output ? "outputs" : "inputs");
+    Q_EMIT message(QString::fromStdString(msg), true);
+    return make_error(msg);
+  }
+  const PortRef& from = a.output ? a : b;
+  const PortRef& to = a.output ? b : a;
+  auto r = model_->push(nodes::make_connect(model_->doc(), from.key(), to.key()));
+  if (!r) {
+    Q_EMIT message(QString::fromStdString(r.error().message), true);
+    return r;
+  }
+  Q_EMIT message(QString::fromStdString("linked " + from.key() + " → " + to.key()), false);
+  return {};
+}
+
+void CanvasScene::deleteSelection() {
+  std::vector<nodes::LinkDoc> links;
+  std::vector<std::string> ids = selectedNodeIds();
+  for (QGraphicsItem* it : selectedItems())
+    if (it->type() == WireItem::Type) links.push_back(static_cast<WireItem*>(it)->link());
+  if (links.empty() && ids.empty()) return;
+  model_->beginMacro(QString("Delete %1 item(s)").arg(links.size() + ids.size()));
+  for (const auto& l : links)
+    (void)model_->push(nodes::make_disconnect(model_->doc(), l.from_node + ":" + l.from_port, l.to_node + ":" + l.to_port));
+  for (const auto& id : ids) (void)model_->push(nodes::make_remove_node(model_->doc(), id));
+  model_->endMacro();
+}
+
+void CanvasScene::copySelection() {
+  const std::vector<std::string> ids = selectedNodeIds();
+  if (ids.empty()) return;
+  const std::set<std::string> picked(ids.begin(), ids.end());
+  const nodes::Document& doc = model_->doc();
+  nlohmann::json j{{"nodes", nlohmann::json::array()}, {"links", nlohmann::json::array()}};
+  for (const auto& n : doc.nodes) {
+    if (!picked.count(n.id)) continue;
+    const QPointF p = nodeItem(n.id) ? nodeItem(n.id)->pos() : QPointF();
+    j["nodes"].push_back({{"id", n.id}, {"type", n.type}, {"params", n.params}, {"x", p.x()}, {"y", p.y()}});
+  }
+  for (const auto& l : doc.links)
+    if (picked.count(l.from_node) && picked.count(l.to_node))
+      j["links"].push_back({{"from", l.from_node + ":" + l.from_port}, {"to", l.to_node + ":" + l.to_port}});
+  auto* mime = new QMimeData;
+  const QByteArray bytes = QByteArray::fromStdString(j.dump());
+  mime->setData(kClipboardMime, bytes);
+  mime->setText(QString::fromUtf8(bytes));
+  QApplication::clipboard()->setMimeData(mime);
+  Q_EMIT message(QString("copied %1 node(s)").arg(ids.size()), false);
+}
+
+void CanvasScene::paste() {
+  const QMimeData* mime = QApplication::clipboard()->mimeData();
+  if (!mime || !mime->hasFormat(kClipboardMime)) return;
+  const auto j = nlohmann::json::parse(mime->data(kClipboardMime).toStdString(), nullptr, false);
+  if (j.is_discarded() || !j.contains("nodes")) return;
+  std::map<std::string, std::string> renamed;
+  std::vector<std::string> added;
+  model_->beginMacro(QString("Paste %1 node(s)").arg(j["nodes"].size()));
+  for (const auto& n : j["nodes"]) {
+    const std::string type = n.value("type", "");
+    const std::string old_id = n.value("id", "");
+    const std::string id = nodes::find_node(model_->doc(), old_id) ? freshId(type) : old_id;
+    auto r = model_->push(nodes::make_add_node(model_->doc(), id, type, n.value("params", nlohmann::json::object()),
+                                               nodes::LayoutPos{snap(n.value("x", 0.0) + 40), snap(n.value("y", 0.0) + 40)}));
+    if (!r) {
+      Q_EMIT message(QString::fromStdString(r.error().message), true);
+      continue;
+    }
+    renamed[old_id] = id;
+    added.push_back(id);
+  }
+  auto remap = [&](const std::string& key) {
+    const auto colon = key.find(':');
+    auto it = renamed.find(key.substr(0, colon));
+    return it == renamed.end() ? std::string() : it->second + key.substr(colon);
+  };
+  for (const auto& l : j.value("links", nlohmann::json::array())) {
+    const std::string from = remap(l.value("from", "")), to = remap(l.value("to", ""));
+    if (!from.empty() && !to.empty()) (void)model_->push(nodes::make_connect(model_->doc(), from, to));
+  }
+  model_->endMacro();
+  clearSelection();
+  for (const auto& id : added)
+    if (NodeItem* n = nodeItem(id)) n->setSelected(true);
+}
+
+void CanvasScene::autoLayout() {
+  const nodes::Document& doc = model_->doc();
+  // Column = the longest path from a source; rows in file order within a column.
+  std::map<std::string, int> depth;
+  for (size_t i : nodes::topological_order(doc)) {
+    int d = 0;
+    for (const auto& l : doc.links)
+      if (l.to_node == doc.nodes[i].id && depth.count(l.from_node)) d = std::max(d, depth[l.from_node] + 1);
+    depth[doc.nodes[i].id] = d;
+  }
+  std::map<int, int> rows;
+  model_->beginMacro("Auto-layout");
+  for (const auto& n : doc.nodes) {
+    const int col = depth.count(n.id) ? depth[n.id] : 0;
+    const int row = rows[col]++;
+    (void)model_->push(nodes::make_move_node(model_->doc(), n.id, nodes::LayoutPos{40.0 + 220.0 * col, 60.0 + 160.0 * row}));
+  }
+  model_->endMacro();
+}
+
+void CanvasScene::commitMoves() {
+  std::vector<std::pair<std::string, QPointF>> moved;
+  for (const auto& [id, item] : items_) {
+    const QPointF p(snap(item->pos().x()), snap(item->pos().y()));
+    auto old = layout_pos(model_->doc(), id);
+    if (!old || *old != p) moved.push_back({id, p});
+  }
+  if (moved.empty()) return;
+  if (moved.size() > 1) model_->beginMacro(QString("Move %1 nodes").arg(moved.size()));
+  for (const auto& [id, p] : moved) (void)model_->push(nodes::make_move_node(model_->doc(), id, {p.x(), p.y()}));
+  if (moved.size() > 1) model_->endMacro();
+}
+
+void CanvasScene::clearHighlights() {
+  for (auto& [id, item] : items_) item->setHighlight(std::nullopt);
+}
+
+void CanvasScene::mousePressEvent(QGraphicsSceneMouseEvent* e) {
+  if (e->button() == Qt::LeftButton)
+    if (auto port = portAt(e->scenePos())) {
+      drag_from_ = port;
+      drag_wire_ = addPath(QPainterPath(), QPen(QColor(0xf0, 0xb4, 0x29), 2, Qt::DashLine));
+      drag_wire_->setZValue(5);
+      e->accept();
+      return;
+    }
+  QGraphicsScene::mousePressEvent(e);
+}
+
+void CanvasScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
+  if (drag_from_) {
+    NodeItem* from = nodeItem(drag_from_->node);
+    const QPointF a = from ? from->portScenePos(drag_from_->output, drag_from_->port) : e->scenePos();
+    drag_wire_->setPath(drag_from_->output ? WireItem::curve(a, e->scenePos()) : WireItem::curve(e->scenePos(), a));
+    clearHighlights();
+    QString refusal;
+    if (auto target = portAt(e->scenePos()); target && target->node != drag_from_->node) {
+      if (target->output == drag_from_->output) {
+        refusal = "a link goes from an output to an input";
+      } else {
+        const PortRef& out = drag_from_->output ? *drag_from_ : *target;
+        const PortRef& in = drag_from_->output ? *target : *drag_from_;
+        auto check = nodes::make_connect(model_->doc(), out.key(), in.key());
+        if (!check) refusal = QString::fromStdString(check.error().message);
+      }
+      if (refusal.isEmpty()) nodeItem(target->node)->setHighlight(target);
+    }
+    drag_wire_->setPen(QPen(refusal.isEmpty() ? QColor(0xf0, 0xb4, 0x29) : QColor(0xd6, 0x3c, 0x3c), 2, Qt::DashLine));
+    if (!refusal.isEmpty()) QToolTip::showText(e->screenPos(), refusal);
+    else QToolTip::hideText();
+    e->accept();
+    return;
+  }
+  QGraphicsScene::mouseMoveEvent(e);
+  // Wires follow nodes while they are dragged.
+  if (e->buttons() & Qt::LeftButton && mouseGrabberItem() && mouseGrabberItem()->type() == NodeItem::Type)
+    rebuildWires();
+}
+
+void CanvasScene::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {
+  if (drag_from_) {
+    const PortRef from = *drag_from_;
+    drag_from_.reset();
+    delete drag_wire_;
+    drag_wire_ = nullptr;
+    clearHighlights();
+    QToolTip::hideText();
+    if (auto target = portAt(e->scenePos()); target && !(target->node == from.node && target->port == from.port))
+      (void)connectPorts(from, *target);
+    e->accept();
+    return;
+  }
+  QGraphicsScene::mouseReleaseEvent(e);
+  if (e->button() == Qt::LeftButton) {
+    commitMoves();
+  }
+}
+
+void CanvasScene::drawBackground(QPainter* p, const QRectF& rect) {
+  const QPalette pal = QApplication::palette();
+  const bool dark = pal.color(QPalette::Window).lightness() < 128;
+  p->fillRect(rect, dark ? QColor(0x1b, 0x1c, 0x1f) : QColor(0xf1, 0xf2, 0xf4));
+  p->setPen(QPen(dark ? QColor(0x33, 0x35, 0x3a) : QColor(0xd4, 0xd7, 0xdc), 1.5));
+  const double g = kGrid * 2;
+  for (double x = std::floor(rect.left() / g) * g; x < rect.right(); x += g)
+    for (double y = std::floor(rect.top() / g) * g; y < rect.bottom(); y += g) p->drawPoint(QPointF(x, y));
+}
+
+CanvasView::CanvasView(CanvasScene* scene, QWidget* parent) : QGraphicsView(scene, parent), scene_(scene) {
+  setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
+  setDragMode(RubberBandDrag);
+  setAcceptDrops(true);
+  setTransformationAnchor(AnchorUnderMouse);
+  setViewportUpdateMode(BoundingRectViewportUpdate);
+  setFocusPolicy(Qt::StrongFocus);
+}
+
+Result<void> CanvasView::dropNodeType(const std::string& type, QPointF scene_pos) {
+  return scene_->addNode(type, scene_pos - QPointF(NodeItem::kWidth / 2, NodeItem::kHeader / 2));
+}
+
+void CanvasView::zoomBy(double factor) {
+  const double current = transform().m11();
+  if (current * factor < 0.2 || current * factor > 4) return;
+  scale(factor, factor);
+}
+
+void CanvasView::fitAll() {
+  QRectF r = scene_->itemsBoundingRect();
+  if (r.isEmpty()) return;
+  fitInView(r.adjusted(-40, -40, 40, 40), Qt::KeepAspectRatio);
+  // Text stays readable: no smaller than 75 %, no larger than 100 %; scroll for the rest.
+  const double s = std::clamp(transform().m11(), 0.75, 1.0);
+  setTransform(QTransform::fromScale(s, s));
+  centerOn(r.center());
+}
+
+void CanvasView::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasFormat(kNodeTypeMime)) e->acceptProposedAction();
+  else QGraphicsView::dragEnterEvent(e);
+}
+
+void CanvasView::dragMoveEvent(QDragMoveEvent* e) {
+  if (e->mimeData()->hasFormat(kNodeTypeMime)) e->acceptProposedAction();
+  else QGraphicsView::dragMoveEvent(e);
+}
+
+void CanvasView::dropEvent(QDropEvent* e) {
+  if (!e->mimeData()->hasFormat(kNodeTypeMime)) return QGraphicsView::dropEvent(e);
+  const std::string type = e->mimeData()->data(kNodeTypeMime).toStdString();
+  (void)dropNodeType(type, mapToScene(e->position().toPoint()));
+  e->acceptProposedAction();
+}
+
+void CanvasView::wheelEvent(QWheelEvent* e) {
+  if (e->modifiers() & Qt::ShiftModifier) return QGraphicsView::wheelEvent(e);  // scroll
+  zoomBy(std::pow(1.0015, e->angleDelta().y()));
+  e->accept();
+}
+
+void CanvasView::keyPressEvent(QKeyEvent* e) {
+  // Space held: drag to pan.
+  if (e->key() == Qt::Key_Space && !e->isAutoRepeat()) {
+    setDragMode(ScrollHandDrag);
+    return;
+  }
+  QGraphicsView::keyPressEvent(e);
+}
+
+void CanvasView::keyReleaseEvent(QKeyEvent* e) {
+  if (e->key() == Qt::Key_Space && !e->isAutoRepeat()) {
+    setDragMode(RubberBandDrag);
+    return;
+  }
+  QGraphicsView::keyReleaseEvent(e);
+}
+
+void CanvasView::mousePressEvent(QMouseEvent* e) {
+  // The middle button pans, as in most node editors.
+  if (e->button() == Qt::MiddleButton) {
+    setDragMode(ScrollHandDrag);
+    QMouseEvent press(e->type(), e->position(), e->globalPosition(), Qt::LeftButton, Qt::LeftButton, e->modifiers());
+    QGraphicsView::mousePressEvent(&press);
+    return;
+  }
+  QGraphicsView::mousePressEvent(e);
+}
+
+void CanvasView::mouseReleaseEvent(QMouseEvent* e) {
+  if (e->button() == Qt::MiddleButton) {
+    QMouseEvent release(e->type(), e->position(), e->globalPosition(), Qt::LeftButton, Qt::NoButton, e->modifiers());
+    QGraphicsView::mouseReleaseEvent(&release);
+    setDragMode(RubberBandDrag);
+    return;
+  }
+  QGraphicsView::mouseReleaseEvent(e);
+}
+
+}  // namespace mls::editor

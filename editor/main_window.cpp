@@ -1,0 +1,576 @@
+#include "editor/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QCryptographicHash>
+#include <QDir>
+#include <QDockWidget>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QSpinBox>
+#include <QStandardItemModel>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QStyle>
+#include <QStyleFactory>
+#include <QTabWidget>
+#include <QToolBar>
+#include <QtConcurrent/QtConcurrent>
+#include <filesystem>
+
+#include "datasets/dataset_spec.h"
+#include "engine/train/progress_line.h"
+
+namespace mls::editor {
+
+namespace {
+
+QString examplePath(const QString& file) { return QString(MLS_RESOURCE_DIR) + "/examples/" + file; }
+
+QPalette darkPalette() {
+  QPalette p;
+  const QColor window(0x25, 0x26, 0x2a), base(0x1d, 0x1e, 0x21), text(0xdc, 0xde, 0xe2), accent(0x3a, 0x7b, 0xd5);
+  p.setColor(QPalette::Window, window);
+  p.setColor(QPalette::WindowText, text);
+  p.setColor(QPalette::Base, base);
+  p.setColor(QPalette::AlternateBase, window);
+  p.setColor(QPalette::ToolTipBase, QColor(0x30, 0x32, 0x37));
+  p.setColor(QPalette::ToolTipText, text);
+  p.setColor(QPalette::PlaceholderText, QColor(0x84, 0x88, 0x90));
+  p.setColor(QPalette::Text, text);
+  p.setColor(QPalette::Button, QColor(0x2e, 0x30, 0x35));
+  p.setColor(QPalette::ButtonText, text);
+  p.setColor(QPalette::Highlight, accent);
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::Link, accent.lighter(130));
+  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x6a, 0x6d, 0x73));
+  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x6a, 0x6d, 0x73));
+  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0x6a, 0x6d, 0x73));
+  return p;
+}
+
+}  // namespace
+
+MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
+    : QMainWindow(parent), options_(std::move(options)), scene_(new CanvasScene(&model_, this)),
+      view_(new CanvasView(scene_)), palette_(new Palette), inspector_(new Inspector(&model_)),
+      console_(new ConsoleWidget(&model_)), run_log_(new QPlainTextEdit), status_label_(new QLabel),
+      summary_label_(new QLabel), progress_(new QProgressBar) {
+  setObjectName("mlstudio.main");
+  setCentralWidget(view_);
+  resize(1440, 900);
+  buildDocks();
+  buildActions();
+  buildToolbar();
+
+  statusBar()->addWidget(status_label_, 1);
+  progress_->setMaximumWidth(260);
+  progress_->setTextVisible(true);
+  progress_->hide();
+  statusBar()->addPermanentWidget(progress_);
+  statusBar()->addPermanentWidget(summary_label_);
+
+  connect(scene_, &CanvasScene::message, this, &MainWindow::showStatus);
+  connect(inspector_, &Inspector::message, this, &MainWindow::showStatus);
+  connect(scene_, &CanvasScene::selectionChangedTo, inspector_, &Inspector::showNode);
+  connect(palette_, &Palette::activated, this, [this](const std::string& type) {
+    (void)view_->dropNodeType(type, view_->mapToScene(view_->viewport()->rect().center()));
+  });
+  connect(&model_, &DocumentModel::changed, this, [this] {
+    updateTitle();
+    syncToolbar();
+    const auto& a = model_.analysis();
+    summary_label_->setText(QString("%1 nodes · %2 params%3")
+                                .arg(model_.doc().nodes.size())
+                                .arg(a.total_params)
+                                .arg(a.complete() ? "" : " · draft"));
+  });
+  connect(&model_, &DocumentModel::datasetChanged, this, &MainWindow::readDataset);
+  connect(model_.undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
+
+  connect(&trainer_, &TrainController::message, this, [this](const QString& m) {
+    run_log_->appendPlainText(m);
+    showStatus(m);
+  });
+  connect(&trainer_, &TrainController::progress, this, [this](const ProgressInfo& i) {
+    progress_->show();
+    progress_->setRange(0, static_cast<int>(i.batches * i.epochs));
+    progress_->setValue(static_cast<int>((i.epoch - 1) * i.batches + i.batch));
+    progress_->setFormat(QString("epoch %1/%2 · loss %3").arg(i.epoch).arg(i.epochs).arg(i.loss, 0, 'f', 4));
+    status_label_->setText(QString("training: epoch %1/%2, step %3/%4, loss %5, %6 samples/s, ETA %7")
+                               .arg(i.epoch)
+                               .arg(i.epochs)
+                               .arg(i.batch)
+                               .arg(i.batches)
+                               .arg(i.loss, 0, 'f', 4)
+                               .arg(i.samples_per_s, 0, 'f', 0)
+                               .arg(QString::fromStdString(format_duration(i.eta_s))));
+  });
+  connect(&trainer_, &TrainController::epochEnded, this, [this](const EpochReport& r) {
+    QString line = QString("epoch %1/%2: train loss %3 (%4 s)").arg(r.epoch).arg(r.epochs).arg(r.train_loss, 0, 'f', 4).arg(r.seconds, 0, 'f', 2);
+    if (r.has_validation) line += ", validation " + QString::fromStdString(runner::eval_text(r.validation));
+    run_log_->appendPlainText(line);
+  });
+  connect(&trainer_, &TrainController::finished, this, [this](const runner::RunOutcome& o) {
+    QString line = QString("run %1 %2: final loss %3").arg(o.run_id).arg(QString::fromStdString(o.status)).arg(o.result.final_loss, 0, 'f', 4);
+    if (o.result.has_test) line += ", test " + QString::fromStdString(runner::eval_text(o.result.test));
+    line += ", recorded in " + QString::fromStdString(o.db);
+    run_log_->appendPlainText(line);
+    showStatus(line);
+    progress_->hide();
+    updateRunState();
+  });
+  connect(&trainer_, &TrainController::failed, this, [this](const QString& m) {
+    run_log_->appendPlainText("error: " + m);
+    showStatus(m, true);
+    progress_->hide();
+    updateRunState();
+  });
+
+  autosave_timer_.setInterval(30'000);
+  connect(&autosave_timer_, &QTimer::timeout, this, &MainWindow::autosave);
+  autosave_timer_.start();
+
+  QSettings s;
+  setDark(s.value("view/dark", true).toBool());
+  newFromTemplate("");
+  updateRunState();
+  if (options_.interactive) QTimer::singleShot(0, this, &MainWindow::offerRecovery);
+}
+
+MainWindow::~MainWindow() {
+  // An orderly exit leaves no autosave behind to recover.
+  QFile::remove(autosavePath());
+  // The scene, docks and console read model_: delete them while it is still alive (Qt
+  // would delete children only after the members are gone).
+  scene_->disconnect();
+  delete takeCentralWidget();
+  delete scene_;
+  for (QDockWidget* d : findChildren<QDockWidget*>(Qt::FindDirectChildrenOnly)) delete d;
+}
+
+void MainWindow::buildDocks() {
+  auto* pal = new QDockWidget("Nodes", this);
+  pal->setObjectName("dock.palette");
+  pal->setWidget(palette_);
+  addDockWidget(Qt::LeftDockWidgetArea, pal);
+  auto* ins = new QDockWidget("Inspector", this);
+  ins->setObjectName("dock.inspector");
+  ins->setWidget(inspector_);
+  addDockWidget(Qt::RightDockWidgetArea, ins);
+  auto* bottom = new QDockWidget("Console", this);
+  bottom->setObjectName("dock.console");
+  auto* tabs = new QTabWidget;
+  tabs->addTab(console_, "Lua console");
+  run_log_->setReadOnly(true);
+  run_log_->setObjectName("run.log");
+  tabs->addTab(run_log_, "Run log");
+  bottom->setWidget(tabs);
+  addDockWidget(Qt::BottomDockWidgetArea, bottom);
+  resizeDocks({pal, ins}, {230, 300}, Qt::Horizontal);
+  resizeDocks({bottom}, {190}, Qt::Vertical);
+}
+
+void MainWindow::buildActions() {
+  QStyle* st = style();
+  QMenu* file = menuBar()->addMenu("&File");
+  QMenu* templates = file->addMenu("&New");
+  const std::pair<const char*, const char*> kTemplates[] = {
+      {"Empty project", ""},
+      {"Logistic regression (two blobs)", "two-blobs-logistic.mls"},
+      {"MLP (Fashion-MNIST)", "fashion-mnist-mlp.mls"},
+      {"CNN (Fashion-MNIST)", "fashion-mnist-cnn.mls"},
+      {"Residual CNN (Fashion-MNIST)", "fashion-mnist-resnet.mls"},
+  };
+  for (const auto& [label, f] : kTemplates) {
+    QAction* a = templates->addAction(label);
+    if (QString(f).isEmpty()) a->setShortcut(QKeySequence::New);
+    connect(a, &QAction::triggered, this, [this, f = QString(f)] {
+      if (maybeSave()) newFromTemplate(f);
+    });
+  }
+  QAction* open = file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), "&Open…", QKeySequence::Open);
+  connect(open, &QAction::triggered, this, [this] {
+    if (!maybeSave()) return;
+    const QString p = QFileDialog::getOpenFileName(this, "Open project", QString(), "mlstudio projects (*.mls)");
+    if (!p.isEmpty()) (void)openFile(p);
+  });
+  recent_menu_ = file->addMenu("Open &Recent");
+  rebuildRecentMenu();
+  QAction* save = file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), "&Save", QKeySequence::Save);
+  connect(save, &QAction::triggered, this, [this] {
+    QString p = QString::fromStdString(model_.path());
+    if (p.isEmpty()) p = QFileDialog::getSaveFileName(this, "Save project", "untitled.mls", "mlstudio projects (*.mls)");
+    if (!p.isEmpty()) (void)saveTo(p);
+  });
+  QAction* save_as = file->addAction("Save &As…", QKeySequence::SaveAs);
+  connect(save_as, &QAction::triggered, this, [this] {
+    const QString p = QFileDialog::getSaveFileName(this, "Save project as", QString::fromStdString(model_.path()),
+                                                   "mlstudio projects (*.mls)");
+    if (!p.isEmpty()) (void)saveTo(p);
+  });
+  file->addSeparator();
+  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* edit = menuBar()->addMenu("&Edit");
+  QAction* undo = model_.undoStack()->createUndoAction(this, "&Undo");
+  undo->setShortcut(QKeySequence::Undo);
+  QAction* redo = model_.undoStack()->createRedoAction(this, "&Redo");
+  redo->setShortcut(QKeySequence::Redo);
+  edit->addAction(undo);
+  edit->addAction(redo);
+  edit->addSeparator();
+  edit->addAction("&Copy", QKeySequence::Copy, scene_, &CanvasScene::copySelection);
+  edit->addAction("&Paste", QKeySequence::Paste, scene_, &CanvasScene::paste);
+  edit->addAction("Cu&t", QKeySequence::Cut, this, [this] {
+    scene_->copySelection();
+    scene_->deleteSelection();
+  });
+  QAction* del = edit->addAction("&Delete", scene_, &CanvasScene::deleteSelection);
+  del->setShortcuts({QKeySequence::Delete, QKeySequence(Qt::Key_Backspace)});
+  edit->addAction("Select &All", QKeySequence::SelectAll, this, [this] {
+    for (QGraphicsItem* it : scene_->items()) it->setSelected(true);
+  });
+  edit->addSeparator();
+  edit->addAction("&Find node type", QKeySequence::Find, this, [this] {
+    palette_->search()->setFocus();
+    palette_->search()->selectAll();
+  });
+
+  QMenu* view = menuBar()->addMenu("&View");
+  view->addAction("Zoom &In", QKeySequence::ZoomIn, this, [this] { view_->zoomBy(1.2); });
+  view->addAction("Zoom &Out", QKeySequence::ZoomOut, this, [this] { view_->zoomBy(1 / 1.2); });
+  view->addAction("&Fit", QKeySequence(Qt::CTRL | Qt::Key_0), view_, &CanvasView::fitAll);
+  view->addAction("&Auto-layout", QKeySequence(Qt::CTRL | Qt::Key_L), this, [this] {
+    scene_->autoLayout();
+    view_->fitAll();
+  });
+  view->addSeparator();
+  dark_act_ = view->addAction("&Dark theme");
+  dark_act_->setCheckable(true);
+  connect(dark_act_, &QAction::toggled, this, &MainWindow::setDark);
+  view->addSeparator();
+  for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+
+  QMenu* run = menuBar()->addMenu("&Run");
+  train_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaPlay), "&Train", QKeySequence(Qt::Key_F5), this,
+                              [this] { (void)train(); });
+  pause_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaPause), "&Pause", QKeySequence(Qt::Key_F6));
+  pause_act_->setCheckable(true);
+  connect(pause_act_, &QAction::toggled, this, [this](bool on) {
+    trainer_.setPaused(on);
+    showStatus(on ? "paused between steps (Pause again to go on)" : "training");
+  });
+  stop_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5), this,
+                             [this] {
+                               trainer_.stop();
+                               showStatus("stopping after this step…");
+                             });
+
+  QMenu* help = menuBar()->addMenu("&Help");
+  help->addAction("&About mlstudio", this, [this] {
+    QMessageBox::about(this, "mlstudio",
+                       "<b>mlstudio " MLSTUDIO_VERSION "</b><br>Build, train and inspect neural networks.<br><br>"
+                       "Drag nodes from the palette, link outputs to inputs, press Train (F5).<br>"
+                       "Headless: <code>mlstudio --run project.mls</code>");
+  });
+}
+
+void MainWindow::buildToolbar() {
+  QToolBar* tb = addToolBar("Run");
+  tb->setObjectName("toolbar.run");
+  tb->setMovable(false);
+  tb->addWidget(new QLabel(" Device "));
+  device_ = new QComboBox;
+  device_->addItem("cpu");
+  for (const char* d : {"vulkan", "cuda"}) {
+    device_->addItem(QString(d) + " (not in this build)");
+    auto* m = static_cast<QStandardItemModel*>(device_->model());
+    m->item(device_->count() - 1)->setEnabled(false);
+  }
+  tb->addWidget(device_);
+  tb->addSeparator();
+  tb->addWidget(new QLabel(" Epochs "));
+  epochs_ = new QSpinBox;
+  epochs_->setRange(1, 100000);
+  epochs_->setObjectName("toolbar.epochs");
+  tb->addWidget(epochs_);
+  tb->addWidget(new QLabel("  Batch "));
+  batch_ = new QSpinBox;
+  batch_->setRange(1, 1 << 20);
+  batch_->setObjectName("toolbar.batch");
+  tb->addWidget(batch_);
+  tb->addWidget(new QLabel("  LR "));
+  lr_ = new QDoubleSpinBox;
+  lr_->setDecimals(5);
+  lr_->setRange(1e-5, 10);
+  lr_->setSingleStep(0.001);
+  lr_->setObjectName("toolbar.lr");
+  tb->addWidget(lr_);
+  for (QAbstractSpinBox* s : std::initializer_list<QAbstractSpinBox*>{epochs_, batch_, lr_}) s->setKeyboardTracking(false);
+  // The toolbar edits the project's training settings (undoable), so a saved project
+  // reproduces the GUI's run with `mlstudio --run`.
+  auto push = [this](nlohmann::json patch) {
+    if (syncing_toolbar_) return;
+    if (auto r = model_.push(nodes::make_set_training(model_.doc(), patch)); !r)
+      showStatus(QString::fromStdString(r.error().message), true);
+  };
+  connect(epochs_, &QSpinBox::valueChanged, this, [push](int v) { push({{"epochs", v}}); });
+  connect(batch_, &QSpinBox::valueChanged, this, [push](int v) { push({{"batch_size", v}}); });
+  connect(lr_, &QDoubleSpinBox::valueChanged, this, [push](double v) { push({{"optimizer", {{"lr", v}}}}); });
+  tb->addSeparator();
+  tb->addAction(train_act_);
+  tb->addAction(pause_act_);
+  tb->addAction(stop_act_);
+}
+
+void MainWindow::syncToolbar() {
+  syncing_toolbar_ = true;
+  const nodes::TrainingSpec& t = model_.doc().training;
+  epochs_->setValue(static_cast<int>(t.epochs));
+  batch_->setValue(static_cast<int>(t.batch_size));
+  lr_->setValue(t.optimizer.lr);
+  syncing_toolbar_ = false;
+}
+
+void MainWindow::setDark(bool dark) {
+  QApplication::setStyle(QStyleFactory::create("Fusion"));
+  QApplication::setPalette(dark ? darkPalette() : QApplication::style()->standardPalette());
+  if (dark_act_ && dark_act_->isChecked() != dark) dark_act_->setChecked(dark);
+  QSettings().setValue("view/dark", dark);
+  scene_->update();
+}
+
+void MainWindow::showStatus(const QString& text, bool error) {
+  status_label_->setText(text);
+  status_label_->setStyleSheet(error ? "color: #e05555;" : "");
+  status_label_->setToolTip(text);
+}
+
+QString MainWindow::statusText() const { return status_label_->text(); }
+
+void MainWindow::updateTitle() {
+  const QString name = model_.path().empty() ? "untitled" : QFileInfo(QString::fromStdString(model_.path())).fileName();
+  setWindowTitle(name + (model_.isModified() ? " •" : "") + " — mlstudio");
+}
+
+void MainWindow::updateRunState() {
+  const bool running = trainer_.running();
+  train_act_->setEnabled(!running);
+  pause_act_->setEnabled(running);
+  stop_act_->setEnabled(running);
+  if (!running && pause_act_->isChecked()) pause_act_->setChecked(false);
+}
+
+void MainWindow::readDataset() {
+  // Reading the data (headers, or a whole small file) happens off the GUI thread; only the
+  // newest request is applied.
+  const int request = ++dataset_request_;
+  const data::DatasetSpec spec = model_.doc().dataset;
+  const std::string base = model_.path().empty()
+                               ? std::filesystem::current_path().string()
+                               : std::filesystem::absolute(model_.path()).parent_path().string();
+  showStatus("reading the dataset…");
+  auto* watcher = new QFutureWatcher<Result<nodes::InferContext>>(this);
+  connect(watcher, &QFutureWatcher<Result<nodes::InferContext>>::finished, this, [this, watcher, request] {
+    watcher->deleteLater();
+    if (request != dataset_request_) return;
+    Result<nodes::InferContext> r = watcher->result();
+    if (r) {
+      model_.setDataContext(*r);
+      showStatus("ready");
+    } else {
+      model_.setDataContext(std::nullopt, QString::fromStdString(r.error().message));
+      showStatus("dataset: " + QString::fromStdString(r.error().message), true);
+    }
+  });
+  watcher->setFuture(QtConcurrent::run([spec, base]() -> Result<nodes::InferContext> {
+    auto splits = data::open_dataset(spec, base, 0, /*prefetch=*/false);
+    if (!splits) return splits.error();
+    return nodes::InferContext{splits->sample_shape, splits->num_classes,
+                               splits->target_kind == TargetKind::Values ? splits->target_shape : Shape{}};
+  }));
+}
+
+Result<void> MainWindow::openFile(const QString& path) {
+  auto r = model_.load(path.toStdString());
+  if (!r) {
+    showStatus(QString::fromStdString(r.error().message), true);
+    if (options_.interactive)
+      QMessageBox::warning(this, "Cannot open " + QFileInfo(path).fileName(), QString::fromStdString(r.error().message));
+    return r;
+  }
+  addRecent(path);
+  QString note = "opened " + path;
+  if (!model_.doc().warnings.empty()) note += " (" + QString::fromStdString(model_.doc().warnings[0]) + ")";
+  if (!model_.analysis().problems.empty()) note += " — draft: " + QString::fromStdString(model_.analysis().problems[0]);
+  showStatus(note);
+  view_->fitAll();
+  return {};
+}
+
+Result<void> MainWindow::saveTo(const QString& path) {
+  auto r = model_.saveAs(path.toStdString());
+  if (!r) {
+    showStatus(QString::fromStdString(r.error().message), true);
+    if (options_.interactive) QMessageBox::critical(this, "Cannot save", QString::fromStdString(r.error().message));
+    return r;
+  }
+  QFile::remove(autosavePath());
+  addRecent(path);
+  updateTitle();
+  showStatus("saved " + path);
+  return {};
+}
+
+void MainWindow::newFromTemplate(const QString& example_file) {
+  if (example_file.isEmpty()) {
+    nodes::Document d;
+    d.name = "untitled";
+    d.dataset.source = "fashion-mnist";
+    model_.reset(std::move(d));
+  } else {
+    auto doc = nodes::load_document(examplePath(example_file).toStdString(), nodes::GraphCheck::Draft);
+    if (!doc) {
+      showStatus(QString::fromStdString(doc.error().message), true);
+      return;
+    }
+    // A template is a new, unsaved project; its data paths are absolute or packaged.
+    model_.reset(std::move(*doc));
+  }
+  showStatus(example_file.isEmpty() ? "new project: drag nodes from the palette" : "new project from " + example_file);
+  view_->fitAll();
+}
+
+bool MainWindow::maybeSave() {
+  if (!model_.isModified() || !options_.interactive) return true;
+  const auto answer = QMessageBox::question(this, "Unsaved changes",
+                                            "Save the changes to " +
+                                                (model_.path().empty() ? QString("the untitled project")
+                                                                       : QString::fromStdString(model_.path())) +
+                                                "?",
+                                            QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+  if (answer == QMessageBox::Cancel) return false;
+  if (answer == QMessageBox::Discard) return true;
+  QString p = QString::fromStdString(model_.path());
+  if (p.isEmpty()) p = QFileDialog::getSaveFileName(this, "Save project", "untitled.mls", "mlstudio projects (*.mls)");
+  return !p.isEmpty() && saveTo(p).ok();
+}
+
+bool MainWindow::train() {
+  if (trainer_.running()) return false;
+  const auto& a = model_.analysis();
+  if (!a.complete()) {
+    QString why = !a.problems.empty() ? QString::fromStdString(a.problems[0]) : "some nodes have no shape yet";
+    for (const auto& [id, n] : a.nodes)
+      if (!n.error.empty()) {
+        why = QString::fromStdString("node '" + id + "': " + n.error);
+        scene_->selectNode(id);
+        break;
+      }
+    showStatus("cannot train yet: " + why, true);
+    return false;
+  }
+  // The run reads the project from its file, as `--run` does: a saved project is saved
+  // first; an untitled one trains from a snapshot beside the autosave.
+  std::string path = model_.path();
+  if (path.empty()) {
+    const QString snap = QFileInfo(autosavePath()).dir().filePath("untitled-train.mls");
+    QDir().mkpath(QFileInfo(snap).path());
+    if (auto r = nodes::save_document(model_.doc(), snap.toStdString()); !r) {
+      showStatus(QString::fromStdString(r.error().message), true);
+      return false;
+    }
+    path = snap.toStdString();
+  } else if (model_.isModified()) {
+    if (!saveTo(QString::fromStdString(path)).ok()) return false;
+  }
+  runner::RunRequest req;
+  req.project.path = path;
+  req.db = options_.db;
+  run_log_->appendPlainText("training " + QString::fromStdString(path) + " (runs in " + QString::fromStdString(req.db) + ")");
+  const bool ok = trainer_.start(req);
+  updateRunState();
+  return ok;
+}
+
+QString MainWindow::autosavePath() const {
+  QString dir = options_.autosave_dir.empty()
+                    ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/autosave"
+                    : QString::fromStdString(options_.autosave_dir);
+  // One autosave per window: the process id keeps two editors apart.
+  return dir + QString("/autosave-%1.mls").arg(QCoreApplication::applicationPid());
+}
+
+void MainWindow::autosave() {
+  if (!model_.isModified()) return;
+  const QString p = autosavePath();
+  QDir().mkpath(QFileInfo(p).path());
+  if (auto r = nodes::save_document(model_.doc(), p.toStdString()); !r) {
+    showStatus("autosave failed: " + QString::fromStdString(r.error().message), true);
+    return;
+  }
+  // Where it came from, so a recovery can offer to save it back there.
+  QSettings().setValue("autosave/" + QFileInfo(p).fileName(), QString::fromStdString(model_.path()));
+}
+
+void MainWindow::offerRecovery() {
+  const QDir dir = QFileInfo(autosavePath()).dir();
+  for (const QFileInfo& f : dir.entryInfoList({"autosave-*.mls"}, QDir::Files, QDir::Time)) {
+    if (f.absoluteFilePath() == QFileInfo(autosavePath()).absoluteFilePath()) continue;
+    const QString origin = QSettings().value("autosave/" + f.fileName()).toString();
+    const auto answer = QMessageBox::question(
+        this, "Recover unsaved work",
+        "mlstudio did not close cleanly. Recover the unsaved changes to " +
+            (origin.isEmpty() ? QString("an untitled project") : origin) + " (autosaved " +
+            f.lastModified().toString("yyyy-MM-dd hh:mm") + ")?",
+        QMessageBox::Yes | QMessageBox::No);
+    if (answer == QMessageBox::Yes) {
+      auto doc = nodes::load_document(f.absoluteFilePath().toStdString(), nodes::GraphCheck::Draft);
+      if (doc) {
+        model_.reset(std::move(*doc), origin.toStdString());
+        // Recovered content differs from the file on disk: mark it unsaved.
+        (void)model_.push(nodes::make_set_training(model_.doc(), nlohmann::json::object()));
+        showStatus("recovered unsaved work" + (origin.isEmpty() ? QString() : " of " + origin));
+      }
+    }
+    QFile::remove(f.absoluteFilePath());
+    QSettings().remove("autosave/" + f.fileName());
+    break;
+  }
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings s;
+  QStringList list = s.value("files/recent").toStringList();
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  list.removeAll(abs);
+  list.prepend(abs);
+  while (list.size() > 10) list.removeLast();
+  s.setValue("files/recent", list);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recent_menu_->clear();
+  const QStringList list = QSettings().value("files/recent").toStringList();
+  for (const QString& p : list)
+    recent_menu_->addAction(p, this, [this, p] {
+      if (maybeSave()) (void)openFile(p);
+    });
+  recent_menu_->setEnabled(!list.isEmpty());
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (!maybeSave()) return e->ignore();
+  trainer_.stop();
+  e->accept();
+}
+
+}  // namespace mls::editor

@@ -1,0 +1,103 @@
+// The editor's main window: palette, canvas, inspector, Lua console and run log docks,
+// the run toolbar and the status bar, menus with shortcuts for everything frequent, files
+// (templates, open, save, recent, autosave and recovery) and training on a worker thread.
+#pragma once
+
+#include <QLabel>
+#include <QMainWindow>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QTimer>
+#include <string>
+
+#include "editor/canvas.h"
+#include "editor/console_dock.h"
+#include "editor/document_model.h"
+#include "editor/inspector.h"
+#include "editor/palette.h"
+#include "editor/train_controller.h"
+
+class QAction;
+class QComboBox;
+class QDoubleSpinBox;
+class QMenu;
+class QSpinBox;
+
+namespace mls::editor {
+
+struct MainWindowOptions {
+  // False in tests: no modal questions (unsaved changes are discarded, recovery skipped).
+  bool interactive = true;
+  std::string db = "mlstudio-runs.db";  // where GUI runs are recorded, as `--run`'s default
+  std::string autosave_dir;             // "" : the user's data folder
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(MainWindowOptions options = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // File operations; errors are shown and returned.
+  Result<void> openFile(const QString& path);
+  Result<void> saveTo(const QString& path);
+  void newFromTemplate(const QString& example_file);  // "" : an empty project
+  bool maybeSave();  // true when it is fine to drop the current document
+
+  // Training with the toolbar's settings; false when the graph cannot train yet.
+  bool train();
+  void setDark(bool dark);
+
+  DocumentModel* model() { return &model_; }
+  CanvasScene* scene() { return scene_; }
+  CanvasView* view() { return view_; }
+  Palette* palette() { return palette_; }
+  Inspector* inspector() { return inspector_; }
+  ConsoleWidget* console() { return console_; }
+  TrainController* trainer() { return &trainer_; }
+  QPlainTextEdit* runLog() { return run_log_; }
+  QString statusText() const;
+  // Writes the autosave copy now (the timer does it every 30 s while there are changes).
+  void autosave();
+  QString autosavePath() const;
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+
+ private:
+  void buildActions();
+  void buildDocks();
+  void buildToolbar();
+  void updateTitle();
+  void updateRunState();
+  void syncToolbar();
+  void showStatus(const QString& text, bool error = false);
+  void readDataset();
+  void addRecent(const QString& path);
+  void rebuildRecentMenu();
+  void offerRecovery();
+
+  MainWindowOptions options_;
+  DocumentModel model_;
+  CanvasScene* scene_;
+  CanvasView* view_;
+  Palette* palette_;
+  Inspector* inspector_;
+  ConsoleWidget* console_;
+  QPlainTextEdit* run_log_;
+  TrainController trainer_;
+  QLabel* status_label_;
+  QLabel* summary_label_;
+  QProgressBar* progress_;
+  QTimer autosave_timer_;
+  QComboBox* device_;
+  QSpinBox* epochs_;
+  QSpinBox* batch_;
+  QDoubleSpinBox* lr_;
+  QAction *train_act_, *pause_act_, *stop_act_, *dark_act_;
+  QMenu* recent_menu_;
+  int dataset_request_ = 0;
+  bool syncing_toolbar_ = false;
+};
+
+}  // namespace mls::editor

@@ -1,0 +1,197 @@
+#include "editor/node_item.h"
+
+#include <QApplication>
+#include <QPainter>
+#include <QPalette>
+#include <QStyleOptionGraphicsItem>
+
+namespace mls::editor {
+
+QColor categoryColor(const std::string& category) {
+  if (category == "Data") return QColor(0x3d, 0x8b, 0x5a);
+  if (category == "Layers") return QColor(0x3a, 0x6e, 0xa5);
+  if (category == "Activations") return QColor(0xb0, 0x7b, 0x2c);
+  if (category == "Losses") return QColor(0xa8, 0x3e, 0x4a);
+  if (category == "Merge") return QColor(0x6d, 0x55, 0xa3);
+  if (category == "Sequence") return QColor(0x2e, 0x8a, 0x8a);
+  return QColor(0x66, 0x66, 0x66);
+}
+
+namespace {
+
+QString withThousands(int64_t n) {
+  QString s = QString::number(n);
+  for (int i = s.size() - 3; i > 0; i -= 3) s.insert(i, ',');
+  return s;
+}
+
+QString shapeText(const Shape& s) { return QString::fromStdString(nodes::format_shape(s)); }
+
+}  // namespace
+
+NodeItem::NodeItem(std::string id, const nodes::NodeTypeDef* def) : id_(std::move(id)), def_(def) {
+  setFlags(ItemIsMovable | ItemIsSelectable | ItemSendsGeometryChanges);
+  setAcceptHoverEvents(true);
+  setZValue(1);
+}
+
+double NodeItem::height() const {
+  size_t rows = def_ ? std::max(def_->inputs.size(), def_->outputs.size()) : 1;
+  return kHeader + static_cast<double>(std::max<size_t>(rows, 1)) * kRow + kFooter;
+}
+
+QRectF NodeItem::boundingRect() const { return QRectF(-kPortRadius - 2, -2, kWidth + 2 * kPortRadius + 4, height() + 4); }
+
+QPointF NodeItem::portLocalPos(bool output, size_t index) const {
+  return QPointF(output ? kWidth : 0, kHeader + (static_cast<double>(index) + 0.5) * kRow);
+}
+
+QPointF NodeItem::portScenePos(bool output, const std::string& port) const {
+  if (!def_) return scenePos();
+  const int i = output ? def_->output_index(port) : def_->input_index(port);
+  return mapToScene(portLocalPos(output, static_cast<size_t>(std::max(i, 0))));
+}
+
+std::optional<PortRef> NodeItem::portAt(const QPointF& scene_pos) const {
+  if (!def_) return std::nullopt;
+  const QPointF local = mapFromScene(scene_pos);
+  auto near = [&](QPointF c) { return QLineF(c, local).length() <= kPortRadius + 5; };
+  for (size_t i = 0; i < def_->inputs.size(); ++i)
+    if (near(portLocalPos(false, i))) return PortRef{id_, def_->inputs[i].name, false};
+  for (size_t i = 0; i < def_->outputs.size(); ++i)
+    if (near(portLocalPos(true, i))) return PortRef{id_, def_->outputs[i].name, true};
+  return std::nullopt;
+}
+
+void NodeItem::setAnalysis(const nodes::NodeAnalysis& a) {
+  analysis_ = a;
+  QString tip = def_ ? QString::fromStdString(def_->display_name + " (" + def_->id + ")\n" + def_->doc) : QString();
+  if (!a.error.empty()) tip += "\n\nError: " + QString::fromStdString(a.error);
+  else if (!a.waiting.empty()) tip += "\n\n" + QString::fromStdString(a.waiting);
+  setToolTip(tip);
+  update();
+}
+
+void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget*) {
+  const QPalette pal = QApplication::palette();
+  const bool dark = pal.color(QPalette::Window).lightness() < 128;
+  const QRectF body(0, 0, kWidth, height());
+  const bool selected = option->state & QStyle::State_Selected;
+  const bool failed = !analysis_.error.empty();
+  p->setRenderHint(QPainter::Antialiasing);
+
+  QColor fill = dark ? QColor(0x2b, 0x2d, 0x31) : QColor(0xfb, 0xfb, 0xfc);
+  QPen border(failed ? QColor(0xd6, 0x3c, 0x3c) : selected ? QColor(0xf0, 0xb4, 0x29) : (dark ? QColor(0x50, 0x53, 0x58) : QColor(0xb8, 0xbc, 0xc2)),
+              failed || selected ? 2.2 : 1.0);
+  p->setPen(border);
+  p->setBrush(fill);
+  p->drawRoundedRect(body, 7, 7);
+
+  // Header in the category's colour.
+  const QColor head = categoryColor(def_ ? def_->category : "");
+  QPainterPath hp;
+  hp.addRoundedRect(QRectF(0, 0, kWidth, kHeader), 7, 7);
+  QPainterPath cut;
+  cut.addRect(QRectF(0, kHeader - 8, kWidth, 8));
+  p->setPen(Qt::NoPen);
+  p->setBrush(head);
+  p->drawPath(hp.united(cut));
+  p->setPen(Qt::white);
+  QFont f = p->font();
+  f.setBold(true);
+  f.setPointSizeF(9.5);
+  p->setFont(f);
+  p->drawText(QRectF(8, 3, kWidth - 16, 17), Qt::AlignLeft | Qt::AlignVCenter,
+              QFontMetrics(f).elidedText(QString::fromStdString(id_), Qt::ElideRight, static_cast<int>(kWidth - 16)));
+  f.setBold(false);
+  f.setPointSizeF(8);
+  p->setFont(f);
+  p->setPen(QColor(255, 255, 255, 210));
+  p->drawText(QRectF(8, 19, kWidth - 16, 15), Qt::AlignLeft | Qt::AlignVCenter,
+              QString::fromStdString(def_ ? def_->display_name : "unknown type"));
+
+  // Ports.
+  const QColor text = pal.color(QPalette::WindowText);
+  auto drawPort = [&](bool output, size_t i, const nodes::PortDef& port) {
+    const QPointF c = portLocalPos(output, i);
+    const bool lit = highlight_ && highlight_->output == output && highlight_->port == port.name;
+    const QColor pc = port.kind == nodes::PortKind::Labels ? QColor(0xd9, 0x8e, 0x3a) : QColor(0x4e, 0xa0, 0xe6);
+    p->setPen(QPen(lit ? QColor(0xf0, 0xb4, 0x29) : pc.darker(130), lit ? 2.5 : 1.2));
+    p->setBrush(lit ? QColor(0xf0, 0xb4, 0x29) : pc);
+    p->drawEllipse(c, kPortRadius, kPortRadius);
+    p->setPen(text);
+    const QRectF r = output ? QRectF(kWidth / 2, c.y() - 9, kWidth / 2 - 10, 18) : QRectF(10, c.y() - 9, kWidth / 2 - 10, 18);
+    p->drawText(r, (output ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter, QString::fromStdString(port.name));
+  };
+  if (def_) {
+    for (size_t i = 0; i < def_->inputs.size(); ++i) drawPort(false, i, def_->inputs[i]);
+    for (size_t i = 0; i < def_->outputs.size(); ++i) drawPort(true, i, def_->outputs[i]);
+  }
+
+  // Footer: the output shape and parameter count, or why there is none.
+  const QRectF foot(8, height() - kFooter, kWidth - 16, kFooter - 3);
+  QString line;
+  QColor lc = text;
+  if (failed) {
+    line = "⚠ " + QString::fromStdString(analysis_.error);
+    lc = QColor(0xd6, 0x3c, 0x3c);
+  } else if (analysis_.inferred) {
+    if (!analysis_.outputs.empty()) line = shapeText(analysis_.outputs[0]);
+    if (analysis_.params > 0) line += (line.isEmpty() ? "" : "  ·  ") + withThousands(analysis_.params) + " params";
+  } else {
+    line = QString::fromStdString(analysis_.waiting);
+    lc = pal.color(QPalette::PlaceholderText);
+  }
+  p->setPen(lc);
+  p->drawText(foot, Qt::AlignLeft | Qt::AlignVCenter,
+              QFontMetrics(p->font()).elidedText(line, Qt::ElideRight, static_cast<int>(foot.width())));
+}
+
+WireItem::WireItem(nodes::LinkDoc link, QPointF from, QPointF to, QString label, bool ok)
+    : link_(std::move(link)), path_(curve(from, to)), label_(std::move(label)), ok_(ok) {
+  setZValue(0);
+  setToolTip(QString::fromStdString(link_.from_node + ":" + link_.from_port + " → " + link_.to_node + ":" + link_.to_port) +
+             (label_.isEmpty() ? QString() : "\nshape " + label_));
+  setFlags(ItemIsSelectable);
+}
+
+QPainterPath WireItem::curve(QPointF from, QPointF to) {
+  QPainterPath path(from);
+  const double dx = std::max(40.0, std::abs(to.x() - from.x()) * 0.5);
+  path.cubicTo(from + QPointF(dx, 0), to - QPointF(dx, 0), to);
+  return path;
+}
+
+QRectF WireItem::boundingRect() const { return path_.boundingRect().adjusted(-60, -20, 60, 20); }
+
+QPainterPath WireItem::shape() const {
+  QPainterPathStroker s;
+  s.setWidth(10);
+  return s.createStroke(path_);
+}
+
+void WireItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget*) {
+  const bool dark = QApplication::palette().color(QPalette::Window).lightness() < 128;
+  p->setRenderHint(QPainter::Antialiasing);
+  const bool selected = option->state & QStyle::State_Selected;
+  QColor c = ok_ ? (dark ? QColor(0x8a, 0xa4, 0xc8) : QColor(0x55, 0x6f, 0x94)) : QColor(0x99, 0x99, 0x99);
+  if (selected) c = QColor(0xf0, 0xb4, 0x29);
+  p->setPen(QPen(c, selected ? 3 : 2));
+  p->setBrush(Qt::NoBrush);
+  p->drawPath(path_);
+  if (label_.isEmpty()) return;
+  QFont f = p->font();
+  f.setPointSizeF(7.5);
+  p->setFont(f);
+  const QPointF mid = path_.pointAtPercent(0.5);
+  const QFontMetrics fm(f);
+  QRectF r(0, 0, fm.horizontalAdvance(label_) + 10, fm.height() + 2);
+  r.moveCenter(mid);
+  p->setPen(Qt::NoPen);
+  p->setBrush(dark ? QColor(0x1e, 0x1f, 0x22, 230) : QColor(0xff, 0xff, 0xff, 235));
+  p->drawRoundedRect(r, 4, 4);
+  p->setPen(dark ? QColor(0xc8, 0xd4, 0xe6) : QColor(0x33, 0x44, 0x5c));
+  p->drawText(r, Qt::AlignCenter, label_);
+}
+
+}  // namespace mls::editor

@@ -1,0 +1,78 @@
+// One document node drawn on the canvas: title, type, ports, and what the analysis says
+// (output shape and parameter count, or the error at this node). Holds no document state
+// of its own beyond what the scene copied in on the last sync.
+#pragma once
+
+#include <QGraphicsItem>
+#include <QString>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nodes/analysis.h"
+#include "nodes/catalogue.h"
+
+namespace mls::editor {
+
+struct PortRef {
+  std::string node, port;
+  bool output = false;
+  std::string key() const { return node + ":" + port; }
+};
+
+class NodeItem : public QGraphicsItem {
+ public:
+  static constexpr double kWidth = 150, kHeader = 38, kRow = 20, kFooter = 22, kPortRadius = 5.5;
+  enum { Type = UserType + 1 };
+
+  NodeItem(std::string id, const nodes::NodeTypeDef* def);
+  int type() const override { return Type; }
+  QRectF boundingRect() const override;
+  void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+
+  const std::string& id() const { return id_; }
+  const nodes::NodeTypeDef* def() const { return def_; }
+  void setId(std::string id) { id_ = std::move(id); update(); }
+  void setAnalysis(const nodes::NodeAnalysis& a);
+
+  // The port under a scene position (within a few pixels), if any.
+  std::optional<PortRef> portAt(const QPointF& scene_pos) const;
+  QPointF portScenePos(bool output, const std::string& port) const;
+  // Colour the ports a dragged wire may end on.
+  void setHighlight(const std::optional<PortRef>& port) { highlight_ = port; update(); }
+
+ private:
+  double height() const;
+  QPointF portLocalPos(bool output, size_t index) const;
+
+  std::string id_;
+  const nodes::NodeTypeDef* def_;
+  nodes::NodeAnalysis analysis_;
+  std::optional<PortRef> highlight_;
+};
+
+// A link, drawn as a cubic curve from an output port to an input port, with the shape
+// that flows along it written at its middle.
+class WireItem : public QGraphicsItem {
+ public:
+  enum { Type = UserType + 2 };
+  WireItem(nodes::LinkDoc link, QPointF from, QPointF to, QString label, bool ok);
+  int type() const override { return Type; }
+  QRectF boundingRect() const override;
+  QPainterPath shape() const override;
+  void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+  const nodes::LinkDoc& link() const { return link_; }
+  const QString& label() const { return label_; }
+  static QPainterPath curve(QPointF from, QPointF to);
+
+ private:
+  nodes::LinkDoc link_;
+  QPainterPath path_;
+  QString label_;
+  bool ok_;
+};
+
+// The header colour of a palette category ("Layers", "Losses", ...).
+QColor categoryColor(const std::string& category);
+
+}  // namespace mls::editor

@@ -1,0 +1,60 @@
+// A QApplication for the editor tests (under Xvfb in `make test`; offscreen when there is no
+// display) and a main window that asks no questions and writes only into a temp folder.
+#pragma once
+
+#include <QApplication>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTest>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <memory>
+
+#include "editor/main_window.h"
+#include "engine/core/op.h"
+#include "tests/common/temp_dir.h"
+
+namespace mls::test {
+
+inline QApplication& qt_app() {
+  static int argc = 1;
+  static char name[] = "editor_tests";
+  static char* argv[] = {name, nullptr};
+  static QApplication* app = [] {
+    if (!std::getenv("DISPLAY")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    QCoreApplication::setOrganizationName("mlstudio-tests");
+    QSettings::setDefaultFormat(QSettings::IniFormat);
+    engine_init();
+    return new QApplication(argc, argv);
+  }();
+  return *app;
+}
+
+struct EditorFixture {
+  TempDir dir{"mls_editor"};
+  std::unique_ptr<editor::MainWindow> window;
+  EditorFixture() {
+    qt_app();
+    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, QString::fromStdString(dir.str()));
+    editor::MainWindowOptions o;
+    o.interactive = false;
+    o.db = dir.file("runs.db");
+    o.autosave_dir = dir.file("autosave");
+    window = std::make_unique<editor::MainWindow>(o);
+    window->resize(1400, 900);
+    window->show();
+    REQUIRE(QTest::qWaitForWindowExposed(window.get()));
+  }
+  // Opens an example and waits until the dataset description arrived (shapes are known).
+  void open_example(const char* name) {
+    REQUIRE(window->openFile(QString(MLS_SOURCE_DIR "/resources/examples/") + name).ok());
+    wait_for_data();
+  }
+  void wait_for_data() {
+    for (int i = 0; i < 600 && !window->model()->dataContext(); ++i) QTest::qWait(20);
+    REQUIRE(window->model()->dataContext().has_value());
+  }
+  QPoint view_point(QPointF scene_pos) const { return window->view()->mapFromScene(scene_pos); }
+};
+
+}  // namespace mls::test
