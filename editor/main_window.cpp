@@ -286,6 +286,7 @@ void MainWindow::buildToolbar() {
   QToolBar* tb = addToolBar("Run");
   tb->setObjectName("toolbar.run");
   tb->setMovable(false);
+  tb->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
   tb->addWidget(new QLabel(" Device "));
   device_ = new QComboBox;
   device_->addItem("cpu");

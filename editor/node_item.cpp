@@ -187,6 +187,9 @@ void WireItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   const QFontMetrics fm(f);
   QRectF r(0, 0, fm.horizontalAdvance(label_) + 10, fm.height() + 2);
   r.moveCenter(mid);
+  // On a short wire between close nodes the label would cover the port names: lift it.
+  const QPointF span = path_.pointAtPercent(1) - path_.pointAtPercent(0);
+  if (std::abs(span.x()) < r.width() + 24) r.moveBottom(mid.y() - 12);
   p->setPen(Qt::NoPen);
   p->setBrush(dark ? QColor(0x1e, 0x1f, 0x22, 230) : QColor(0xff, 0xff, 0xff, 235));
   p->drawRoundedRect(r, 4, 4);
