@@ -75,7 +75,6 @@ void CanvasScene::selectNode(const std::string& id) {
 }
 
 void CanvasScene::sync() {
-  syncing_ = true;
   const nodes::Document& doc = model_->doc();
   const nodes::DocumentAnalysis& a = model_->analysis();
   const nodes::NodeCatalogue& cat = nodes::builtin_catalogue();
@@ -103,7 +102,15 @@ void CanvasScene::sync() {
     item->setAnalysis(na == a.nodes.end() ? nodes::NodeAnalysis{} : na->second);
   }
   rebuildWires();
-  syncing_ = false;
+}
+
+void CanvasScene::followNodes() {
+  for (WireItem* w : wires_) {
+    const nodes::LinkDoc& l = w->link();
+    NodeItem* from = nodeItem(l.from_node);
+    NodeItem* to = nodeItem(l.to_node);
+    if (from && to) w->setEnds(from->portScenePos(true, l.from_port), to->portScenePos(false, l.to_port));
+  }
 }
 
 void CanvasScene::rebuildWires() {
@@ -333,7 +340,7 @@ void CanvasScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
   QGraphicsScene::mouseMoveEvent(e);
   // Wires follow nodes while they are dragged.
   if (e->buttons() & Qt::LeftButton && mouseGrabberItem() && mouseGrabberItem()->type() == NodeItem::Type)
-    rebuildWires();
+    followNodes();
 }
 
 void CanvasScene::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {

@@ -61,6 +61,7 @@ class CanvasScene : public QGraphicsScene {
   std::optional<PortRef> portAt(QPointF scene_pos) const;
   void commitMoves();
   void rebuildWires();
+  void followNodes();  // wires' ends to their nodes' current positions
   void clearHighlights();
 
   DocumentModel* model_;
@@ -69,7 +70,6 @@ class CanvasScene : public QGraphicsScene {
   // A wire being dragged from a port.
   std::optional<PortRef> drag_from_;
   QGraphicsPathItem* drag_wire_ = nullptr;
-  bool syncing_ = false;
 };
 
 class CanvasView : public QGraphicsView {

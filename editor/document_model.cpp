@@ -75,11 +75,12 @@ Result<void> DocumentModel::load(const std::string& path) {
   return {};
 }
 
-void DocumentModel::reset(nodes::Document doc, const std::string& path) {
+void DocumentModel::reset(nodes::Document doc, const std::string& path, bool saved) {
   doc_ = std::move(doc);
   path_ = path;
   stack_.clear();
-  stack_.setClean();
+  if (saved) stack_.setClean();
+  else stack_.resetClean();
   data_.reset();
   data_error_.clear();
   last_dataset_ = nlohmann::json(data::dataset_spec_to_json(doc_.dataset));

@@ -47,7 +47,9 @@ class DocumentModel : public QObject, public nodes::DocumentHistory {
   // Replaces the document (history cleared, state clean). A file that does not parse is not
   // opened; a draft (unlinked inputs, no loss yet) opens with its problems in warnings().
   Result<void> load(const std::string& path);
-  void reset(nodes::Document doc, const std::string& path = "");
+  // `saved` false: the document differs from the file at `path` (recovered work), so it
+  // counts as modified until saved.
+  void reset(nodes::Document doc, const std::string& path = "", bool saved = true);
   Result<void> saveAs(const std::string& path);
   // The document as it would be saved (byte for byte what saveAs writes).
   std::string text() const;

@@ -208,7 +208,10 @@ void Inspector::buildProject() {
   connect(lr, &QDoubleSpinBox::valueChanged, this, [this](double v) { pushTraining({{"optimizer", {{"lr", v}}}}); });
   form_->addRow("Learning rate", lr);
   auto* opt = new QComboBox;
-  for (const char* o : {"sgd", "adam", "adamw", "rmsprop", "adagrad"}) opt->addItem(o);
+  using nodes::OptimizerType;
+  for (OptimizerType o : {OptimizerType::Sgd, OptimizerType::Adam, OptimizerType::AdamW, OptimizerType::RMSprop,
+                          OptimizerType::Adagrad})
+    opt->addItem(QString::fromStdString(std::string(nodes::to_string(o))));
   opt->setCurrentText(QString::fromStdString(std::string(nodes::to_string(t.optimizer.type))));
   connect(opt, &QComboBox::currentTextChanged, this,
           [this](const QString& v) { pushTraining({{"optimizer", {{"type", v.toStdString()}}}}); });

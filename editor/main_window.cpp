@@ -535,9 +535,7 @@ void MainWindow::offerRecovery() {
     if (answer == QMessageBox::Yes) {
       auto doc = nodes::load_document(f.absoluteFilePath().toStdString(), nodes::GraphCheck::Draft);
       if (doc) {
-        model_.reset(std::move(*doc), origin.toStdString());
-        // Recovered content differs from the file on disk: mark it unsaved.
-        (void)model_.push(nodes::make_set_training(model_.doc(), nlohmann::json::object()));
+        model_.reset(std::move(*doc), origin.toStdString(), /*saved=*/false);
         showStatus("recovered unsaved work" + (origin.isEmpty() ? QString() : " of " + origin));
       }
     }

@@ -155,6 +155,11 @@ WireItem::WireItem(nodes::LinkDoc link, QPointF from, QPointF to, QString label,
   setFlags(ItemIsSelectable);
 }
 
+void WireItem::setEnds(QPointF from, QPointF to) {
+  prepareGeometryChange();
+  path_ = curve(from, to);
+}
+
 QPainterPath WireItem::curve(QPointF from, QPointF to) {
   QPainterPath path(from);
   const double dx = std::max(40.0, std::abs(to.x() - from.x()) * 0.5);

@@ -62,6 +62,8 @@ class WireItem : public QGraphicsItem {
   QPainterPath shape() const override;
   void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
   const nodes::LinkDoc& link() const { return link_; }
+  // Moves the ends (a node being dragged); the label and link stay.
+  void setEnds(QPointF from, QPointF to);
   const QString& label() const { return label_; }
   static QPainterPath curve(QPointF from, QPointF to);
 

@@ -92,23 +92,15 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
                                    .seed = cfg.seed});
     if (!id) return id.error();
     run_id = *id;
-    const std::pair<std::string, std::string> params[] = {
-        {"epochs", std::to_string(cfg.epochs)},
-        {"batch_size", std::to_string(cfg.batch_size)},
-        {"optimizer", cfg.opt.type},
-        {"lr", std::to_string(cfg.opt.lr)},
-        {"momentum", std::to_string(cfg.opt.momentum)},
-        {"weight_decay", std::to_string(cfg.opt.weight_decay)},
-        {"schedule", cfg.schedule.type},
-        {"mode", std::string(nodes::to_string(t.mode))},
-        {"precision", std::string(precision_name(cfg.precision))},
-        {"threads", std::to_string(backend.num_threads())},
-        {"dataset", p.doc.dataset.source + ":" + p.doc.dataset.path},
-        {"train_samples", std::to_string(p.train->num_samples())},
-        {"validation_samples", std::to_string(p.validation ? p.validation->num_samples() : 0)},
-        {"test_samples", std::to_string(p.test ? p.test->num_samples() : 0)},
-        {"checkpoint_dir", checkpoint_dir(o.db, run_id)},
-    };
+    auto params = config_params(cfg);
+    params.insert(params.end(),
+                  {{"mode", std::string(nodes::to_string(t.mode))},
+                   {"threads", std::to_string(backend.num_threads())},
+                   {"dataset", p.doc.dataset.source + ":" + p.doc.dataset.path},
+                   {"train_samples", std::to_string(p.train->num_samples())},
+                   {"validation_samples", std::to_string(p.validation ? p.validation->num_samples() : 0)},
+                   {"test_samples", std::to_string(p.test ? p.test->num_samples() : 0)},
+                   {"checkpoint_dir", checkpoint_dir(o.db, run_id)}});
     for (const auto& [k, v] : params)
       if (auto r = (*store)->log_param(run_id, k, v); !r) return r.error();
   }

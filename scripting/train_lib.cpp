@@ -777,16 +777,11 @@ int l_train(lua_State* L) {
                                : Result<int64_t>(step.error());
       if (id) {
         run_id = *id;
-        const std::pair<std::string, std::string> params[] = {
-            {"epochs", std::to_string(cfg.epochs)},
-            {"batch_size", std::to_string(cfg.batch_size)},
-            {"optimizer", cfg.opt.type},
-            {"lr", std::to_string(cfg.opt.lr)},
-            {"momentum", std::to_string(cfg.opt.momentum)},
-            {"schedule", cfg.schedule.type},
-            {"train_samples", std::to_string(ds->splits.train->num_samples())},
-            {"test_samples", std::to_string(ds->splits.test ? ds->splits.test->num_samples() : 0)},
-            {"threads", std::to_string(rt.backend.num_threads())}};
+        auto params = config_params(cfg);
+        params.insert(params.end(),
+                      {{"train_samples", std::to_string(ds->splits.train->num_samples())},
+                       {"test_samples", std::to_string(ds->splits.test ? ds->splits.test->num_samples() : 0)},
+                       {"threads", std::to_string(rt.backend.num_threads())}});
         for (const auto& [k, v] : params)
           if (auto r = rt.store->log_param(*id, k, v); !r) id = r.error();
       }

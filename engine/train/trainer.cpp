@@ -492,6 +492,17 @@ Result<void> Trainer::restore(const Checkpoint& c) {
 
 // [SECTION] fit
 
+std::vector<std::pair<std::string, std::string>> config_params(const TrainConfig& c) {
+  return {{"epochs", std::to_string(c.epochs)},
+          {"batch_size", std::to_string(c.batch_size)},
+          {"optimizer", c.opt.type},
+          {"lr", std::to_string(c.opt.lr)},
+          {"momentum", std::to_string(c.opt.momentum)},
+          {"weight_decay", std::to_string(c.opt.weight_decay)},
+          {"schedule", c.schedule.type},
+          {"precision", std::string(precision_name(c.precision))}};
+}
+
 Result<TrainResult> Trainer::fit(BatchSource& train, BatchSource* test, MetricSink* sink, const ProgressFn& progress,
                                  const std::atomic<bool>* cancel) {
   return fit(FitInputs{.train = train, .test = test, .sink = sink, .progress = progress, .cancel = cancel});

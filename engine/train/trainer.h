@@ -17,6 +17,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/core/tensor.h"
@@ -68,6 +70,11 @@ struct TrainConfig {
   Precision precision = Precision::F32;
   LossScaleConfig loss_scale;
 };
+
+// The settings a run records in the experiment store, as text: epochs, batch_size,
+// optimizer, lr, momentum, weight_decay, schedule, precision. `--run`, the editor and
+// `mls.train` log these, so runs from each compare key for key.
+std::vector<std::pair<std::string, std::string>> config_params(const TrainConfig& c);
 
 struct ProgressInfo {
   int64_t epoch = 0, epochs = 0;  // epoch counts from 1

@@ -265,3 +265,30 @@ TEST_CASE("the Lua console edits the open project through the editor's undo stac
   CHECK(m->text() == before);
   CHECK(fx.window->scene()->nodeItem("extra") == nullptr);
 }
+
+TEST_CASE("dragging a node moves it on the grid as one undo step, and its wires follow", "[editor]") {
+  EditorFixture fx;
+  fx.open_example("fashion-mnist-mlp.mls");
+  DocumentModel* m = fx.window->model();
+  NodeItem* fc2 = fx.window->scene()->nodeItem("fc2");
+  const QPointF grab = fc2->scenePos() + QPointF(60, 10);  // the header, away from the ports
+  fx.window->view()->centerOn(grab);
+  QWidget* vp = fx.window->view()->viewport();
+  const QPoint a = fx.view_point(grab), b = fx.view_point(grab + QPointF(47, 93));
+  QTest::mousePress(vp, Qt::LeftButton, {}, a);
+  QTest::mouseMove(vp, (a + b) / 2);
+  QTest::mouseMove(vp, b);
+  // While the button is down the wire into fc2 already ends at its moved port.
+  WireItem* in = nullptr;
+  for (WireItem* w : fx.window->scene()->wires())
+    if (w->link().to_node == "fc2") in = w;
+  REQUIRE(in != nullptr);
+  CHECK(in->shape().contains(fc2->portScenePos(false, "in") - QPointF(1, 0)));
+  QTest::mouseRelease(vp, Qt::LeftButton, {}, b);
+  const auto& pos = m->doc().layout["fc2"];
+  CHECK(pos["x"].get<double>() == 760 + 40);  // 47 snapped to the 20 px grid
+  CHECK(pos["y"].get<double>() == 80 + 100);  // 93 snapped
+  CHECK(m->undoStack()->count() == 1);
+  m->undoStack()->undo();
+  CHECK(m->doc().layout["fc2"]["x"].get<double>() == 760);
+}
