@@ -5,11 +5,11 @@
 #include <string>
 
 #include "app/commands.h"
-#include "engine/autodiff/autodiff.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/exec/compiled_plan.h"
 #include "engine/passes/passes.h"
 #include "engine/train/mixed_precision.h"
+#include "engine/train/step_graph.h"
 
 namespace mls::app {
 
@@ -90,41 +90,31 @@ int graph_command(const GraphOptions& o) {
     std::fprintf(stderr, "mlstudio: %s\n", m.error().message.c_str());
     return 1;
   }
-  // Mixed precision rewrites the forward before its backward is derived, as the trainer
-  // does, so the backward holds the low-precision products' own gradients. (The trainer
-  // also scales the loss and unscales the gradients; that is not drawn here.)
-  const Precision precision = p->doc.training.precision;
-  autocast_model(*m, precision);
-  Graph& g = m->graph;
-  if (precision != Precision::F32)
+  const TrainConfig cfg = p->train_config();
+  if (cfg.precision != Precision::F32)
     std::printf("// mixed precision %s: matrix products as matmul_lowp, f32 everywhere else\n",
-                std::string(precision_name(precision)).c_str());
-  if (o.backward || o.plan || o.passes) {
-    Refs wrt;  // frozen parameters and running statistics get no gradient
-    for (Ref r : g.params())
-      if (g.value(r).trainable) wrt.push_back(r);
-    auto grads = append_backward(g, m->loss, wrt);
-    if (!grads) {
-      std::fprintf(stderr, "mlstudio: %s\n", grads.error().message.c_str());
-      return 1;
-    }
-    Refs outs{m->loss};
-    outs.insert(outs.end(), grads->begin(), grads->end());
-    g.set_outputs(outs);
+                std::string(precision_name(cfg.precision)).c_str());
+  if (!o.backward && !o.plan && !o.passes) {
+    // The forward alone, as the trainer sees it before it appends the backward.
+    autocast_model(*m, cfg.precision);
+    std::fputs(m->graph.to_text().c_str(), stdout);
+    return 0;
+  }
+  // The very step the trainer compiles (engine/train/step_graph.h), loss scaling included.
+  StepOptions so;
+  so.precision = cfg.precision;
+  so.loss_scale = cfg.loss_scale;
+  so.checkpoint_budget_bytes = cfg.checkpoint_budget_bytes;
+  so.keep_stages = true;
+  auto step = build_step(std::move(*m), cpu::backend(), so);
+  if (!step) {
+    std::fprintf(stderr, "mlstudio: %s\n", step.error().message.c_str());
+    return 1;
   }
   if (o.passes) {
     // Each stage: its IR, then its size; a summary at the end.
-    std::vector<NamedPass> passes = default_passes();
-    // The project's opt-in passes, as the trainer runs them.
-    if (p->doc.training.activation_checkpointing >= 0)
-      passes.push_back(checkpoint_pass(p->doc.training.activation_checkpointing));
-    auto stages = run_passes(g, cpu::backend(), passes);
-    if (!stages) {
-      std::fprintf(stderr, "mlstudio: %s\n", stages.error().message.c_str());
-      return 1;
-    }
     std::string summary;
-    for (const PassRecord& s : *stages) {
+    for (const PassRecord& s : step->stages) {
       auto plan = CompiledPlan::compile(s.graph, cpu::backend());
       if (!plan) {
         std::fprintf(stderr, "mlstudio: %s\n", plan.error().message.c_str());
@@ -140,8 +130,10 @@ int graph_command(const GraphOptions& o) {
     std::printf("\n// summary\n%s", summary.c_str());
     return 0;
   }
-  if (o.ir || o.backward || !o.plan) std::fputs(g.to_text().c_str(), stdout);
+  // --backward: the step as autodiff made it; --plan: the optimised step that runs.
+  if (o.backward) std::fputs(step->stages.front().graph.to_text().c_str(), stdout);
   if (o.plan) {
+    const Graph& g = step->graph();
     auto plan = CompiledPlan::compile(g, cpu::backend());
     if (!plan) {
       std::fprintf(stderr, "mlstudio: %s\n", plan.error().message.c_str());

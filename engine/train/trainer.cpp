@@ -10,6 +10,7 @@
 #include "engine/passes/passes.h"
 #include "engine/train/init.h"
 #include "engine/train/rng.h"
+#include "engine/train/step_graph.h"
 
 namespace mls {
 
@@ -128,59 +129,30 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   }
   auto mg = build_(batch, training);
   if (!mg) return mg.error();
-  autocast_model(*mg, config_.precision);  // mixed precision: products in bf16/f16 (F32: no change)
-  Graph& g = mg->graph;
-  bool same = g.params().size() == params_.size();
-  for (size_t i = 0; same && i < params_.size(); ++i) same = g.type_of(g.params()[i]).shape == params_[i].shape();
-  if (!same) return make_error("the model built for batch " + std::to_string(batch) + " has other parameters");
-  Refs outs;
-  Ref scale_input, check_sum;
-  if (training) {
-    Refs wrt;
-    for (size_t i : trainable_) wrt.push_back(g.params()[i]);
-    // Mixed precision: the backward of loss * S (an input filled each step), the gradients
-    // divided by S, and a last output that is finite when all of them are.
-    scale_input = scaler_.dynamic() ? g.add_input("loss_scale", {DType::F32, {}}) : Ref{};
-    auto grads = append_backward(g, scale_input.valid() ? mul(g, mg->loss, scale_input) : mg->loss, wrt);
-    if (!grads) return grads.error();
-    if (scaler_.active()) *grads = unscale_gradients(g, *grads, scale_input, &check_sum);
-    outs.push_back(mg->loss);
-    outs.insert(outs.end(), grads->begin(), grads->end());
-    if (check_sum.valid()) outs.push_back(check_sum);
-  } else {
-    outs = {mg->logits, mg->loss};
+  {
+    const Graph& g = mg->graph;
+    bool same = g.params().size() == params_.size();
+    for (size_t i = 0; same && i < params_.size(); ++i) same = g.type_of(g.params()[i]).shape == params_[i].shape();
+    if (!same) return make_error("the model built for batch " + std::to_string(batch) + " has other parameters");
   }
-  g.set_outputs(outs);
-  auto stages = run_passes(g, backend_, default_passes());
-  if (!stages) return stages.error();
-  if (training && config_.checkpoint_budget_bytes >= 0) {  // after the default passes: it measures their result
-    // Weighed on activation memory alone (the pass's default plan options set the outputs,
-    // a fixed cost recomputation cannot lower, aside).
-    auto ck = checkpoint_activations(stages->back().graph, backend_, config_.checkpoint_budget_bytes);
-    if (!ck) return ck.error();
-    stages->back().graph = std::move(ck->graph);
-  }
-  // Passes keep the order of inputs, parameters and outputs: map the model's handles.
+  StepOptions so;
+  so.training = training;
+  so.precision = config_.precision;
+  so.loss_scale = config_.loss_scale;
+  so.checkpoint_budget_bytes = config_.checkpoint_budget_bytes;
+  auto step = build_step(std::move(*mg), backend_, so);
+  if (!step) return step.error();
   auto sp = std::make_unique<StepPlan>();
-  Graph& opt = stages->back().graph;
-  auto same_input = [&](Ref r) {
-    if (!r.valid()) return Ref{};
-    return opt.inputs()[static_cast<size_t>(std::find(g.inputs().begin(), g.inputs().end(), r) - g.inputs().begin())];
-  };
-  sp->mg.input = same_input(mg->input);
-  sp->mg.labels = same_input(mg->labels);
-  sp->mg.step_seed = same_input(mg->step_seed);
-  const Ref scale_in = same_input(scale_input);
-  if (check_sum.valid()) sp->check = opt.outputs().back();
-  sp->mg.loss = opt.outputs()[training ? 0 : 1];
-  if (!training) sp->mg.logits = opt.outputs()[0];
+  sp->mg = step->model;
+  sp->check = step->check;
+  const Ref scale_in = step->loss_scale;
   // The training step's gradients (outputs 1..) are planned in the arena like any other
   // value: each lives from the node that writes it to the end of the step, where the
   // optimizer reads it, so the largest (the first layer's weights, written last) never
   // coexists with the forward activations. That brings a step's planned peak down to the
   // live tensors PyTorch holds (bench/step_memory.py). The arena outlives run(), so the
   // tensors stay valid until the next step of the same plan.
-  sp->mg.graph = std::move(opt);
+  sp->mg.graph = std::move(step->graph());
   const Graph& pg = sp->mg.graph;
   auto plan = CompiledPlan::compile(pg, backend_);
   if (!plan) return plan.error();

@@ -82,6 +82,9 @@ TEST_CASE("mlstudio graph --ir prints the SSA form labelled with the document's 
   Output p = run("graph " + example() + " --plan");
   REQUIRE(p.code == 0);
   CHECK(p.out.find("@arena+") != std::string::npos);
+  // The plan is the optimised step the trainer runs: the dense layers' bias and ReLU are
+  // fused into their products.
+  CHECK(p.out.find("linear_act [fc1]") != std::string::npos);
 }
 
 TEST_CASE("mlstudio graph --passes shows each pass shrinking the step; --profile times every kernel", "[e2e]") {
@@ -122,6 +125,11 @@ TEST_CASE("mlstudio graph --precision bf16 shows the products training runs in 1
     ++lowp;
   CHECK(lowp >= 3);
   CHECK(bf.out.find("bf16[784,256] = cast(%fc1.weight)") != std::string::npos);
+  // f16 trains the backward of loss * scale and unscales the gradients: drawn as it runs.
+  Output f16 = run("graph " + example() + " --backward --batch 4 --precision f16");
+  REQUIRE(f16.code == 0);
+  CHECK(f16.out.find("%loss_scale: f32[]") != std::string::npos);
+  CHECK(f16.out.find("= div(") != std::string::npos);
   Output bad = run("graph " + example() + " --precision f8");
   CHECK(bad.code != 0);
   CHECK(bad.err.find("--precision must be f32, bf16 or f16, got 'f8'") != std::string::npos);

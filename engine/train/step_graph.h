@@ -1,0 +1,52 @@
+// The graph of one step, built the one way the trainer compiles it. `mlstudio graph`
+// prints it and the editor's teaching views draw it, so what a student sees is the step
+// that runs.
+//
+//   StepOptions o{.training = true, .precision = Precision::F32};
+//   Result<StepGraph> s = build_step(std::move(*model), cpu, o);
+//   s->stages.front().graph;   // forward + the backward autodiff appended ("input")
+//   s->graph();                // after every pass: what CompiledPlan::compile gets
+//   s->model.loss;             // handles into s->graph()
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/passes/passes.h"
+#include "engine/train/mixed_precision.h"
+#include "engine/train/model_graph.h"
+
+namespace mls {
+
+struct StepOptions {
+  bool training = true;  // false: the evaluation step (logits and loss, no backward)
+  Precision precision = Precision::F32;
+  LossScaleConfig loss_scale;            // mixed precision: how the loss is scaled
+  int64_t checkpoint_budget_bytes = -1;  // >= 0: activation checkpointing after the passes
+  bool keep_stages = false;              // keep the graph after every pass, not only the last
+};
+
+struct StepGraph {
+  // "input" (the model, autocast, with its backward), then one record per pass. Without
+  // keep_stages only the last is kept.
+  std::vector<PassRecord> stages;
+  // The handles (input, labels, step seed, loss, logits) in the last stage's graph; its
+  // `graph` member is left empty (the graph lives in `stages`).
+  ModelGraph model;
+  Ref loss_scale;  // an f32 [] input the trainer fills with the loss scale (invalid: unscaled)
+  Ref check;       // an output that is finite when every gradient is (invalid: no check)
+  // Training: outputs are the loss, then the gradients of the trainable params in order
+  // (then `check`). Evaluation: logits, loss.
+  size_t gradients = 0;
+
+  const Graph& graph() const { return stages.back().graph; }
+  Graph& graph() { return stages.back().graph; }
+};
+
+// The model as built for `o.training`, the precision's autocast, for training the backward
+// of loss * scale for every trainable parameter with the gradients unscaled and checked,
+// then the default passes and, when asked, activation checkpointing.
+Result<StepGraph> build_step(ModelGraph model, Backend& backend, const StepOptions& o);
+
+}  // namespace mls
