@@ -13,28 +13,13 @@ bool DocumentAnalysis::complete() const {
 
 namespace {
 
-// The node's parameter elements, from lowering it alone at batch 1 onto placeholder inputs
-// of its inferred input shapes. A node whose lowering fails counts none; its error shows at
+// The node's parameter elements, from lowering it alone onto placeholder inputs of its
+// inferred input shapes. A node whose lowering fails counts none; its error shows at
 // training time through the full lowering.
 int64_t count_params(const NodeTypeDef& def, const std::string& node_id, const nlohmann::json& params,
                      const std::vector<Shape>& inputs, const InferContext& data) {
-  if (!def.lower) return 0;
-  ModelGraph model{Graph("node"), {}, {}, {}, {}, {}};
-  Refs refs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Shape s = inputs[i];
-    for (auto& d : s)
-      if (d < 0) d = 1;
-    const bool labels = def.inputs[i].kind == PortKind::Labels;
-    const DType dt = labels && !data.regression() ? DType::I64 : DType::F32;
-    refs.push_back(model.graph.add_input("in" + std::to_string(i), {dt, s}));
-  }
-  LowerContext ctx{model, node_id, params, refs, 1, data, false};
-  auto outs = def.lower(ctx);
-  if (!outs) return 0;
-  int64_t n = 0;
-  for (Ref p : model.graph.params()) n += numel(model.graph.shape_of(p));
-  return n;
+  auto r = lower_alone(def, node_id, params, inputs, data);
+  return r ? r->params : 0;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/train/model_graph.h"
+#include "nodes/catalogue.h"
 #include "nodes/document.h"
 
 namespace mls::nodes {
@@ -41,5 +42,16 @@ struct LowerContext {
 // Shape problems are reported against the document node ("P.mls: node 'fc1' ...").
 Result<ModelGraph> lower(const Document& doc, const InferContext& data, int64_t batch,
                          bool training, const std::string& source_name);
+
+// A node lowered alone onto placeholder inputs of the given shapes (a batch dim of -1 as 1):
+// its output shapes, by the ops' own shape inference (the batch dim given back as -1), and
+// its parameter elements. Node types whose output shape is their ops' business (convolution,
+// pooling) use it as their shape rule, so each op's shape arithmetic lives once, in its infer.
+struct LoweredNode {
+  std::vector<Shape> outputs;
+  int64_t params = 0;  // trainable and frozen elements
+};
+Result<LoweredNode> lower_alone(const NodeTypeDef& def, const std::string& node_id, const nlohmann::json& params,
+                                const std::vector<Shape>& inputs, const InferContext& data);
 
 }  // namespace mls::nodes

@@ -20,7 +20,8 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
     // Mixed precision: the backward of loss * S (an input filled each step), the gradients
     // divided by S, and a last output that is finite when all of them are.
     scale_input = scaler.dynamic() ? g.add_input("loss_scale", {DType::F32, {}}) : Ref{};
-    auto grads = append_backward(g, scale_input.valid() ? mul(g, mg.loss, scale_input) : mg.loss, wrt);
+    auto grads =
+        append_backward(g, scale_input.valid() ? mul(g, mg.loss, scale_input) : mg.loss, wrt);
     if (!grads) return grads.error();
     if (scaler.active()) *grads = unscale_gradients(g, *grads, scale_input, &check_sum);
     outs.push_back(mg.loss);
@@ -33,7 +34,8 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
   g.set_outputs(outs);
   std::vector<NamedPass> passes = default_passes();
   // After the default passes: the checkpointing pass measures their result.
-  if (o.training && o.checkpoint_budget_bytes >= 0) passes.push_back(checkpoint_pass(o.checkpoint_budget_bytes));
+  if (o.training && o.checkpoint_budget_bytes >= 0)
+    passes.push_back(checkpoint_pass(o.checkpoint_budget_bytes));
   auto stages = run_passes(g, backend, passes);
   if (!stages) return stages.error();
   if (!o.keep_stages) stages->erase(stages->begin(), stages->end() - 1);
@@ -42,7 +44,8 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
   const Graph& opt = s.graph();
   auto same_input = [&](Ref r) {
     if (!r.valid()) return Ref{};
-    return opt.inputs()[static_cast<size_t>(std::find(g.inputs().begin(), g.inputs().end(), r) - g.inputs().begin())];
+    return opt.inputs()[static_cast<size_t>(std::find(g.inputs().begin(), g.inputs().end(), r) -
+                                            g.inputs().begin())];
   };
   s.model.input = same_input(mg.input);
   s.model.labels = same_input(mg.labels);

@@ -15,6 +15,72 @@ Pool2dParams pool_params(const json& p) {
   return q;
 }
 
+// The node's parameters as the op's (square kernels: one value for both axes).
+Conv2dParams conv_params(const json& p, bool transpose) {
+  auto pair = [&](const char* name) {
+    int64_t v = p.at(name).get<int64_t>();
+    return Pair2{v, v};
+  };
+  Conv2dParams q;
+  q.stride = pair("stride");
+  q.padding = pair("padding");
+  q.dilation = pair("dilation");
+  q.groups = p.at("groups").get<int64_t>();
+  if (transpose) q.output_padding = pair("output_padding");
+  return q;
+}
+
+// The kernel's shape: [O, C/groups, k, k] for Conv2d, [C, O/groups, k, k] transposed.
+Shape kernel_shape(const json& p, int64_t cin, bool transpose) {
+  int64_t o = p.at("out_channels").get<int64_t>(), k = p.at("kernel_size").get<int64_t>();
+  int64_t g = p.at("groups").get<int64_t>();
+  return transpose ? Shape{cin, o / g, k, k} : Shape{o, cin / g, k, k};
+}
+
+Result<Refs> lower_conv2d(LowerContext& c) {
+  const json& p = c.params;
+  int64_t cin = c.shape(0)[1], o = p.at("out_channels").get<int64_t>();
+  int64_t k = p.at("kernel_size").get<int64_t>(), groups = p.at("groups").get<int64_t>();
+  const Conv2dParams q = conv_params(p, false);
+  int64_t fan_in = cin / groups * k * k, fan_out = o / groups * k * k;
+  const bool train = !frozen(p);
+  Ref w = c.param("weight", kernel_shape(p, cin, false), weight_init(p, fan_in, fan_out), train);
+  Ref y = conv2d(c.g(), c.inputs[0], w, q);
+  if (p.value("bias", true)) {
+    Ref b = c.param("bias", {o}, bias_init(p, fan_in, fan_out), train);
+    y = add(c.g(), y, reshape(c.g(), b, {o, 1, 1}));
+  }
+  return Refs{y};
+}
+
+Result<Refs> lower_conv_transpose2d(LowerContext& c) {
+  const json& p = c.params;
+  int64_t cin = c.shape(0)[1], o = p.at("out_channels").get<int64_t>();
+  int64_t k = p.at("kernel_size").get<int64_t>(), groups = p.at("groups").get<int64_t>();
+  const Conv2dParams q = conv_params(p, true);
+  // PyTorch computes the fans of the [Cin, Cout/groups, k, k] weight from its dims 1 and 0.
+  int64_t fan_in = o / groups * k * k, fan_out = cin * k * k;
+  const bool train = !frozen(p);
+  Ref w = c.param("weight", kernel_shape(p, cin, true), weight_init(p, fan_in, fan_out), train);
+  Ref y = conv_transpose2d(c.g(), c.inputs[0], w, q);
+  if (p.value("bias", true)) {
+    Ref b = c.param("bias", {o}, bias_init(p, fan_in, fan_out), train);
+    y = add(c.g(), y, reshape(c.g(), b, {o, 1, 1}));
+  }
+  return Refs{y};
+}
+
+Result<Refs> lower_pool(LowerContext& c, bool max) {
+  Pool2dParams q = pool_params(c.params);
+  return Refs{max ? max_pool2d(c.g(), c.inputs[0], q) : avg_pool2d(c.g(), c.inputs[0], q)};
+}
+Result<Refs> lower_max_pool(LowerContext& c) {
+  return lower_pool(c, true);
+}
+Result<Refs> lower_avg_pool(LowerContext& c) {
+  return lower_pool(c, false);
+}
+
 NodeTypeDef conv2d_node() {
   NodeTypeDef d = make_type("mls.conv2d", "Conv2d", "Layers",
                             "2-D convolution (cross-correlation, as PyTorch): [N,C,H,W] -> "
@@ -42,32 +108,15 @@ NodeTypeDef conv2d_node() {
     if (s[1] % g != 0 || o % g != 0)
       return make_error("groups " + std::to_string(g) + " must divide the input channels (" +
                         std::to_string(s[1]) + ") and out_channels (" + std::to_string(o) + ")");
-    int64_t h = window_out(s[2], k, st, pad, dil), w = window_out(s[3], k, st, pad, dil);
-    if (h < 1 || w < 1)
-      return make_error("a " + std::to_string(k) + "x" + std::to_string(k) +
-                        " kernel does not fit the " + std::to_string(s[2]) + "x" +
-                        std::to_string(s[3]) + " input (padding " + std::to_string(pad) + ")");
-    return one(Shape{s[0], o, h, w});
+    // The bias adds per channel and keeps the product's shape.
+    return op_shapes("conv2d", {{DType::F32, s}, {DType::F32, kernel_shape(p, s[1], false)}},
+                     conv2d_attrs(conv_params(p, false)),
+                     "a " + std::to_string(k) + "x" + std::to_string(k) + " kernel (stride " +
+                         std::to_string(st) + ", dilation " + std::to_string(dil) +
+                         ") does not fit the " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +
+                         " input (padding " + std::to_string(pad) + ")");
   };
-  d.lower = [](LowerContext& c) -> Result<Refs> {
-    const json& p = c.params;
-    int64_t cin = c.shape(0)[1], o = p.at("out_channels").get<int64_t>();
-    int64_t k = p.at("kernel_size").get<int64_t>(), groups = p.at("groups").get<int64_t>();
-    Conv2dParams q;
-    q.stride = {p.at("stride").get<int64_t>(), p.at("stride").get<int64_t>()};
-    q.padding = {p.at("padding").get<int64_t>(), p.at("padding").get<int64_t>()};
-    q.dilation = {p.at("dilation").get<int64_t>(), p.at("dilation").get<int64_t>()};
-    q.groups = groups;
-    int64_t fan_in = cin / groups * k * k, fan_out = o / groups * k * k;
-    const bool train = !frozen(p);
-    Ref w = c.param("weight", {o, cin / groups, k, k}, weight_init(p, fan_in, fan_out), train);
-    Ref y = conv2d(c.g(), c.inputs[0], w, q);
-    if (p.value("bias", true)) {
-      Ref b = c.param("bias", {o}, bias_init(p, fan_in, fan_out), train);
-      y = add(c.g(), y, reshape(c.g(), b, {o, 1, 1}));
-    }
-    return Refs{y};
-  };
+  d.lower = lower_conv2d;
   return d;
 }
 
@@ -100,10 +149,9 @@ NodeTypeDef conv_transpose2d_node() {
                const InferContext&) -> Result<std::vector<Shape>> {
     const Shape& s = in[0];
     if (auto r = expect_image(s, "ConvTranspose2d"); !r) return r.error();
-    int64_t o = p.at("out_channels").get<int64_t>(), k = p.at("kernel_size").get<int64_t>();
+    int64_t o = p.at("out_channels").get<int64_t>(), g = p.at("groups").get<int64_t>();
     int64_t st = p.at("stride").get<int64_t>(), pad = p.at("padding").get<int64_t>();
     int64_t op = p.at("output_padding").get<int64_t>();
-    int64_t dil = p.at("dilation").get<int64_t>(), g = p.at("groups").get<int64_t>();
     if (s[1] % g != 0 || o % g != 0)
       return make_error("groups " + std::to_string(g) + " must divide the input channels (" +
                         std::to_string(s[1]) + ") and out_channels (" + std::to_string(o) + ")");
@@ -111,39 +159,13 @@ NodeTypeDef conv_transpose2d_node() {
       return make_error("output_padding " + std::to_string(op) +
                         " must be smaller than the stride (" + std::to_string(st) +
                         ") — lower it or raise the stride");
-    auto size = [&](int64_t n) { return (n - 1) * st - 2 * pad + dil * (k - 1) + op + 1; };
-    int64_t h = size(s[2]), w = size(s[3]);
-    if (h < 1 || w < 1)
-      return make_error("padding " + std::to_string(pad) + " leaves no output for the " +
-                        std::to_string(s[2]) + "x" + std::to_string(s[3]) +
-                        " input — lower the padding");
-    return one(Shape{s[0], o, h, w});
+    return op_shapes(
+        "conv_transpose2d", {{DType::F32, s}, {DType::F32, kernel_shape(p, s[1], true)}},
+        conv2d_attrs(conv_params(p, true), true),
+        "padding " + std::to_string(pad) + " leaves no output for the " + std::to_string(s[2]) +
+            "x" + std::to_string(s[3]) + " input — lower the padding");
   };
-  d.lower = [](LowerContext& c) -> Result<Refs> {
-    const json& p = c.params;
-    int64_t cin = c.shape(0)[1], o = p.at("out_channels").get<int64_t>();
-    int64_t k = p.at("kernel_size").get<int64_t>(), groups = p.at("groups").get<int64_t>();
-    auto pair = [&](const char* name) {
-      int64_t v = p.at(name).get<int64_t>();
-      return Pair2{v, v};
-    };
-    Conv2dParams q;
-    q.stride = pair("stride");
-    q.padding = pair("padding");
-    q.dilation = pair("dilation");
-    q.output_padding = pair("output_padding");
-    q.groups = groups;
-    // PyTorch computes the fans of the [Cin, Cout/groups, k, k] weight from its dims 1 and 0.
-    int64_t fan_in = o / groups * k * k, fan_out = cin * k * k;
-    const bool train = !frozen(p);
-    Ref w = c.param("weight", {cin, o / groups, k, k}, weight_init(p, fan_in, fan_out), train);
-    Ref y = conv_transpose2d(c.g(), c.inputs[0], w, q);
-    if (p.value("bias", true)) {
-      Ref b = c.param("bias", {o}, bias_init(p, fan_in, fan_out), train);
-      y = add(c.g(), y, reshape(c.g(), b, {o, 1, 1}));
-    }
-    return Refs{y};
-  };
+  d.lower = lower_conv_transpose2d;
   return d;
 }
 
@@ -153,8 +175,8 @@ NodeTypeDef pool_node(std::string id, std::string name, std::string doc, bool ma
   d.params = {int_param("kernel_size", 2, 1, "Window height and width."),
               int_param("stride", 0, 0, "Step between windows (0: the kernel size)."),
               int_param("padding", 0, 0, "Padding on each side.")};
-  d.infer = [](const std::vector<Shape>& in, const json& p,
-               const InferContext&) -> Result<std::vector<Shape>> {
+  d.infer = [max](const std::vector<Shape>& in, const json& p,
+                  const InferContext&) -> Result<std::vector<Shape>> {
     const Shape& s = in[0];
     if (auto r = expect_image(s, "Pooling"); !r) return r.error();
     int64_t k = p.at("kernel_size").get<int64_t>(), st = p.at("stride").get<int64_t>();
@@ -162,17 +184,12 @@ NodeTypeDef pool_node(std::string id, std::string name, std::string doc, bool ma
     if (st == 0) st = k;
     if (2 * pad > k)
       return make_error("padding " + std::to_string(pad) + " is more than half the window");
-    int64_t h = window_out(s[2], k, st, pad, 1), w = window_out(s[3], k, st, pad, 1);
-    if (h < 1 || w < 1)
-      return make_error("a " + std::to_string(k) + "x" + std::to_string(k) +
-                        " window does not fit the " + std::to_string(s[2]) + "x" +
-                        std::to_string(s[3]) + " input");
-    return one(Shape{s[0], s[1], h, w});
+    return op_shapes(
+        max ? "max_pool2d" : "avg_pool2d", {{DType::F32, s}}, pool2d_attrs(pool_params(p), !max),
+        "a " + std::to_string(k) + "x" + std::to_string(k) + " window does not fit the " +
+            std::to_string(s[2]) + "x" + std::to_string(s[3]) + " input");
   };
-  d.lower = [max](LowerContext& c) -> Result<Refs> {
-    Pool2dParams q = pool_params(c.params);
-    return Refs{max ? max_pool2d(c.g(), c.inputs[0], q) : avg_pool2d(c.g(), c.inputs[0], q)};
-  };
+  d.lower = max ? lower_max_pool : lower_avg_pool;
   return d;
 }
 

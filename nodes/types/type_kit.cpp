@@ -1,5 +1,8 @@
 #include "nodes/types/type_kit.h"
 
+#include "engine/core/check.h"
+#include "engine/core/op.h"
+
 namespace mls::nodes {
 
 NodeTypeDef make_type(std::string id, std::string display_name, std::string category,
@@ -73,9 +76,25 @@ Result<void> expect_image(const Shape& s, const std::string& layer) {
   return {};
 }
 
-int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-  int64_t room = in + 2 * p - d * (k - 1) - 1;
-  return room < 0 ? 0 : room / s + 1;
+Result<std::vector<Shape>> op_shapes(std::string_view op, std::vector<ValueType> inputs,
+                                     const Attrs& attrs, const std::string& misfit) {
+  const OpDef* def = op_registry().find(op);
+  MLS_CHECK(def != nullptr, "a node type names an op the engine does not register");
+  bool batched = false;
+  for (ValueType& t : inputs)
+    if (!t.shape.empty() && t.shape[0] < 0) {
+      t.shape[0] = 1;
+      batched = true;
+    }
+  auto types = def->infer(inputs, attrs);
+  if (!types) return make_error(misfit + " (" + types.error().message + ")");
+  std::vector<Shape> out;
+  for (const ValueType& t : *types) {
+    Shape s = t.shape;
+    if (batched && !s.empty() && s[0] == 1) s[0] = -1;
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 ParamInit weight_init(const json& params, int64_t fan_in, int64_t fan_out) {

@@ -42,8 +42,12 @@ Result<std::vector<Shape>> same_shape(const std::vector<Shape>& in, const json&,
 
 // [N,C,H,W] or an error that names the layer and what to do.
 Result<void> expect_image(const Shape& s, const std::string& layer);
-// The output length of a window sweep (convolution, pooling).
-int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d);
+// A shape rule that asks the op: its output shapes from the op's own type inference (so the
+// window arithmetic of convolution and pooling lives once, in the op), for inputs whose
+// batch dim -1 stands for any batch. When the op refuses, `misfit` (what the user should
+// read, naming the sizes) leads the message.
+Result<std::vector<Shape>> op_shapes(std::string_view op, std::vector<ValueType> inputs, const Attrs& attrs,
+                                     const std::string& misfit);
 
 ParamInit weight_init(const json& params, int64_t fan_in, int64_t fan_out);
 // PyTorch's bias init, U(+-1/sqrt(fan_in)); zeros when the weights start as zeros.

@@ -62,3 +62,47 @@ TEST_CASE("convolution and pooling errors name the node", "[nodes][cnn]") {
     CHECK(s.error().message.find("[N,C,H,W]") != std::string::npos);
   }
 }
+
+TEST_CASE("window layers' shapes come from the ops' own inference, as PyTorch computes them", "[nodes][cnn]") {
+  // One rule per op: the node's shape (what the canvas draws) and the lowered graph's (what
+  // trains) are the op's. Expected sizes from PyTorch's formulas, worked by hand.
+  struct Case {
+    const char* type;
+    nlohmann::json params;
+    Shape in, out;
+  };
+  const Case cases[] = {
+      // floor((28 + 2*1 - 2*(5-1) - 1) / 2) + 1 = 11
+      {"mls.conv2d", {{"out_channels", 4}, {"kernel_size", 5}, {"stride", 2}, {"padding", 1}, {"dilation", 2}},
+       {-1, 3, 28, 28}, {-1, 4, 11, 11}},
+      // (7-1)*2 - 2*1 + (3-1) + 1 + 1 = 14
+      {"mls.conv_transpose2d",
+       {{"out_channels", 2}, {"kernel_size", 3}, {"stride", 2}, {"padding", 1}, {"output_padding", 1}},
+       {-1, 8, 7, 7}, {-1, 2, 14, 14}},
+      // floor((9 + 2*1 - 3) / 2) + 1 = 5
+      {"mls.max_pool2d", {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}}, {-1, 5, 9, 9}, {-1, 5, 5, 5}},
+      {"mls.avg_pool2d", {{"kernel_size", 2}}, {-1, 5, 9, 9}, {-1, 5, 4, 4}},
+  };
+  const InferContext data{{3, 28, 28}, 10, {}};
+  for (const Case& c : cases) {
+    INFO(c.type);
+    const NodeTypeDef* def = builtin_catalogue().find(c.type);
+    REQUIRE(def != nullptr);
+    auto params = complete_params(*def, c.params);
+    REQUIRE(params.ok());
+    auto shapes = def->infer({c.in}, *params, data);
+    REQUIRE(shapes.ok());
+    CHECK(shapes->at(0) == c.out);
+    auto lowered = lower_alone(*def, "n", *params, {c.in}, data);
+    REQUIRE(lowered.ok());
+    CHECK(lowered->outputs.at(0) == c.out);
+  }
+  // A window that does not fit: the message names the sizes and carries the op's reason.
+  const NodeTypeDef* conv = builtin_catalogue().find("mls.conv2d");
+  auto params = complete_params(*conv, {{"out_channels", 4}, {"kernel_size", 7}});
+  REQUIRE(params.ok());
+  auto bad = conv->infer({Shape{-1, 1, 5, 5}}, *params, data);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("7x7 kernel") != std::string::npos);
+  CHECK(bad.error().message.find("5x5 input") != std::string::npos);
+}
