@@ -59,11 +59,20 @@ QPalette darkPalette() {
 
 MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     : QMainWindow(parent), options_(std::move(options)), scene_(new CanvasScene(&model_, this)),
-      view_(new CanvasView(scene_)), palette_(new Palette), inspector_(new Inspector(&model_)),
+      view_(new CanvasView(scene_)), step_view_(new StepView(&model_)), tabs_(new QTabWidget), palette_(new Palette), inspector_(new Inspector(&model_)),
       console_(new ConsoleWidget(&model_)), run_log_(new QPlainTextEdit), status_label_(new QLabel),
       summary_label_(new QLabel), progress_(new QProgressBar) {
   setObjectName("mlstudio.main");
-  setCentralWidget(view_);
+  // The model and, beside it, the step the trainer compiles from it (the teaching views).
+  tabs_->setDocumentMode(true);
+  tabs_->addTab(view_, "Model");
+  tabs_->addTab(step_view_, "Training step");
+  tabs_->setTabToolTip(1, "The forward, the backward autodiff generated and the optimised step, drawn as graphs");
+  setCentralWidget(tabs_);
+  connect(step_view_, &StepView::nodeActivated, this, [this](const QString& id) {
+    scene_->selectNode(id.toStdString());
+    showStatus("IR node from '" + id + "' (selected on the Model tab)");
+  });
   resize(1440, 900);
   buildDocks();
   buildActions();
@@ -251,6 +260,15 @@ void MainWindow::buildActions() {
     scene_->autoLayout();
     view_->fitAll();
   });
+  view->addSeparator();
+  view->addSeparator();
+  view->addAction("&Model", QKeySequence(Qt::CTRL | Qt::Key_1), this, &MainWindow::showModelTab);
+  view->addAction("Step: &forward graph", QKeySequence(Qt::CTRL | Qt::Key_2), this,
+                  [this] { showStepTab(StepView::kForward); });
+  view->addAction("Step: &backward graph (autodiff)", QKeySequence(Qt::CTRL | Qt::Key_3), this,
+                  [this] { showStepTab(StepView::kBackward); });
+  view->addAction("Step: &optimised (after the passes)", QKeySequence(Qt::CTRL | Qt::Key_4), this,
+                  [this] { showStepTab(-1); });
   view->addSeparator();
   dark_act_ = view->addAction("&Dark theme");
   dark_act_->setCheckable(true);
@@ -570,6 +588,14 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   if (!maybeSave()) return e->ignore();
   trainer_.stop();
   e->accept();
+}
+
+void MainWindow::showModelTab() { tabs_->setCurrentWidget(view_); }
+
+void MainWindow::showStepTab(int stage) {
+  tabs_->setCurrentWidget(step_view_);
+  if (stage < 0) step_view_->showOptimised();
+  else step_view_->showStage(stage);
 }
 
 }  // namespace mls::editor

@@ -15,6 +15,7 @@
 #include "editor/document_model.h"
 #include "editor/inspector.h"
 #include "editor/palette.h"
+#include "editor/step_view.h"
 #include "editor/train_controller.h"
 
 class QAction;
@@ -22,6 +23,7 @@ class QComboBox;
 class QDoubleSpinBox;
 class QMenu;
 class QSpinBox;
+class QTabWidget;
 
 namespace mls::editor {
 
@@ -56,6 +58,10 @@ class MainWindow : public QMainWindow {
   ConsoleWidget* console() { return console_; }
   TrainController* trainer() { return &trainer_; }
   QPlainTextEdit* runLog() { return run_log_; }
+  StepView* stepView() { return step_view_; }
+  // The central tabs: the model (canvas) or the training step drawn as a graph.
+  void showModelTab();
+  void showStepTab(int stage);  // StepView::kForward, kBackward, or -1 for the optimised step
   QString statusText() const;
   // Writes the autosave copy now (the timer does it every 30 s while there are changes).
   void autosave();
@@ -81,6 +87,8 @@ class MainWindow : public QMainWindow {
   DocumentModel model_;
   CanvasScene* scene_;
   CanvasView* view_;
+  StepView* step_view_;
+  QTabWidget* tabs_;
   Palette* palette_;
   Inspector* inspector_;
   ConsoleWidget* console_;
