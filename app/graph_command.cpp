@@ -67,9 +67,11 @@ int profile_command(const GraphOptions& o) {
   std::vector<CompiledPlan::StepTime> nodes(times.begin(), times.end());
   std::sort(nodes.begin(), nodes.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
   std::printf("\nslowest nodes\n%-26s %-24s %12s %7s\n", "op", "node", "ms/step", "share");
-  for (size_t i = 0; i < std::min<size_t>(12, nodes.size()); ++i)
-    std::printf("%-26s %-24s %12.3f %6.1f%%\n", nodes[i].op.c_str(), nodes[i].label.c_str(),
+  for (size_t i = 0; i < std::min<size_t>(12, nodes.size()); ++i) {
+    const std::string who = nodes[i].label + (nodes[i].backward ? " (backward)" : "");
+    std::printf("%-26s %-24s %12.3f %6.1f%%\n", nodes[i].op.c_str(), who.c_str(),
                 1e3 * nodes[i].seconds / static_cast<double>(runs), 100 * nodes[i].seconds / total);
+  }
   return 0;
 }
 

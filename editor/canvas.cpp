@@ -48,6 +48,7 @@ std::optional<QPointF> layout_pos(const nodes::Document& doc, const std::string&
 CanvasScene::CanvasScene(DocumentModel* model, QObject* parent) : QGraphicsScene(parent), model_(model) {
   setSceneRect(-2000, -2000, 6000, 5000);
   connect(model_, &DocumentModel::changed, this, &CanvasScene::sync);
+  connect(model_, &DocumentModel::reloaded, this, [this] { setRunInsights({}); });
   connect(this, &QGraphicsScene::selectionChanged, this, [this] {
     auto ids = selectedNodeIds();
     Q_EMIT selectionChangedTo(ids.size() == 1 ? ids[0] : std::string());
@@ -100,8 +101,15 @@ void CanvasScene::sync() {
     item->setData(0, true);
     auto na = a.nodes.find(n.id);
     item->setAnalysis(na == a.nodes.end() ? nodes::NodeAnalysis{} : na->second);
+    auto ri = run_info_.find(n.id);
+    item->setRunInfo(ri == run_info_.end() ? std::nullopt : std::optional<NodeRunInfo>(ri->second));
   }
   rebuildWires();
+}
+
+void CanvasScene::setRunInsights(std::map<std::string, NodeRunInfo> info) {
+  run_info_ = std::move(info);
+  sync();
 }
 
 void CanvasScene::followNodes() {

@@ -39,6 +39,11 @@ class CanvasScene : public QGraphicsScene {
   void paste();
   void autoLayout();
 
+  // The last run's figures on the nodes it measured, until another project opens or the
+  // next run replaces them.
+  void setRunInsights(std::map<std::string, NodeRunInfo> info);
+  const std::map<std::string, NodeRunInfo>& runInsights() const { return run_info_; }
+
   // A fresh node id for a type: "linear1", "linear2", ...
   std::string freshId(const std::string& type) const;
   static constexpr double kGrid = 20;
@@ -66,6 +71,7 @@ class CanvasScene : public QGraphicsScene {
 
   DocumentModel* model_;
   std::map<std::string, NodeItem*> items_;
+  std::map<std::string, NodeRunInfo> run_info_;
   std::vector<WireItem*> wires_;
   // A wire being dragged from a port.
   std::optional<PortRef> drag_from_;

@@ -55,6 +55,31 @@ QPalette darkPalette() {
   return p;
 }
 
+// A run's per-node figures (RunRequest::inspect) as the canvas draws them.
+std::map<std::string, NodeRunInfo> run_insights(const runner::RunOutcome& o) {
+  std::map<std::string, NodeRunInfo> out;
+  double total = 0;
+  for (const LabelTime& t : o.node_times) total += t.forward_seconds + t.backward_seconds;
+  for (const LabelTime& t : o.node_times) {
+    if (t.label.empty() || total <= 0) continue;
+    NodeRunInfo& n = out[t.label];
+    n.time_share = (t.forward_seconds + t.backward_seconds) / total;
+    n.ms_per_step = 1e3 * (t.forward_seconds + t.backward_seconds);
+    n.backward_ms = 1e3 * t.backward_seconds;
+  }
+  for (const OutputStats& s : o.node_outputs) {
+    NodeRunInfo& n = out[s.label];
+    if (total > 0 && n.time_share < 0) n.time_share = 0;  // timed, and ran no kernel (a view)
+    n.has_output = true;
+    n.mean = s.mean;
+    n.std = s.std;
+    n.min = s.min;
+    n.max = s.max;
+    n.zero_fraction = s.zero_fraction;
+  }
+  return out;
+}
+
 }  // namespace
 
 MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
@@ -131,6 +156,8 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     if (o.result.has_test) line += ", test " + QString::fromStdString(runner::eval_text(o.result.test));
     line += ", recorded in " + QString::fromStdString(o.db);
     run_log_->appendPlainText(line);
+    scene_->setRunInsights(run_insights(o));
+    if (!o.inspect_note.empty()) run_log_->appendPlainText(QString::fromStdString("note: " + o.inspect_note));
     showStatus(line);
     progress_->hide();
     updateRunState();
@@ -511,6 +538,7 @@ bool MainWindow::train() {
     if (!saveTo(QString::fromStdString(path)).ok()) return false;
   }
   runner::RunRequest req;
+  req.inspect = true;  // per-node time and output statistics, drawn on the canvas afterwards
   req.project.path = path;
   req.db = options_.db;
   run_log_->appendPlainText("training " + QString::fromStdString(path) + " (runs in " + QString::fromStdString(req.db) + ")");

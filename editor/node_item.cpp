@@ -1,6 +1,8 @@
 #include "editor/node_item.h"
 
 #include <QApplication>
+#include <QStringList>
+#include <algorithm>
 #include <QPainter>
 #include <QPalette>
 #include <QStyleOptionGraphicsItem>
@@ -37,7 +39,43 @@ NodeItem::NodeItem(std::string id, const nodes::NodeTypeDef* def) : id_(std::mov
 
 double NodeItem::height() const {
   size_t rows = def_ ? std::max(def_->inputs.size(), def_->outputs.size()) : 1;
-  return kHeader + static_cast<double>(std::max<size_t>(rows, 1)) * kRow + kFooter;
+  return kHeader + static_cast<double>(std::max<size_t>(rows, 1)) * kRow + kFooter + (run_ ? 2 * kFooter : 0);
+}
+
+void NodeItem::setRunInfo(const std::optional<NodeRunInfo>& info) {
+  prepareGeometryChange();
+  run_ = info;
+  QString tip;
+  if (run_) {
+    tip = "Last run";
+    if (run_->time_share >= 0)
+      tip += QString("\n  %1% of the step's kernel time: %2 ms per step (%3 ms of it backward)")
+                 .arg(100 * run_->time_share, 0, 'f', 1)
+                 .arg(run_->ms_per_step, 0, 'f', 3)
+                 .arg(run_->backward_ms, 0, 'f', 3);
+    if (run_->has_output)
+      tip += QString("\n  output on a test batch: mean %1, std %2, min %3, max %4, %5% exact zeros")
+                 .arg(run_->mean, 0, 'g', 4)
+                 .arg(run_->std, 0, 'g', 4)
+                 .arg(run_->min, 0, 'g', 4)
+                 .arg(run_->max, 0, 'g', 4)
+                 .arg(100 * run_->zero_fraction, 0, 'f', 1);
+  }
+  setToolTip(tip);
+  update();
+}
+
+QString NodeItem::runText() const {
+  if (!run_) return {};
+  QString time = run_->time_share >= 0 ? QString("%1% of step time").arg(100 * run_->time_share, 0, 'f', 1)
+                                       : QString("not timed");
+  QStringList parts;
+  if (run_->has_output) {
+    parts << QString("μ %1").arg(run_->mean, 0, 'g', 2) << QString("σ %1").arg(run_->std, 0, 'g', 2);
+    // Dead units show as zeros at a ReLU: the figure a student looks for.
+    if (def_ && def_->id == "mls.relu") parts << QString("%1% zeros").arg(100 * run_->zero_fraction, 0, 'f', 0);
+  }
+  return time + "\n" + parts.join(" ");
 }
 
 QRectF NodeItem::boundingRect() const { return QRectF(-kPortRadius - 2, -2, kWidth + 2 * kPortRadius + 4, height() + 4); }
@@ -126,6 +164,26 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   if (def_) {
     for (size_t i = 0; i < def_->inputs.size(); ++i) drawPort(false, i, def_->inputs[i]);
     for (size_t i = 0; i < def_->outputs.size(); ++i) drawPort(true, i, def_->outputs[i]);
+  }
+
+  // The last run's line: a bar for the time share under the figures.
+  if (run_) {
+    const QRectF time_line(8, height() - 3 * kFooter + 2, kWidth - 16, kFooter - 3);
+    const QRectF stats_line = time_line.translated(0, kFooter - 2);
+    if (run_->time_share >= 0) {
+      QRectF bar = time_line;
+      bar.setTop(bar.bottom() - 3);
+      p->fillRect(bar, pal.color(QPalette::Mid));
+      bar.setWidth(bar.width() * std::clamp(run_->time_share, 0.0, 1.0));
+      p->fillRect(bar, QColor(0xe0, 0x8a, 0x2c));
+    }
+    p->setPen(text);
+    const QStringList lines = runText().split('\n');
+    const QFontMetrics fm(p->font());
+    p->drawText(time_line.adjusted(0, 0, 0, -3), Qt::AlignLeft | Qt::AlignVCenter,
+                fm.elidedText(lines.value(0), Qt::ElideRight, static_cast<int>(time_line.width())));
+    p->drawText(stats_line, Qt::AlignLeft | Qt::AlignVCenter,
+                fm.elidedText(lines.value(1), Qt::ElideRight, static_cast<int>(stats_line.width())));
   }
 
   // Footer: the output shape and parameter count, or why there is none.

@@ -20,6 +20,15 @@ struct PortRef {
   std::string key() const { return node + ":" + port; }
 };
 
+// What the last run measured at a node (RunRequest::inspect): its share of the step's kernel
+// time and its output's statistics on a test batch.
+struct NodeRunInfo {
+  double time_share = -1;  // of the step's kernel time, forward + backward (< 0: not timed)
+  double ms_per_step = 0, backward_ms = 0;
+  bool has_output = false;
+  double mean = 0, std = 0, min = 0, max = 0, zero_fraction = 0;
+};
+
 class NodeItem : public QGraphicsItem {
  public:
   static constexpr double kWidth = 150, kHeader = 38, kRow = 20, kFooter = 22, kPortRadius = 5.5;
@@ -34,6 +43,11 @@ class NodeItem : public QGraphicsItem {
   const nodes::NodeTypeDef* def() const { return def_; }
   void setId(std::string id) { id_ = std::move(id); update(); }
   void setAnalysis(const nodes::NodeAnalysis& a);
+  // The last run's figures, drawn as a second footer line (nullopt: none).
+  void setRunInfo(const std::optional<NodeRunInfo>& info);
+  const std::optional<NodeRunInfo>& runInfo() const { return run_; }
+  // The run footer's text, as drawn ("31.2% time · mean 0.42 · std 0.91 · 48% zeros").
+  QString runText() const;
 
   // The port under a scene position (within a few pixels), if any.
   std::optional<PortRef> portAt(const QPointF& scene_pos) const;
@@ -48,6 +62,7 @@ class NodeItem : public QGraphicsItem {
   std::string id_;
   const nodes::NodeTypeDef* def_;
   nodes::NodeAnalysis analysis_;
+  std::optional<NodeRunInfo> run_;
   std::optional<PortRef> highlight_;
 };
 

@@ -39,6 +39,33 @@ std::string eval_text(const EvalResult& e) {
   return buf;
 }
 
+namespace {
+
+// The editor's overlays after a run: time per node from the profiled plan, and each node's
+// output on one batch of held-out data (test, else validation, else training).
+void inspect_run(Trainer& trainer, const Project& p, RunOutcome& out) {
+  if (out.mode == "static") {
+    auto plan = trainer.training_plan(out.config.batch_size);
+    if (plan) out.node_times = time_by_label(**plan);
+  } else {
+    out.inspect_note = "per-node times need the static mode (the run was " + out.mode + ")";
+  }
+  BatchSource* src = p.test ? p.test.get() : p.validation ? p.validation.get() : p.train.get();
+  HostBatch batch;
+  src->start_epoch(0);
+  if (!src->next(std::min<int64_t>(256, src->num_samples()), batch) || batch.size == 0) return;
+  auto model = p.builder()(batch.size, false);
+  if (!model) {
+    out.inspect_note = model.error().message;
+    return;
+  }
+  auto stats = output_stats(trainer.backend(), std::move(*model), trainer.params(), batch);
+  if (stats) out.node_outputs = std::move(*stats);
+  else out.inspect_note = stats.error().message;
+}
+
+}  // namespace
+
 Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   auto project = open_project(o.project);
   if (!project) return project.error();
@@ -69,6 +96,7 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   }
   cfg.stop_after_epochs = o.stop_after_epochs;
   Trainer trainer(backend, p.builder(), cfg);
+  trainer.set_profiling(o.inspect);
   if (o.resume) {
     if (info->project_hash != *hash)
       say(events.warning, p.path + " changed since run " + std::to_string(run_id) +
@@ -150,6 +178,7 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   out.threads = backend.num_threads();
   out.last_checkpoint = last_path;
   out.db = o.db;
+  if (o.inspect) inspect_run(trainer, p, out);
   return out;
 }
 

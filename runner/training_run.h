@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/train/node_stats.h"
 #include "engine/train/trainer.h"
 #include "runner/project.h"
 
@@ -35,6 +36,9 @@ struct RunRequest {
   std::optional<int64_t> resume;  // continue this run from its last checkpoint
   int64_t stop_after_epochs = 0;  // > 0: stop after this many epochs (resume later)
   std::string db = "mlstudio-runs.db";
+  // Time every kernel and, after the run, describe each node's output on a test batch
+  // (RunOutcome::node_times, node_outputs): what the editor draws on its nodes.
+  bool inspect = false;
 };
 
 // What the caller hears while the run goes on; every member may be left empty. The
@@ -60,6 +64,11 @@ struct RunOutcome {
   int threads = 0;
   std::string last_checkpoint;
   std::string db;
+  // With RunRequest::inspect: per document node, its kernel time per step (static mode) and
+  // its output's statistics on one batch of test data; why not, when they could not be had.
+  std::vector<LabelTime> node_times;
+  std::vector<OutputStats> node_outputs;
+  std::string inspect_note;
 };
 
 // Errors before the run is recorded name the project or option at fault; a run that

@@ -341,7 +341,7 @@ void CompiledPlan::materialise() {
     step_times_.clear();
     for (int32_t s : run_order_) {
       const Node& n = g.nodes()[static_cast<size_t>(schedule_[static_cast<size_t>(s)])];
-      step_times_.push_back({n.op->name, n.label + (n.backward ? " (backward)" : ""), 0, 0});
+      step_times_.push_back({n.op->name, n.label, n.backward, 0, 0});
     }
   }
   // The calls point into steps_ (and the launches into calls_): both are complete now.

@@ -68,7 +68,8 @@ class CompiledPlan {
   // queues report kernel time, not submission time) and adds it to step_seconds().
   void set_profiling(bool on);
   struct StepTime {
-    std::string op, label;
+    std::string op, label;  // the node's label ("fc1"), as in the graph
+    bool backward = false;
     double seconds = 0;
     int64_t runs = 0;
   };

@@ -185,6 +185,7 @@ class Trainer {
   const std::vector<Tensor>& params() const { return params_; }
   const std::vector<std::string>& param_names() const { return param_names_; }
   const TrainConfig& config() const { return config_; }
+  Backend& backend() const { return backend_; }
   int64_t epochs_done() const { return epochs_done_; }
   int64_t steps_done() const { return step_; }
   bool regression() const { return !target_shape_.empty(); }

@@ -68,6 +68,35 @@ TEST_CASE("training from the GUI records a run while the event loop stays respon
   REQUIRE(loss.ok());
   CHECK(loss->size() == static_cast<size_t>(outcome.result.steps));
   CHECK(fx.window->runLog()->toPlainText().contains("finished"));
+
+  // After the run every layer shows its share of the step's time and its output's figures.
+  QTest::qWait(10);
+  const auto& info = fx.window->scene()->runInsights();
+  double shares = 0;
+  for (const char* id : {"flat", "fc1", "relu1", "fc2", "relu2", "fc3", "loss"}) {
+    INFO(id);
+    REQUIRE(info.count(id) == 1);
+    CHECK(info.at(id).time_share >= 0);
+    shares += info.at(id).time_share;
+  }
+  CHECK(shares == Approx(1.0).margin(0.05));  // the rest: kernels no layer owns
+  CHECK(info.at("flat").time_share == 0);       // a reshape is a view: no kernel runs
+  CHECK(info.at("fc1").time_share > info.at("relu1").time_share);  // a GEMM outweighs a max
+  CHECK(info.at("fc1").backward_ms > 0);
+  const NodeRunInfo& relu = info.at("relu1");
+  const NodeRunInfo& fc = info.at("fc1");
+  REQUIRE(relu.has_output);
+  CHECK(relu.min == 0);
+  CHECK(fc.min < 0);
+  CHECK(relu.mean > std::max(0.0, fc.mean));
+  CHECK(relu.zero_fraction > 0.05);
+  CHECK(relu.zero_fraction < 0.95);
+  CHECK(fc.zero_fraction < 0.01);
+  NodeItem* item = fx.window->scene()->nodeItem("relu1");
+  CHECK(item->runText().contains("% zeros"));
+  CHECK(item->runText().contains("% of step time"));
+  CHECK(fx.window->scene()->nodeItem("fc1")->toolTip().contains("of the step's kernel time"));
+  if (const char* dir = std::getenv("MLS_SCREENSHOT_DIR")) fx.window->grab().save(QString(dir) + "/after-run.png");
 }
 
 TEST_CASE("Pause holds the run between steps; Stop ends it as interrupted", "[editor][train]") {
