@@ -45,23 +45,7 @@ double NodeItem::height() const {
 void NodeItem::setRunInfo(const std::optional<NodeRunInfo>& info) {
   prepareGeometryChange();
   run_ = info;
-  QString tip;
-  if (run_) {
-    tip = "Last run";
-    if (run_->time_share >= 0)
-      tip += QString("\n  %1% of the step's kernel time: %2 ms per step (%3 ms of it backward)")
-                 .arg(100 * run_->time_share, 0, 'f', 1)
-                 .arg(run_->ms_per_step, 0, 'f', 3)
-                 .arg(run_->backward_ms, 0, 'f', 3);
-    if (run_->has_output)
-      tip += QString("\n  output on a test batch: mean %1, std %2, min %3, max %4, %5% exact zeros")
-                 .arg(run_->mean, 0, 'g', 4)
-                 .arg(run_->std, 0, 'g', 4)
-                 .arg(run_->min, 0, 'g', 4)
-                 .arg(run_->max, 0, 'g', 4)
-                 .arg(100 * run_->zero_fraction, 0, 'f', 1);
-  }
-  setToolTip(tip);
+  updateToolTip();
   update();
 }
 
@@ -103,11 +87,30 @@ std::optional<PortRef> NodeItem::portAt(const QPointF& scene_pos) const {
 
 void NodeItem::setAnalysis(const nodes::NodeAnalysis& a) {
   analysis_ = a;
-  QString tip = def_ ? QString::fromStdString(def_->display_name + " (" + def_->id + ")\n" + def_->doc) : QString();
-  if (!a.error.empty()) tip += "\n\nError: " + QString::fromStdString(a.error);
-  else if (!a.waiting.empty()) tip += "\n\n" + QString::fromStdString(a.waiting);
-  setToolTip(tip);
+  updateToolTip();
   update();
+}
+
+void NodeItem::updateToolTip() {
+  QString tip = def_ ? QString::fromStdString(def_->display_name + " (" + def_->id + ")\n" + def_->doc) : QString();
+  if (!analysis_.error.empty()) tip += "\n\nError: " + QString::fromStdString(analysis_.error);
+  else if (!analysis_.waiting.empty()) tip += "\n\n" + QString::fromStdString(analysis_.waiting);
+  if (run_) {
+    tip += "\n\nLast run";
+    if (run_->time_share >= 0)
+      tip += QString("\n  %1% of the step's kernel time: %2 ms per step (%3 ms of it backward)")
+                 .arg(100 * run_->time_share, 0, 'f', 1)
+                 .arg(run_->ms_per_step, 0, 'f', 3)
+                 .arg(run_->backward_ms, 0, 'f', 3);
+    if (run_->has_output)
+      tip += QString("\n  output on a test batch: mean %1, std %2, min %3, max %4, %5% exact zeros")
+                 .arg(run_->mean, 0, 'g', 4)
+                 .arg(run_->std, 0, 'g', 4)
+                 .arg(run_->min, 0, 'g', 4)
+                 .arg(run_->max, 0, 'g', 4)
+                 .arg(100 * run_->zero_fraction, 0, 'f', 1);
+  }
+  setToolTip(tip);
 }
 
 void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget*) {

@@ -57,6 +57,7 @@ class NodeItem : public QGraphicsItem {
 
  private:
   double height() const;
+  void updateToolTip();  // the type's documentation, the analysis, the last run
   QPointF portLocalPos(bool output, size_t index) const;
 
   std::string id_;
