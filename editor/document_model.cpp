@@ -69,9 +69,20 @@ size_t DocumentModel::history_index() const { return static_cast<size_t>(stack_.
 void DocumentModel::mark_saved() { stack_.setClean(); }
 
 Result<void> DocumentModel::load(const std::string& path) {
+  salvaged_.clear();
   auto doc = nodes::load_document(path, nodes::GraphCheck::Draft);
-  if (!doc) return doc.error();
-  reset(std::move(*doc), path);
+  if (doc) {
+    reset(std::move(*doc), path);
+    return {};
+  }
+  // Broken or from a newer mlstudio: open what can be read, as an unsaved copy, so that
+  // Save cannot overwrite the original with less than it holds.
+  auto part = nodes::load_document(path, nodes::GraphCheck::Salvage);
+  if (!part) return doc.error();
+  std::vector<std::string> lost = part->warnings;
+  reset(std::move(*part), "", false);
+  salvaged_ = lost;
+  salvaged_from_ = path;
   return {};
 }
 

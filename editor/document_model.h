@@ -46,7 +46,12 @@ class DocumentModel : public QObject, public nodes::DocumentHistory {
 
   // Replaces the document (history cleared, state clean). A file that does not parse is not
   // opened; a draft (unlinked inputs, no loss yet) opens with its problems in warnings().
+  // A file that parses as JSON but is broken or from a newer mlstudio opens partly: what
+  // could not be read is left out and listed in salvaged(), and the document comes up
+  // untitled and modified (Save asks for a name; the original stays as it was).
   Result<void> load(const std::string& path);
+  const std::vector<std::string>& salvaged() const { return salvaged_; }
+  const std::string& salvagedFrom() const { return salvaged_from_; }
   // `saved` false: the document differs from the file at `path` (recovered work), so it
   // counts as modified until saved.
   void reset(nodes::Document doc, const std::string& path = "", bool saved = true);
@@ -78,6 +83,8 @@ class DocumentModel : public QObject, public nodes::DocumentHistory {
 
   nodes::Document doc_;
   std::string path_;
+  std::vector<std::string> salvaged_;
+  std::string salvaged_from_;
   QUndoStack stack_;
   nodes::DocumentAnalysis analysis_;
   std::optional<nodes::InferContext> data_;

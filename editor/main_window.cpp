@@ -452,6 +452,22 @@ Result<void> MainWindow::openFile(const QString& path) {
       QMessageBox::warning(this, "Cannot open " + QFileInfo(path).fileName(), QString::fromStdString(r.error().message));
     return r;
   }
+  if (!model_.salvaged().empty()) {
+    // Opened in part: say what was left out, in the run log and (interactive) a dialog.
+    QString list;
+    for (const std::string& w : model_.salvaged()) list += "• " + QString::fromStdString(w) + "\n";
+    run_log_->appendPlainText("opened " + path + " in part; left out or changed:\n" + list.trimmed());
+    showStatus(QString("opened %1 in part: %2 problem(s), see the run log; saving asks for a new name")
+                   .arg(QFileInfo(path).fileName())
+                   .arg(model_.salvaged().size()),
+               true);
+    if (options_.interactive)
+      QMessageBox::warning(this, "Opened " + QFileInfo(path).fileName() + " in part",
+                           "This file is broken or was written by a newer mlstudio. What could be read is open, as an "
+                           "untitled copy; the original is untouched.\n\n" + list);
+    view_->fitAll();
+    return {};
+  }
   addRecent(path);
   QString note = "opened " + path;
   if (!model_.doc().warnings.empty()) note += " (" + QString::fromStdString(model_.doc().warnings[0]) + ")";

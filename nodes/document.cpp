@@ -51,6 +51,7 @@ class Parser : FieldReader {
       : FieldReader(source), catalogue_(catalogue) {}
 
   Result<Document> parse(const json& root, GraphCheck check) {
+    salvage_ = check == GraphCheck::Salvage;
     if (!root.is_object())
       return fail("", "expected a JSON object at the top level (is this an mlstudio project?)");
     if (auto r = format_version(root); !r) return r.error();
@@ -61,16 +62,24 @@ class Parser : FieldReader {
       if (std::find(known.begin(), known.end(), key) == known.end())
         doc_.warnings.push_back(source_ + ": " + ptr("", key) + ": unknown key ignored");
     }
-    if (auto r = string_field(root, "", "name", doc_.name); !r) return r.error();
-    if (auto r = string_field(root, "", "description", doc_.description); !r) return r.error();
-    if (auto r = dataset(root); !r) return r.error();
+    // Salvage: a section that fails keeps its defaults; the message becomes a warning.
+    if (auto r = soft(string_field(root, "", "name", doc_.name)); !r) return r.error();
+    if (auto r = soft(string_field(root, "", "description", doc_.description)); !r) return r.error();
+    if (auto r = soft(dataset(root)); !r) return r.error();
     if (auto r = model(root); !r) return r.error();
-    if (auto r = parse_training(*this, root, doc_.training); !r) return r.error();
-    if (auto r = extras(root); !r) return r.error();
+    if (salvage_) {
+      TrainingSpec t;
+      if (auto r = parse_training(*this, root, t); !r) doc_.warnings.push_back(r.error().message + " (defaults kept)");
+      else doc_.training = std::move(t);
+    } else if (auto r = parse_training(*this, root, doc_.training); !r) {
+      return r.error();
+    }
+    if (auto r = soft(extras(root)); !r) return r.error();
 
     std::vector<std::string> problems = graph_problems(doc_, source_, catalogue_);
     if (!problems.empty()) {
       if (check == GraphCheck::Strict) return make_error(problems.front());
+      // Salvaged or not, a half-built graph opens; its problems are listed.
       for (std::string& p : problems) doc_.warnings.push_back(std::move(p));
     }
     return std::move(doc_);
@@ -82,10 +91,14 @@ class Parser : FieldReader {
     if (it == root.end()) return fail("", "missing format_version (is this an mlstudio project?)");
     if (!it->is_number_integer()) return fail("/format_version", "must be an integer");
     int64_t v = it->get<int64_t>();
-    if (v > kFormatVersion)
-      return fail("", "format_version " + std::to_string(v) +
-                          " is newer than this mlstudio supports (" +
-                          std::to_string(kFormatVersion) + ")");
+    if (v > kFormatVersion) {
+      auto e = fail("", "format_version " + std::to_string(v) + " is newer than this mlstudio supports (" +
+                            std::to_string(kFormatVersion) + ")");
+      if (!salvage_) return e;
+      doc_.warnings.push_back(e.message + ": opened what this version understands");
+      doc_.format_version = kFormatVersion;
+      return {};
+    }
     if (v < 1) return fail("/format_version", "must be an integer >= 1");
     doc_.format_version = static_cast<int>(v);
     return {};
@@ -111,12 +124,20 @@ class Parser : FieldReader {
     for (const char* key : {"nodes", "links"})
       if (m.contains(key) && !m.at(key).is_array())
         return fail(ptr("/model", key), "must be an array");
+    // Salvage: a node or link that cannot be read is left out (links to a left-out node too).
     if (m.contains("nodes"))
       for (size_t i = 0; i < m.at("nodes").size(); ++i)
-        if (auto r = node(m.at("nodes")[i], ptr("/model/nodes", i)); !r) return r;
+        if (auto r = soft(node(m.at("nodes")[i], ptr("/model/nodes", i)), " (node left out)"); !r) return r;
     if (m.contains("links"))
       for (size_t i = 0; i < m.at("links").size(); ++i)
-        if (auto r = link(m.at("links")[i], ptr("/model/links", i)); !r) return r;
+        if (auto r = soft(link(m.at("links")[i], ptr("/model/links", i)), " (link left out)"); !r) return r;
+    return {};
+  }
+
+  // Strict and Draft: the error stands. Salvage: it is kept as a warning and reading goes on.
+  Result<void> soft(Result<void> r, const std::string& consequence = " (defaults kept)") {
+    if (r || !salvage_) return r;
+    doc_.warnings.push_back(r.error().message + consequence);
     return {};
   }
 
@@ -158,8 +179,16 @@ class Parser : FieldReader {
                       " this mlstudio supports (" + std::to_string(def->version) + ")");
 
     std::string bad_param;
-    Result<json> params =
-        complete_params(*def, n.contains("params") ? n.at("params") : json(), &bad_param);
+    json given = n.contains("params") ? n.at("params") : json();
+    Result<json> params = complete_params(*def, given, &bad_param);
+    // Salvage: a bad parameter takes its default (a required one fails the node).
+    while (salvage_ && !params && !bad_param.empty() && given.is_object() && given.contains(bad_param)) {
+      doc_.warnings.push_back(source_ + ": node '" + out.id + "' (" + ptr(ptr(path, "params"), bad_param) +
+                              "): " + params.error().message + " (default used)");
+      given.erase(bad_param);
+      bad_param.clear();
+      params = complete_params(*def, given, &bad_param);
+    }
     if (!params) {
       std::string where = ptr(path, "params");
       if (!bad_param.empty()) where = ptr(where, bad_param);
@@ -243,6 +272,7 @@ class Parser : FieldReader {
 
   const NodeCatalogue& catalogue_;
   Document doc_;
+  bool salvage_ = false;
 };
 
 }  // namespace

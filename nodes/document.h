@@ -95,6 +95,10 @@ struct Document {
 enum class GraphCheck {
   Strict,  // unlinked inputs, cycles and a missing/extra loss node are errors
   Draft,   // ...they become warnings, so a half-built graph still opens in the editor
+  // A broken or newer-format file: as Draft, and whatever cannot be read (an unknown node
+  // type, a bad parameter, a link to a missing port, a newer format_version, a bad section)
+  // is left out with a warning naming its place, so the rest opens. Invalid JSON still fails.
+  Salvage,
 };
 
 // Parses and checks a document. `source_name` (usually the path) starts every message:

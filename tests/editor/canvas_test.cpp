@@ -219,6 +219,26 @@ TEST_CASE("save then open round-trips the document byte for byte", "[editor]") {
   REQUIRE(nodes::save_document(h.doc(), fx.dir.file("draft.mls")).ok());
   REQUIRE(fx.window->openFile(QString::fromStdString(fx.dir.file("draft.mls"))).ok());
   CHECK(fx.window->statusText().contains("draft"));
+
+  // A file from a newer mlstudio with a node type this one lacks opens in part: the rest is
+  // on the canvas, what was left out is listed, and the original cannot be overwritten by Save.
+  std::string text = read_file(MLS_SOURCE_DIR "/resources/examples/fashion-mnist-mlp.mls");
+  text.replace(text.find("\"format_version\": 1"), 19, "\"format_version\": 7");
+  text.replace(text.find("\"mls.relu\""), 10, "\"mls.quantum_relu\"");
+  const std::string future = fx.dir.file("future.mls");
+  std::ofstream(future) << text;
+  REQUIRE(fx.window->openFile(QString::fromStdString(future)).ok());
+  DocumentModel* m = fx.window->model();
+  CHECK(m->path().empty());
+  CHECK(m->isModified());
+  CHECK(m->salvagedFrom() == future);
+  CHECK(m->salvaged().size() >= 3);  // the version, the node, its two links
+  CHECK(fx.window->scene()->nodeItem("relu1") == nullptr);
+  CHECK(fx.window->scene()->nodeItem("fc1") != nullptr);
+  CHECK(fx.window->scene()->nodeItem("relu2") != nullptr);
+  CHECK(fx.window->statusText().contains("in part"));
+  CHECK(fx.window->runLog()->toPlainText().contains("unknown node type 'mls.quantum_relu'"));
+  CHECK(read_file(future) == text);  // untouched
 }
 
 TEST_CASE("autosave keeps unsaved work in a file of its own", "[editor]") {

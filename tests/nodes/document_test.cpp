@@ -420,3 +420,54 @@ TEST_CASE("a missing file is reported with its path", "[nodes]") {
   REQUIRE_FALSE(doc);
   CHECK(doc.error().message == "/nonexistent/dir/p.mls: cannot open: No such file or directory");
 }
+
+TEST_CASE("Salvage opens what a broken or newer-format file holds and lists the rest", "[nodes][document]") {
+  auto j = nlohmann::json::parse(R"({
+    "format_version": 99,
+    "name": "from the future",
+    "model": {
+      "nodes": [
+        {"id": "x", "type": "mls.input", "version": 1, "params": {}},
+        {"id": "flat", "type": "mls.flatten", "version": 1, "params": {}},
+        {"id": "fc1", "type": "mls.linear", "version": 1, "params": {"out_features": 64, "bias": "yes please"}},
+        {"id": "warp", "type": "mls.warp_drive", "version": 1, "params": {}},
+        {"id": "fc2", "type": "mls.linear", "version": 1, "params": {"out_features": 10}}
+      ],
+      "links": [
+        {"from": "x:out", "to": "flat:in"},
+        {"from": "flat:out", "to": "fc1:in"},
+        {"from": "fc1:out", "to": "warp:in"},
+        {"from": "warp:out", "to": "fc2:in"}
+      ]
+    },
+    "training": {"epochs": "many"}
+  })");
+  // Strict and Draft refuse it, naming the first fault.
+  auto strict = parse_document(j.dump(), "F.mls", GraphCheck::Draft);
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.error().message.find("format_version 99 is newer") != std::string::npos);
+
+  auto doc = parse_document(j.dump(), "F.mls", GraphCheck::Salvage);
+  REQUIRE(doc.ok());
+  CHECK(doc->name == "from the future");
+  CHECK(doc->format_version == kFormatVersion);
+  std::vector<std::string> ids;
+  for (const NodeDoc& n : doc->nodes) ids.push_back(n.id);
+  CHECK(ids == std::vector<std::string>{"x", "flat", "fc1", "fc2"});  // the unknown type left out
+  CHECK(doc->links.size() == 2);                                      // and both its links
+  CHECK(doc->nodes[2].params.at("out_features") == 64);
+  CHECK(doc->nodes[2].params.at("bias") == true);  // the bad value took its default
+  CHECK(doc->training.epochs == TrainingSpec{}.epochs);
+  auto has = [&](const std::string& a, const std::string& b) {
+    for (const std::string& w : doc->warnings)
+      if (w.find(a) != std::string::npos && w.find(b) != std::string::npos) return true;
+    return false;
+  };
+  CHECK(has("format_version 99", "opened what this version understands"));
+  CHECK(has("unknown node type 'mls.warp_drive'", "(node left out)"));
+  CHECK(has("/model/links/2", "no node 'warp'"));
+  CHECK(has("node 'fc1'", "(default used)"));
+  CHECK(has("epochs", "(defaults kept)"));
+  // Invalid JSON has nothing to salvage.
+  CHECK_FALSE(parse_document("{\"format_version\": 1,", "G.mls", GraphCheck::Salvage).ok());
+}
