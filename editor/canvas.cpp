@@ -20,7 +20,9 @@ namespace {
 
 constexpr const char* kClipboardMime = "application/x-mlstudio-nodes";
 
-double snap(double v) { return std::round(v / CanvasScene::kGrid) * CanvasScene::kGrid; }
+double snap(double v) {
+  return std::round(v / CanvasScene::kGrid) * CanvasScene::kGrid;
+}
 
 // Starting values for parameters a type requires, so a dropped node is valid at once; the
 // inspector changes them.
@@ -28,24 +30,31 @@ nlohmann::json starting_params(const nodes::NodeTypeDef& def) {
   nlohmann::json p = nlohmann::json::object();
   for (const nodes::ParamDef& d : def.params) {
     if (!d.required) continue;
-    if (d.name == "out_channels") p[d.name] = 16;
-    else if (d.name == "num_embeddings") p[d.name] = 1000;
-    else if (d.kind == nodes::ParamKind::Int) p[d.name] = 64;
-    else if (d.kind == nodes::ParamKind::Float) p[d.name] = d.min.value_or(0.0);
-    else if (d.name == "shape") p[d.name] = "-1";
+    if (d.name == "out_channels")
+      p[d.name] = 16;
+    else if (d.name == "num_embeddings")
+      p[d.name] = 1000;
+    else if (d.kind == nodes::ParamKind::Int)
+      p[d.name] = 64;
+    else if (d.kind == nodes::ParamKind::Float)
+      p[d.name] = d.min.value_or(0.0);
+    else if (d.name == "shape")
+      p[d.name] = "-1";
   }
   return p;
 }
 
 std::optional<QPointF> layout_pos(const nodes::Document& doc, const std::string& id) {
   auto it = doc.layout.find(id);
-  if (it == doc.layout.end() || !it->is_object() || !it->contains("x") || !it->contains("y")) return std::nullopt;
+  if (it == doc.layout.end() || !it->is_object() || !it->contains("x") || !it->contains("y"))
+    return std::nullopt;
   return QPointF((*it)["x"].get<double>(), (*it)["y"].get<double>());
 }
 
 }  // namespace
 
-CanvasScene::CanvasScene(DocumentModel* model, QObject* parent) : QGraphicsScene(parent), model_(model) {
+CanvasScene::CanvasScene(DocumentModel* model, QObject* parent)
+    : QGraphicsScene(parent), model_(model) {
   setSceneRect(-2000, -2000, 6000, 5000);
   connect(model_, &DocumentModel::changed, this, &CanvasScene::sync);
   connect(model_, &DocumentModel::reloaded, this, [this] { setRunInsights({}); });
@@ -61,7 +70,9 @@ NodeItem* CanvasScene::nodeItem(const std::string& id) const {
   return it == items_.end() ? nullptr : it->second;
 }
 
-std::vector<WireItem*> CanvasScene::wires() const { return wires_; }
+std::vector<WireItem*> CanvasScene::wires() const {
+  return wires_;
+}
 
 std::vector<std::string> CanvasScene::selectedNodeIds() const {
   std::vector<std::string> ids;
@@ -96,15 +107,83 @@ void CanvasScene::sync() {
       item = new NodeItem(n.id, cat.find(n.type));
       addItem(item);
     }
-    if (auto p = layout_pos(doc, n.id)) item->setPos(*p);
-    else if (!item->data(0).toBool()) item->setPos(40 + 200.0 * unplaced++, 400);
+    if (auto p = layout_pos(doc, n.id))
+      item->setPos(*p);
+    else if (!item->data(0).toBool())
+      item->setPos(40 + 200.0 * unplaced++, 400);
     item->setData(0, true);
     auto na = a.nodes.find(n.id);
     item->setAnalysis(na == a.nodes.end() ? nodes::NodeAnalysis{} : na->second);
     auto ri = run_info_.find(n.id);
     item->setRunInfo(ri == run_info_.end() ? std::nullopt : std::optional<NodeRunInfo>(ri->second));
   }
+  rebuildFrames();
   rebuildWires();
+}
+
+void CanvasScene::rebuildFrames() {
+  for (FrameItem* f : frame_items_) delete f;
+  frame_items_.clear();
+  const auto frames = nodes::comment_frames(model_->doc());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    // Commits arrive from the item's own mouse handler: queued, since the edit rebuilds it.
+    auto commit = [this](int index, QRectF r) {
+      QMetaObject::invokeMethod(
+          this,
+          [this, index, r] {
+            auto all = nodes::comment_frames(model_->doc());
+            if (index < 0 || index >= static_cast<int>(all.size())) return;
+            nodes::CommentFrame f = all[static_cast<size_t>(index)];
+            f.x = snap(r.x());
+            f.y = snap(r.y());
+            f.w = snap(r.width());
+            f.h = snap(r.height());
+            (void)setFrame(index, f);
+          },
+          Qt::QueuedConnection);
+    };
+    auto rename = [this](int index) { Q_EMIT frameRenameRequested(index); };
+    auto* item = new FrameItem(static_cast<int>(i), frames[i], commit, rename);
+    addItem(item);
+    frame_items_.push_back(item);
+  }
+}
+
+void CanvasScene::addFrame(const QString& title, QPointF at) {
+  QRectF r;
+  for (const std::string& id : selectedNodeIds())
+    if (NodeItem* n = nodeItem(id)) r = r.united(n->sceneBoundingRect());
+  if (r.isNull())
+    r = QRectF(at, QSizeF(320, 200));
+  else
+    r = r.adjusted(-20, -20 - FrameItem::kTitle, 20, 20);
+  auto all = nodes::comment_frames(model_->doc());
+  all.push_back({title.toStdString(), snap(r.x()), snap(r.y()), snap(r.width()), snap(r.height())});
+  auto cmd = nodes::make_set_frames(model_->doc(), all, "Add comment frame");
+  if (!cmd) return Q_EMIT message(QString::fromStdString(cmd.error().message), true);
+  (void)model_->push(std::move(cmd));
+}
+
+Result<void> CanvasScene::setFrame(int index, const nodes::CommentFrame& frame) {
+  auto all = nodes::comment_frames(model_->doc());
+  if (index < 0 || index >= static_cast<int>(all.size()))
+    return make_error("no comment frame " + std::to_string(index));
+  all[static_cast<size_t>(index)] = frame;
+  auto cmd = nodes::make_set_frames(model_->doc(), all, "Change comment frame");
+  if (!cmd) {
+    Q_EMIT message(QString::fromStdString(cmd.error().message), true);
+    return cmd.error();
+  }
+  return model_->push(std::move(cmd));
+}
+
+Result<void> CanvasScene::renameFrame(int index, const QString& title) {
+  auto all = nodes::comment_frames(model_->doc());
+  if (index < 0 || index >= static_cast<int>(all.size()))
+    return make_error("no comment frame " + std::to_string(index));
+  nodes::CommentFrame f = all[static_cast<size_t>(index)];
+  f.title = title.toStdString();
+  return setFrame(index, f);
 }
 
 void CanvasScene::setRunInsights(std::map<std::string, NodeRunInfo> info) {
@@ -117,7 +196,8 @@ void CanvasScene::followNodes() {
     const nodes::LinkDoc& l = w->link();
     NodeItem* from = nodeItem(l.from_node);
     NodeItem* to = nodeItem(l.to_node);
-    if (from && to) w->setEnds(from->portScenePos(true, l.from_port), to->portScenePos(false, l.to_port));
+    if (from && to)
+      w->setEnds(from->portScenePos(true, l.from_port), to->portScenePos(false, l.to_port));
   }
 }
 
@@ -126,7 +206,9 @@ void CanvasScene::rebuildWires() {
   const nodes::DocumentAnalysis& a = model_->analysis();
   std::set<std::pair<std::string, std::string>> selected;
   for (WireItem* w : wires_) {
-    if (w->isSelected()) selected.insert({w->link().from_node + ":" + w->link().from_port, w->link().to_node + ":" + w->link().to_port});
+    if (w->isSelected())
+      selected.insert({w->link().from_node + ":" + w->link().from_port,
+                       w->link().to_node + ":" + w->link().to_port});
     delete w;
   }
   wires_.clear();
@@ -140,13 +222,16 @@ void CanvasScene::rebuildWires() {
     if (na != a.nodes.end() && na->second.inferred && from->def()) {
       const int k = from->def()->output_index(l.from_port);
       if (k >= 0 && static_cast<size_t>(k) < na->second.outputs.size()) {
-        label = QString::fromStdString(nodes::format_shape(na->second.outputs[static_cast<size_t>(k)]));
+        label =
+            QString::fromStdString(nodes::format_shape(na->second.outputs[static_cast<size_t>(k)]));
         ok = true;
       }
     }
-    auto* w = new WireItem(l, from->portScenePos(true, l.from_port), to->portScenePos(false, l.to_port), label, ok);
+    auto* w = new WireItem(l, from->portScenePos(true, l.from_port),
+                           to->portScenePos(false, l.to_port), label, ok);
     addItem(w);
-    if (selected.count({l.from_node + ":" + l.from_port, l.to_node + ":" + l.to_port})) w->setSelected(true);
+    if (selected.count({l.from_node + ":" + l.from_port, l.to_node + ":" + l.to_port}))
+      w->setSelected(true);
     wires_.push_back(w);
   }
 }
@@ -185,7 +270,8 @@ Result<void> CanvasScene::addNode(const std::string& type, QPointF pos) {
 
 Result<void> CanvasScene::connectPorts(const PortRef& a, const PortRef& b) {
   if (a.output == b.output) {
-    std::string msg = "cannot link '" + a.key() + "' to '" + b.key() + "': a link goes from an output to an input, and both are " +
+    std::string msg = "cannot link '" + a.key() + "' to '" + b.key() +
+                      "': a link goes from an output to an input, and both are " +
                       (a.output ? "outputs" : "inputs");
     Q_EMIT message(QString::fromStdString(msg), true);
     return make_error(msg);
@@ -206,10 +292,23 @@ void CanvasScene::deleteSelection() {
   std::vector<std::string> ids = selectedNodeIds();
   for (QGraphicsItem* it : selectedItems())
     if (it->type() == WireItem::Type) links.push_back(static_cast<WireItem*>(it)->link());
-  if (links.empty() && ids.empty()) return;
-  model_->beginMacro(QString("Delete %1 item(s)").arg(links.size() + ids.size()));
+  std::vector<int> frames;
+  for (QGraphicsItem* it : selectedItems())
+    if (it->type() == FrameItem::Type) frames.push_back(static_cast<FrameItem*>(it)->index());
+  if (links.empty() && ids.empty() && frames.empty()) return;
+  model_->beginMacro(QString("Delete %1 item(s)").arg(links.size() + ids.size() + frames.size()));
+  if (!frames.empty()) {
+    std::vector<nodes::CommentFrame> kept;
+    auto all = nodes::comment_frames(model_->doc());
+    for (size_t i = 0; i < all.size(); ++i)
+      if (std::find(frames.begin(), frames.end(), static_cast<int>(i)) == frames.end())
+        kept.push_back(all[i]);
+    if (auto cmd = nodes::make_set_frames(model_->doc(), kept, "Delete comment frame"))
+      (void)model_->push(std::move(cmd));
+  }
   for (const auto& l : links)
-    (void)model_->push(nodes::make_disconnect(model_->doc(), l.from_node + ":" + l.from_port, l.to_node + ":" + l.to_port));
+    (void)model_->push(nodes::make_disconnect(model_->doc(), l.from_node + ":" + l.from_port,
+                                              l.to_node + ":" + l.to_port));
   for (const auto& id : ids) (void)model_->push(nodes::make_remove_node(model_->doc(), id));
   model_->endMacro();
 }
@@ -223,11 +322,13 @@ void CanvasScene::copySelection() {
   for (const auto& n : doc.nodes) {
     if (!picked.count(n.id)) continue;
     const QPointF p = nodeItem(n.id) ? nodeItem(n.id)->pos() : QPointF();
-    j["nodes"].push_back({{"id", n.id}, {"type", n.type}, {"params", n.params}, {"x", p.x()}, {"y", p.y()}});
+    j["nodes"].push_back(
+        {{"id", n.id}, {"type", n.type}, {"params", n.params}, {"x", p.x()}, {"y", p.y()}});
   }
   for (const auto& l : doc.links)
     if (picked.count(l.from_node) && picked.count(l.to_node))
-      j["links"].push_back({{"from", l.from_node + ":" + l.from_port}, {"to", l.to_node + ":" + l.to_port}});
+      j["links"].push_back(
+          {{"from", l.from_node + ":" + l.from_port}, {"to", l.to_node + ":" + l.to_port}});
   auto* mime = new QMimeData;
   const QByteArray bytes = QByteArray::fromStdString(j.dump());
   mime->setData(kClipboardMime, bytes);
@@ -248,8 +349,9 @@ void CanvasScene::paste() {
     const std::string type = n.value("type", "");
     const std::string old_id = n.value("id", "");
     const std::string id = nodes::find_node(model_->doc(), old_id) ? freshId(type) : old_id;
-    auto r = model_->push(nodes::make_add_node(model_->doc(), id, type, n.value("params", nlohmann::json::object()),
-                                               nodes::LayoutPos{snap(n.value("x", 0.0) + 40), snap(n.value("y", 0.0) + 40)}));
+    auto r = model_->push(nodes::make_add_node(
+        model_->doc(), id, type, n.value("params", nlohmann::json::object()),
+        nodes::LayoutPos{snap(n.value("x", 0.0) + 40), snap(n.value("y", 0.0) + 40)}));
     if (!r) {
       Q_EMIT message(QString::fromStdString(r.error().message), true);
       continue;
@@ -264,7 +366,8 @@ void CanvasScene::paste() {
   };
   for (const auto& l : j.value("links", nlohmann::json::array())) {
     const std::string from = remap(l.value("from", "")), to = remap(l.value("to", ""));
-    if (!from.empty() && !to.empty()) (void)model_->push(nodes::make_connect(model_->doc(), from, to));
+    if (!from.empty() && !to.empty())
+      (void)model_->push(nodes::make_connect(model_->doc(), from, to));
   }
   model_->endMacro();
   clearSelection();
@@ -279,7 +382,8 @@ void CanvasScene::autoLayout() {
   for (size_t i : nodes::topological_order(doc)) {
     int d = 0;
     for (const auto& l : doc.links)
-      if (l.to_node == doc.nodes[i].id && depth.count(l.from_node)) d = std::max(d, depth[l.from_node] + 1);
+      if (l.to_node == doc.nodes[i].id && depth.count(l.from_node))
+        d = std::max(d, depth[l.from_node] + 1);
     depth[doc.nodes[i].id] = d;
   }
   std::map<int, int> rows;
@@ -287,7 +391,8 @@ void CanvasScene::autoLayout() {
   for (const auto& n : doc.nodes) {
     const int col = depth.count(n.id) ? depth[n.id] : 0;
     const int row = rows[col]++;
-    (void)model_->push(nodes::make_move_node(model_->doc(), n.id, nodes::LayoutPos{40.0 + 220.0 * col, 60.0 + 160.0 * row}));
+    (void)model_->push(nodes::make_move_node(
+        model_->doc(), n.id, nodes::LayoutPos{40.0 + 220.0 * col, 60.0 + 160.0 * row}));
   }
   model_->endMacro();
 }
@@ -301,7 +406,8 @@ void CanvasScene::commitMoves() {
   }
   if (moved.empty()) return;
   if (moved.size() > 1) model_->beginMacro(QString("Move %1 nodes").arg(moved.size()));
-  for (const auto& [id, p] : moved) (void)model_->push(nodes::make_move_node(model_->doc(), id, {p.x(), p.y()}));
+  for (const auto& [id, p] : moved)
+    (void)model_->push(nodes::make_move_node(model_->doc(), id, {p.x(), p.y()}));
   if (moved.size() > 1) model_->endMacro();
 }
 
@@ -324,8 +430,10 @@ void CanvasScene::mousePressEvent(QGraphicsSceneMouseEvent* e) {
 void CanvasScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
   if (drag_from_) {
     NodeItem* from = nodeItem(drag_from_->node);
-    const QPointF a = from ? from->portScenePos(drag_from_->output, drag_from_->port) : e->scenePos();
-    drag_wire_->setPath(drag_from_->output ? WireItem::curve(a, e->scenePos()) : WireItem::curve(e->scenePos(), a));
+    const QPointF a =
+        from ? from->portScenePos(drag_from_->output, drag_from_->port) : e->scenePos();
+    drag_wire_->setPath(drag_from_->output ? WireItem::curve(a, e->scenePos())
+                                           : WireItem::curve(e->scenePos(), a));
     clearHighlights();
     QString refusal;
     if (auto target = portAt(e->scenePos()); target && target->node != drag_from_->node) {
@@ -339,15 +447,19 @@ void CanvasScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
       }
       if (refusal.isEmpty()) nodeItem(target->node)->setHighlight(target);
     }
-    drag_wire_->setPen(QPen(refusal.isEmpty() ? QColor(0xf0, 0xb4, 0x29) : QColor(0xd6, 0x3c, 0x3c), 2, Qt::DashLine));
-    if (!refusal.isEmpty()) QToolTip::showText(e->screenPos(), refusal);
-    else QToolTip::hideText();
+    drag_wire_->setPen(QPen(refusal.isEmpty() ? QColor(0xf0, 0xb4, 0x29) : QColor(0xd6, 0x3c, 0x3c),
+                            2, Qt::DashLine));
+    if (!refusal.isEmpty())
+      QToolTip::showText(e->screenPos(), refusal);
+    else
+      QToolTip::hideText();
     e->accept();
     return;
   }
   QGraphicsScene::mouseMoveEvent(e);
   // Wires follow nodes while they are dragged.
-  if (e->buttons() & Qt::LeftButton && mouseGrabberItem() && mouseGrabberItem()->type() == NodeItem::Type)
+  if (e->buttons() & Qt::LeftButton && mouseGrabberItem() &&
+      mouseGrabberItem()->type() == NodeItem::Type)
     followNodes();
 }
 
@@ -359,7 +471,8 @@ void CanvasScene::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {
     drag_wire_ = nullptr;
     clearHighlights();
     QToolTip::hideText();
-    if (auto target = portAt(e->scenePos()); target && !(target->node == from.node && target->port == from.port))
+    if (auto target = portAt(e->scenePos());
+        target && !(target->node == from.node && target->port == from.port))
       (void)connectPorts(from, *target);
     e->accept();
     return;
@@ -377,10 +490,12 @@ void CanvasScene::drawBackground(QPainter* p, const QRectF& rect) {
   p->setPen(QPen(dark ? QColor(0x33, 0x35, 0x3a) : QColor(0xd4, 0xd7, 0xdc), 1.5));
   const double g = kGrid * 2;
   for (double x = std::floor(rect.left() / g) * g; x < rect.right(); x += g)
-    for (double y = std::floor(rect.top() / g) * g; y < rect.bottom(); y += g) p->drawPoint(QPointF(x, y));
+    for (double y = std::floor(rect.top() / g) * g; y < rect.bottom(); y += g)
+      p->drawPoint(QPointF(x, y));
 }
 
-CanvasView::CanvasView(CanvasScene* scene, QWidget* parent) : QGraphicsView(scene, parent), scene_(scene) {
+CanvasView::CanvasView(CanvasScene* scene, QWidget* parent)
+    : QGraphicsView(scene, parent), scene_(scene) {
   setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
   setDragMode(RubberBandDrag);
   setAcceptDrops(true);
@@ -410,13 +525,17 @@ void CanvasView::fitAll() {
 }
 
 void CanvasView::dragEnterEvent(QDragEnterEvent* e) {
-  if (e->mimeData()->hasFormat(kNodeTypeMime)) e->acceptProposedAction();
-  else QGraphicsView::dragEnterEvent(e);
+  if (e->mimeData()->hasFormat(kNodeTypeMime))
+    e->acceptProposedAction();
+  else
+    QGraphicsView::dragEnterEvent(e);
 }
 
 void CanvasView::dragMoveEvent(QDragMoveEvent* e) {
-  if (e->mimeData()->hasFormat(kNodeTypeMime)) e->acceptProposedAction();
-  else QGraphicsView::dragMoveEvent(e);
+  if (e->mimeData()->hasFormat(kNodeTypeMime))
+    e->acceptProposedAction();
+  else
+    QGraphicsView::dragMoveEvent(e);
 }
 
 void CanvasView::dropEvent(QDropEvent* e) {
@@ -453,7 +572,8 @@ void CanvasView::mousePressEvent(QMouseEvent* e) {
   // The middle button pans, as in most node editors.
   if (e->button() == Qt::MiddleButton) {
     setDragMode(ScrollHandDrag);
-    QMouseEvent press(e->type(), e->position(), e->globalPosition(), Qt::LeftButton, Qt::LeftButton, e->modifiers());
+    QMouseEvent press(e->type(), e->position(), e->globalPosition(), Qt::LeftButton, Qt::LeftButton,
+                      e->modifiers());
     QGraphicsView::mousePressEvent(&press);
     return;
   }
@@ -462,7 +582,8 @@ void CanvasView::mousePressEvent(QMouseEvent* e) {
 
 void CanvasView::mouseReleaseEvent(QMouseEvent* e) {
   if (e->button() == Qt::MiddleButton) {
-    QMouseEvent release(e->type(), e->position(), e->globalPosition(), Qt::LeftButton, Qt::NoButton, e->modifiers());
+    QMouseEvent release(e->type(), e->position(), e->globalPosition(), Qt::LeftButton, Qt::NoButton,
+                        e->modifiers());
     QGraphicsView::mouseReleaseEvent(&release);
     setDragMode(RubberBandDrag);
     return;

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "editor/document_model.h"
+#include "editor/frame_item.h"
 #include "editor/node_item.h"
 
 namespace mls::editor {
@@ -39,6 +40,13 @@ class CanvasScene : public QGraphicsScene {
   void paste();
   void autoLayout();
 
+  // Comment frames (each change one undo step). addFrame puts a frame around the selected
+  // nodes, or at `at` when none is selected.
+  void addFrame(const QString& title, QPointF at);
+  Result<void> setFrame(int index, const nodes::CommentFrame& frame);
+  Result<void> renameFrame(int index, const QString& title);
+  const std::vector<FrameItem*>& frameItems() const { return frame_items_; }
+
   // The last run's figures on the nodes it measured, until another project opens or the
   // next run replaces them.
   void setRunInsights(std::map<std::string, NodeRunInfo> info);
@@ -52,6 +60,8 @@ class CanvasScene : public QGraphicsScene {
   // A line for the status bar: a refused edit and its reason, or what was done.
   void message(const QString& text, bool error);
   void selectionChangedTo(const std::string& node_id);  // "" when none or several
+  // A frame's title was double-clicked: the window asks for the new title.
+  void frameRenameRequested(int index);
 
  public Q_SLOTS:
   void sync();
@@ -66,12 +76,14 @@ class CanvasScene : public QGraphicsScene {
   std::optional<PortRef> portAt(QPointF scene_pos) const;
   void commitMoves();
   void rebuildWires();
+  void rebuildFrames();
   void followNodes();  // wires' ends to their nodes' current positions
   void clearHighlights();
 
   DocumentModel* model_;
   std::map<std::string, NodeItem*> items_;
   std::map<std::string, NodeRunInfo> run_info_;
+  std::vector<FrameItem*> frame_items_;
   std::vector<WireItem*> wires_;
   // A wire being dragged from a port.
   std::optional<PortRef> drag_from_;

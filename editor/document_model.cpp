@@ -11,13 +11,16 @@ namespace mls::editor {
 class EditUndoCommand : public QUndoCommand {
  public:
   EditUndoCommand(DocumentModel* model, std::unique_ptr<nodes::EditCommand> command)
-      : QUndoCommand(QString::fromStdString(command->text())), model_(model), command_(std::move(command)) {}
+      : QUndoCommand(QString::fromStdString(command->text())),
+        model_(model),
+        command_(std::move(command)) {}
 
   void redo() override {
     if (applied_once_) {
       auto r = command_->apply(model_->doc_);
       // Every edit goes through this stack, so a redo finds the document as it left it.
-      MLS_CHECK(r.ok(), "redo of a document edit failed: the document was changed outside the undo stack");
+      MLS_CHECK(r.ok(),
+                "redo of a document edit failed: the document was changed outside the undo stack");
       model_->notifyChanged();
     }
     applied_once_ = true;
@@ -64,9 +67,13 @@ std::vector<std::string> DocumentModel::history() const {
   return out;
 }
 
-size_t DocumentModel::history_index() const { return static_cast<size_t>(stack_.index()); }
+size_t DocumentModel::history_index() const {
+  return static_cast<size_t>(stack_.index());
+}
 
-void DocumentModel::mark_saved() { stack_.setClean(); }
+void DocumentModel::mark_saved() {
+  stack_.setClean();
+}
 
 Result<void> DocumentModel::load(const std::string& path) {
   salvaged_.clear();
@@ -90,8 +97,10 @@ void DocumentModel::reset(nodes::Document doc, const std::string& path, bool sav
   doc_ = std::move(doc);
   path_ = path;
   stack_.clear();
-  if (saved) stack_.setClean();
-  else stack_.resetClean();
+  if (saved)
+    stack_.setClean();
+  else
+    stack_.resetClean();
   data_.reset();
   data_error_.clear();
   last_dataset_ = nlohmann::json(data::dataset_spec_to_json(doc_.dataset));
@@ -107,7 +116,9 @@ Result<void> DocumentModel::saveAs(const std::string& path) {
   return {};
 }
 
-std::string DocumentModel::text() const { return nodes::serialize_document(doc_); }
+std::string DocumentModel::text() const {
+  return nodes::serialize_document(doc_);
+}
 
 void DocumentModel::setDataContext(std::optional<nodes::InferContext> ctx, const QString& error) {
   data_ = std::move(ctx);

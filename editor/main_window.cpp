@@ -10,6 +10,8 @@
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QInputDialog>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QSettings>
@@ -31,11 +33,14 @@ namespace mls::editor {
 
 namespace {
 
-QString examplePath(const QString& file) { return QString(MLS_RESOURCE_DIR) + "/examples/" + file; }
+QString examplePath(const QString& file) {
+  return QString(MLS_RESOURCE_DIR) + "/examples/" + file;
+}
 
 QPalette darkPalette() {
   QPalette p;
-  const QColor window(0x25, 0x26, 0x2a), base(0x1d, 0x1e, 0x21), text(0xdc, 0xde, 0xe2), accent(0x3a, 0x7b, 0xd5);
+  const QColor window(0x25, 0x26, 0x2a), base(0x1d, 0x1e, 0x21), text(0xdc, 0xde, 0xe2),
+      accent(0x3a, 0x7b, 0xd5);
   p.setColor(QPalette::Window, window);
   p.setColor(QPalette::WindowText, text);
   p.setColor(QPalette::Base, base);
@@ -83,17 +88,35 @@ std::map<std::string, NodeRunInfo> run_insights(const runner::RunOutcome& o) {
 }  // namespace
 
 MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
-    : QMainWindow(parent), options_(std::move(options)), scene_(new CanvasScene(&model_, this)),
-      view_(new CanvasView(scene_)), step_view_(new StepView(&model_)), tabs_(new QTabWidget), palette_(new Palette), inspector_(new Inspector(&model_)),
-      console_(new ConsoleWidget(&model_)), run_log_(new QPlainTextEdit), status_label_(new QLabel),
-      summary_label_(new QLabel), progress_(new QProgressBar) {
+    : QMainWindow(parent),
+      options_(std::move(options)),
+      scene_(new CanvasScene(&model_, this)),
+      view_(new CanvasView(scene_)),
+      step_view_(new StepView(&model_)),
+      tabs_(new QTabWidget),
+      palette_(new Palette),
+      inspector_(new Inspector(&model_)),
+      console_(new ConsoleWidget(&model_)),
+      run_log_(new QPlainTextEdit),
+      status_label_(new QLabel),
+      summary_label_(new QLabel),
+      progress_(new QProgressBar) {
   setObjectName("mlstudio.main");
   // The model and, beside it, the step the trainer compiles from it (the teaching views).
   tabs_->setDocumentMode(true);
   tabs_->addTab(view_, "Model");
   tabs_->addTab(step_view_, "Training step");
-  tabs_->setTabToolTip(1, "The forward, the backward autodiff generated and the optimised step, drawn as graphs");
+  tabs_->setTabToolTip(
+      1, "The forward, the backward autodiff generated and the optimised step, drawn as graphs");
   setCentralWidget(tabs_);
+  connect(scene_, &CanvasScene::frameRenameRequested, this, [this](int index) {
+    if (!options_.interactive || index >= static_cast<int>(scene_->frameItems().size())) return;
+    bool ok = false;
+    const QString t =
+        QInputDialog::getText(this, "Comment frame", "Title:", QLineEdit::Normal,
+                              scene_->frameItems()[static_cast<size_t>(index)]->title(), &ok);
+    if (ok) (void)scene_->renameFrame(index, t);
+  });
   connect(step_view_, &StepView::nodeActivated, this, [this](const QString& id) {
     scene_->selectNode(id.toStdString());
     showStatus("IR node from '" + id + "' (selected on the Model tab)");
@@ -136,28 +159,40 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     progress_->show();
     progress_->setRange(0, static_cast<int>(i.batches * i.epochs));
     progress_->setValue(static_cast<int>((i.epoch - 1) * i.batches + i.batch));
-    progress_->setFormat(QString("epoch %1/%2 · loss %3").arg(i.epoch).arg(i.epochs).arg(i.loss, 0, 'f', 4));
-    status_label_->setText(QString("training: epoch %1/%2, step %3/%4, loss %5, %6 samples/s, ETA %7")
-                               .arg(i.epoch)
-                               .arg(i.epochs)
-                               .arg(i.batch)
-                               .arg(i.batches)
-                               .arg(i.loss, 0, 'f', 4)
-                               .arg(i.samples_per_s, 0, 'f', 0)
-                               .arg(QString::fromStdString(format_duration(i.eta_s))));
+    progress_->setFormat(
+        QString("epoch %1/%2 · loss %3").arg(i.epoch).arg(i.epochs).arg(i.loss, 0, 'f', 4));
+    status_label_->setText(
+        QString("training: epoch %1/%2, step %3/%4, loss %5, %6 samples/s, ETA %7")
+            .arg(i.epoch)
+            .arg(i.epochs)
+            .arg(i.batch)
+            .arg(i.batches)
+            .arg(i.loss, 0, 'f', 4)
+            .arg(i.samples_per_s, 0, 'f', 0)
+            .arg(QString::fromStdString(format_duration(i.eta_s))));
   });
   connect(&trainer_, &TrainController::epochEnded, this, [this](const EpochReport& r) {
-    QString line = QString("epoch %1/%2: train loss %3 (%4 s)").arg(r.epoch).arg(r.epochs).arg(r.train_loss, 0, 'f', 4).arg(r.seconds, 0, 'f', 2);
-    if (r.has_validation) line += ", validation " + QString::fromStdString(runner::eval_text(r.validation));
+    QString line = QString("epoch %1/%2: train loss %3 (%4 s)")
+                       .arg(r.epoch)
+                       .arg(r.epochs)
+                       .arg(r.train_loss, 0, 'f', 4)
+                       .arg(r.seconds, 0, 'f', 2);
+    if (r.has_validation)
+      line += ", validation " + QString::fromStdString(runner::eval_text(r.validation));
     run_log_->appendPlainText(line);
   });
   connect(&trainer_, &TrainController::finished, this, [this](const runner::RunOutcome& o) {
-    QString line = QString("run %1 %2: final loss %3").arg(o.run_id).arg(QString::fromStdString(o.status)).arg(o.result.final_loss, 0, 'f', 4);
-    if (o.result.has_test) line += ", test " + QString::fromStdString(runner::eval_text(o.result.test));
+    QString line = QString("run %1 %2: final loss %3")
+                       .arg(o.run_id)
+                       .arg(QString::fromStdString(o.status))
+                       .arg(o.result.final_loss, 0, 'f', 4);
+    if (o.result.has_test)
+      line += ", test " + QString::fromStdString(runner::eval_text(o.result.test));
     line += ", recorded in " + QString::fromStdString(o.db);
     run_log_->appendPlainText(line);
     scene_->setRunInsights(run_insights(o));
-    if (!o.inspect_note.empty()) run_log_->appendPlainText(QString::fromStdString("note: " + o.inspect_note));
+    if (!o.inspect_note.empty())
+      run_log_->appendPlainText(QString::fromStdString("note: " + o.inspect_note));
     showStatus(line);
     progress_->hide();
     updateRunState();
@@ -231,24 +266,30 @@ void MainWindow::buildActions() {
       if (maybeSave()) newFromTemplate(f);
     });
   }
-  QAction* open = file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), "&Open…", QKeySequence::Open);
+  QAction* open =
+      file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), "&Open…", QKeySequence::Open);
   connect(open, &QAction::triggered, this, [this] {
     if (!maybeSave()) return;
-    const QString p = QFileDialog::getOpenFileName(this, "Open project", QString(), "mlstudio projects (*.mls)");
+    const QString p =
+        QFileDialog::getOpenFileName(this, "Open project", QString(), "mlstudio projects (*.mls)");
     if (!p.isEmpty()) (void)openFile(p);
   });
   recent_menu_ = file->addMenu("Open &Recent");
   rebuildRecentMenu();
-  QAction* save = file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), "&Save", QKeySequence::Save);
+  QAction* save =
+      file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), "&Save", QKeySequence::Save);
   connect(save, &QAction::triggered, this, [this] {
     QString p = QString::fromStdString(model_.path());
-    if (p.isEmpty()) p = QFileDialog::getSaveFileName(this, "Save project", "untitled.mls", "mlstudio projects (*.mls)");
+    if (p.isEmpty())
+      p = QFileDialog::getSaveFileName(this, "Save project", "untitled.mls",
+                                       "mlstudio projects (*.mls)");
     if (!p.isEmpty()) (void)saveTo(p);
   });
   QAction* save_as = file->addAction("Save &As…", QKeySequence::SaveAs);
   connect(save_as, &QAction::triggered, this, [this] {
-    const QString p = QFileDialog::getSaveFileName(this, "Save project as", QString::fromStdString(model_.path()),
-                                                   "mlstudio projects (*.mls)");
+    const QString p =
+        QFileDialog::getSaveFileName(this, "Save project as", QString::fromStdString(model_.path()),
+                                     "mlstudio projects (*.mls)");
     if (!p.isEmpty()) (void)saveTo(p);
   });
   file->addSeparator();
@@ -274,6 +315,10 @@ void MainWindow::buildActions() {
     for (QGraphicsItem* it : scene_->items()) it->setSelected(true);
   });
   edit->addSeparator();
+  edit->addAction(
+      "Add comment &frame", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M), this, [this] {
+        scene_->addFrame("Comment", view_->mapToScene(view_->viewport()->rect().center()));
+      });
   edit->addAction("&Find node type", QKeySequence::Find, this, [this] {
     palette_->search()->setFocus();
     palette_->search()->selectAll();
@@ -304,16 +349,17 @@ void MainWindow::buildActions() {
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
 
   QMenu* run = menuBar()->addMenu("&Run");
-  train_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaPlay), "&Train", QKeySequence(Qt::Key_F5), this,
-                              [this] { (void)train(); });
-  pause_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaPause), "&Pause", QKeySequence(Qt::Key_F6));
+  train_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaPlay), "&Train",
+                              QKeySequence(Qt::Key_F5), this, [this] { (void)train(); });
+  pause_act_ =
+      run->addAction(st->standardIcon(QStyle::SP_MediaPause), "&Pause", QKeySequence(Qt::Key_F6));
   pause_act_->setCheckable(true);
   connect(pause_act_, &QAction::toggled, this, [this](bool on) {
     trainer_.setPaused(on);
     showStatus(on ? "paused between steps (Pause again to go on)" : "training");
   });
-  stop_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5), this,
-                             [this] {
+  stop_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaStop), "&Stop",
+                             QKeySequence(Qt::SHIFT | Qt::Key_F5), this, [this] {
                                trainer_.stop();
                                showStatus("stopping after this step…");
                              });
@@ -321,7 +367,8 @@ void MainWindow::buildActions() {
   QMenu* help = menuBar()->addMenu("&Help");
   help->addAction("&About mlstudio", this, [this] {
     QMessageBox::about(this, "mlstudio",
-                       "<b>mlstudio " MLSTUDIO_VERSION "</b><br>Build, train and inspect neural networks.<br><br>"
+                       "<b>mlstudio " MLSTUDIO_VERSION
+                       "</b><br>Build, train and inspect neural networks.<br><br>"
                        "Drag nodes from the palette, link outputs to inputs, press Train (F5).<br>"
                        "Headless: <code>mlstudio --run project.mls</code>");
   });
@@ -359,7 +406,8 @@ void MainWindow::buildToolbar() {
   lr_->setSingleStep(0.001);
   lr_->setObjectName("toolbar.lr");
   tb->addWidget(lr_);
-  for (QAbstractSpinBox* s : std::initializer_list<QAbstractSpinBox*>{epochs_, batch_, lr_}) s->setKeyboardTracking(false);
+  for (QAbstractSpinBox* s : std::initializer_list<QAbstractSpinBox*>{epochs_, batch_, lr_})
+    s->setKeyboardTracking(false);
   // The toolbar edits the project's training settings (undoable), so a saved project
   // reproduces the GUI's run with `mlstudio --run`.
   auto push = [this](nlohmann::json patch) {
@@ -369,7 +417,9 @@ void MainWindow::buildToolbar() {
   };
   connect(epochs_, &QSpinBox::valueChanged, this, [push](int v) { push({{"epochs", v}}); });
   connect(batch_, &QSpinBox::valueChanged, this, [push](int v) { push({{"batch_size", v}}); });
-  connect(lr_, &QDoubleSpinBox::valueChanged, this, [push](double v) { push({{"optimizer", {{"lr", v}}}}); });
+  connect(lr_, &QDoubleSpinBox::valueChanged, this, [push](double v) {
+    push({{"optimizer", {{"lr", v}}}});
+  });
   tb->addSeparator();
   tb->addAction(train_act_);
   tb->addAction(pause_act_);
@@ -399,10 +449,14 @@ void MainWindow::showStatus(const QString& text, bool error) {
   status_label_->setToolTip(text);
 }
 
-QString MainWindow::statusText() const { return status_label_->text(); }
+QString MainWindow::statusText() const {
+  return status_label_->text();
+}
 
 void MainWindow::updateTitle() {
-  const QString name = model_.path().empty() ? "untitled" : QFileInfo(QString::fromStdString(model_.path())).fileName();
+  const QString name = model_.path().empty()
+                           ? "untitled"
+                           : QFileInfo(QString::fromStdString(model_.path())).fileName();
   setWindowTitle(name + (model_.isModified() ? " •" : "") + " — mlstudio");
 }
 
@@ -424,23 +478,25 @@ void MainWindow::readDataset() {
                                : std::filesystem::absolute(model_.path()).parent_path().string();
   showStatus("reading the dataset…");
   auto* watcher = new QFutureWatcher<Result<nodes::InferContext>>(this);
-  connect(watcher, &QFutureWatcher<Result<nodes::InferContext>>::finished, this, [this, watcher, request] {
-    watcher->deleteLater();
-    if (request != dataset_request_) return;
-    Result<nodes::InferContext> r = watcher->result();
-    if (r) {
-      model_.setDataContext(*r);
-      showStatus("ready");
-    } else {
-      model_.setDataContext(std::nullopt, QString::fromStdString(r.error().message));
-      showStatus("dataset: " + QString::fromStdString(r.error().message), true);
-    }
-  });
+  connect(watcher, &QFutureWatcher<Result<nodes::InferContext>>::finished, this,
+          [this, watcher, request] {
+            watcher->deleteLater();
+            if (request != dataset_request_) return;
+            Result<nodes::InferContext> r = watcher->result();
+            if (r) {
+              model_.setDataContext(*r);
+              showStatus("ready");
+            } else {
+              model_.setDataContext(std::nullopt, QString::fromStdString(r.error().message));
+              showStatus("dataset: " + QString::fromStdString(r.error().message), true);
+            }
+          });
   watcher->setFuture(QtConcurrent::run([spec, base]() -> Result<nodes::InferContext> {
     auto splits = data::open_dataset(spec, base, 0, /*prefetch=*/false);
     if (!splits) return splits.error();
-    return nodes::InferContext{splits->sample_shape, splits->num_classes,
-                               splits->target_kind == TargetKind::Values ? splits->target_shape : Shape{}};
+    return nodes::InferContext{
+        splits->sample_shape, splits->num_classes,
+        splits->target_kind == TargetKind::Values ? splits->target_shape : Shape{}};
   }));
 }
 
@@ -449,29 +505,36 @@ Result<void> MainWindow::openFile(const QString& path) {
   if (!r) {
     showStatus(QString::fromStdString(r.error().message), true);
     if (options_.interactive)
-      QMessageBox::warning(this, "Cannot open " + QFileInfo(path).fileName(), QString::fromStdString(r.error().message));
+      QMessageBox::warning(this, "Cannot open " + QFileInfo(path).fileName(),
+                           QString::fromStdString(r.error().message));
     return r;
   }
   if (!model_.salvaged().empty()) {
     // Opened in part: say what was left out, in the run log and (interactive) a dialog.
     QString list;
     for (const std::string& w : model_.salvaged()) list += "• " + QString::fromStdString(w) + "\n";
-    run_log_->appendPlainText("opened " + path + " in part; left out or changed:\n" + list.trimmed());
-    showStatus(QString("opened %1 in part: %2 problem(s), see the run log; saving asks for a new name")
-                   .arg(QFileInfo(path).fileName())
-                   .arg(model_.salvaged().size()),
-               true);
+    run_log_->appendPlainText("opened " + path + " in part; left out or changed:\n" +
+                              list.trimmed());
+    showStatus(
+        QString("opened %1 in part: %2 problem(s), see the run log; saving asks for a new name")
+            .arg(QFileInfo(path).fileName())
+            .arg(model_.salvaged().size()),
+        true);
     if (options_.interactive)
       QMessageBox::warning(this, "Opened " + QFileInfo(path).fileName() + " in part",
-                           "This file is broken or was written by a newer mlstudio. What could be read is open, as an "
-                           "untitled copy; the original is untouched.\n\n" + list);
+                           "This file is broken or was written by a newer mlstudio. What could be "
+                           "read is open, as an "
+                           "untitled copy; the original is untouched.\n\n" +
+                               list);
     view_->fitAll();
     return {};
   }
   addRecent(path);
   QString note = "opened " + path;
-  if (!model_.doc().warnings.empty()) note += " (" + QString::fromStdString(model_.doc().warnings[0]) + ")";
-  if (!model_.analysis().problems.empty()) note += " — draft: " + QString::fromStdString(model_.analysis().problems[0]);
+  if (!model_.doc().warnings.empty())
+    note += " (" + QString::fromStdString(model_.doc().warnings[0]) + ")";
+  if (!model_.analysis().problems.empty())
+    note += " — draft: " + QString::fromStdString(model_.analysis().problems[0]);
   showStatus(note);
   view_->fitAll();
   return {};
@@ -481,7 +544,8 @@ Result<void> MainWindow::saveTo(const QString& path) {
   auto r = model_.saveAs(path.toStdString());
   if (!r) {
     showStatus(QString::fromStdString(r.error().message), true);
-    if (options_.interactive) QMessageBox::critical(this, "Cannot save", QString::fromStdString(r.error().message));
+    if (options_.interactive)
+      QMessageBox::critical(this, "Cannot save", QString::fromStdString(r.error().message));
     return r;
   }
   QFile::remove(autosavePath());
@@ -498,7 +562,8 @@ void MainWindow::newFromTemplate(const QString& example_file) {
     d.dataset.source = "fashion-mnist";
     model_.reset(std::move(d));
   } else {
-    auto doc = nodes::load_document(examplePath(example_file).toStdString(), nodes::GraphCheck::Draft);
+    auto doc =
+        nodes::load_document(examplePath(example_file).toStdString(), nodes::GraphCheck::Draft);
     if (!doc) {
       showStatus(QString::fromStdString(doc.error().message), true);
       return;
@@ -506,22 +571,26 @@ void MainWindow::newFromTemplate(const QString& example_file) {
     // A template is a new, unsaved project; its data paths are absolute or packaged.
     model_.reset(std::move(*doc));
   }
-  showStatus(example_file.isEmpty() ? "new project: drag nodes from the palette" : "new project from " + example_file);
+  showStatus(example_file.isEmpty() ? "new project: drag nodes from the palette"
+                                    : "new project from " + example_file);
   view_->fitAll();
 }
 
 bool MainWindow::maybeSave() {
   if (!model_.isModified() || !options_.interactive) return true;
-  const auto answer = QMessageBox::question(this, "Unsaved changes",
-                                            "Save the changes to " +
-                                                (model_.path().empty() ? QString("the untitled project")
-                                                                       : QString::fromStdString(model_.path())) +
-                                                "?",
-                                            QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+  const auto answer =
+      QMessageBox::question(this, "Unsaved changes",
+                            "Save the changes to " +
+                                (model_.path().empty() ? QString("the untitled project")
+                                                       : QString::fromStdString(model_.path())) +
+                                "?",
+                            QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
   if (answer == QMessageBox::Cancel) return false;
   if (answer == QMessageBox::Discard) return true;
   QString p = QString::fromStdString(model_.path());
-  if (p.isEmpty()) p = QFileDialog::getSaveFileName(this, "Save project", "untitled.mls", "mlstudio projects (*.mls)");
+  if (p.isEmpty())
+    p = QFileDialog::getSaveFileName(this, "Save project", "untitled.mls",
+                                     "mlstudio projects (*.mls)");
   return !p.isEmpty() && saveTo(p).ok();
 }
 
@@ -529,7 +598,8 @@ bool MainWindow::train() {
   if (trainer_.running()) return false;
   const auto& a = model_.analysis();
   if (!a.complete()) {
-    QString why = !a.problems.empty() ? QString::fromStdString(a.problems[0]) : "some nodes have no shape yet";
+    QString why = !a.problems.empty() ? QString::fromStdString(a.problems[0])
+                                      : "some nodes have no shape yet";
     for (const auto& [id, n] : a.nodes)
       if (!n.error.empty()) {
         why = QString::fromStdString("node '" + id + "': " + n.error);
@@ -557,16 +627,18 @@ bool MainWindow::train() {
   req.inspect = true;  // per-node time and output statistics, drawn on the canvas afterwards
   req.project.path = path;
   req.db = options_.db;
-  run_log_->appendPlainText("training " + QString::fromStdString(path) + " (runs in " + QString::fromStdString(req.db) + ")");
+  run_log_->appendPlainText("training " + QString::fromStdString(path) + " (runs in " +
+                            QString::fromStdString(req.db) + ")");
   const bool ok = trainer_.start(req);
   updateRunState();
   return ok;
 }
 
 QString MainWindow::autosavePath() const {
-  QString dir = options_.autosave_dir.empty()
-                    ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/autosave"
-                    : QString::fromStdString(options_.autosave_dir);
+  QString dir =
+      options_.autosave_dir.empty()
+          ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/autosave"
+          : QString::fromStdString(options_.autosave_dir);
   // One autosave per window: the process id keeps two editors apart.
   return dir + QString("/autosave-%1.mls").arg(QCoreApplication::applicationPid());
 }
@@ -580,7 +652,8 @@ void MainWindow::autosave() {
     return;
   }
   // Where it came from, so a recovery can offer to save it back there.
-  QSettings().setValue("autosave/" + QFileInfo(p).fileName(), QString::fromStdString(model_.path()));
+  QSettings().setValue("autosave/" + QFileInfo(p).fileName(),
+                       QString::fromStdString(model_.path()));
 }
 
 void MainWindow::offerRecovery() {
@@ -634,12 +707,16 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   e->accept();
 }
 
-void MainWindow::showModelTab() { tabs_->setCurrentWidget(view_); }
+void MainWindow::showModelTab() {
+  tabs_->setCurrentWidget(view_);
+}
 
 void MainWindow::showStepTab(int stage) {
   tabs_->setCurrentWidget(step_view_);
-  if (stage < 0) step_view_->showOptimised();
-  else step_view_->showStage(stage);
+  if (stage < 0)
+    step_view_->showOptimised();
+  else
+    step_view_->showStage(stage);
 }
 
 }  // namespace mls::editor

@@ -1,11 +1,11 @@
 #include "editor/node_item.h"
 
 #include <QApplication>
-#include <QStringList>
-#include <algorithm>
 #include <QPainter>
 #include <QPalette>
+#include <QStringList>
 #include <QStyleOptionGraphicsItem>
+#include <algorithm>
 
 namespace mls::editor {
 
@@ -27,7 +27,9 @@ QString withThousands(int64_t n) {
   return s;
 }
 
-QString shapeText(const Shape& s) { return QString::fromStdString(nodes::format_shape(s)); }
+QString shapeText(const Shape& s) {
+  return QString::fromStdString(nodes::format_shape(s));
+}
 
 }  // namespace
 
@@ -39,7 +41,8 @@ NodeItem::NodeItem(std::string id, const nodes::NodeTypeDef* def) : id_(std::mov
 
 double NodeItem::height() const {
   size_t rows = def_ ? std::max(def_->inputs.size(), def_->outputs.size()) : 1;
-  return kHeader + static_cast<double>(std::max<size_t>(rows, 1)) * kRow + kFooter + (run_ ? 2 * kFooter : 0);
+  return kHeader + static_cast<double>(std::max<size_t>(rows, 1)) * kRow + kFooter +
+         (run_ ? 2 * kFooter : 0);
 }
 
 void NodeItem::setRunInfo(const std::optional<NodeRunInfo>& info) {
@@ -51,18 +54,23 @@ void NodeItem::setRunInfo(const std::optional<NodeRunInfo>& info) {
 
 QString NodeItem::runText() const {
   if (!run_) return {};
-  QString time = run_->time_share >= 0 ? QString("%1% of step time").arg(100 * run_->time_share, 0, 'f', 1)
-                                       : QString("not timed");
+  QString time = run_->time_share >= 0
+                     ? QString("%1% of step time").arg(100 * run_->time_share, 0, 'f', 1)
+                     : QString("not timed");
   QStringList parts;
   if (run_->has_output) {
-    parts << QString("μ %1").arg(run_->mean, 0, 'g', 2) << QString("σ %1").arg(run_->std, 0, 'g', 2);
+    parts << QString("μ %1").arg(run_->mean, 0, 'g', 2)
+          << QString("σ %1").arg(run_->std, 0, 'g', 2);
     // Dead units show as zeros at a ReLU: the figure a student looks for.
-    if (def_ && def_->id == "mls.relu") parts << QString("%1% zeros").arg(100 * run_->zero_fraction, 0, 'f', 0);
+    if (def_ && def_->id == "mls.relu")
+      parts << QString("%1% zeros").arg(100 * run_->zero_fraction, 0, 'f', 0);
   }
   return time + "\n" + parts.join(" ");
 }
 
-QRectF NodeItem::boundingRect() const { return QRectF(-kPortRadius - 2, -2, kWidth + 2 * kPortRadius + 4, height() + 4); }
+QRectF NodeItem::boundingRect() const {
+  return QRectF(-kPortRadius - 2, -2, kWidth + 2 * kPortRadius + 4, height() + 4);
+}
 
 QPointF NodeItem::portLocalPos(bool output, size_t index) const {
   return QPointF(output ? kWidth : 0, kHeader + (static_cast<double>(index) + 0.5) * kRow);
@@ -92,9 +100,13 @@ void NodeItem::setAnalysis(const nodes::NodeAnalysis& a) {
 }
 
 void NodeItem::updateToolTip() {
-  QString tip = def_ ? QString::fromStdString(def_->display_name + " (" + def_->id + ")\n" + def_->doc) : QString();
-  if (!analysis_.error.empty()) tip += "\n\nError: " + QString::fromStdString(analysis_.error);
-  else if (!analysis_.waiting.empty()) tip += "\n\n" + QString::fromStdString(analysis_.waiting);
+  QString tip =
+      def_ ? QString::fromStdString(def_->display_name + " (" + def_->id + ")\n" + def_->doc)
+           : QString();
+  if (!analysis_.error.empty())
+    tip += "\n\nError: " + QString::fromStdString(analysis_.error);
+  else if (!analysis_.waiting.empty())
+    tip += "\n\n" + QString::fromStdString(analysis_.waiting);
   if (run_) {
     tip += "\n\nLast run";
     if (run_->time_share >= 0)
@@ -122,7 +134,9 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   p->setRenderHint(QPainter::Antialiasing);
 
   QColor fill = dark ? QColor(0x2b, 0x2d, 0x31) : QColor(0xfb, 0xfb, 0xfc);
-  QPen border(failed ? QColor(0xd6, 0x3c, 0x3c) : selected ? QColor(0xf0, 0xb4, 0x29) : (dark ? QColor(0x50, 0x53, 0x58) : QColor(0xb8, 0xbc, 0xc2)),
+  QPen border(failed     ? QColor(0xd6, 0x3c, 0x3c)
+              : selected ? QColor(0xf0, 0xb4, 0x29)
+                         : (dark ? QColor(0x50, 0x53, 0x58) : QColor(0xb8, 0xbc, 0xc2)),
               failed || selected ? 2.2 : 1.0);
   p->setPen(border);
   p->setBrush(fill);
@@ -143,7 +157,8 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   f.setPointSizeF(9.5);
   p->setFont(f);
   p->drawText(QRectF(8, 3, kWidth - 16, 17), Qt::AlignLeft | Qt::AlignVCenter,
-              QFontMetrics(f).elidedText(QString::fromStdString(id_), Qt::ElideRight, static_cast<int>(kWidth - 16)));
+              QFontMetrics(f).elidedText(QString::fromStdString(id_), Qt::ElideRight,
+                                         static_cast<int>(kWidth - 16)));
   f.setBold(false);
   f.setPointSizeF(8);
   p->setFont(f);
@@ -156,13 +171,16 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   auto drawPort = [&](bool output, size_t i, const nodes::PortDef& port) {
     const QPointF c = portLocalPos(output, i);
     const bool lit = highlight_ && highlight_->output == output && highlight_->port == port.name;
-    const QColor pc = port.kind == nodes::PortKind::Labels ? QColor(0xd9, 0x8e, 0x3a) : QColor(0x4e, 0xa0, 0xe6);
+    const QColor pc =
+        port.kind == nodes::PortKind::Labels ? QColor(0xd9, 0x8e, 0x3a) : QColor(0x4e, 0xa0, 0xe6);
     p->setPen(QPen(lit ? QColor(0xf0, 0xb4, 0x29) : pc.darker(130), lit ? 2.5 : 1.2));
     p->setBrush(lit ? QColor(0xf0, 0xb4, 0x29) : pc);
     p->drawEllipse(c, kPortRadius, kPortRadius);
     p->setPen(text);
-    const QRectF r = output ? QRectF(kWidth / 2, c.y() - 9, kWidth / 2 - 10, 18) : QRectF(10, c.y() - 9, kWidth / 2 - 10, 18);
-    p->drawText(r, (output ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter, QString::fromStdString(port.name));
+    const QRectF r = output ? QRectF(kWidth / 2, c.y() - 9, kWidth / 2 - 10, 18)
+                            : QRectF(10, c.y() - 9, kWidth / 2 - 10, 18);
+    p->drawText(r, (output ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter,
+                QString::fromStdString(port.name));
   };
   if (def_) {
     for (size_t i = 0; i < def_->inputs.size(); ++i) drawPort(false, i, def_->inputs[i]);
@@ -185,8 +203,9 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
     const QFontMetrics fm(p->font());
     p->drawText(time_line.adjusted(0, 0, 0, -3), Qt::AlignLeft | Qt::AlignVCenter,
                 fm.elidedText(lines.value(0), Qt::ElideRight, static_cast<int>(time_line.width())));
-    p->drawText(stats_line, Qt::AlignLeft | Qt::AlignVCenter,
-                fm.elidedText(lines.value(1), Qt::ElideRight, static_cast<int>(stats_line.width())));
+    p->drawText(
+        stats_line, Qt::AlignLeft | Qt::AlignVCenter,
+        fm.elidedText(lines.value(1), Qt::ElideRight, static_cast<int>(stats_line.width())));
   }
 
   // Footer: the output shape and parameter count, or why there is none.
@@ -198,20 +217,23 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
     lc = QColor(0xd6, 0x3c, 0x3c);
   } else if (analysis_.inferred) {
     if (!analysis_.outputs.empty()) line = shapeText(analysis_.outputs[0]);
-    if (analysis_.params > 0) line += (line.isEmpty() ? "" : "  ·  ") + withThousands(analysis_.params) + " params";
+    if (analysis_.params > 0)
+      line += (line.isEmpty() ? "" : "  ·  ") + withThousands(analysis_.params) + " params";
   } else {
     line = QString::fromStdString(analysis_.waiting);
     lc = pal.color(QPalette::PlaceholderText);
   }
   p->setPen(lc);
-  p->drawText(foot, Qt::AlignLeft | Qt::AlignVCenter,
-              QFontMetrics(p->font()).elidedText(line, Qt::ElideRight, static_cast<int>(foot.width())));
+  p->drawText(
+      foot, Qt::AlignLeft | Qt::AlignVCenter,
+      QFontMetrics(p->font()).elidedText(line, Qt::ElideRight, static_cast<int>(foot.width())));
 }
 
 WireItem::WireItem(nodes::LinkDoc link, QPointF from, QPointF to, QString label, bool ok)
     : link_(std::move(link)), path_(curve(from, to)), label_(std::move(label)), ok_(ok) {
   setZValue(0);
-  setToolTip(QString::fromStdString(link_.from_node + ":" + link_.from_port + " → " + link_.to_node + ":" + link_.to_port) +
+  setToolTip(QString::fromStdString(link_.from_node + ":" + link_.from_port + " → " +
+                                    link_.to_node + ":" + link_.to_port) +
              (label_.isEmpty() ? QString() : "\nshape " + label_));
   setFlags(ItemIsSelectable);
 }
@@ -228,7 +250,9 @@ QPainterPath WireItem::curve(QPointF from, QPointF to) {
   return path;
 }
 
-QRectF WireItem::boundingRect() const { return path_.boundingRect().adjusted(-60, -20, 60, 20); }
+QRectF WireItem::boundingRect() const {
+  return path_.boundingRect().adjusted(-60, -20, 60, 20);
+}
 
 QPainterPath WireItem::shape() const {
   QPainterPathStroker s;
@@ -240,7 +264,8 @@ void WireItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   const bool dark = QApplication::palette().color(QPalette::Window).lightness() < 128;
   p->setRenderHint(QPainter::Antialiasing);
   const bool selected = option->state & QStyle::State_Selected;
-  QColor c = ok_ ? (dark ? QColor(0x8a, 0xa4, 0xc8) : QColor(0x55, 0x6f, 0x94)) : QColor(0x99, 0x99, 0x99);
+  QColor c =
+      ok_ ? (dark ? QColor(0x8a, 0xa4, 0xc8) : QColor(0x55, 0x6f, 0x94)) : QColor(0x99, 0x99, 0x99);
   if (selected) c = QColor(0xf0, 0xb4, 0x29);
   p->setPen(QPen(c, selected ? 3 : 2));
   p->setBrush(Qt::NoBrush);

@@ -41,7 +41,10 @@ class NodeItem : public QGraphicsItem {
 
   const std::string& id() const { return id_; }
   const nodes::NodeTypeDef* def() const { return def_; }
-  void setId(std::string id) { id_ = std::move(id); update(); }
+  void setId(std::string id) {
+    id_ = std::move(id);
+    update();
+  }
   void setAnalysis(const nodes::NodeAnalysis& a);
   // The last run's figures, drawn as a second footer line (nullopt: none).
   void setRunInfo(const std::optional<NodeRunInfo>& info);
@@ -53,7 +56,10 @@ class NodeItem : public QGraphicsItem {
   std::optional<PortRef> portAt(const QPointF& scene_pos) const;
   QPointF portScenePos(bool output, const std::string& port) const;
   // Colour the ports a dragged wire may end on.
-  void setHighlight(const std::optional<PortRef>& port) { highlight_ = port; update(); }
+  void setHighlight(const std::optional<PortRef>& port) {
+    highlight_ = port;
+    update();
+  }
 
  private:
   double height() const;

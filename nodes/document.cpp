@@ -64,13 +64,16 @@ class Parser : FieldReader {
     }
     // Salvage: a section that fails keeps its defaults; the message becomes a warning.
     if (auto r = soft(string_field(root, "", "name", doc_.name)); !r) return r.error();
-    if (auto r = soft(string_field(root, "", "description", doc_.description)); !r) return r.error();
+    if (auto r = soft(string_field(root, "", "description", doc_.description)); !r)
+      return r.error();
     if (auto r = soft(dataset(root)); !r) return r.error();
     if (auto r = model(root); !r) return r.error();
     if (salvage_) {
       TrainingSpec t;
-      if (auto r = parse_training(*this, root, t); !r) doc_.warnings.push_back(r.error().message + " (defaults kept)");
-      else doc_.training = std::move(t);
+      if (auto r = parse_training(*this, root, t); !r)
+        doc_.warnings.push_back(r.error().message + " (defaults kept)");
+      else
+        doc_.training = std::move(t);
     } else if (auto r = parse_training(*this, root, doc_.training); !r) {
       return r.error();
     }
@@ -92,7 +95,8 @@ class Parser : FieldReader {
     if (!it->is_number_integer()) return fail("/format_version", "must be an integer");
     int64_t v = it->get<int64_t>();
     if (v > kFormatVersion) {
-      auto e = fail("", "format_version " + std::to_string(v) + " is newer than this mlstudio supports (" +
+      auto e = fail("", "format_version " + std::to_string(v) +
+                            " is newer than this mlstudio supports (" +
                             std::to_string(kFormatVersion) + ")");
       if (!salvage_) return e;
       doc_.warnings.push_back(e.message + ": opened what this version understands");
@@ -127,10 +131,12 @@ class Parser : FieldReader {
     // Salvage: a node or link that cannot be read is left out (links to a left-out node too).
     if (m.contains("nodes"))
       for (size_t i = 0; i < m.at("nodes").size(); ++i)
-        if (auto r = soft(node(m.at("nodes")[i], ptr("/model/nodes", i)), " (node left out)"); !r) return r;
+        if (auto r = soft(node(m.at("nodes")[i], ptr("/model/nodes", i)), " (node left out)"); !r)
+          return r;
     if (m.contains("links"))
       for (size_t i = 0; i < m.at("links").size(); ++i)
-        if (auto r = soft(link(m.at("links")[i], ptr("/model/links", i)), " (link left out)"); !r) return r;
+        if (auto r = soft(link(m.at("links")[i], ptr("/model/links", i)), " (link left out)"); !r)
+          return r;
     return {};
   }
 
@@ -182,9 +188,11 @@ class Parser : FieldReader {
     json given = n.contains("params") ? n.at("params") : json();
     Result<json> params = complete_params(*def, given, &bad_param);
     // Salvage: a bad parameter takes its default (a required one fails the node).
-    while (salvage_ && !params && !bad_param.empty() && given.is_object() && given.contains(bad_param)) {
-      doc_.warnings.push_back(source_ + ": node '" + out.id + "' (" + ptr(ptr(path, "params"), bad_param) +
-                              "): " + params.error().message + " (default used)");
+    while (salvage_ && !params && !bad_param.empty() && given.is_object() &&
+           given.contains(bad_param)) {
+      doc_.warnings.push_back(source_ + ": node '" + out.id + "' (" +
+                              ptr(ptr(path, "params"), bad_param) + "): " + params.error().message +
+                              " (default used)");
       given.erase(bad_param);
       bad_param.clear();
       params = complete_params(*def, given, &bad_param);
@@ -287,7 +295,6 @@ bool is_valid_node_id(std::string_view id) {
     if (!tail(c)) return false;
   return true;
 }
-
 
 // [SECTION] Entry points
 

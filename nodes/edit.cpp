@@ -265,6 +265,32 @@ class MoveNode final : public EditCommand {
   std::optional<json> old_entry_;
 };
 
+class SetFrames final : public EditCommand {
+ public:
+  SetFrames(json frames, std::string text) : frames_(std::move(frames)), text_(std::move(text)) {}
+  Result<void> check(const Document& doc) const {
+    if (!doc.layout.is_object())
+      return make_error("cannot " + text_ + ": the document's layout is not an object");
+    return {};
+  }
+  Result<void> apply(Document& doc) override {
+    if (auto ok = check(doc); !ok) return ok;
+    old_ = layout_entry(doc, kFramesKey);
+    if (frames_.empty())
+      doc.layout.erase(kFramesKey);
+    else
+      doc.layout[kFramesKey] = frames_;
+    return {};
+  }
+  void revert(Document& doc) override { restore_layout_entry(doc, kFramesKey, old_); }
+  std::string text() const override { return text_; }
+
+ private:
+  json frames_;
+  std::string text_;
+  std::optional<json> old_;
+};
+
 class SetParams final : public EditCommand {
  public:
   SetParams(std::string id, json params) : id_(std::move(id)), params_(std::move(params)) {}
@@ -493,6 +519,42 @@ EditResult make_rename_node(const Document& doc, const std::string& id, const st
 
 EditResult make_move_node(const Document& doc, const std::string& id, LayoutPos pos) {
   return checked<MoveNode>(doc, id, pos);
+}
+
+std::vector<CommentFrame> comment_frames(const Document& doc) {
+  std::vector<CommentFrame> out;
+  if (!doc.layout.is_object() || !doc.layout.contains(kFramesKey) ||
+      !doc.layout.at(kFramesKey).is_array())
+    return out;
+  for (const json& f : doc.layout.at(kFramesKey)) {
+    if (!f.is_object()) continue;
+    auto num = [&](const char* k) {
+      return f.contains(k) && f.at(k).is_number() ? f.at(k).get<double>() : -1.0;
+    };
+    CommentFrame c{f.value("title", std::string()), num("x"), num("y"), num("w"), num("h")};
+    if (!f.contains("x") || !f.contains("y") || c.w <= 0 || c.h <= 0) continue;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+EditResult make_set_frames(const Document& doc, const std::vector<CommentFrame>& frames,
+                           std::string text) {
+  json list = json::array();
+  for (const CommentFrame& f : frames) {
+    if (!(f.w > 0 && f.h > 0) || !std::isfinite(f.x) || !std::isfinite(f.y) ||
+        !std::isfinite(f.w) || !std::isfinite(f.h))
+      return make_error("cannot " + text +
+                        ": a frame needs a finite position and a size above zero");
+    if (f.title.size() > 500)
+      return make_error("cannot " + text + ": a frame's title is over 500 characters");
+    list.push_back({{"title", f.title},
+                    {"x", coordinate(f.x)},
+                    {"y", coordinate(f.y)},
+                    {"w", coordinate(f.w)},
+                    {"h", coordinate(f.h)}});
+  }
+  return checked<SetFrames>(doc, std::move(list), std::move(text));
 }
 
 EditResult make_set_training(const Document& doc, const json& patch) {

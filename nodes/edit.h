@@ -92,6 +92,20 @@ EditResult make_move_node(const Document& doc, const std::string& id, LayoutPos 
 // Merges `patch` into the "training" / "dataset" section as saved (a JSON merge patch)
 // and reads the result back with the loader's parser, so the same rules and messages
 // apply: make_set_training(doc, {{"optimizer", {{"lr", 0.1}}}}).
+// Comment frames: titled rectangles the editor draws behind nodes to group and explain
+// them. They live in the layout (the editor's part of the file) under kFramesKey, a key no
+// node id can take, as [{"title": "Encoder", "x": 0, "y": 0, "w": 400, "h": 240}, ...].
+inline constexpr const char* kFramesKey = "#frames";
+struct CommentFrame {
+  std::string title;
+  double x = 0, y = 0, w = 0, h = 0;
+};
+std::vector<CommentFrame> comment_frames(const Document& doc);  // malformed entries skipped
+// Replaces the frames (adding, moving, resizing, retitling or deleting one is a new list);
+// refused when a frame has no size or a title over 500 characters.
+EditResult make_set_frames(const Document& doc, const std::vector<CommentFrame>& frames,
+                           std::string text);
+
 EditResult make_set_training(const Document& doc, const nlohmann::json& patch);
 EditResult make_set_dataset(const Document& doc, const nlohmann::json& patch);
 

@@ -3,6 +3,7 @@
 #include <QDropEvent>
 #include <QFile>
 #include <QMimeData>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -65,15 +66,18 @@ TEST_CASE("dropping a palette entry on the canvas creates the node there", "[edi
   // Placed under the cursor (the node's centre there, snapped to the grid).
   const QPointF scene_at = fx.window->view()->mapToScene(at);
   const auto& pos = d.layout[d.nodes.back().id];
-  CHECK(std::abs(pos["x"].get<double>() + NodeItem::kWidth / 2 - scene_at.x()) <= CanvasScene::kGrid);
-  CHECK(std::abs(pos["y"].get<double>() + NodeItem::kHeader / 2 - scene_at.y()) <= CanvasScene::kGrid);
+  CHECK(std::abs(pos["x"].get<double>() + NodeItem::kWidth / 2 - scene_at.x()) <=
+        CanvasScene::kGrid);
+  CHECK(std::abs(pos["y"].get<double>() + NodeItem::kHeader / 2 - scene_at.y()) <=
+        CanvasScene::kGrid);
   CHECK(fx.window->scene()->nodeItem(d.nodes.back().id) != nullptr);
   // A required parameter gets a starting value, so the node is valid at once.
   REQUIRE(fx.window->view()->dropNodeType("mls.linear", QPointF(0, 600)).ok());
   CHECK(fx.window->model()->doc().nodes.back().params["out_features"] == 64);
 }
 
-TEST_CASE("a wire drawn from an output to an input links them and shows the shape on the wire", "[editor]") {
+TEST_CASE("a wire drawn from an output to an input links them and shows the shape on the wire",
+          "[editor]") {
   EditorFixture fx;
   fx.open_example("fashion-mnist-mlp.mls");
   DocumentModel* m = fx.window->model();
@@ -84,7 +88,8 @@ TEST_CASE("a wire drawn from an output to an input links them and shows the shap
   CHECK(m->analysis().complete());
   bool labelled = false;
   for (WireItem* w : fx.window->scene()->wires())
-    if (w->link().from_node == "fc1" && w->link().to_node == "relu1") labelled = w->label() == "[N,256]";
+    if (w->link().from_node == "fc1" && w->link().to_node == "relu1")
+      labelled = w->label() == "[N,256]";
   CHECK(labelled);
   // Every wire carries the shape that flows along it.
   for (WireItem* w : fx.window->scene()->wires()) CHECK_FALSE(w->label().isEmpty());
@@ -184,10 +189,12 @@ TEST_CASE("copy and paste duplicates nodes with their inner links under fresh id
 
 TEST_CASE("save then open round-trips the document byte for byte", "[editor]") {
   EditorFixture fx;
-  for (const char* name : {"fashion-mnist-mlp.mls", "fashion-mnist-resnet.mls", "two-spirals-mlp.mls"}) {
+  for (const char* name :
+       {"fashion-mnist-mlp.mls", "fashion-mnist-resnet.mls", "two-spirals-mlp.mls"}) {
     INFO(name);
     fx.open_example(name);
-    const auto original = nodes::load_document(std::string(MLS_SOURCE_DIR "/resources/examples/") + name);
+    const auto original =
+        nodes::load_document(std::string(MLS_SOURCE_DIR "/resources/examples/") + name);
     REQUIRE(original.ok());
     // The examples are formatted by hand; a save writes the canonical form of the same document.
     const std::string out = fx.dir.file(std::string("copy-") + name);
@@ -212,7 +219,8 @@ TEST_CASE("save then open round-trips the document byte for byte", "[editor]") {
   CHECK(fx.window->statusText().contains("broken.mls"));
   CHECK(fx.window->model()->text() == before);
   // A draft (an unlinked input) opens, with the problem shown.
-  auto draft = nodes::load_document(std::string(MLS_SOURCE_DIR "/resources/examples/fashion-mnist-mlp.mls"));
+  auto draft =
+      nodes::load_document(std::string(MLS_SOURCE_DIR "/resources/examples/fashion-mnist-mlp.mls"));
   REQUIRE(draft.ok());
   nodes::OwnedHistory h(*draft);
   REQUIRE(h.push(nodes::make_disconnect(h.doc(), "fc3:out", "loss:logits")).ok());
@@ -250,7 +258,8 @@ TEST_CASE("autosave keeps unsaved work in a file of its own", "[editor]") {
   REQUIRE(m->push(nodes::make_set_training(m->doc(), {{"epochs", 7}})).ok());
   fx.window->autosave();
   REQUIRE(QFile::exists(fx.window->autosavePath()));
-  auto saved = nodes::load_document(fx.window->autosavePath().toStdString(), nodes::GraphCheck::Draft);
+  auto saved =
+      nodes::load_document(fx.window->autosavePath().toStdString(), nodes::GraphCheck::Draft);
   REQUIRE(saved.ok());
   CHECK(saved->training.epochs == 7);
   // Saving the project removes the autosave.
@@ -258,7 +267,8 @@ TEST_CASE("autosave keeps unsaved work in a file of its own", "[editor]") {
   CHECK_FALSE(QFile::exists(fx.window->autosavePath()));
 }
 
-TEST_CASE("the Lua console edits the open project through the editor's undo stack", "[editor][lua]") {
+TEST_CASE("the Lua console edits the open project through the editor's undo stack",
+          "[editor][lua]") {
   EditorFixture fx;
   fx.open_example("fashion-mnist-mlp.mls");
   ConsoleWidget* c = fx.window->console();
@@ -286,7 +296,8 @@ TEST_CASE("the Lua console edits the open project through the editor's undo stac
   CHECK(fx.window->scene()->nodeItem("extra") == nullptr);
 }
 
-TEST_CASE("dragging a node moves it on the grid as one undo step, and its wires follow", "[editor]") {
+TEST_CASE("dragging a node moves it on the grid as one undo step, and its wires follow",
+          "[editor]") {
   EditorFixture fx;
   fx.open_example("fashion-mnist-mlp.mls");
   DocumentModel* m = fx.window->model();
@@ -311,4 +322,64 @@ TEST_CASE("dragging a node moves it on the grid as one undo step, and its wires 
   CHECK(m->undoStack()->count() == 1);
   m->undoStack()->undo();
   CHECK(m->doc().layout["fc2"]["x"].get<double>() == 760);
+}
+
+TEST_CASE("comment frames group nodes, move with the mouse, save, and undo exactly",
+          "[editor][frames]") {
+  EditorFixture fx;
+  fx.open_example("fashion-mnist-mlp.mls");
+  DocumentModel* m = fx.window->model();
+  CanvasScene* scene = fx.window->scene();
+  scene->selectNode("fc1");
+  scene->nodeItem("relu1")->setSelected(true);
+  scene->addFrame("Hidden layer 1", {});
+  REQUIRE(scene->frameItems().size() == 1);
+  auto frames = nodes::comment_frames(m->doc());
+  REQUIRE(frames.size() == 1);
+  CHECK(frames[0].title == "Hidden layer 1");
+  const QRectF box(frames[0].x, frames[0].y, frames[0].w, frames[0].h);
+  CHECK(box.contains(scene->nodeItem("fc1")->sceneBoundingRect()));
+  CHECK(box.contains(scene->nodeItem("relu1")->sceneBoundingRect()));
+  CHECK_FALSE(box.contains(scene->nodeItem("fc2")->sceneBoundingRect()));
+
+  // Dragged by its body with the mouse: one edit, snapped to the grid.
+  FrameItem* f = scene->frameItems()[0];
+  const QPointF grab =
+      f->scenePos() + QPointF(f->frameRect().width() / 2, f->frameRect().height() - 30);
+  QTest::mousePress(fx.window->view()->viewport(), Qt::LeftButton, {}, fx.view_point(grab));
+  QTest::mouseMove(fx.window->view()->viewport(), fx.view_point(grab + QPointF(30, 45)));
+  QTest::mouseMove(fx.window->view()->viewport(), fx.view_point(grab + QPointF(60, 90)));
+  QTest::mouseRelease(fx.window->view()->viewport(), Qt::LeftButton, {},
+                      fx.view_point(grab + QPointF(60, 90)));
+  QTest::qWait(20);  // the commit is queued
+  auto moved = nodes::comment_frames(m->doc());
+  REQUIRE(moved.size() == 1);
+  CHECK(moved[0].x > frames[0].x + 20);  // moved right and down, on the 20 px grid
+  CHECK(moved[0].y > frames[0].y + 40);
+  CHECK(std::fmod(moved[0].x, 20.0) == 0);
+  CHECK(std::fmod(moved[0].y, 20.0) == 0);
+  CHECK(moved[0].w == frames[0].w);  // a move keeps the size
+
+  // Renamed, saved and opened again: the same frame, byte for byte.
+  REQUIRE(scene->renameFrame(0, "Encoder").ok());
+  if (const char* dir = std::getenv("MLS_SCREENSHOT_DIR")) fx.window->grab().save(QString(dir) + "/frame.png");
+  const std::string path = fx.dir.file("framed.mls");
+  REQUIRE(fx.window->saveTo(QString::fromStdString(path)).ok());
+  const std::string saved = m->text();
+  REQUIRE(fx.window->openFile(QString::fromStdString(path)).ok());
+  CHECK(m->text() == saved);
+  REQUIRE(scene->frameItems().size() == 1);
+  CHECK(scene->frameItems()[0]->title() == "Encoder");
+  // The loader and the training path ignore it: the project still trains headless.
+  CHECK(nodes::load_document(path).ok());
+
+  // Deleted with the selection, then undone: back exactly.
+  scene->clearSelection();
+  scene->frameItems()[0]->setSelected(true);
+  scene->deleteSelection();
+  CHECK(scene->frameItems().empty());
+  m->undoStack()->undo();
+  CHECK(m->text() == saved);
+  // A frame without a size is refused.
+  CHECK_FALSE(nodes::make_set_frames(m->doc(), {{"x", 0, 0, 0, 10}}, "Add comment frame").ok());
 }

@@ -25,7 +25,8 @@ void small_mlp(EditorFixture& fx, int64_t epochs) {
 
 }  // namespace
 
-TEST_CASE("training from the GUI records a run while the event loop stays responsive", "[editor][train]") {
+TEST_CASE("training from the GUI records a run while the event loop stays responsive",
+          "[editor][train]") {
   EditorFixture fx;
   small_mlp(fx, 3);
   QSignalSpy finished(fx.window->trainer(), &TrainController::finished);
@@ -80,7 +81,7 @@ TEST_CASE("training from the GUI records a run while the event loop stays respon
     shares += info.at(id).time_share;
   }
   CHECK(shares == Approx(1.0).margin(0.05));  // the rest: kernels no layer owns
-  CHECK(info.at("flat").time_share == 0);       // a reshape is a view: no kernel runs
+  CHECK(info.at("flat").time_share == 0);     // a reshape is a view: no kernel runs
   CHECK(info.at("fc1").time_share > info.at("relu1").time_share);  // a GEMM outweighs a max
   CHECK(info.at("fc1").backward_ms > 0);
   const NodeRunInfo& relu = info.at("relu1");
@@ -96,7 +97,8 @@ TEST_CASE("training from the GUI records a run while the event loop stays respon
   CHECK(item->runText().contains("% zeros"));
   CHECK(item->runText().contains("% of step time"));
   CHECK(fx.window->scene()->nodeItem("fc1")->toolTip().contains("of the step's kernel time"));
-  if (const char* dir = std::getenv("MLS_SCREENSHOT_DIR")) fx.window->grab().save(QString(dir) + "/after-run.png");
+  if (const char* dir = std::getenv("MLS_SCREENSHOT_DIR"))
+    fx.window->grab().save(QString(dir) + "/after-run.png");
 }
 
 TEST_CASE("Pause holds the run between steps; Stop ends it as interrupted", "[editor][train]") {

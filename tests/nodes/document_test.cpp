@@ -63,7 +63,8 @@ TEST_CASE("the Fashion-MNIST example loads with its nodes, links and settings", 
   const NodeDoc& fc1 = doc->nodes[*find_node(*doc, "fc1")];
   CHECK(fc1.type == "mls.linear");
   CHECK(fc1.params ==
-        nlohmann::json{{"out_features", 256}, {"bias", true}, {"init", "kaiming_uniform"}, {"frozen", false}});
+        nlohmann::json{
+            {"out_features", 256}, {"bias", true}, {"init", "kaiming_uniform"}, {"frozen", false}});
   const LinkDoc* logits = find_input_link(*doc, "loss", "logits");
   REQUIRE(logits != nullptr);
   CHECK(logits->from_node == "fc3");
@@ -251,12 +252,14 @@ TEST_CASE("node errors name the node and its JSON path", "[nodes]") {
   j = example_json();
   j["model"]["nodes"][2]["params"]["out_features"] = 0;
   CHECK(parse_error(j) ==
-        "P.mls: node 'fc1' (/model/nodes/2/params/out_features): must be an integer in [1, 16777216]");
+        "P.mls: node 'fc1' (/model/nodes/2/params/out_features): must be an integer in [1, "
+        "16777216]");
 
   j = example_json();
   j["model"]["nodes"][2]["params"]["out_features"] = "256";
   CHECK(parse_error(j) ==
-        "P.mls: node 'fc1' (/model/nodes/2/params/out_features): must be an integer in [1, 16777216]");
+        "P.mls: node 'fc1' (/model/nodes/2/params/out_features): must be an integer in [1, "
+        "16777216]");
 
   j = example_json();
   j["model"]["nodes"][2]["params"].erase("out_features");
@@ -421,7 +424,8 @@ TEST_CASE("a missing file is reported with its path", "[nodes]") {
   CHECK(doc.error().message == "/nonexistent/dir/p.mls: cannot open: No such file or directory");
 }
 
-TEST_CASE("Salvage opens what a broken or newer-format file holds and lists the rest", "[nodes][document]") {
+TEST_CASE("Salvage opens what a broken or newer-format file holds and lists the rest",
+          "[nodes][document]") {
   auto j = nlohmann::json::parse(R"({
     "format_version": 99,
     "name": "from the future",
