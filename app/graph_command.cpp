@@ -50,20 +50,24 @@ int profile_command(const GraphOptions& o) {
     ++by_op[s.op].second;
   }
   if (runs == 0) {
-    std::fprintf(stderr, "mlstudio: no full-batch step ran (is the data set smaller than a batch?)\n");
+    std::fprintf(stderr,
+                 "mlstudio: no full-batch step ran (is the data set smaller than a batch?)\n");
     return 1;
   }
   std::vector<std::pair<std::string, std::pair<double, int>>> ops(by_op.begin(), by_op.end());
-  std::sort(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
+  std::sort(ops.begin(), ops.end(),
+            [](auto& a, auto& b) { return a.second.first > b.second.first; });
   std::printf("%lld training steps of batch %lld, kernels %.3f ms per step\n",
-              static_cast<long long>(runs), static_cast<long long>(cfg.batch_size), 1e3 * total / static_cast<double>(runs));
+              static_cast<long long>(runs), static_cast<long long>(cfg.batch_size),
+              1e3 * total / static_cast<double>(runs));
   // Kernels of a wave that run at once overlap: the wall time of the plan is what they cost.
   std::printf("plan wall time %.3f ms per step (%zu of %zu kernels run at once with others)\n",
-              1e3 * (*plan)->run_seconds() / static_cast<double>(runs), (*plan)->stats().concurrent_steps, times.size());
+              1e3 * (*plan)->run_seconds() / static_cast<double>(runs),
+              (*plan)->stats().concurrent_steps, times.size());
   std::printf("%-26s %6s %12s %7s\n", "op", "nodes", "ms/step", "share");
   for (auto& [op, v] : ops)
-    std::printf("%-26s %6d %12.3f %6.1f%%\n", op.c_str(), v.second, 1e3 * v.first / static_cast<double>(runs),
-                100 * v.first / total);
+    std::printf("%-26s %6d %12.3f %6.1f%%\n", op.c_str(), v.second,
+                1e3 * v.first / static_cast<double>(runs), 100 * v.first / total);
   std::vector<CompiledPlan::StepTime> nodes(times.begin(), times.end());
   std::sort(nodes.begin(), nodes.end(), [](auto& a, auto& b) { return a.seconds > b.seconds; });
   std::printf("\nslowest nodes\n%-26s %-24s %12s %7s\n", "op", "node", "ms/step", "share");
@@ -103,10 +107,7 @@ int graph_command(const GraphOptions& o) {
     return 0;
   }
   // The very step the trainer compiles (engine/train/step_graph.h), loss scaling included.
-  StepOptions so;
-  so.precision = cfg.precision;
-  so.loss_scale = cfg.loss_scale;
-  so.checkpoint_budget_bytes = cfg.checkpoint_budget_bytes;
+  StepOptions so = step_options(cfg);
   so.keep_stages = true;
   auto step = build_step(std::move(*m), cpu::backend(), so);
   if (!step) {
@@ -123,8 +124,8 @@ int graph_command(const GraphOptions& o) {
         return 1;
       }
       char line[160];
-      std::snprintf(line, sizeof line, "%-34s %6zu nodes %12zu planned bytes\n", s.name.c_str(), s.graph.nodes().size(),
-                    plan->stats().arena_bytes);
+      std::snprintf(line, sizeof line, "%-34s %6zu nodes %12zu planned bytes\n", s.name.c_str(),
+                    s.graph.nodes().size(), plan->stats().arena_bytes);
       std::printf("// ===== %s", line);
       std::fputs(s.graph.to_text().c_str(), stdout);
       summary += line;
@@ -149,8 +150,9 @@ int graph_command(const GraphOptions& o) {
     auto a = CompiledPlan::compile(g, cpu::backend(), no_reuse);
     auto b = CompiledPlan::compile(g, cpu::backend(), sequential);
     if (a && b)
-      std::printf("without in-place reuse: arena %zu bytes; sequential: arena %zu bytes, %zu waves\n",
-                  a->stats().arena_bytes, b->stats().arena_bytes, b->stats().waves);
+      std::printf(
+          "without in-place reuse: arena %zu bytes; sequential: arena %zu bytes, %zu waves\n",
+          a->stats().arena_bytes, b->stats().arena_bytes, b->stats().waves);
   }
   return 0;
 }

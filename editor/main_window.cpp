@@ -75,12 +75,7 @@ std::map<std::string, NodeRunInfo> run_insights(const runner::RunOutcome& o) {
   for (const OutputStats& s : o.node_outputs) {
     NodeRunInfo& n = out[s.label];
     if (total > 0 && n.time_share < 0) n.time_share = 0;  // timed, and ran no kernel (a view)
-    n.has_output = true;
-    n.mean = s.mean;
-    n.std = s.std;
-    n.min = s.min;
-    n.max = s.max;
-    n.zero_fraction = s.zero_fraction;
+    n.output = s;
   }
   return out;
 }

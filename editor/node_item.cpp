@@ -58,12 +58,11 @@ QString NodeItem::runText() const {
                      ? QString("%1% of step time").arg(100 * run_->time_share, 0, 'f', 1)
                      : QString("not timed");
   QStringList parts;
-  if (run_->has_output) {
-    parts << QString("μ %1").arg(run_->mean, 0, 'g', 2)
-          << QString("σ %1").arg(run_->std, 0, 'g', 2);
+  if (const auto& out = run_->output) {
+    parts << QString("μ %1").arg(out->mean, 0, 'g', 2) << QString("σ %1").arg(out->std, 0, 'g', 2);
     // Dead units show as zeros at a ReLU: the figure a student looks for.
     if (def_ && def_->id == "mls.relu")
-      parts << QString("%1% zeros").arg(100 * run_->zero_fraction, 0, 'f', 0);
+      parts << QString("%1% zeros").arg(100 * out->zero_fraction, 0, 'f', 0);
   }
   return time + "\n" + parts.join(" ");
 }
@@ -114,13 +113,13 @@ void NodeItem::updateToolTip() {
                  .arg(100 * run_->time_share, 0, 'f', 1)
                  .arg(run_->ms_per_step, 0, 'f', 3)
                  .arg(run_->backward_ms, 0, 'f', 3);
-    if (run_->has_output)
+    if (const auto& out = run_->output)
       tip += QString("\n  output on a test batch: mean %1, std %2, min %3, max %4, %5% exact zeros")
-                 .arg(run_->mean, 0, 'g', 4)
-                 .arg(run_->std, 0, 'g', 4)
-                 .arg(run_->min, 0, 'g', 4)
-                 .arg(run_->max, 0, 'g', 4)
-                 .arg(100 * run_->zero_fraction, 0, 'f', 1);
+                 .arg(out->mean, 0, 'g', 4)
+                 .arg(out->std, 0, 'g', 4)
+                 .arg(out->min, 0, 'g', 4)
+                 .arg(out->max, 0, 'g', 4)
+                 .arg(100 * out->zero_fraction, 0, 'f', 1);
   }
   setToolTip(tip);
 }

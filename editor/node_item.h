@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/train/node_stats.h"
 #include "nodes/analysis.h"
 #include "nodes/catalogue.h"
 
@@ -25,8 +26,7 @@ struct PortRef {
 struct NodeRunInfo {
   double time_share = -1;  // of the step's kernel time, forward + backward (< 0: not timed)
   double ms_per_step = 0, backward_ms = 0;
-  bool has_output = false;
-  double mean = 0, std = 0, min = 0, max = 0, zero_fraction = 0;
+  std::optional<OutputStats> output;  // on a test batch
 };
 
 class NodeItem : public QGraphicsItem {

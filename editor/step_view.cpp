@@ -292,11 +292,7 @@ void StepView::rebuild() {
     if (!m) {
       message_ = QString::fromStdString(m.error().message);
     } else {
-      const TrainConfig cfg = nodes::train_config(doc.training);
-      StepOptions o;
-      o.precision = cfg.precision;
-      o.loss_scale = cfg.loss_scale;
-      o.checkpoint_budget_bytes = cfg.checkpoint_budget_bytes;
+      StepOptions o = step_options(nodes::train_config(doc.training));
       o.keep_stages = true;
       auto s = build_step(std::move(*m), cpu::backend(), o);
       if (!s)

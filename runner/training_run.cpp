@@ -19,27 +19,14 @@ Result<void> write_state(const Trainer& trainer, const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec)
-    return make_error("cannot create " + std::filesystem::path(path).parent_path().string() + ": " + ec.message());
+    return make_error("cannot create " + std::filesystem::path(path).parent_path().string() + ": " +
+                      ec.message());
   return write_checkpoint(*st, path);
 }
 
 void say(const std::function<void(const std::string&)>& f, const std::string& line) {
   if (f) f(line);
 }
-
-}  // namespace
-
-std::string eval_text(const EvalResult& e) {
-  char buf[160];
-  if (e.regression)
-    std::snprintf(buf, sizeof buf, "MAE %.4f, RMSE %.4f, R² %.4f (loss %.4f)", e.values.mae, e.values.rmse,
-                  e.values.r2, e.loss);
-  else
-    std::snprintf(buf, sizeof buf, "accuracy %.4f (loss %.4f, macro F1 %.4f)", e.accuracy, e.loss, e.macro_f1);
-  return buf;
-}
-
-namespace {
 
 // The editor's overlays after a run: time per node from the profiled plan, and each node's
 // output on one batch of held-out data (test, else validation, else training).
@@ -60,11 +47,24 @@ void inspect_run(Trainer& trainer, const Project& p, RunOutcome& out) {
     return;
   }
   auto stats = output_stats(trainer.backend(), std::move(*model), trainer.params(), batch);
-  if (stats) out.node_outputs = std::move(*stats);
-  else out.inspect_note = stats.error().message;
+  if (stats)
+    out.node_outputs = std::move(*stats);
+  else
+    out.inspect_note = stats.error().message;
 }
 
 }  // namespace
+
+std::string eval_text(const EvalResult& e) {
+  char buf[160];
+  if (e.regression)
+    std::snprintf(buf, sizeof buf, "MAE %.4f, RMSE %.4f, R² %.4f (loss %.4f)", e.values.mae,
+                  e.values.rmse, e.values.r2, e.loss);
+  else
+    std::snprintf(buf, sizeof buf, "accuracy %.4f (loss %.4f, macro F1 %.4f)", e.accuracy, e.loss,
+                  e.macro_f1);
+  return buf;
+}
 
 Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   auto project = open_project(o.project);
@@ -105,13 +105,15 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     if (!used) return used.error();
     if (trainer.epochs_done() >= cfg.epochs)
       return make_error("run " + std::to_string(run_id) + " has already trained " +
-                        std::to_string(trainer.epochs_done()) + " epochs; ask for more with --epochs N (N > " +
+                        std::to_string(trainer.epochs_done()) +
+                        " epochs; ask for more with --epochs N (N > " +
                         std::to_string(trainer.epochs_done()) + ")");
     if (auto r = (*store)->resume_run(run_id); !r) return r.error();
-    if (auto r = (*store)->log_param(run_id, "epochs", std::to_string(cfg.epochs)); !r) return r.error();
+    if (auto r = (*store)->log_param(run_id, "epochs", std::to_string(cfg.epochs)); !r)
+      return r.error();
     say(events.message, "resuming run " + std::to_string(run_id) + " from " + *used + " (epoch " +
-                            std::to_string(trainer.epochs_done()) + ", step " + std::to_string(trainer.steps_done()) +
-                            ")");
+                            std::to_string(trainer.epochs_done()) + ", step " +
+                            std::to_string(trainer.steps_done()) + ")");
   } else {
     auto id = (*store)->begin_run({.name = p.doc.name,
                                    .project_path = std::filesystem::absolute(p.path).string(),
@@ -121,26 +123,31 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     if (!id) return id.error();
     run_id = *id;
     auto params = config_params(cfg);
-    params.insert(params.end(),
-                  {{"mode", std::string(nodes::to_string(t.mode))},
-                   {"threads", std::to_string(backend.num_threads())},
-                   {"dataset", p.doc.dataset.source + ":" + p.doc.dataset.path},
-                   {"train_samples", std::to_string(p.train->num_samples())},
-                   {"validation_samples", std::to_string(p.validation ? p.validation->num_samples() : 0)},
-                   {"test_samples", std::to_string(p.test ? p.test->num_samples() : 0)},
-                   {"checkpoint_dir", checkpoint_dir(o.db, run_id)}});
+    params.insert(
+        params.end(),
+        {{"mode", std::string(nodes::to_string(t.mode))},
+         {"threads", std::to_string(backend.num_threads())},
+         {"dataset", p.doc.dataset.source + ":" + p.doc.dataset.path},
+         {"train_samples", std::to_string(p.train->num_samples())},
+         {"validation_samples", std::to_string(p.validation ? p.validation->num_samples() : 0)},
+         {"test_samples", std::to_string(p.test ? p.test->num_samples() : 0)},
+         {"checkpoint_dir", checkpoint_dir(o.db, run_id)}});
     for (const auto& [k, v] : params)
       if (auto r = (*store)->log_param(run_id, k, v); !r) return r.error();
   }
 
-  say(events.message, "run " + std::to_string(run_id) + ": " + p.path + ", " + std::to_string(cfg.epochs) +
-                          " epochs, " + std::to_string(p.train->num_samples()) + " training samples, batch " +
+  say(events.message, "run " + std::to_string(run_id) + ": " + p.path + ", " +
+                          std::to_string(cfg.epochs) + " epochs, " +
+                          std::to_string(p.train->num_samples()) + " training samples, batch " +
                           std::to_string(cfg.batch_size) + ", " + cfg.opt.type + " " +
                           std::string(nodes::to_string(t.mode)) + " on " + device + " (" +
                           std::to_string(backend.num_threads()) + " threads)");
   const std::string last_path = checkpoint_path(o.db, run_id, "last");
   const std::string best_path = checkpoint_path(o.db, run_id, "best");
-  FitInputs in{.train = *p.train, .validation = p.validation.get(), .test = p.test.get(), .sink = store->get()};
+  FitInputs in{.train = *p.train,
+               .validation = p.validation.get(),
+               .test = p.test.get(),
+               .sink = store->get()};
   in.progress = events.progress;
   in.cancel = events.cancel;
   in.on_epoch_end = [&](const EpochReport& rep) -> Result<void> {
@@ -155,13 +162,14 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     result = trainer.fit(in);
   } catch (const std::bad_alloc&) {
     // The one exception the engine lets through: a model too large for this machine.
-    result = make_error("out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
+    result = make_error(
+        "out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
   }
   if (!result) {
     auto e = (*store)->end_run(run_id, "failed");
     (void)e;
-    return make_error(result.error().message + " (run " + std::to_string(run_id) + " recorded as failed in " + o.db +
-                      ")");
+    return make_error(result.error().message + " (run " + std::to_string(run_id) +
+                      " recorded as failed in " + o.db + ")");
   }
   RunOutcome out;
   out.run_id = run_id;

@@ -43,8 +43,8 @@ struct Trainer::StepPlan {
   std::optional<CompiledPlan> plan;
   Tensor x, y, seed;
   std::vector<Tensor> grads;  // of the trainable parameters, in order
-  Tensor scale;  // mixed precision: the loss scale the step multiplies the loss by
-  Ref check;     // and its last output, finite when every gradient is
+  Tensor scale;               // mixed precision: the loss scale the step multiplies the loss by
+  Ref check;                  // and its last output, finite when every gradient is
 };
 
 Trainer::Trainer(Backend& backend, ModelBuilder build, TrainConfig config)
@@ -90,7 +90,8 @@ Result<void> Trainer::init() {
   sc.lr = config_.opt.lr;
   if (sc.type == "cosine" && sc.total_epochs <= 1) sc.total_epochs = config_.epochs;
   // one_cycle over the whole run: its length in steps is known once fit sees the data.
-  if (sc.type == "one_cycle" && sc.total_steps <= 0) sc.total_steps = 1000;  // a placeholder: fit sets the real length
+  if (sc.type == "one_cycle" && sc.total_steps <= 0)
+    sc.total_steps = 1000;  // a placeholder: fit sets the real length
   auto s = make_schedule(sc);
   if (!s) return s.error();
   auto opt = Optimizer::create(backend_, config_.opt);
@@ -111,14 +112,23 @@ Result<void> Trainer::set_param_values(const std::vector<Tensor>& values) {
                       std::to_string(values.size()) + " values were given");
   for (size_t i = 0; i < values.size(); ++i)
     if (values[i].shape() != params_[i].shape() || values[i].dtype() != params_[i].dtype())
-      return make_error("parameter '" + param_names_[i] + "' is " + shape_str(params_[i].shape()) + ", the value " +
-                        shape_str(values[i].shape()));
+      return make_error("parameter '" + param_names_[i] + "' is " + shape_str(params_[i].shape()) +
+                        ", the value " + shape_str(values[i].shape()));
   for (size_t i = 0; i < values.size(); ++i) {
     Tensor src = values[i].is_contiguous() ? values[i] : values[i].contiguous();
     std::vector<float> host = src.to_f32();
     params_[i].fill_from_host(host);
   }
   return {};
+}
+
+StepOptions step_options(const TrainConfig& c, bool training) {
+  StepOptions o;
+  o.training = training;
+  o.precision = c.precision;
+  o.loss_scale = c.loss_scale;
+  o.checkpoint_budget_bytes = c.checkpoint_budget_bytes;
+  return o;
 }
 
 Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
@@ -132,15 +142,13 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   {
     const Graph& g = mg->graph;
     bool same = g.params().size() == params_.size();
-    for (size_t i = 0; same && i < params_.size(); ++i) same = g.type_of(g.params()[i]).shape == params_[i].shape();
-    if (!same) return make_error("the model built for batch " + std::to_string(batch) + " has other parameters");
+    for (size_t i = 0; same && i < params_.size(); ++i)
+      same = g.type_of(g.params()[i]).shape == params_[i].shape();
+    if (!same)
+      return make_error("the model built for batch " + std::to_string(batch) +
+                        " has other parameters");
   }
-  StepOptions so;
-  so.training = training;
-  so.precision = config_.precision;
-  so.loss_scale = config_.loss_scale;
-  so.checkpoint_budget_bytes = config_.checkpoint_budget_bytes;
-  auto step = build_step(std::move(*mg), backend_, so);
+  auto step = build_step(std::move(*mg), backend_, step_options(config_, training));
   if (!step) return step.error();
   auto sp = std::make_unique<StepPlan>();
   sp->mg = step->model;
@@ -193,15 +201,17 @@ Result<void> Trainer::check_batch(const HostBatch& b) const {
   const size_t targets = values ? b.t.size() : b.y.size();
   if (static_cast<int64_t>(b.x.size()) != b.size * numel(sample_shape_) ||
       static_cast<int64_t>(targets) != b.size * per_target)
-    return make_error("a batch of " + std::to_string(b.size) + " samples has " + std::to_string(b.x.size()) +
-                      " features and " + std::to_string(targets) + (values ? " target values" : " labels") +
-                      "; the model expects " + shape_str(sample_shape_) + " per sample and " +
+    return make_error("a batch of " + std::to_string(b.size) + " samples has " +
+                      std::to_string(b.x.size()) + " features and " + std::to_string(targets) +
+                      (values ? " target values" : " labels") + "; the model expects " +
+                      shape_str(sample_shape_) + " per sample and " +
                       (values ? shape_str(target_shape_) + " target values" : "one class label"));
   if (!values)
     for (int64_t i = 0; i < b.size; ++i)
       if (b.y[static_cast<size_t>(i)] < 0 || b.y[static_cast<size_t>(i)] >= num_classes_)
         return make_error("label " + std::to_string(b.y[static_cast<size_t>(i)]) + " (sample " +
-                          std::to_string(i) + " of the batch) is outside [0, " + std::to_string(num_classes_) + ")");
+                          std::to_string(i) + " of the batch) is outside [0, " +
+                          std::to_string(num_classes_) + ")");
   return {};
 }
 
@@ -217,7 +227,8 @@ void fill_targets(Tensor& y, const HostBatch& b) {
 }  // namespace
 
 int64_t Trainer::step_seed() const {
-  return static_cast<int64_t>(mix_seed(config_.seed ^ 0x5eedull, static_cast<uint64_t>(step_)) >> 1);
+  return static_cast<int64_t>(mix_seed(config_.seed ^ 0x5eedull, static_cast<uint64_t>(step_)) >>
+                              1);
 }
 
 bool Trainer::keep_scaled_step(const Tensor& check) {
@@ -244,7 +255,8 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
   EagerSession s(backend_);
   std::vector<Ref> map(g.values().size());
   for (size_t i = 0; i < params_.size(); ++i)
-    map[static_cast<size_t>(g.params()[i].id)] = s.leaf(params_[i], g.value(g.params()[i]).trainable);
+    map[static_cast<size_t>(g.params()[i].id)] =
+        s.leaf(params_[i], g.value(g.params()[i]).trainable);
   const ValueType xt = g.type_of(mg->input), yt = g.type_of(mg->labels);
   Tensor x = Tensor::empty(backend_, xt.dtype, xt.shape, AllocTag::Input);
   x.fill_raw(batch.x.data(), x.nbytes());
@@ -254,7 +266,8 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
   map[static_cast<size_t>(mg->labels.id)] = s.leaf(y);
   if (mg->step_seed.valid()) {
     const int64_t seed = step_seed();
-    map[static_cast<size_t>(mg->step_seed.id)] = s.leaf(Tensor::from_i64(backend_, {1}, {seed}, AllocTag::Input));
+    map[static_cast<size_t>(mg->step_seed.id)] =
+        s.leaf(Tensor::from_i64(backend_, {1}, {seed}, AllocTag::Input));
   }
   for (size_t i = 0; i < g.values().size(); ++i)
     if (g.values()[i].kind == ValueKind::Const) map[i] = s.leaf(g.values()[i].constant);
@@ -268,8 +281,9 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
   Refs wrt;
   for (size_t i : trainable_) wrt.push_back(map[static_cast<size_t>(g.params()[i].id)]);
   const Ref scale_leaf =
-      scaler_.dynamic() ? s.leaf(Tensor::from_f32(backend_, {}, {static_cast<float>(scaler_.scale())}, AllocTag::Input))
-                       : Ref{};
+      scaler_.dynamic() ? s.leaf(Tensor::from_f32(
+                              backend_, {}, {static_cast<float>(scaler_.scale())}, AllocTag::Input))
+                        : Ref{};
   Refs grads = s.grad(scale_leaf.valid() ? mul(s, loss, scale_leaf) : loss, wrt);
   Ref check;
   if (scaler_.active()) grads = unscale_gradients(s, grads, scale_leaf, &check);
@@ -277,7 +291,8 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
   for (size_t i = 0; i < grads.size(); ++i)
     gt.push_back(grads[i].valid()
                      ? s.value(grads[i])
-                     : Tensor::zeros(backend_, DType::F32, trainable_params_[i].shape(), AllocTag::Gradient));
+                     : Tensor::zeros(backend_, DType::F32, trainable_params_[i].shape(),
+                                     AllocTag::Gradient));
   float l = 0;
   const Tensor& lt = s.value(loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
@@ -309,7 +324,8 @@ Result<double> Trainer::train_step(const HostBatch& batch) {
   float l = 0;
   const Tensor& lt = sp.plan->tensor(sp.mg.loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
-  if (sp.check.valid() && !keep_scaled_step(sp.plan->tensor(sp.check))) return static_cast<double>(l);
+  if (sp.check.valid() && !keep_scaled_step(sp.plan->tensor(sp.check)))
+    return static_cast<double>(l);
   apply_update(sp.grads);
   return static_cast<double>(l);
 }
@@ -320,13 +336,14 @@ Result<std::vector<float>> Trainer::predict(const HostBatch& batch, Shape* out_s
   }
   if (static_cast<int64_t>(batch.x.size()) != batch.size * numel(sample_shape_))
     return make_error("an input of " + std::to_string(batch.x.size()) + " values for " +
-                      std::to_string(batch.size) + " samples; the model expects " + shape_str(sample_shape_) +
-                      " per sample");
+                      std::to_string(batch.size) + " samples; the model expects " +
+                      shape_str(sample_shape_) + " per sample");
   auto p = plan_for(batch.size, false);
   if (!p) return p.error();
   StepPlan& sp = **p;
   sp.x.fill_raw(batch.x.data(), sp.x.nbytes());
-  std::vector<uint8_t> zero(sp.y.nbytes(), 0);  // the loss is computed too: give it harmless targets
+  std::vector<uint8_t> zero(sp.y.nbytes(),
+                            0);  // the loss is computed too: give it harmless targets
   sp.y.fill_raw(zero.data(), zero.size());
   sp.plan->run();
   const Tensor& lt = sp.plan->tensor(sp.mg.logits);
@@ -370,7 +387,8 @@ Result<EvalResult> Trainer::evaluate(BatchSource& data) {
       reg.add(out.data(), b.t.data(), static_cast<int64_t>(b.t.size()));
     } else {
       r.confusion.add_logits(out.data(), b.size, num_classes_, b.y.data());
-      top5_sum += top_k_accuracy(out.data(), b.size, num_classes_, b.y.data(), 5) * static_cast<double>(b.size);
+      top5_sum += top_k_accuracy(out.data(), b.size, num_classes_, b.y.data(), 5) *
+                  static_cast<double>(b.size);
     }
     r.samples += b.size;
   }
@@ -406,11 +424,13 @@ Result<Checkpoint> Trainer::state() const {
   c.strings["optimizer.type"] = config_.opt.type;
   std::vector<double> ss = schedule_->state();
   for (size_t i = 0; i < ss.size(); ++i) c.numbers["schedule." + std::to_string(i)] = ss[i];
-  for (size_t i = 0; i < params_.size(); ++i) c.tensors.push_back(snapshot("param/" + param_names_[i], params_[i]));
+  for (size_t i = 0; i < params_.size(); ++i)
+    c.tensors.push_back(snapshot("param/" + param_names_[i], params_[i]));
   const auto& os = opt_->state();
   for (size_t k = 0; k < os.size(); ++k)
     for (size_t j = 0; j < os[k].size(); ++j)
-      c.tensors.push_back(snapshot("opt/" + param_names_[trainable_[k]] + "/" + std::to_string(j), os[k][j]));
+      c.tensors.push_back(
+          snapshot("opt/" + param_names_[trainable_[k]] + "/" + std::to_string(j), os[k][j]));
   return c;
 }
 
@@ -418,17 +438,21 @@ Result<void> Trainer::restore(const Checkpoint& c) {
   if (!opt_) {
     if (auto r = init(); !r) return r.error();
   }
-  if (auto t = c.strings.find("optimizer.type"); t != c.strings.end() && t->second != config_.opt.type)
-    return make_error("the checkpoint was trained with optimizer '" + t->second + "', the project now uses '" +
-                      config_.opt.type + "'");
+  if (auto t = c.strings.find("optimizer.type");
+      t != c.strings.end() && t->second != config_.opt.type)
+    return make_error("the checkpoint was trained with optimizer '" + t->second +
+                      "', the project now uses '" + config_.opt.type + "'");
   size_t saved_params = 0;
   for (const CheckpointTensor& t : c.tensors) saved_params += t.name.rfind("param/", 0) == 0;
   if (saved_params != params_.size())
-    return make_error("the checkpoint holds " + std::to_string(saved_params) + " parameters, the model " +
-                      std::to_string(params_.size()) + " (was the model changed?)");
+    return make_error("the checkpoint holds " + std::to_string(saved_params) +
+                      " parameters, the model " + std::to_string(params_.size()) +
+                      " (was the model changed?)");
   for (size_t i = 0; i < params_.size(); ++i) {
     const CheckpointTensor* t = c.find("param/" + param_names_[i]);
-    if (!t) return make_error("the checkpoint has no parameter '" + param_names_[i] + "' (was the model changed?)");
+    if (!t)
+      return make_error("the checkpoint has no parameter '" + param_names_[i] +
+                        "' (was the model changed?)");
     if (auto r = mls::restore(*t, params_[i]); !r) return r.error();
   }
   const auto& os = opt_->state();
@@ -475,9 +499,10 @@ std::vector<std::pair<std::string, std::string>> config_params(const TrainConfig
           {"precision", std::string(precision_name(c.precision))}};
 }
 
-Result<TrainResult> Trainer::fit(BatchSource& train, BatchSource* test, MetricSink* sink, const ProgressFn& progress,
-                                 const std::atomic<bool>* cancel) {
-  return fit(FitInputs{.train = train, .test = test, .sink = sink, .progress = progress, .cancel = cancel});
+Result<TrainResult> Trainer::fit(BatchSource& train, BatchSource* test, MetricSink* sink,
+                                 const ProgressFn& progress, const std::atomic<bool>* cancel) {
+  return fit(FitInputs{
+      .train = train, .test = test, .sink = sink, .progress = progress, .cancel = cancel});
 }
 
 Result<TrainResult> Trainer::fit(const FitInputs& in) {
@@ -487,11 +512,12 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
   BatchSource& train = in.train;
   MetricSink* sink = in.sink;
   if (train.sample_shape() != sample_shape_)
-    return make_error("the data's samples are " + shape_str(train.sample_shape()) + " but the model's input is " +
-                      shape_str(sample_shape_));
+    return make_error("the data's samples are " + shape_str(train.sample_shape()) +
+                      " but the model's input is " + shape_str(sample_shape_));
   const std::string& monitor = config_.early_stop.monitor;
   if (config_.early_stop.patience > 0 && !in.validation)
-    return make_error("early stopping needs a validation split (set the dataset's \"validation\" fraction)");
+    return make_error(
+        "early stopping needs a validation split (set the dataset's \"validation\" fraction)");
   TrainResult res;
   res.first_epoch = epochs_done_ + 1;
   const double t_start = now_s();
@@ -523,8 +549,9 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
       auto l = train_step(b);
       if (!l) return l.error();
       if (!std::isfinite(*l))
-        return make_error("the loss became " + std::to_string(*l) + " at step " + std::to_string(step_) +
-                          " (epoch " + std::to_string(epoch) + "); try a smaller learning rate");
+        return make_error("the loss became " + std::to_string(*l) + " at step " +
+                          std::to_string(step_) + " (epoch " + std::to_string(epoch) +
+                          "); try a smaller learning rate");
       ++bi;
       trained += b.size;
       seen += b.size;
@@ -536,10 +563,12 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
         double el = now_s() - t0;
         double sps = static_cast<double>(seen) / std::max(el, 1e-9);
         double left = static_cast<double>((config_.epochs - epoch) * n + (n - seen));
-        in.progress({epoch, config_.epochs, bi, batches, sum / static_cast<double>(count), sps, left / sps,
-                     waited / std::max(el, 1e-9), false, scaler_.scale(), scaler_.skipped()});
+        in.progress({epoch, config_.epochs, bi, batches, sum / static_cast<double>(count), sps,
+                     left / sps, waited / std::max(el, 1e-9), false, scaler_.scale(),
+                     scaler_.skipped()});
       }
-      if ((in.cancel && in.cancel->load()) || (config_.max_steps > 0 && step_ >= config_.max_steps)) {
+      if ((in.cancel && in.cancel->load()) ||
+          (config_.max_steps > 0 && step_ >= config_.max_steps)) {
         res.interrupted = in.cancel && in.cancel->load();
         break;
       }
@@ -557,7 +586,8 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
       sink->log_metric("epoch/seconds", epoch, secs);
       sink->log_metric("epoch/samples_per_s", epoch, static_cast<double>(seen) / secs);
       sink->log_metric("epoch/data_wait_fraction", epoch, waited / std::max(secs, 1e-9));
-      sink->log_metric("epoch/lr", epoch, schedule_->lr_at(std::max<int64_t>(step_ - 1, 0), steps_per_epoch_));
+      sink->log_metric("epoch/lr", epoch,
+                       schedule_->lr_at(std::max<int64_t>(step_ - 1, 0), steps_per_epoch_));
       if (scaler_.active()) {
         sink->log_metric("epoch/loss_scale", epoch, scaler_.scale());
         sink->log_metric("epoch/skipped_steps", epoch, static_cast<double>(scaler_.skipped()));
@@ -611,7 +641,8 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
       res.stopped_early = true;
       break;
     }
-    if (config_.stop_after_epochs > 0 && epoch >= config_.stop_after_epochs && epoch < config_.epochs) {
+    if (config_.stop_after_epochs > 0 && epoch >= config_.stop_after_epochs &&
+        epoch < config_.epochs) {
       res.paused = true;
       break;
     }
@@ -643,7 +674,8 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
   std::vector<double> es = res.epoch_seconds;
   std::sort(es.begin(), es.end());
   res.median_epoch_seconds = es.empty() ? 0 : es[es.size() / 2];
-  if (es.size() % 2 == 0 && !es.empty()) res.median_epoch_seconds = (es[es.size() / 2 - 1] + es[es.size() / 2]) / 2;
+  if (es.size() % 2 == 0 && !es.empty())
+    res.median_epoch_seconds = (es[es.size() / 2 - 1] + es[es.size() / 2]) / 2;
   res.samples_per_s = static_cast<double>(trained) / std::max(train_time, 1e-9);
   res.seconds = now_s() - t_start;
   res.peak_bytes = backend_.memory().stats().total_peak;

@@ -1,8 +1,9 @@
 // The training loop: static (a compiled plan per batch size) or eager (the same model graph
 // replayed op by op with a tape), fed by BatchSources, reporting to a MetricSink.
 //
-//   ModelBuilder build = [&](int64_t batch, bool training) { return lower(doc, data, batch, training, path); };
-//   Trainer t(cpu, build, {.epochs = 5, .batch_size = 128, .opt = {.type = "sgd", .lr = 0.05,
+//   ModelBuilder build = [&](int64_t batch, bool training) { return lower(doc, data, batch,
+//   training, path); }; Trainer t(cpu, build, {.epochs = 5, .batch_size = 128, .opt = {.type =
+//   "sgd", .lr = 0.05,
 //                                                                   .momentum = 0.9}});
 //   FitInputs in{.train = train, .validation = &val, .test = &test, .sink = &store};
 //   in.on_epoch_end = [&](const EpochReport& r) { return save(t.state(), "last.ckpt"); };
@@ -31,6 +32,7 @@
 #include "engine/train/model_graph.h"
 #include "engine/train/optimizer.h"
 #include "engine/train/schedule.h"
+#include "engine/train/step_graph.h"
 
 namespace mls {
 
@@ -79,13 +81,13 @@ std::vector<std::pair<std::string, std::string>> config_params(const TrainConfig
 struct ProgressInfo {
   int64_t epoch = 0, epochs = 0;  // epoch counts from 1
   int64_t batch = 0, batches = 0;
-  double loss = 0;               // running mean over this epoch
+  double loss = 0;  // running mean over this epoch
   double samples_per_s = 0;
-  double eta_s = 0;              // for the whole run
-  double data_fraction = 0;      // of this epoch's time spent waiting for batches
+  double eta_s = 0;          // for the whole run
+  double data_fraction = 0;  // of this epoch's time spent waiting for batches
   bool epoch_done = false;
-  double loss_scale = 1;         // mixed precision: the current loss scale
-  int64_t skipped_steps = 0;     // and the steps skipped for non-finite gradients so far
+  double loss_scale = 1;      // mixed precision: the current loss scale
+  int64_t skipped_steps = 0;  // and the steps skipped for non-finite gradients so far
 };
 using ProgressFn = std::function<void(const ProgressInfo&)>;
 
@@ -117,7 +119,7 @@ struct EpochReport {
 };
 
 struct TrainResult {
-  std::vector<double> step_losses;    // this call's steps
+  std::vector<double> step_losses;  // this call's steps
   std::vector<double> epoch_losses;
   std::vector<double> epoch_seconds;  // training passes only
   double final_loss = 0;              // mean training loss of the last epoch
@@ -136,8 +138,8 @@ struct TrainResult {
   int64_t peak_bytes = 0;   // the allocator's peak over the run
   int64_t planned_arena_bytes = 0;
   int64_t planned_step_bytes = 0;  // the arena plus the gradients the step writes
-  int64_t steps = 0;  // in all, including the steps before a resume
-  double loss_scale = 1;      // mixed precision: the loss scale at the end
+  int64_t steps = 0;               // in all, including the steps before a resume
+  double loss_scale = 1;           // mixed precision: the loss scale at the end
   int64_t skipped_steps = 0;  // steps skipped for non-finite gradients (a resumed run's included)
   bool interrupted = false;
   bool paused = false;  // stopped at TrainConfig::stop_after_epochs
@@ -155,6 +157,10 @@ struct FitInputs {
   std::function<Result<void>(const EpochReport&)> on_epoch_end;
 };
 
+// How a step is built for this configuration (precision, loss scaling, checkpointing): what
+// the trainer compiles, and what `mlstudio graph` and the editor draw.
+StepOptions step_options(const TrainConfig& c, bool training = true);
+
 class Trainer {
  public:
   Trainer(Backend& backend, ModelBuilder build, TrainConfig config);
@@ -168,7 +174,8 @@ class Trainer {
   Result<void> set_param_values(const std::vector<Tensor>& values);
   Result<TrainResult> fit(const FitInputs& in);
   Result<TrainResult> fit(BatchSource& train, BatchSource* test, MetricSink* sink,
-                          const ProgressFn& progress = {}, const std::atomic<bool>* cancel = nullptr);
+                          const ProgressFn& progress = {},
+                          const std::atomic<bool>* cancel = nullptr);
   // One optimisation step on a batch; returns the loss.
   Result<double> train_step(const HostBatch& batch);
   Result<EvalResult> evaluate(BatchSource& data);
