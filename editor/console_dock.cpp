@@ -1,8 +1,13 @@
 #include "editor/console_dock.h"
 
+#include <QEventLoop>
+#include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QTextBlock>
+#include <QThread>
+#include <QToolButton>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrent>
 #include <lua.hpp>
 
 #include "engine/cpu/cpu_backend.h"
@@ -14,10 +19,16 @@ void ConsoleInput::keyPressEvent(QKeyEvent* e) {
   if (e->key() == Qt::Key_Up) return Q_EMIT historyUp();
   if (e->key() == Qt::Key_Down) return Q_EMIT historyDown();
   if (e->key() == Qt::Key_Tab) return Q_EMIT complete();
+  if (e->key() == Qt::Key_Escape) return Q_EMIT escape();
   QLineEdit::keyPressEvent(e);
 }
 
-// print() in the console writes to its output, not to the terminal the editor started from.
+namespace {
+const QColor kGrey(0x88, 0x88, 0x88);
+}  // namespace
+
+// print() in the console writes to its output, not to the terminal the editor started from;
+// it runs on the worker, so the line is posted to the GUI thread.
 int console_print(lua_State* L) {
   auto* self = static_cast<ConsoleWidget*>(lua_touserdata(L, lua_upvalueindex(1)));
   const int n = lua_gettop(L);
@@ -29,15 +40,26 @@ int console_print(lua_State* L) {
     line += QString::fromUtf8(s, static_cast<qsizetype>(len));
     lua_pop(L, 1);
   }
-  self->captured_ += line + '\n';
+  self->post(line, QColor());
   return 0;
 }
 
-ConsoleWidget::ConsoleWidget(DocumentModel* model, QWidget* parent)
-    : QWidget(parent), model_(model), output_(new QPlainTextEdit), input_(new ConsoleInput) {
+ConsoleWidget::ConsoleWidget(DocumentModel* model, const std::string& db_path, QWidget* parent)
+    : QWidget(parent),
+      model_(model),
+      bridge_(model),
+      output_(new QPlainTextEdit),
+      input_(new ConsoleInput),
+      stop_(new QToolButton) {
   // The console is the user's own: not sandboxed, as `mlstudio lua` without a file.
-  host_ = std::make_unique<lua::LuaHost>(cpu::backend(), lua::ScriptOptions{});
-  host_->runtime().project = model_;
+  lua::ScriptOptions options;
+  options.db_path = db_path;
+  host_ = std::make_unique<lua::LuaHost>(cpu::backend(), options);
+  host_->runtime().project = &bridge_;
+  host_->runtime().report = [this](const std::string& line) {
+    post(QString::fromStdString(line), kGrey);
+  };
+  host_->set_interrupt(&cancel_);
   lua_pushlightuserdata(host_->state(), this);
   lua_pushcclosure(host_->state(), console_print, 1);
   lua_setglobal(host_->state(), "print");
@@ -54,13 +76,31 @@ ConsoleWidget::ConsoleWidget(DocumentModel* model, QWidget* parent)
   input_->setFont(mono);
   input_->setPlaceholderText("Lua: try  mls.project.current():nodes()  or  mls.randn{2,3}");
   lay->addWidget(output_, 1);
-  lay->addWidget(input_);
-  appendOutput("Lua 5.4 with the mls module. mls.project.current() is the open project.", QColor(0x88, 0x88, 0x88));
+  auto* row = new QHBoxLayout;
+  row->setSpacing(4);
+  row->addWidget(input_, 1);
+  stop_->setText("Stop");
+  stop_->setObjectName("console.stop");
+  stop_->setToolTip("Stop the running entry (Esc in the input)");
+  stop_->setEnabled(false);
+  row->addWidget(stop_);
+  lay->addLayout(row);
+  appendOutput(
+      "Lua 5.4 with the mls module. mls.project.current() is the open project. A long "
+      "entry runs in the background: Esc or Stop interrupts it.",
+      kGrey);
+  connect(stop_, &QToolButton::clicked, this, &ConsoleWidget::interrupt);
+  connect(input_, &ConsoleInput::escape, this, [this] {
+    if (busy_) interrupt();
+  });
+  connect(&watcher_, &QFutureWatcher<Outcome>::finished, this,
+          [this] { finish(watcher_.result(), watcher_.property("code").toString()); });
 
   connect(input_, &QLineEdit::returnPressed, this, [this] {
+    if (busy_) return;  // the text stays for when the running entry ends
     const QString line = input_->text();
     input_->clear();
-    submit(line);
+    run(line);
   });
   connect(input_, &ConsoleInput::historyUp, this, [this] {
     if (history_.isEmpty()) return;
@@ -72,10 +112,11 @@ ConsoleWidget::ConsoleWidget(DocumentModel* model, QWidget* parent)
     input_->setText(history_pos_ < history_.size() ? history_[history_pos_] : QString());
   });
   connect(input_, &ConsoleInput::complete, this, [this] {
+    if (busy_) return;  // the interpreter is the running entry's
     const QString text = input_->text();
     int start = static_cast<int>(text.size());
-    while (start > 0 && (text[start - 1].isLetterOrNumber() || text[start - 1] == '_' || text[start - 1] == '.' ||
-                         text[start - 1] == ':'))
+    while (start > 0 && (text[start - 1].isLetterOrNumber() || text[start - 1] == '_' ||
+                         text[start - 1] == '.' || text[start - 1] == ':'))
       --start;
     const auto options = host_->completions(text.mid(start).toStdString());
     if (options.size() == 1) {
@@ -83,12 +124,23 @@ ConsoleWidget::ConsoleWidget(DocumentModel* model, QWidget* parent)
     } else if (options.size() > 1) {
       QStringList names;
       for (const auto& o : options) names << QString::fromStdString(o);
-      appendOutput(names.join("  "), QColor(0x88, 0x88, 0x88));
+      appendOutput(names.join("  "), kGrey);
     }
   });
 }
 
-ConsoleWidget::~ConsoleWidget() { host_->runtime().project = nullptr; }
+ConsoleWidget::~ConsoleWidget() {
+  // Stop a running entry; its calls into the document fail from now on, and the ones in
+  // flight are served here, so the worker can end while this thread waits for it.
+  cancel_.store(true);
+  bridge_.close();
+  while (watcher_.isRunning()) {
+    bridge_.drain();
+    QThread::msleep(2);
+  }
+  watcher_.waitForFinished();
+  host_->runtime().project = nullptr;
+}
 
 void ConsoleWidget::appendOutput(const QString& text, const QColor& color) {
   QTextCharFormat fmt;
@@ -101,35 +153,82 @@ void ConsoleWidget::appendOutput(const QString& text, const QColor& color) {
   output_->ensureCursorVisible();
 }
 
-QString ConsoleWidget::submit(const QString& line) {
+void ConsoleWidget::post(const QString& text, const QColor& color) {
+  QMetaObject::invokeMethod(
+      this,
+      [this, text, color] {
+        appendOutput(text, color);
+        shown_ += (shown_.isEmpty() ? "" : "\n") + text;
+      },
+      Qt::QueuedConnection);
+}
+
+void ConsoleWidget::setBusy(bool busy) {
+  busy_ = busy;
+  stop_->setEnabled(busy);
+  input_->setPlaceholderText(busy ? "running… (Esc or Stop interrupts it)"
+                             : pending_.isEmpty()
+                                 ? "Lua: try  mls.project.current():nodes()  or  mls.randn{2,3}"
+                                 : "... (the entry continues; an empty line ends a block)");
+  Q_EMIT busyChanged(busy);
+}
+
+bool ConsoleWidget::run(const QString& line) {
+  if (busy_) {
+    appendOutput("busy: the last entry is still running (Esc or Stop interrupts it)", kGrey);
+    return false;
+  }
   if (!line.trimmed().isEmpty() && pending_.isEmpty()) {
     history_ << line;
     history_pos_ = static_cast<int>(history_.size());
   }
   appendOutput((pending_.isEmpty() ? "> " : ">> ") + line, QColor(0x4e, 0xa0, 0xe6));
   const QString code = pending_.isEmpty() ? line : pending_ + "\n" + line;
-  captured_.clear();
+  shown_.clear();
+  cancel_.store(false);
   host_->runtime().project_path = model_->path();
-  std::string out;
-  const auto status = host_->eval(code.toStdString(), &out);
-  QString shown;
-  if (!captured_.isEmpty()) {
-    captured_.chop(1);
-    appendOutput(captured_);
-    shown += captured_;
-  }
-  if (status == lua::LuaHost::Status::Incomplete) {
+  setBusy(true);
+  watcher_.setProperty("code", code);
+  lua::LuaHost* host = host_.get();
+  watcher_.setFuture(QtConcurrent::run([host, c = code.toStdString()] {
+    Outcome o;
+    o.status = host->eval(c, &o.out);
+    return o;
+  }));
+  return true;
+}
+
+void ConsoleWidget::finish(const Outcome& o, const QString& code) {
+  if (o.status == lua::LuaHost::Status::Incomplete) {
     pending_ = code;
-    input_->setPlaceholderText("... (the entry continues; an empty line ends a block)");
-    return shown;
+  } else {
+    pending_.clear();
+    if (!o.out.empty()) {
+      const QString text = QString::fromStdString(o.out);
+      appendOutput(text,
+                   o.status == lua::LuaHost::Status::Error ? QColor(0xd6, 0x3c, 0x3c) : QColor());
+      shown_ += (shown_.isEmpty() ? "" : "\n") + text;
+    }
   }
-  pending_.clear();
-  input_->setPlaceholderText("Lua");
-  if (!out.empty()) {
-    const QString text = QString::fromStdString(out);
-    appendOutput(text, status == lua::LuaHost::Status::Error ? QColor(0xd6, 0x3c, 0x3c) : QColor());
-    shown += (shown.isEmpty() ? "" : "\n") + text;
-  }
+  setBusy(false);
+  Q_EMIT entryFinished(shown_);
+}
+
+void ConsoleWidget::interrupt() {
+  if (!busy_) return;
+  cancel_.store(true);
+  appendOutput("stopping…", kGrey);
+}
+
+QString ConsoleWidget::submit(const QString& line) {
+  if (!run(line)) return "busy";
+  QEventLoop loop;
+  QString shown;
+  connect(this, &ConsoleWidget::entryFinished, &loop, [&](const QString& s) {
+    shown = s;
+    loop.quit();
+  });
+  loop.exec();
   return shown;
 }
 

@@ -91,7 +91,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
       tabs_(new QTabWidget),
       palette_(new Palette),
       inspector_(new Inspector(&model_)),
-      console_(new ConsoleWidget(&model_)),
+      console_(new ConsoleWidget(&model_, options_.db)),
       run_log_(new QPlainTextEdit),
       status_label_(new QLabel),
       summary_label_(new QLabel),

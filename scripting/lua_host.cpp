@@ -74,17 +74,27 @@ void limit_hook(lua_State* L, lua_Debug*) {
       o.time_limit_s > 0 &&
       std::chrono::duration<double>(std::chrono::steady_clock::now() - h.start).count() >
           o.time_limit_s;
-  if (!over_count && !over_time) return;
+  const bool cancelled = h.rt->cancelled();
+  if (!over_count && !over_time && !cancelled) return;
   if (!h.tripped) {
     // From now on every instruction raises, so a script cannot swallow the error with pcall
     // and go on: the first instruction outside the pcall raises again.
     h.tripped = true;
     lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
   }
+  if (cancelled) luaL_error(L, "interrupted (stopped by the user)");
   if (over_count)
     luaL_error(L, "stopped: the script ran past its limit of %I instructions",
                static_cast<lua_Integer>(o.instruction_limit));
   luaL_error(L, "stopped: the script ran past its time limit of %f s", o.time_limit_s);
+}
+
+// The count hook runs while there is a limit or an interrupt flag to watch.
+void install_hook(lua_State* L) {
+  const HostData& h = host_data(L);
+  const bool watch =
+      h.options->instruction_limit > 0 || h.options->time_limit_s > 0 || h.rt->cancel;
+  lua_sethook(L, watch ? limit_hook : nullptr, watch ? LUA_MASKCOUNT : 0, kHookEvery);
 }
 
 // [SECTION] sandbox
@@ -315,8 +325,7 @@ void LuaHost::open_libs() {
   lua_pushvalue(L, -2);
   lua_setfield(L, -2, "mls");
   lua_pop(L, 2);
-  if (options_.instruction_limit > 0 || options_.time_limit_s > 0)
-    lua_sethook(L, limit_hook, LUA_MASKCOUNT, kHookEvery);
+  install_hook(L);
 }
 
 void LuaHost::install_sandbox() {
@@ -346,13 +355,18 @@ void LuaHost::install_sandbox() {
   // string.dump makes bytecode, which load refuses anyway; leave it.
 }
 
+void LuaHost::set_interrupt(const std::atomic<bool>* flag) {
+  rt_->cancel = flag;
+  install_hook(L_);
+}
+
 Result<void> LuaHost::call(int nargs, int nresults) {
   HostData& h = host_data(L_);
   h.instructions = 0;
   h.start = std::chrono::steady_clock::now();
   if (h.tripped) {
     h.tripped = false;
-    lua_sethook(L_, limit_hook, LUA_MASKCOUNT, kHookEvery);
+    install_hook(L_);
   }
   const int base = lua_gettop(L_) - nargs;
   lua_pushcfunction(L_, traceback);
@@ -361,7 +375,7 @@ Result<void> LuaHost::call(int nargs, int nresults) {
   lua_remove(L_, base);
   if (h.tripped) {
     h.tripped = false;
-    lua_sethook(L_, limit_hook, LUA_MASKCOUNT, kHookEvery);
+    install_hook(L_);
   }
   if (status != LUA_OK) {
     std::string msg = lua_tostring(L_, -1) ? lua_tostring(L_, -1) : "(error)";

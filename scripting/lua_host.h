@@ -13,6 +13,7 @@
 // Lua error that says what was refused and why.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,11 @@ class LuaHost {
   Status eval(const std::string& code, std::string* out);
   // Names that complete `prefix` ("mls.ze" -> "mls.zeros"; "x:res" -> "x:reshape").
   std::vector<std::string> completions(const std::string& prefix);
+
+  // A flag another thread sets to stop the running entry: Lua code stops at its next
+  // instruction with "interrupted", a pcall cannot swallow it, and mls.train stops after its
+  // current step (the run is recorded as interrupted). Null removes it.
+  void set_interrupt(const std::atomic<bool>* flag);
 
   lua_State* state() { return L_; }
   Runtime& runtime() { return *rt_; }

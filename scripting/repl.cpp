@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +34,13 @@ char* generator(const char* text, int state) {
 char** complete(const char* text, int, int) {
   rl_attempted_completion_over = 1;  // no file-name completion
   return rl_completion_matches(text, generator);
+}
+
+// Ctrl-C while an entry runs stops that entry (the prompt comes back); at the prompt it
+// quits as usual.
+std::atomic<bool> g_interrupt{false};
+extern "C" void on_interrupt(int) {
+  g_interrupt.store(true);
 }
 
 }  // namespace
@@ -67,7 +77,16 @@ int run_repl(LuaHost& host, const std::string& history_file) {
     if (pending.empty() && line.empty()) continue;
     pending += pending.empty() ? line : "\n" + line;
     std::string out;
+    g_interrupt.store(false);
+    host.set_interrupt(&g_interrupt);
+    struct sigaction on {
+    }, before{};
+    on.sa_handler = on_interrupt;
+    sigemptyset(&on.sa_mask);
+    sigaction(SIGINT, &on, &before);
     const LuaHost::Status s = host.eval(pending, &out);
+    sigaction(SIGINT, &before, nullptr);
+    host.set_interrupt(nullptr);
     if (s == LuaHost::Status::Incomplete) continue;
     if (tty && !pending.empty()) {
       add_history(pending.c_str());

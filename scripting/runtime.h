@@ -21,6 +21,7 @@
 
 #include "nodes/edit.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -163,6 +164,14 @@ class Runtime {
   // never saved); `on_project_edit` lets the host redraw after a script's edit.
   nodes::DocumentHistory* project = nullptr;
   std::string project_path;
+
+  // Set by a host that can stop a running entry (the editor's Stop, Ctrl-C): the hook
+  // raises "interrupted" at the next instruction and mls.train stops after its current step.
+  const std::atomic<bool>* cancel = nullptr;
+  bool cancelled() const { return cancel && cancel->load(std::memory_order_relaxed); }
+  // Where mls.train's start, epoch and end lines go; unset: stderr (with a progress bar on a
+  // terminal). The editor's console shows them in its output.
+  std::function<void(const std::string&)> report;
 
   // Tensor objects of collected userdata, kept with the storage of their shapes, so that
   // the next op's result takes one instead of allocating (a tiny op costs tens of ns; a

@@ -789,21 +789,40 @@ int l_train(lua_State* L) {
         rt.error = "mls.train: " + id.error().message;
         ok = false;
       } else {
-        if (!quiet)
-          std::fprintf(stderr,
-                       "mlstudio: run %lld: %s, %lld epochs, %lld training samples, batch %lld, %s "
-                       "on %s (%d threads)\n",
-                       static_cast<long long>(run_id), default_run_name(rt).c_str(),
-                       static_cast<long long>(cfg.epochs),
-                       static_cast<long long>(ds->splits.train->num_samples()),
-                       static_cast<long long>(cfg.batch_size), cfg.opt.type.c_str(),
-                       std::string(rt.backend.name()).c_str(), rt.backend.num_threads());
-        Progress bar(isatty(STDERR_FILENO) != 0);
+        // Lines go to the host's report sink (the editor's console) or to stderr.
+        auto say = [&rt, quiet](const std::string& line) {
+          if (quiet) return;
+          if (rt.report)
+            rt.report(line);
+          else
+            std::fprintf(stderr, "%s\n", line.c_str());
+        };
+        char buf[512];
+        std::snprintf(buf, sizeof buf,
+                      "mlstudio: run %lld: %s, %lld epochs, %lld training samples, batch %lld, %s "
+                      "on %s (%d threads)",
+                      static_cast<long long>(run_id), default_run_name(rt).c_str(),
+                      static_cast<long long>(cfg.epochs),
+                      static_cast<long long>(ds->splits.train->num_samples()),
+                      static_cast<long long>(cfg.batch_size), cfg.opt.type.c_str(),
+                      std::string(rt.backend.name()).c_str(), rt.backend.num_threads());
+        say(buf);
+        Progress bar(!rt.report && isatty(STDERR_FILENO) != 0);
         FitInputs in{.train = *ds->splits.train,
                      .validation = ds->splits.validation.get(),
                      .test = ds->splits.test.get(),
-                     .sink = rt.store.get()};
-        if (!quiet) in.progress = [&](const ProgressInfo& i) { bar.update(i); };
+                     .sink = rt.store.get(),
+                     .cancel = rt.cancel};
+        if (!quiet && !rt.report) in.progress = [&](const ProgressInfo& i) { bar.update(i); };
+        if (rt.report)
+          in.on_epoch_end = [&say](const EpochReport& e) -> Result<void> {
+            char line[160];
+            std::snprintf(line, sizeof line, "epoch %lld/%lld: train loss %.4f (%.2f s)",
+                          static_cast<long long>(e.epoch), static_cast<long long>(e.epochs),
+                          e.train_loss, e.seconds);
+            say(line);
+            return {};
+          };
         Result<TrainResult> r = make_error("not started");
         try {
           r = trainer.fit(in);
@@ -817,6 +836,12 @@ int l_train(lua_State* L) {
           rt.error = "mls.train: " + r.error().message + " (run " + std::to_string(run_id) +
                      " recorded as failed)";
           ok = false;
+        } else if (r->interrupted) {
+          // Stopped by the host (the editor's Stop): the weights stay as they were.
+          rt.end_run("interrupted");
+          rt.error = "mls.train: interrupted after " + std::to_string(r->steps) + " steps (run " +
+                     std::to_string(run_id) + " recorded as interrupted)";
+          ok = false;
         } else {
           rt.end_run("finished");
           // The trained weights go back into the script's tensors.
@@ -828,19 +853,17 @@ int l_train(lua_State* L) {
               t->value = pv[i++];
               t->grad = Tensor();
             }
-          if (!quiet)
-            std::fprintf(
-                stderr,
-                "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f samples/s, "
-                "epoch %.2fs "
-                "(median), peak memory %.1f MiB; recorded in %s\n",
-                static_cast<long long>(run_id), format_duration(r->seconds).c_str(), r->final_loss,
-                !r->has_test ? "(no test split)"
-                : r->test.regression
-                    ? ("MAE " + std::to_string(r->test.values.mae)).c_str()
-                    : ("accuracy " + std::to_string(r->test.accuracy).substr(0, 6)).c_str(),
-                r->samples_per_s, r->median_epoch_seconds,
-                static_cast<double>(r->peak_bytes) / (1 << 20), rt.db_path.c_str());
+          const std::string test =
+              !r->has_test         ? "(no test split)"
+              : r->test.regression ? "MAE " + std::to_string(r->test.values.mae)
+                                   : "accuracy " + std::to_string(r->test.accuracy).substr(0, 6);
+          std::snprintf(buf, sizeof buf,
+                        "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f "
+                        "samples/s, epoch %.2fs (median), peak memory %.1f MiB; recorded in %s",
+                        static_cast<long long>(run_id), format_duration(r->seconds).c_str(),
+                        r->final_loss, test.c_str(), r->samples_per_s, r->median_epoch_seconds,
+                        static_cast<double>(r->peak_bytes) / (1 << 20), rt.db_path.c_str());
+          say(buf);
           push_result_table(L, run_id, *r, trainer.epochs_done());
         }
       }

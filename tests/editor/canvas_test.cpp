@@ -3,10 +3,13 @@
 #include <QDropEvent>
 #include <QFile>
 #include <QMimeData>
+#include <QTimer>
+#include <QToolButton>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
+#include "store/run_store.h"
 #include "tests/editor/editor_test_util.h"
 
 using namespace mls;
@@ -294,6 +297,62 @@ TEST_CASE("the Lua console edits the open project through the editor's undo stac
   m->undoStack()->undo();
   CHECK(m->text() == before);
   CHECK(fx.window->scene()->nodeItem("extra") == nullptr);
+}
+
+TEST_CASE("a long Lua entry runs off the GUI thread: the window keeps serving, and Stop ends it",
+          "[editor][lua]") {
+  EditorFixture fx;
+  ConsoleWidget* c = fx.window->console();
+  auto* stop = c->findChild<QToolButton*>("console.stop");
+  REQUIRE(stop);
+  CHECK_FALSE(stop->isEnabled());
+  REQUIRE(c->run("n = 0; while true do n = n + 1 end"));
+  CHECK(c->busy());
+  CHECK(stop->isEnabled());
+  // The event loop serves timers while the loop spins on the worker.
+  int ticks = 0;
+  QTimer timer;
+  QObject::connect(&timer, &QTimer::timeout, [&] { ++ticks; });
+  timer.start(10);
+  QTest::qWait(300);
+  CHECK(ticks >= 10);
+  CHECK(c->busy());
+  // A second entry waits its turn: refused with a message, nothing lost.
+  CHECK_FALSE(c->run("1 + 1"));
+  QSignalSpy done(c, &ConsoleWidget::entryFinished);
+  QTest::mouseClick(stop, Qt::LeftButton);
+  REQUIRE(done.wait(5000));
+  CHECK_FALSE(c->busy());
+  CHECK(done.at(0).at(0).toString().contains("interrupted (stopped by the user)"));
+  // The interpreter is fine afterwards: the loop's global is there and counts on.
+  CHECK(c->submit("n > 0").contains("true"));
+  CHECK(c->submit("1 + 1") == "2");
+}
+
+TEST_CASE("mls.train from the console reports its epochs there, lands in the editor's run store "
+          "and can be stopped",
+          "[editor][lua]") {
+  EditorFixture fx;
+  ConsoleWidget* c = fx.window->console();
+  QSignalSpy done(c, &ConsoleWidget::entryFinished);
+  REQUIRE(c->run(
+      "data = mls.data.open{source = 'synthetic', synthetic = {kind = 'spirals', samples = 512}}; "
+      "net = mls.nn.Sequential(mls.nn.Linear(2, 16), mls.nn.Tanh(), mls.nn.Linear(16, 2)); "
+      "r = mls.train{model = net, data = data, epochs = 100000, batch_size = 64}"));
+  // Wait for a few epochs to show up in the output, then stop.
+  for (int i = 0; i < 500 && !c->output()->toPlainText().contains("epoch 3/100000"); ++i)
+    QTest::qWait(20);
+  REQUIRE(c->output()->toPlainText().contains("epoch 3/100000: train loss"));
+  c->interrupt();
+  REQUIRE(done.wait(10000));
+  const QString shown = done.at(0).at(0).toString();
+  CHECK(shown.contains("mlstudio: run 1:"));
+  CHECK(shown.contains("interrupted after"));
+  auto db = store::RunStore::open(fx.dir.file("runs.db"));
+  REQUIRE(db);
+  auto info = (*db)->get_run(1);
+  REQUIRE(info);
+  CHECK(info->status == "interrupted");
 }
 
 TEST_CASE("dragging a node moves it on the grid as one undo step, and its wires follow",

@@ -1,6 +1,9 @@
 // The sandbox: every escape a script might try is refused with a message that says what
 // and why; a runaway loop is stopped by the instruction or time limit, even under pcall.
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "tests/common/temp_dir.h"
 #include "tests/scripting/lua_test_util.h"
@@ -83,4 +86,24 @@ TEST_CASE("A runaway loop is stopped by the time limit", "[lua][sandbox]") {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(e.find("time limit") != std::string::npos);
   CHECK(s < 5.0);
+}
+
+TEST_CASE("An interrupt flag set from another thread stops a running entry, even inside pcall",
+          "[lua]") {
+  lua::LuaHost h(cpu::backend());
+  std::atomic<bool> stop{false};
+  h.set_interrupt(&stop);
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stop.store(true);
+  });
+  const std::string e =
+      run_err(h, "local x = 0; while true do pcall(function() while true do x = x + 1 end end) end");
+  setter.join();
+  CHECK(e.find("interrupted (stopped by the user)") != std::string::npos);
+  // The flag belongs to the host that set it: cleared, the next entry runs to its end.
+  stop.store(false);
+  run_ok(h, "local s = 0; for i = 1, 100000 do s = s + i end; assert(s == 5000050000)");
+  h.set_interrupt(nullptr);
+  run_ok(h, "local s = 0; for i = 1, 1000 do s = s + i end; assert(s == 500500)");
 }

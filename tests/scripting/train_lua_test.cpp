@@ -1,4 +1,6 @@
 // mls.train and mls.nn against the batch mode; mls.project edits through the undo stack.
+#include <atomic>
+
 #include "nodes/document.h"
 #include "nodes/edit.h"
 #include "nodes/lower.h"
@@ -79,6 +81,38 @@ TEST_CASE("A model's forward error inside mls.train names the line and marks not
   CHECK(e.find("matmul") != std::string::npos);
   CHECK(e.find("test:7:") != std::string::npos);  // the mls.train call (forward was a tail call)
   CHECK(e.find("[128,2] x [10,3]") != std::string::npos);
+}
+
+TEST_CASE("mls.train stops after its current step when the host interrupts it, and records the run as interrupted",
+          "[lua][train]") {
+  test::TempDir dir("mls_lua_train_stop");
+  lua::ScriptOptions o;
+  o.db_path = dir.file("runs.db");
+  lua::LuaHost h(cpu::backend(), o);
+  std::vector<std::string> lines;
+  std::atomic<bool> stop{false};
+  h.runtime().report = [&](const std::string& l) {
+    lines.push_back(l);
+    if (l.rfind("epoch 2/", 0) == 0) stop.store(true);  // as the editor's Stop would
+  };
+  h.set_interrupt(&stop);
+  const std::string e = run_err(h, R"(
+    mls.manual_seed(3)
+    local data = mls.data.open{source = "synthetic", synthetic = {kind = "spirals", samples = 512}}
+    local net = mls.nn.Sequential(mls.nn.Linear(2, 16), mls.nn.Tanh(), mls.nn.Linear(16, 2))
+    mls.train{model = net, data = data, epochs = 1000, batch_size = 64}
+  )");
+  CHECK(e.find("mls.train: interrupted after") != std::string::npos);
+  CHECK(e.find("recorded as interrupted") != std::string::npos);
+  // The lines went to the host, not to stderr: the start line and epochs 1 and 2.
+  REQUIRE(lines.size() >= 3);
+  CHECK(lines[0].find("run 1:") != std::string::npos);
+  CHECK(lines[1].rfind("epoch 1/1000: train loss", 0) == 0);
+  auto db = store::RunStore::open(dir.file("runs.db"));
+  REQUIRE(db);
+  auto info = (*db)->get_run(1);
+  REQUIRE(info);
+  CHECK(info->status == "interrupted");
 }
 
 TEST_CASE("mls.log records metrics in the current run; mls.nn modules walk their parameters in order", "[lua]") {
