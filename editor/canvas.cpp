@@ -521,7 +521,10 @@ void CanvasView::fitAll() {
   // Text stays readable: no smaller than 75 %, no larger than 100 %; scroll for the rest.
   const double s = std::clamp(transform().m11(), 0.75, 1.0);
   setTransform(QTransform::fromScale(s, s));
-  centerOn(r.center());
+  // A model wider than the view starts at its inputs, on the left, as it is read.
+  const QRectF shown = mapToScene(viewport()->rect()).boundingRect();
+  const double x = shown.width() < r.width() + 80 ? r.left() - 40 + shown.width() / 2 : r.center().x();
+  centerOn(x, r.center().y());
 }
 
 void CanvasView::dragEnterEvent(QDragEnterEvent* e) {

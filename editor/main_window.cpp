@@ -14,6 +14,7 @@
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScreen>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStandardItemModel>
@@ -27,38 +28,12 @@
 #include <filesystem>
 
 #include "datasets/dataset_spec.h"
+#include "editor/theme.h"
 #include "engine/train/progress_line.h"
 
 namespace mls::editor {
 
 namespace {
-
-QString examplePath(const QString& file) {
-  return QString(MLS_RESOURCE_DIR) + "/examples/" + file;
-}
-
-QPalette darkPalette() {
-  QPalette p;
-  const QColor window(0x25, 0x26, 0x2a), base(0x1d, 0x1e, 0x21), text(0xdc, 0xde, 0xe2),
-      accent(0x3a, 0x7b, 0xd5);
-  p.setColor(QPalette::Window, window);
-  p.setColor(QPalette::WindowText, text);
-  p.setColor(QPalette::Base, base);
-  p.setColor(QPalette::AlternateBase, window);
-  p.setColor(QPalette::ToolTipBase, QColor(0x30, 0x32, 0x37));
-  p.setColor(QPalette::ToolTipText, text);
-  p.setColor(QPalette::PlaceholderText, QColor(0x84, 0x88, 0x90));
-  p.setColor(QPalette::Text, text);
-  p.setColor(QPalette::Button, QColor(0x2e, 0x30, 0x35));
-  p.setColor(QPalette::ButtonText, text);
-  p.setColor(QPalette::Highlight, accent);
-  p.setColor(QPalette::HighlightedText, Qt::white);
-  p.setColor(QPalette::Link, accent.lighter(130));
-  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x6a, 0x6d, 0x73));
-  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x6a, 0x6d, 0x73));
-  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0x6a, 0x6d, 0x73));
-  return p;
-}
 
 // A run's per-node figures (RunRequest::inspect) as the canvas draws them.
 std::map<std::string, NodeRunInfo> run_insights(const runner::RunOutcome& o) {
@@ -81,6 +56,12 @@ std::map<std::string, NodeRunInfo> run_insights(const runner::RunOutcome& o) {
 }
 
 }  // namespace
+
+QSize initial_window_size(QSize available) {
+  const QSize wanted(1440, 900);
+  if (!available.isValid()) return wanted;
+  return wanted.boundedTo(QSize(available.width() * 95 / 100, available.height() * 92 / 100));
+}
 
 MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     : QMainWindow(parent),
@@ -116,7 +97,9 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     scene_->selectNode(id.toStdString());
     showStatus("IR node from '" + id + "' (selected on the Model tab)");
   });
-  resize(1440, 900);
+  // 1440x900 where it fits; on a smaller screen, or one scaled up (high DPI), the screen's
+  // free area less a margin, so the title bar and the status bar stay on screen.
+  resize(initial_window_size(screen() ? screen()->availableGeometry().size() : QSize()));
   buildDocks();
   buildActions();
   buildToolbar();
@@ -244,7 +227,6 @@ void MainWindow::buildDocks() {
 }
 
 void MainWindow::buildActions() {
-  QStyle* st = style();
   QMenu* file = menuBar()->addMenu("&File");
   QMenu* templates = file->addMenu("&New");
   const std::pair<const char*, const char*> kTemplates[] = {
@@ -256,13 +238,16 @@ void MainWindow::buildActions() {
   };
   for (const auto& [label, f] : kTemplates) {
     QAction* a = templates->addAction(label);
-    if (QString(f).isEmpty()) a->setShortcut(QKeySequence::New);
+    if (QString(f).isEmpty()) {
+      a->setShortcut(QKeySequence::New);
+      quick_.new_ = withIcon(a, "new");
+    }
     connect(a, &QAction::triggered, this, [this, f = QString(f)] {
       if (maybeSave()) newFromTemplate(f);
     });
   }
-  QAction* open =
-      file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), "&Open…", QKeySequence::Open);
+  QAction* open = withIcon(file->addAction("&Open…", QKeySequence::Open), "open");
+  quick_.open = open;
   connect(open, &QAction::triggered, this, [this] {
     if (!maybeSave()) return;
     const QString p =
@@ -271,8 +256,8 @@ void MainWindow::buildActions() {
   });
   recent_menu_ = file->addMenu("Open &Recent");
   rebuildRecentMenu();
-  QAction* save =
-      file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), "&Save", QKeySequence::Save);
+  QAction* save = withIcon(file->addAction("&Save", QKeySequence::Save), "save");
+  quick_.save = save;
   connect(save, &QAction::triggered, this, [this] {
     QString p = QString::fromStdString(model_.path());
     if (p.isEmpty())
@@ -291,9 +276,11 @@ void MainWindow::buildActions() {
   file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
 
   QMenu* edit = menuBar()->addMenu("&Edit");
-  QAction* undo = model_.undoStack()->createUndoAction(this, "&Undo");
+  QAction* undo = withIcon(model_.undoStack()->createUndoAction(this, "&Undo"), "undo");
   undo->setShortcut(QKeySequence::Undo);
-  QAction* redo = model_.undoStack()->createRedoAction(this, "&Redo");
+  QAction* redo = withIcon(model_.undoStack()->createRedoAction(this, "&Redo"), "redo");
+  quick_.undo = undo;
+  quick_.redo = redo;
   redo->setShortcut(QKeySequence::Redo);
   edit->addAction(undo);
   edit->addAction(redo);
@@ -310,54 +297,64 @@ void MainWindow::buildActions() {
     for (QGraphicsItem* it : scene_->items()) it->setSelected(true);
   });
   edit->addSeparator();
-  edit->addAction(
-      "Add comment &frame", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M), this, [this] {
-        scene_->addFrame("Comment", view_->mapToScene(view_->viewport()->rect().center()));
-      });
+  quick_.frame = withIcon(
+      edit->addAction("Add comment &frame", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M), this,
+                      [this] {
+                        scene_->addFrame("Comment",
+                                         view_->mapToScene(view_->viewport()->rect().center()));
+                      }),
+      "frame");
   edit->addAction("&Find node type", QKeySequence::Find, this, [this] {
     palette_->search()->setFocus();
     palette_->search()->selectAll();
   });
 
   QMenu* view = menuBar()->addMenu("&View");
-  view->addAction("Zoom &In", QKeySequence::ZoomIn, this, [this] { view_->zoomBy(1.2); });
-  view->addAction("Zoom &Out", QKeySequence::ZoomOut, this, [this] { view_->zoomBy(1 / 1.2); });
-  view->addAction("&Fit", QKeySequence(Qt::CTRL | Qt::Key_0), view_, &CanvasView::fitAll);
-  view->addAction("&Auto-layout", QKeySequence(Qt::CTRL | Qt::Key_L), this, [this] {
-    scene_->autoLayout();
-    view_->fitAll();
-  });
-  view->addSeparator();
+  withIcon(view->addAction("Zoom &In", QKeySequence::ZoomIn, this, [this] { view_->zoomBy(1.2); }),
+           "zoom-in");
+  withIcon(
+      view->addAction("Zoom &Out", QKeySequence::ZoomOut, this, [this] { view_->zoomBy(1 / 1.2); }),
+      "zoom-out");
+  quick_.fit = withIcon(
+      view->addAction("&Fit", QKeySequence(Qt::CTRL | Qt::Key_0), view_, &CanvasView::fitAll),
+      "fit");
+  quick_.layout = withIcon(view->addAction("&Auto-layout", QKeySequence(Qt::CTRL | Qt::Key_L), this,
+                                           [this] {
+                                             scene_->autoLayout();
+                                             view_->fitAll();
+                                           }),
+                           "layout");
   view->addSeparator();
   view->addAction("&Model", QKeySequence(Qt::CTRL | Qt::Key_1), this, &MainWindow::showModelTab);
-  view->addAction("Step: &forward graph", QKeySequence(Qt::CTRL | Qt::Key_2), this,
-                  [this] { showStepTab(StepView::kForward); });
+  quick_.step = withIcon(view->addAction("Step: &forward graph", QKeySequence(Qt::CTRL | Qt::Key_2),
+                                         this, [this] { showStepTab(StepView::kForward); }),
+                         "step");
   view->addAction("Step: &backward graph (autodiff)", QKeySequence(Qt::CTRL | Qt::Key_3), this,
                   [this] { showStepTab(StepView::kBackward); });
   view->addAction("Step: &optimised (after the passes)", QKeySequence(Qt::CTRL | Qt::Key_4), this,
                   [this] { showStepTab(-1); });
   view->addSeparator();
-  dark_act_ = view->addAction("&Dark theme");
+  dark_act_ = withIcon(view->addAction("&Dark theme"), "theme");
   dark_act_->setCheckable(true);
   connect(dark_act_, &QAction::toggled, this, &MainWindow::setDark);
   view->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
 
   QMenu* run = menuBar()->addMenu("&Run");
-  train_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaPlay), "&Train",
-                              QKeySequence(Qt::Key_F5), this, [this] { (void)train(); });
-  pause_act_ =
-      run->addAction(st->standardIcon(QStyle::SP_MediaPause), "&Pause", QKeySequence(Qt::Key_F6));
+  train_act_ = withIcon(
+      run->addAction("&Train", QKeySequence(Qt::Key_F5), this, [this] { (void)train(); }), "train");
+  pause_act_ = withIcon(run->addAction("&Pause", QKeySequence(Qt::Key_F6)), "pause");
   pause_act_->setCheckable(true);
   connect(pause_act_, &QAction::toggled, this, [this](bool on) {
     trainer_.setPaused(on);
     showStatus(on ? "paused between steps (Pause again to go on)" : "training");
   });
-  stop_act_ = run->addAction(st->standardIcon(QStyle::SP_MediaStop), "&Stop",
-                             QKeySequence(Qt::SHIFT | Qt::Key_F5), this, [this] {
-                               trainer_.stop();
-                               showStatus("stopping after this step…");
-                             });
+  stop_act_ = withIcon(run->addAction("&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5), this,
+                                      [this] {
+                                        trainer_.stop();
+                                        showStatus("stopping after this step…");
+                                      }),
+                       "stop");
 
   QMenu* help = menuBar()->addMenu("&Help");
   help->addAction("&About mlstudio", this, [this] {
@@ -369,13 +366,50 @@ void MainWindow::buildActions() {
   });
 }
 
+QAction* MainWindow::withIcon(QAction* a, const char* name) {
+  icons_.emplace_back(a, name);
+  a->setIcon(icon(name));
+  return a;
+}
+
+void MainWindow::applyIcons() {
+  // Icons are drawn in the palette's text colour: again after a theme change.
+  for (auto& [a, name] : icons_) a->setIcon(icon(name));
+  palette_->applyIcons();
+  setWindowIcon(app_icon());
+}
+
 void MainWindow::buildToolbar() {
+  // Files, history and the canvas: icons only (the tooltips name them and their keys).
+  QToolBar* quick = addToolBar("Project");
+  quick->setObjectName("toolbar.project");
+  quick->setMovable(false);
+  for (QAction* a :
+       {quick_.new_, quick_.open, quick_.save, (QAction*)nullptr, quick_.undo, quick_.redo,
+        (QAction*)nullptr, quick_.fit, quick_.layout, quick_.frame, quick_.step}) {
+    if (!a) {
+      quick->addSeparator();
+      continue;
+    }
+    quick->addAction(a);
+    const QString keys = a->shortcut().toString(QKeySequence::NativeText);
+    a->setToolTip(a->text().remove('&').remove(QChar(0x2026)) +
+                  (keys.isEmpty() ? QString() : " (" + keys + ")"));
+  }
   QToolBar* tb = addToolBar("Run");
   tb->setObjectName("toolbar.run");
   tb->setMovable(false);
   tb->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  // Train, Pause and Stop first: on a narrow (or high-DPI) window the settings are the ones
+  // that go to the overflow menu.
+  tb->addAction(train_act_);
+  tb->addAction(pause_act_);
+  tb->addAction(stop_act_);
+  tb->addSeparator();
   tb->addWidget(new QLabel(" Device "));
   device_ = new QComboBox;
+  device_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  device_->setMinimumContentsLength(10);
   device_->addItem("cpu");
   for (const char* d : {"vulkan", "cuda"}) {
     device_->addItem(QString(d) + " (not in this build)");
@@ -415,10 +449,6 @@ void MainWindow::buildToolbar() {
   connect(lr_, &QDoubleSpinBox::valueChanged, this, [push](double v) {
     push({{"optimizer", {{"lr", v}}}});
   });
-  tb->addSeparator();
-  tb->addAction(train_act_);
-  tb->addAction(pause_act_);
-  tb->addAction(stop_act_);
 }
 
 void MainWindow::syncToolbar() {
@@ -431,8 +461,8 @@ void MainWindow::syncToolbar() {
 }
 
 void MainWindow::setDark(bool dark) {
-  QApplication::setStyle(QStyleFactory::create("Fusion"));
-  QApplication::setPalette(dark ? darkPalette() : QApplication::style()->standardPalette());
+  apply_theme(dark);
+  applyIcons();
   if (dark_act_ && dark_act_->isChecked() != dark) dark_act_->setChecked(dark);
   QSettings().setValue("view/dark", dark);
   scene_->update();
@@ -495,100 +525,6 @@ void MainWindow::readDataset() {
   }));
 }
 
-Result<void> MainWindow::openFile(const QString& path) {
-  auto r = model_.load(path.toStdString());
-  if (!r) {
-    showStatus(QString::fromStdString(r.error().message), true);
-    if (options_.interactive)
-      QMessageBox::warning(this, "Cannot open " + QFileInfo(path).fileName(),
-                           QString::fromStdString(r.error().message));
-    return r;
-  }
-  if (!model_.salvaged().empty()) {
-    // Opened in part: say what was left out, in the run log and (interactive) a dialog.
-    QString list;
-    for (const std::string& w : model_.salvaged()) list += "• " + QString::fromStdString(w) + "\n";
-    run_log_->appendPlainText("opened " + path + " in part; left out or changed:\n" +
-                              list.trimmed());
-    showStatus(
-        QString("opened %1 in part: %2 problem(s), see the run log; saving asks for a new name")
-            .arg(QFileInfo(path).fileName())
-            .arg(model_.salvaged().size()),
-        true);
-    if (options_.interactive)
-      QMessageBox::warning(this, "Opened " + QFileInfo(path).fileName() + " in part",
-                           "This file is broken or was written by a newer mlstudio. What could be "
-                           "read is open, as an "
-                           "untitled copy; the original is untouched.\n\n" +
-                               list);
-    view_->fitAll();
-    return {};
-  }
-  addRecent(path);
-  QString note = "opened " + path;
-  if (!model_.doc().warnings.empty())
-    note += " (" + QString::fromStdString(model_.doc().warnings[0]) + ")";
-  if (!model_.analysis().problems.empty())
-    note += " — draft: " + QString::fromStdString(model_.analysis().problems[0]);
-  showStatus(note);
-  view_->fitAll();
-  return {};
-}
-
-Result<void> MainWindow::saveTo(const QString& path) {
-  auto r = model_.saveAs(path.toStdString());
-  if (!r) {
-    showStatus(QString::fromStdString(r.error().message), true);
-    if (options_.interactive)
-      QMessageBox::critical(this, "Cannot save", QString::fromStdString(r.error().message));
-    return r;
-  }
-  QFile::remove(autosavePath());
-  addRecent(path);
-  updateTitle();
-  showStatus("saved " + path);
-  return {};
-}
-
-void MainWindow::newFromTemplate(const QString& example_file) {
-  if (example_file.isEmpty()) {
-    nodes::Document d;
-    d.name = "untitled";
-    d.dataset.source = "fashion-mnist";
-    model_.reset(std::move(d));
-  } else {
-    auto doc =
-        nodes::load_document(examplePath(example_file).toStdString(), nodes::GraphCheck::Draft);
-    if (!doc) {
-      showStatus(QString::fromStdString(doc.error().message), true);
-      return;
-    }
-    // A template is a new, unsaved project; its data paths are absolute or packaged.
-    model_.reset(std::move(*doc));
-  }
-  showStatus(example_file.isEmpty() ? "new project: drag nodes from the palette"
-                                    : "new project from " + example_file);
-  view_->fitAll();
-}
-
-bool MainWindow::maybeSave() {
-  if (!model_.isModified() || !options_.interactive) return true;
-  const auto answer =
-      QMessageBox::question(this, "Unsaved changes",
-                            "Save the changes to " +
-                                (model_.path().empty() ? QString("the untitled project")
-                                                       : QString::fromStdString(model_.path())) +
-                                "?",
-                            QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
-  if (answer == QMessageBox::Cancel) return false;
-  if (answer == QMessageBox::Discard) return true;
-  QString p = QString::fromStdString(model_.path());
-  if (p.isEmpty())
-    p = QFileDialog::getSaveFileName(this, "Save project", "untitled.mls",
-                                     "mlstudio projects (*.mls)");
-  return !p.isEmpty() && saveTo(p).ok();
-}
-
 bool MainWindow::train() {
   if (trainer_.running()) return false;
   const auto& a = model_.analysis();
@@ -627,73 +563,6 @@ bool MainWindow::train() {
   const bool ok = trainer_.start(req);
   updateRunState();
   return ok;
-}
-
-QString MainWindow::autosavePath() const {
-  QString dir =
-      options_.autosave_dir.empty()
-          ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/autosave"
-          : QString::fromStdString(options_.autosave_dir);
-  // One autosave per window: the process id keeps two editors apart.
-  return dir + QString("/autosave-%1.mls").arg(QCoreApplication::applicationPid());
-}
-
-void MainWindow::autosave() {
-  if (!model_.isModified()) return;
-  const QString p = autosavePath();
-  QDir().mkpath(QFileInfo(p).path());
-  if (auto r = nodes::save_document(model_.doc(), p.toStdString()); !r) {
-    showStatus("autosave failed: " + QString::fromStdString(r.error().message), true);
-    return;
-  }
-  // Where it came from, so a recovery can offer to save it back there.
-  QSettings().setValue("autosave/" + QFileInfo(p).fileName(),
-                       QString::fromStdString(model_.path()));
-}
-
-void MainWindow::offerRecovery() {
-  const QDir dir = QFileInfo(autosavePath()).dir();
-  for (const QFileInfo& f : dir.entryInfoList({"autosave-*.mls"}, QDir::Files, QDir::Time)) {
-    if (f.absoluteFilePath() == QFileInfo(autosavePath()).absoluteFilePath()) continue;
-    const QString origin = QSettings().value("autosave/" + f.fileName()).toString();
-    const auto answer = QMessageBox::question(
-        this, "Recover unsaved work",
-        "mlstudio did not close cleanly. Recover the unsaved changes to " +
-            (origin.isEmpty() ? QString("an untitled project") : origin) + " (autosaved " +
-            f.lastModified().toString("yyyy-MM-dd hh:mm") + ")?",
-        QMessageBox::Yes | QMessageBox::No);
-    if (answer == QMessageBox::Yes) {
-      auto doc = nodes::load_document(f.absoluteFilePath().toStdString(), nodes::GraphCheck::Draft);
-      if (doc) {
-        model_.reset(std::move(*doc), origin.toStdString(), /*saved=*/false);
-        showStatus("recovered unsaved work" + (origin.isEmpty() ? QString() : " of " + origin));
-      }
-    }
-    QFile::remove(f.absoluteFilePath());
-    QSettings().remove("autosave/" + f.fileName());
-    break;
-  }
-}
-
-void MainWindow::addRecent(const QString& path) {
-  QSettings s;
-  QStringList list = s.value("files/recent").toStringList();
-  const QString abs = QFileInfo(path).absoluteFilePath();
-  list.removeAll(abs);
-  list.prepend(abs);
-  while (list.size() > 10) list.removeLast();
-  s.setValue("files/recent", list);
-  rebuildRecentMenu();
-}
-
-void MainWindow::rebuildRecentMenu() {
-  recent_menu_->clear();
-  const QStringList list = QSettings().value("files/recent").toStringList();
-  for (const QString& p : list)
-    recent_menu_->addAction(p, this, [this, p] {
-      if (maybeSave()) (void)openFile(p);
-    });
-  recent_menu_->setEnabled(!list.isEmpty());
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

@@ -9,6 +9,8 @@
 #include <QProgressBar>
 #include <QTimer>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "editor/canvas.h"
 #include "editor/console_dock.h"
@@ -33,6 +35,10 @@ struct MainWindowOptions {
   std::string db = "mlstudio-runs.db";  // where GUI runs are recorded, as `--run`'s default
   std::string autosave_dir;             // "" : the user's data folder
 };
+
+// The main window's first size on a screen whose free area is `available` (device-independent
+// pixels: a high-DPI scale makes it smaller).
+QSize initial_window_size(QSize available);
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -66,6 +72,11 @@ class MainWindow : public QMainWindow {
   // Writes the autosave copy now (the timer does it every 30 s while there are changes).
   void autosave();
   QString autosavePath() const;
+  // Autosaves that editors which are gone left behind (a crash), newest first; recovering
+  // one opens it as unsaved work on the file it came from and removes it.
+  QStringList leftoverAutosaves() const;
+  Result<void> recoverAutosave(const QString& file);
+  void discardAutosave(const QString& file);
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -82,6 +93,9 @@ class MainWindow : public QMainWindow {
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   void offerRecovery();
+  // Sets the icon by name and remembers it, so a theme change redraws it in the new colours.
+  QAction* withIcon(QAction* a, const char* name);
+  void applyIcons();
 
   MainWindowOptions options_;
   DocumentModel model_;
@@ -104,6 +118,11 @@ class MainWindow : public QMainWindow {
   QDoubleSpinBox* lr_;
   QAction *train_act_, *pause_act_, *stop_act_, *dark_act_;
   QMenu* recent_menu_;
+  std::vector<std::pair<QAction*, const char*>> icons_;
+  struct {
+    QAction *new_ = nullptr, *open = nullptr, *save = nullptr, *undo = nullptr, *redo = nullptr,
+            *fit = nullptr, *layout = nullptr, *frame = nullptr, *step = nullptr;
+  } quick_;
   int dataset_request_ = 0;
   bool syncing_toolbar_ = false;
 };

@@ -1,4 +1,7 @@
 #include "editor/node_item.h"
+#include "editor/theme.h"
+
+#include <map>
 
 #include <QApplication>
 #include <QPainter>
@@ -155,9 +158,16 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   f.setBold(true);
   f.setPointSizeF(9.5);
   p->setFont(f);
-  p->drawText(QRectF(8, 3, kWidth - 16, 17), Qt::AlignLeft | Qt::AlignVCenter,
+  p->drawText(QRectF(8, 3, kWidth - 36, 17), Qt::AlignLeft | Qt::AlignVCenter,
               QFontMetrics(f).elidedText(QString::fromStdString(id_), Qt::ElideRight,
-                                         static_cast<int>(kWidth - 16)));
+                                         static_cast<int>(kWidth - 36)));
+  // The category's icon, white on the header (drawn from SVG at the view's scale).
+  static std::map<std::string, QIcon> header_icons;
+  const std::string category = def_ ? def_->category : "";
+  auto icon_it = header_icons.find(category);
+  if (icon_it == header_icons.end())
+    icon_it = header_icons.emplace(category, category_icon(category, Qt::white)).first;
+  icon_it->second.paint(p, QRect(static_cast<int>(kWidth) - 26, 4, 18, 18));
   f.setBold(false);
   f.setPointSizeF(8);
   p->setFont(f);

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "editor/canvas.h"
+#include "editor/theme.h"
 #include "nodes/catalogue.h"
 
 namespace mls::editor {
@@ -13,7 +14,8 @@ namespace {
 
 QString typeToolTip(const nodes::NodeTypeDef& t) {
   QString tip = "<b>" + QString::fromStdString(t.display_name).toHtmlEscaped() + "</b> <code>" +
-                QString::fromStdString(t.id) + "</code><br>" + QString::fromStdString(t.doc).toHtmlEscaped();
+                QString::fromStdString(t.id) + "</code><br>" +
+                QString::fromStdString(t.doc).toHtmlEscaped();
   auto ports = [](const std::vector<nodes::PortDef>& ps) {
     QStringList names;
     for (const auto& p : ps) names << QString::fromStdString(p.name);
@@ -24,8 +26,9 @@ QString typeToolTip(const nodes::NodeTypeDef& t) {
     tip += "<br><br>Parameters:<ul style='margin:0'>";
     for (const auto& p : t.params)
       tip += "<li><b>" + QString::fromStdString(p.name) + "</b>" +
-             (p.required ? QString(" (required)") : " = " + QString::fromStdString(p.default_value.dump())) + ": " +
-             QString::fromStdString(p.doc).toHtmlEscaped() + "</li>";
+             (p.required ? QString(" (required)")
+                         : " = " + QString::fromStdString(p.default_value.dump())) +
+             ": " + QString::fromStdString(p.doc).toHtmlEscaped() + "</li>";
     tip += "</ul>";
   }
   return tip;
@@ -42,7 +45,9 @@ PaletteTree::PaletteTree(QWidget* parent) : QTreeWidget(parent) {
   setUniformRowHeights(true);
 }
 
-QStringList PaletteTree::mimeTypes() const { return {kNodeTypeMime}; }
+QStringList PaletteTree::mimeTypes() const {
+  return {kNodeTypeMime};
+}
 
 QMimeData* PaletteTree::mimeData(const QList<QTreeWidgetItem*>& items) const {
   if (items.isEmpty() || items[0]->data(0, Qt::UserRole).toString().isEmpty()) return nullptr;
@@ -51,7 +56,8 @@ QMimeData* PaletteTree::mimeData(const QList<QTreeWidgetItem*>& items) const {
   return m;
 }
 
-Palette::Palette(QWidget* parent) : QWidget(parent), search_(new QLineEdit), tree_(new PaletteTree) {
+Palette::Palette(QWidget* parent)
+    : QWidget(parent), search_(new QLineEdit), tree_(new PaletteTree) {
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(6, 6, 6, 6);
   lay->setSpacing(6);
@@ -75,9 +81,11 @@ Palette::Palette(QWidget* parent) : QWidget(parent), search_(new QLineEdit), tre
     if (!cat) cat = new QTreeWidgetItem(tree_, {QString::fromStdString(t.category)});
     auto* item = new QTreeWidgetItem(cat, {QString::fromStdString(t.display_name)});
     item->setData(0, Qt::UserRole, QString::fromStdString(t.id));
+    item->setData(0, Qt::UserRole + 1, QString::fromStdString(t.category));
     item->setToolTip(0, typeToolTip(t));
   }
   tree_->expandAll();
+  applyIcons();
   connect(search_, &QLineEdit::textChanged, this, &Palette::setFilter);
   connect(tree_, &QTreeWidget::itemActivated, this, [this](QTreeWidgetItem* item) {
     const QString id = item->data(0, Qt::UserRole).toString();
@@ -91,13 +99,25 @@ void Palette::setFilter(const QString& text) {
     int shown = 0;
     for (int k = 0; k < cat->childCount(); ++k) {
       QTreeWidgetItem* item = cat->child(k);
-      const bool match = text.isEmpty() || item->text(0).contains(text, Qt::CaseInsensitive) ||
-                         item->data(0, Qt::UserRole).toString().contains(text, Qt::CaseInsensitive) ||
-                         cat->text(0).contains(text, Qt::CaseInsensitive);
+      const bool match =
+          text.isEmpty() || item->text(0).contains(text, Qt::CaseInsensitive) ||
+          item->data(0, Qt::UserRole).toString().contains(text, Qt::CaseInsensitive) ||
+          cat->text(0).contains(text, Qt::CaseInsensitive);
       item->setHidden(!match);
       shown += match;
     }
     cat->setHidden(shown == 0);
+  }
+}
+
+void Palette::applyIcons() {
+  // Each node type shows its category's icon in the category's colour, as on the canvas.
+  for (int i = 0; i < tree_->topLevelItemCount(); ++i) {
+    QTreeWidgetItem* cat = tree_->topLevelItem(i);
+    for (int k = 0; k < cat->childCount(); ++k) {
+      const std::string c = cat->child(k)->data(0, Qt::UserRole + 1).toString().toStdString();
+      cat->child(k)->setIcon(0, category_icon(c, categoryColor(c)));
+    }
   }
 }
 

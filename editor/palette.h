@@ -31,6 +31,8 @@ class Palette : public QWidget {
   QLineEdit* search() const { return search_; }
   // The visible type ids, in order (for tests and keyboard use).
   QStringList visibleTypes() const;
+  // Draws the node types' icons (again after a theme change).
+  void applyIcons();
   // What dragging `type` out of the palette carries (the tree makes the same).
   QMimeData* mimeFor(const std::string& type) const;
 

@@ -252,24 +252,6 @@ TEST_CASE("save then open round-trips the document byte for byte", "[editor]") {
   CHECK(read_file(future) == text);  // untouched
 }
 
-TEST_CASE("autosave keeps unsaved work in a file of its own", "[editor]") {
-  EditorFixture fx;
-  fx.open_example("fashion-mnist-mlp.mls");
-  DocumentModel* m = fx.window->model();
-  fx.window->autosave();
-  CHECK_FALSE(QFile::exists(fx.window->autosavePath()));  // nothing unsaved yet
-  REQUIRE(m->push(nodes::make_set_training(m->doc(), {{"epochs", 7}})).ok());
-  fx.window->autosave();
-  REQUIRE(QFile::exists(fx.window->autosavePath()));
-  auto saved =
-      nodes::load_document(fx.window->autosavePath().toStdString(), nodes::GraphCheck::Draft);
-  REQUIRE(saved.ok());
-  CHECK(saved->training.epochs == 7);
-  // Saving the project removes the autosave.
-  REQUIRE(fx.window->saveTo(QString::fromStdString(fx.dir.file("p.mls"))).ok());
-  CHECK_FALSE(QFile::exists(fx.window->autosavePath()));
-}
-
 TEST_CASE("the Lua console edits the open project through the editor's undo stack",
           "[editor][lua]") {
   EditorFixture fx;
