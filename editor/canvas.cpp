@@ -138,7 +138,11 @@ void CanvasScene::rebuildFrames() {
             f.y = snap(r.y());
             f.w = snap(r.width());
             f.h = snap(r.height());
+            // The frame and the nodes it carried move in one undo step.
+            model_->beginMacro("Move comment frame");
+            commitMoves();
             (void)setFrame(index, f);
+            model_->endMacro();
           },
           Qt::QueuedConnection);
     };
@@ -459,7 +463,8 @@ void CanvasScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
   QGraphicsScene::mouseMoveEvent(e);
   // Wires follow nodes while they are dragged.
   if (e->buttons() & Qt::LeftButton && mouseGrabberItem() &&
-      mouseGrabberItem()->type() == NodeItem::Type)
+      (mouseGrabberItem()->type() == NodeItem::Type ||
+       mouseGrabberItem()->type() == FrameItem::Type))
     followNodes();
 }
 
@@ -477,10 +482,10 @@ void CanvasScene::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {
     e->accept();
     return;
   }
+  // A frame's drag commits its carried nodes with the frame (one undo step, queued).
+  const bool frame_drag = mouseGrabberItem() && mouseGrabberItem()->type() == FrameItem::Type;
   QGraphicsScene::mouseReleaseEvent(e);
-  if (e->button() == Qt::LeftButton) {
-    commitMoves();
-  }
+  if (e->button() == Qt::LeftButton && !frame_drag) commitMoves();
 }
 
 void CanvasScene::drawBackground(QPainter* p, const QRectF& rect) {
@@ -523,7 +528,8 @@ void CanvasView::fitAll() {
   setTransform(QTransform::fromScale(s, s));
   // A model wider than the view starts at its inputs, on the left, as it is read.
   const QRectF shown = mapToScene(viewport()->rect()).boundingRect();
-  const double x = shown.width() < r.width() + 80 ? r.left() - 40 + shown.width() / 2 : r.center().x();
+  const double x =
+      shown.width() < r.width() + 80 ? r.left() - 40 + shown.width() / 2 : r.center().x();
   centerOn(x, r.center().y());
 }
 

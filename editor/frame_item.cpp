@@ -1,5 +1,7 @@
 #include "editor/frame_item.h"
 
+#include <QGraphicsScene>
+
 #include <QApplication>
 #include <QCursor>
 #include <QGraphicsSceneMouseEvent>
@@ -7,6 +9,8 @@
 #include <QPalette>
 #include <QStyleOptionGraphicsItem>
 #include <algorithm>
+
+#include "editor/node_item.h"
 
 namespace mls::editor {
 
@@ -69,15 +73,25 @@ void FrameItem::hoverMoveEvent(QGraphicsSceneHoverEvent* e) {
 void FrameItem::mousePressEvent(QGraphicsSceneMouseEvent* e) {
   resizing_ = e->button() == Qt::LeftButton && onGrip(e->pos());
   press_pos_ = pos();
+  carried_.clear();
   if (resizing_) {
     e->accept();
     return;
   }
   QGraphicsItem::mousePressEvent(e);
+  // The nodes wholly inside the frame travel with it (selected ones Qt moves already).
+  if (e->button() == Qt::LeftButton && scene())
+    for (QGraphicsItem* it : scene()->items(frameRect(), Qt::ContainsItemBoundingRect))
+      if (it->type() == NodeItem::Type && !it->isSelected()) carried_.push_back({it, it->pos()});
 }
 
 void FrameItem::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
-  if (!resizing_) return QGraphicsItem::mouseMoveEvent(e);
+  if (!resizing_) {
+    QGraphicsItem::mouseMoveEvent(e);
+    const QPointF delta = pos() - press_pos_;
+    for (const auto& [item, start] : carried_) item->setPos(start + delta);
+    return;
+  }
   prepareGeometryChange();
   size_ = QSizeF(std::max(120.0, e->pos().x()), std::max(kTitle + 40, e->pos().y()));
   update();
@@ -86,6 +100,7 @@ void FrameItem::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
 void FrameItem::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {
   const bool was_resizing = std::exchange(resizing_, false);
   if (!was_resizing) QGraphicsItem::mouseReleaseEvent(e);
+  carried_.clear();
   if (was_resizing || pos() != press_pos_) commit_(index_, frameRect());
 }
 

@@ -1,12 +1,14 @@
 // A comment frame on the canvas: a titled, translucent rectangle behind the nodes that
-// groups and explains part of a model (nodes/edit.h: CommentFrame). Drag it by its body,
-// resize it by its bottom-right corner, double-click the title to rename it; each ends in
-// one undoable edit through the scene.
+// groups and explains part of a model (nodes/edit.h: CommentFrame). Drag it by its body
+// (the nodes wholly inside it come along), resize it by its bottom-right corner,
+// double-click the title to rename it; each ends in one undoable edit through the scene.
 #pragma once
 
 #include <QGraphicsItem>
 #include <QString>
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "nodes/edit.h"
 
@@ -44,6 +46,7 @@ class FrameItem : public QGraphicsItem {
   Rename rename_;
   bool resizing_ = false;
   QPointF press_pos_;
+  std::vector<std::pair<QGraphicsItem*, QPointF>> carried_;  // nodes moving with it, from
 };
 
 }  // namespace mls::editor

@@ -383,7 +383,11 @@ TEST_CASE("comment frames group nodes, move with the mouse, save, and undo exact
   CHECK(box.contains(scene->nodeItem("relu1")->sceneBoundingRect()));
   CHECK_FALSE(box.contains(scene->nodeItem("fc2")->sceneBoundingRect()));
 
-  // Dragged by its body with the mouse: one edit, snapped to the grid.
+  // Dragged by its body with the mouse: one edit, snapped to the grid, and the nodes inside
+  // come along.
+  const QPointF fc1_before = scene->nodeItem("fc1")->pos(), fc2_before = scene->nodeItem("fc2")->pos();
+  const std::string before_drag = m->text();
+  const int undo_count = m->undoStack()->count();
   FrameItem* f = scene->frameItems()[0];
   const QPointF grab =
       f->scenePos() + QPointF(f->frameRect().width() / 2, f->frameRect().height() - 30);
@@ -400,6 +404,15 @@ TEST_CASE("comment frames group nodes, move with the mouse, save, and undo exact
   CHECK(std::fmod(moved[0].x, 20.0) == 0);
   CHECK(std::fmod(moved[0].y, 20.0) == 0);
   CHECK(moved[0].w == frames[0].w);  // a move keeps the size
+  const QPointF frame_delta(moved[0].x - frames[0].x, moved[0].y - frames[0].y);
+  CHECK(scene->nodeItem("fc1")->pos() == fc1_before + frame_delta);
+  CHECK(m->doc().layout["fc1"]["x"].get<double>() == fc1_before.x() + frame_delta.x());
+  CHECK(m->doc().layout["fc1"]["y"].get<double>() == fc1_before.y() + frame_delta.y());
+  CHECK(scene->nodeItem("fc2")->pos() == fc2_before);  // outside: stays
+  CHECK(m->undoStack()->count() == undo_count + 1);    // frame and nodes: one step
+  m->undoStack()->undo();
+  CHECK(m->text() == before_drag);
+  m->undoStack()->redo();
 
   // Renamed, saved and opened again: the same frame, byte for byte.
   REQUIRE(scene->renameFrame(0, "Encoder").ok());
