@@ -2,7 +2,14 @@
 // continues a run); `graph`, `runs` inspect projects and the experiment database; `eval` and
 // `predict` use a trained run.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <thread>
 
 #include "app/commands.h"
 #include "engine/core/op.h"
@@ -13,114 +20,201 @@
 
 namespace {
 
+// Every number a user types is checked before anything runs: a count in its range, a rate
+// finite and positive. (CLI11's own conversion refuses text and values that overflow.)
+const CLI::Range kEpochs(int64_t{1}, int64_t{10'000'000}, "1..10000000");
+const CLI::Range kBatch(int64_t{1}, int64_t{1} << 24, "1..16777216");
+const CLI::Range kCount(int64_t{0}, std::numeric_limits<int64_t>::max(), ">= 0");
+const CLI::Range kId(int64_t{1}, std::numeric_limits<int64_t>::max(), ">= 1");
+
+CLI::Validator finite(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0') return "'" + text + "' is not a number";
+        if (!std::isfinite(v)) return "must be a finite number, got '" + text + "'";
+        if (allow_zero ? v < 0 : v <= 0)
+          return std::string("must be ") + (allow_zero ? ">= 0" : "> 0") + ", got " + text;
+        return {};
+      },
+      allow_zero ? "FINITE >= 0" : "FINITE > 0");
+}
+
 void add_project_overrides(CLI::App& c, mls::app::ProjectOptions& p) {
-  c.add_option("--epochs", p.epochs, "Override the project's number of epochs");
-  c.add_option("--batch-size", p.batch_size, "Override the training batch size");
-  c.add_option("--lr", p.lr, "Override the learning rate");
+  c.add_option("--epochs", p.epochs, "Override the project's number of epochs")->check(kEpochs);
+  c.add_option("--batch-size", p.batch_size, "Override the training batch size")->check(kBatch);
+  c.add_option("--lr", p.lr, "Override the learning rate")->check(finite(false));
   c.add_option("--seed", p.seed, "Override the seed (initialisation and shuffling)");
   c.add_option("--device", p.device, "cpu (vulkan and cuda: not in this build yet)");
   c.add_option("--mode", p.mode, "static (compiled graph) or eager (define-by-run)");
-  c.add_option("--precision", p.precision,
-               "f32, or bf16/f16 mixed precision: matrix products in 16 bits, f32 weights, loss scaling");
-  c.add_option("--activation-checkpointing", p.activation_checkpointing,
-               "off, auto (recompute forward segments in backward: about half the activation memory), "
-               "or a byte budget for the training step's planned memory");
-  c.add_option("--limit", p.limit, "Train on the first N training samples only");
-  c.add_option("--test-limit", p.test_limit, "Evaluate on the first N test samples only");
+  c.add_option(
+      "--precision", p.precision,
+      "f32, or bf16/f16 mixed precision: matrix products in 16 bits, f32 weights, loss scaling");
+  c.add_option(
+      "--activation-checkpointing", p.activation_checkpointing,
+      "off, auto (recompute forward segments in backward: about half the activation memory), "
+      "or a byte budget for the training step's planned memory");
+  c.add_option("--limit", p.limit, "Train on the first N training samples only (0: all)")
+      ->check(kCount);
+  c.add_option("--test-limit", p.test_limit, "Evaluate on the first N test samples only (0: all)")
+      ->check(kCount);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"mlstudio " MLSTUDIO_VERSION
-               " - build, train and inspect neural networks.\n"
-               "Train a project headless:  mlstudio --run resources/examples/fashion-mnist-mlp.mls"};
+  CLI::App app{
+      "mlstudio " MLSTUDIO_VERSION
+      " - build, train and inspect neural networks.\n"
+      "Train a project headless:  mlstudio --run resources/examples/fashion-mnist-mlp.mls"};
   app.set_version_flag("--version", "mlstudio " MLSTUDIO_VERSION);
   app.require_subcommand(0, 1);
 
   mls::app::RunOptions run;
   std::string run_path;
   int threads = 0;
-  auto* run_opt = app.add_option("--run", run_path, "Train the project P.mls headless")->check(CLI::ExistingFile);
+  auto* run_opt = app.add_option("--run", run_path, "Train the project P.mls headless")
+                      ->check(CLI::ExistingFile);
   add_project_overrides(app, run.project);
   app.add_option("--db", run.db, "The run database (SQLite)")->capture_default_str();
   app.add_flag("--json", run.json, "End with one JSON line of results on stdout");
   app.add_flag("--quiet,-q", run.quiet, "No progress output");
-  app.add_option("--threads", threads, "CPU threads (default: all cores)");
+  app.add_option("--threads", threads, "CPU threads (default: all cores)")
+      ->check(CLI::Range(1, 1 << 16));
   app.add_option("--resume", run.resume,
-                 "Continue run ID from its last checkpoint, up to its planned epochs (or --epochs, the total)");
+                 "Continue run ID from its last checkpoint, up to its planned epochs (or --epochs, "
+                 "the total)")
+      ->check(kId);
   app.add_option("--stop-after-epochs", run.stop_after_epochs,
-                 "Stop after N of the planned epochs and keep the checkpoint, to --resume later");
+                 "Stop after N of the planned epochs and keep the checkpoint, to --resume later")
+      ->check(kEpochs);
 
   mls::app::GraphOptions graph;
   auto* graph_cmd = app.add_subcommand("graph", "Print a project's engine IR");
-  graph_cmd->add_option("project", graph.project.path, "The project (.mls)")->required()->check(CLI::ExistingFile);
+  graph_cmd->add_option("project", graph.project.path, "The project (.mls)")
+      ->required()
+      ->check(CLI::ExistingFile);
   graph_cmd->add_flag("--ir", graph.ir, "The forward graph in SSA text form (the default)");
-  graph_cmd->add_flag("--backward", graph.backward, "Append the backward graph (gradients of every parameter)");
+  graph_cmd->add_flag("--backward", graph.backward,
+                      "Append the backward graph (gradients of every parameter)");
   graph_cmd->add_flag("--plan", graph.plan, "The compiled training step: schedule and memory plan");
-  graph_cmd->add_flag("--passes", graph.passes,
-                      "The training step after every optimisation pass, with node counts and planned bytes");
-  graph_cmd->add_option("--profile", graph.profile,
-                        "Train N steps on the project's data with every kernel timed; print time per op and node");
-  graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)");
-  graph_cmd->add_option("--precision", graph.project.precision,
-                        "f32, bf16 or f16: the forward as mixed-precision training compiles it, its matrix "
-                        "products as matmul_lowp (default: the project's)");
+  graph_cmd->add_flag(
+      "--passes", graph.passes,
+      "The training step after every optimisation pass, with node counts and planned bytes");
+  graph_cmd
+      ->add_option(
+          "--profile", graph.profile,
+          "Train N steps on the project's data with every kernel timed; print time per op and node")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
+  graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)")
+      ->check(kBatch);
+  graph_cmd->add_option(
+      "--precision", graph.project.precision,
+      "f32, bf16 or f16: the forward as mixed-precision training compiles it, its matrix "
+      "products as matmul_lowp (default: the project's)");
   graph_cmd->add_option("--activation-checkpointing", graph.project.activation_checkpointing,
                         "With --passes: off, auto or a byte budget (default: the project's)");
-  graph_cmd->add_option("--limit", graph.project.limit, "With --profile: load only the first N training samples");
+  graph_cmd
+      ->add_option("--limit", graph.project.limit,
+                   "With --profile: load only the first N training samples")
+      ->check(kCount);
 
   mls::app::RunsOptions runs;
   auto* runs_cmd = app.add_subcommand("runs", "Read the experiment database");
   runs_cmd->require_subcommand(1);
   auto* runs_list = runs_cmd->add_subcommand("list", "One line per run");
   auto* runs_show = runs_cmd->add_subcommand("show", "A run's params and metrics (last, min, max)");
-  runs_show->add_option("id", runs.run_id, "Run id")->required();
+  runs_show->add_option("id", runs.run_id, "Run id")->required()->check(kId);
   for (auto* c : {runs_list, runs_show}) {
     c->add_option("--db", runs.db, "The run database (SQLite)")->capture_default_str();
     c->add_flag("--json", runs.json, "JSON output");
   }
 
   mls::app::EvalOptions eval;
-  auto* eval_cmd = app.add_subcommand("eval", "Score a trained run on the test split: metrics and confusion matrix");
-  eval_cmd->add_option("project", eval.project.path, "The project (.mls)")->required()->check(CLI::ExistingFile);
-  eval_cmd->add_option("--run", eval.run_id, "The trained run's id")->required();
+  auto* eval_cmd = app.add_subcommand(
+      "eval", "Score a trained run on the test split: metrics and confusion matrix");
+  eval_cmd->add_option("project", eval.project.path, "The project (.mls)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  eval_cmd->add_option("--run", eval.run_id, "The trained run's id")->required()->check(kId);
   eval_cmd->add_option("--db", eval.db, "The run database (SQLite)")->capture_default_str();
-  eval_cmd->add_option("--checkpoint", eval.checkpoint, "best, last or auto (best if the run kept one)")
+  eval_cmd
+      ->add_option("--checkpoint", eval.checkpoint, "best, last or auto (best if the run kept one)")
       ->capture_default_str();
   eval_cmd->add_option("--split", eval.split, "test or validation")->capture_default_str();
-  eval_cmd->add_option("--test-limit", eval.project.test_limit, "Evaluate on the first N test samples only");
+  eval_cmd
+      ->add_option("--test-limit", eval.project.test_limit,
+                   "Evaluate on the first N test samples only")
+      ->check(kCount);
   eval_cmd->add_flag("--json", eval.json, "JSON output");
 
   mls::app::PredictOptions predict;
-  auto* predict_cmd = app.add_subcommand("predict", "A trained run's predictions for an image, CSV rows or an NPY file");
-  predict_cmd->add_option("project", predict.project.path, "The project (.mls)")->required()->check(CLI::ExistingFile);
-  predict_cmd->add_option("--run", predict.run_id, "The trained run's id")->required();
-  predict_cmd->add_option("--input", predict.input, "The file to predict for")->required()->check(CLI::ExistingFile);
+  auto* predict_cmd = app.add_subcommand(
+      "predict", "A trained run's predictions for an image, CSV rows or an NPY file");
+  predict_cmd->add_option("project", predict.project.path, "The project (.mls)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  predict_cmd->add_option("--run", predict.run_id, "The trained run's id")->required()->check(kId);
+  predict_cmd->add_option("--input", predict.input, "The file to predict for")
+      ->required()
+      ->check(CLI::ExistingFile);
   predict_cmd->add_option("--db", predict.db, "The run database (SQLite)")->capture_default_str();
-  predict_cmd->add_option("--checkpoint", predict.checkpoint, "best, last or auto")->capture_default_str();
-  predict_cmd->add_option("--top", predict.top, "How many classes to list per sample")->capture_default_str();
+  predict_cmd->add_option("--checkpoint", predict.checkpoint, "best, last or auto")
+      ->capture_default_str();
+  predict_cmd->add_option("--top", predict.top, "How many classes to list per sample")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
   predict_cmd->add_flag("--json", predict.json, "JSON output");
 
   mls::app::LuaOptions lua;
-  auto* lua_cmd = app.add_subcommand("lua", "Run a Lua script with the mls module, or open the Lua REPL");
-  lua_cmd->add_option("file", lua.file, "The script (none: the interactive REPL)")->check(CLI::ExistingFile);
+  auto* lua_cmd =
+      app.add_subcommand("lua", "Run a Lua script with the mls module, or open the Lua REPL");
+  lua_cmd->add_option("file", lua.file, "The script (none: the interactive REPL)")
+      ->check(CLI::ExistingFile);
   lua_cmd->add_option("args", lua.args, "Arguments for the script (its `arg` table)");
-  lua_cmd->add_flag("--trust", lua.trust,
-                    "Run the script unsandboxed (your own script: os.execute, io.popen, any file, C modules)");
-  lua_cmd->add_option("--root", lua.root, "Sandbox: the folder the script may read and write (default: its own)");
-  lua_cmd->add_option("--instruction-limit", lua.instruction_limit,
-                      "Stop the script after N Lua VM instructions (0: no limit)");
-  lua_cmd->add_option("--time-limit", lua.time_limit, "Stop the script after S seconds (0: no limit)");
-  lua_cmd->add_option("--db", lua.db, "The run database that mls.train and mls.log write to")->capture_default_str();
+  lua_cmd->add_flag(
+      "--trust", lua.trust,
+      "Run the script unsandboxed (your own script: os.execute, io.popen, any file, C modules)");
+  lua_cmd->add_option("--root", lua.root,
+                      "Sandbox: the folder the script may read and write (default: its own)");
+  lua_cmd
+      ->add_option("--instruction-limit", lua.instruction_limit,
+                   "Stop the script after N Lua VM instructions (0: no limit)")
+      ->check(kCount);
+  lua_cmd
+      ->add_option("--time-limit", lua.time_limit, "Stop the script after S seconds (0: no limit)")
+      ->check(finite(true));
+  lua_cmd->add_option("--db", lua.db, "The run database that mls.train and mls.log write to")
+      ->capture_default_str();
   lua_cmd->prefix_command(false);
   lua_cmd->allow_extras(false);
 
   std::string gui_path;
-  app.add_option("project", gui_path, "Open this project (.mls) in the editor")->check(CLI::ExistingFile);
+  app.add_option("project", gui_path, "Open this project (.mls) in the editor")
+      ->check(CLI::ExistingFile);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 1, as the README promises (CLI11's
+    // own codes run 100-115). With --json, the last stdout line is still a JSON object.
+    const int code = app.exit(e);
+    if (code == 0) return 0;
+    for (int i = 1; i < argc; ++i)
+      if (std::string_view(argv[i]) == "--json")
+        std::printf("%s\n",
+                    nlohmann::json{{"status", "failed"}, {"error", e.what()}}.dump().c_str());
+    return 1;
+  }
 
+  // More threads than a few per core only adds contention (and thousands abort at start-up).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads > 4 * cores) {
+    std::fprintf(stderr, "mlstudio: warning: --threads %d is more than 4 per core; using %d\n",
+                 threads, 4 * cores);
+    threads = 4 * cores;
+  }
   if (threads > 0) mls::cpu::set_default_threads(threads);
   mls::engine_init();
 

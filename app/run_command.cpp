@@ -18,14 +18,19 @@ namespace mls::app {
 
 namespace {
 
+// Ctrl-C (SIGINT) and SIGTERM (kill, a scheduler's stop) both end the run after its
+// current step: checkpointed where an epoch was done, recorded as interrupted, exit 128+N.
 std::atomic<bool> g_cancel{false};
-extern "C" void on_sigint(int) { g_cancel.store(true); }
+std::atomic<int> g_signal{0};
+extern "C" void on_stop_signal(int sig) {
+  g_signal.store(sig);
+  g_cancel.store(true);
+}
 
 int fail(const std::string& msg) {
   std::fprintf(stderr, "mlstudio: %s\n", msg.c_str());
   return 1;
 }
-
 
 // The test metrics of a finished run, as JSON fields and one line of text.
 nlohmann::json eval_json(const EvalResult& e, const std::string& prefix) {
@@ -45,25 +50,43 @@ nlohmann::json eval_json(const EvalResult& e, const std::string& prefix) {
 
 int run_command(const RunOptions& o) {
   g_cancel.store(false);
-  std::signal(SIGINT, on_sigint);
+  g_signal.store(0);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   const bool tty = isatty(STDERR_FILENO) != 0;
   Progress bar(tty);
-  runner::RunRequest req{.project = o.project, .resume = o.resume, .stop_after_epochs = o.stop_after_epochs, .db = o.db};
+  runner::RunRequest req{.project = o.project,
+                         .resume = o.resume,
+                         .stop_after_epochs = o.stop_after_epochs,
+                         .db = o.db};
   runner::RunEvents ev;
   ev.cancel = &g_cancel;
   if (!o.quiet) {
-    ev.message = [](const std::string& line) { std::fprintf(stderr, "mlstudio: %s\n", line.c_str()); };
-    ev.warning = [](const std::string& line) { std::fprintf(stderr, "mlstudio: warning: %s\n", line.c_str()); };
+    ev.message = [](const std::string& line) {
+      std::fprintf(stderr, "mlstudio: %s\n", line.c_str());
+    };
+    ev.warning = [](const std::string& line) {
+      std::fprintf(stderr, "mlstudio: warning: %s\n", line.c_str());
+    };
     ev.progress = [&](const ProgressInfo& i) { bar.update(i); };
     ev.epoch_end = [&](const EpochReport& rep) {
       if (rep.has_validation && (Progress::epoch_line_due(rep.epoch, rep.epochs) || rep.stopping))
-        std::fprintf(stderr, "%s  validation %s%s\n", tty ? "\r\033[K" : "", runner::eval_text(rep.validation).c_str(),
+        std::fprintf(stderr, "%s  validation %s%s\n", tty ? "\r\033[K" : "",
+                     runner::eval_text(rep.validation).c_str(),
                      rep.improved ? "  (best so far)" : "");
     };
   }
   Result<runner::RunOutcome> outcome = runner::run_training(req, ev);
   std::signal(SIGINT, SIG_DFL);
-  if (!outcome) return fail(outcome.error().message);
+  std::signal(SIGTERM, SIG_DFL);
+  if (!outcome) {
+    // --json promises one JSON object on the last stdout line, failures included.
+    if (o.json)
+      std::printf(
+          "%s\n",
+          nlohmann::json{{"status", "failed"}, {"error", outcome.error().message}}.dump().c_str());
+    return fail(outcome.error().message);
+  }
   const runner::RunOutcome& out = *outcome;
   const TrainResult& r = out.result;
   const int64_t run_id = out.run_id;
@@ -74,24 +97,40 @@ int run_command(const RunOptions& o) {
 
   if (!o.quiet) {
     if (r.paused)
-      std::fprintf(stderr, "mlstudio: stopped after epoch %lld of %lld as asked; continue with --resume %lld\n",
-                   static_cast<long long>(out.epochs_done), static_cast<long long>(out.planned_epochs),
-                   static_cast<long long>(run_id));
-    else if (r.interrupted)
+      std::fprintf(
+          stderr,
+          "mlstudio: stopped after epoch %lld of %lld as asked; continue with --resume %lld\n",
+          static_cast<long long>(out.epochs_done), static_cast<long long>(out.planned_epochs),
+          static_cast<long long>(run_id));
+    else if (r.interrupted && std::filesystem::exists(last_path))
       std::fprintf(stderr,
-                   "mlstudio: interrupted after %lld steps; run %lld kept in %s (continue it with --resume %lld)\n",
+                   "mlstudio: interrupted after %lld steps; run %lld kept in %s (continue it with "
+                   "--resume %lld)\n",
                    static_cast<long long>(r.steps), static_cast<long long>(run_id), o.db.c_str(),
                    static_cast<long long>(run_id));
+    else if (r.interrupted)
+      std::fprintf(
+          stderr,
+          "mlstudio: interrupted after %lld steps, before the first epoch ended: run %lld is "
+          "recorded as interrupted in %s, but has no checkpoint to resume from (start it "
+          "again)\n",
+          static_cast<long long>(r.steps), static_cast<long long>(run_id), o.db.c_str());
     else
-      std::fprintf(stderr,
-                   "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f samples/s, epoch %.2fs "
-                   "(median), data wait %.0f%%, peak memory %.1f MiB%s; recorded in %s\n",
-                   static_cast<long long>(run_id), format_duration(r.seconds).c_str(), r.final_loss,
-                   r.has_test ? runner::eval_text(r.test).c_str() : "(no test split)", r.samples_per_s,
-                   r.median_epoch_seconds,
-                   100.0 * r.data_seconds / std::max(1e-9, std::accumulate(r.epoch_seconds.begin(), r.epoch_seconds.end(), 0.0)),
-                   static_cast<double>(r.peak_bytes) / (1 << 20), r.stopped_early ? (", stopped early (best epoch " + std::to_string(r.best_epoch) + ")").c_str() : "",
-                   o.db.c_str());
+      std::fprintf(
+          stderr,
+          "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f samples/s, epoch "
+          "%.2fs "
+          "(median), data wait %.0f%%, peak memory %.1f MiB%s; recorded in %s\n",
+          static_cast<long long>(run_id), format_duration(r.seconds).c_str(), r.final_loss,
+          r.has_test ? runner::eval_text(r.test).c_str() : "(no test split)", r.samples_per_s,
+          r.median_epoch_seconds,
+          100.0 * r.data_seconds /
+              std::max(1e-9, std::accumulate(r.epoch_seconds.begin(), r.epoch_seconds.end(), 0.0)),
+          static_cast<double>(r.peak_bytes) / (1 << 20),
+          r.stopped_early
+              ? (", stopped early (best epoch " + std::to_string(r.best_epoch) + ")").c_str()
+              : "",
+          o.db.c_str());
   }
   if (o.json) {
     nlohmann::json j{{"run_id", run_id},
@@ -126,7 +165,8 @@ int run_command(const RunOptions& o) {
     if (r.has_validation) j.update(eval_json(r.validation, "val_"));
     std::printf("%s\n", j.dump().c_str());
   }
-  return r.interrupted ? 130 : 0;
+  if (!r.interrupted) return 0;
+  return 128 + (g_signal.load() ? g_signal.load() : SIGINT);
 }
 
 }  // namespace mls::app

@@ -5,11 +5,18 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "store/process_owner.h"
 #include "store/run_store.h"
 
 namespace mls::app {
 
 namespace {
+
+// A run left 'running' by a process that is gone is shown as what it is; the next command
+// that writes to the database records it so (a reader changes nothing).
+std::string shown_status(const store::RunInfo& r) {
+  return r.status == "running" && store::owner_gone(r.owner) ? "interrupted" : r.status;
+}
 
 int fail(const std::string& msg) {
   std::fprintf(stderr, "mlstudio: %s\n", msg.c_str());
@@ -17,8 +24,14 @@ int fail(const std::string& msg) {
 }
 
 nlohmann::json run_json(const store::RunInfo& r) {
-  return {{"id", r.id},           {"name", r.name},     {"status", r.status}, {"started", r.started},
-          {"ended", r.ended},     {"device", r.device}, {"seed", r.seed},     {"project_path", r.project_path},
+  return {{"id", r.id},
+          {"name", r.name},
+          {"status", shown_status(r)},
+          {"started", r.started},
+          {"ended", r.ended},
+          {"device", r.device},
+          {"seed", r.seed},
+          {"project_path", r.project_path},
           {"project_hash", r.project_hash}};
 }
 
@@ -26,8 +39,9 @@ nlohmann::json run_json(const store::RunInfo& r) {
 
 int runs_command(const RunsOptions& o) {
   if (!std::filesystem::exists(o.db))
-    return fail(o.db + ": no run database here (train with `mlstudio --run P.mls --db " + o.db + "` first)");
-  auto st = store::RunStore::open(o.db);
+    return fail(o.db + ": no run database here (train with `mlstudio --run P.mls --db " + o.db +
+                "` first)");
+  auto st = store::RunStore::open_read_only(o.db);  // `runs` only reads: a read-only file is fine
   if (!st) return fail(st.error().message);
   store::RunStore& s = **st;
   if (o.action == "list") {
@@ -39,12 +53,14 @@ int runs_command(const RunsOptions& o) {
       std::printf("%s\n", arr.dump().c_str());
       return 0;
     }
-    std::printf("%-5s %-12s %-25s %-8s %-10s %s\n", "id", "status", "started", "device", "test_acc", "name");
+    std::printf("%-5s %-12s %-25s %-8s %-10s %s\n", "id", "status", "started", "device", "test_acc",
+                "name");
     for (const auto& r : *runs) {
       auto acc = s.metrics(r.id, "test/accuracy");
       std::string a = acc && !acc->empty() ? std::to_string(acc->back().value).substr(0, 6) : "-";
-      std::printf("%-5lld %-12s %-25s %-8s %-10s %s\n", static_cast<long long>(r.id), r.status.c_str(),
-                  r.started.c_str(), r.device.c_str(), a.c_str(), r.name.c_str());
+      std::printf("%-5lld %-12s %-25s %-8s %-10s %s\n", static_cast<long long>(r.id),
+                  shown_status(r).c_str(), r.started.c_str(), r.device.c_str(), a.c_str(),
+                  r.name.c_str());
     }
     return 0;
   }
@@ -65,24 +81,28 @@ int runs_command(const RunsOptions& o) {
       mn = std::min(mn, pt.value);
       mx = std::max(mx, pt.value);
     }
-    j["metrics"][k] = {{"last", m->back().value}, {"last_step", m->back().step}, {"min", mn}, {"max", mx},
+    j["metrics"][k] = {{"last", m->back().value},
+                       {"last_step", m->back().step},
+                       {"min", mn},
+                       {"max", mx},
                        {"count", m->size()}};
   }
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("run %lld  %s  (%s)\n", static_cast<long long>(r->id), r->name.c_str(), r->status.c_str());
+  std::printf("run %lld  %s  (%s)\n", static_cast<long long>(r->id), r->name.c_str(),
+              r->status.c_str());
   std::printf("  project  %s  [%s]\n  started  %s\n  ended    %s\n  device   %s   seed %llu\n",
-              r->project_path.c_str(), r->project_hash.c_str(), r->started.c_str(), r->ended.c_str(),
-              r->device.c_str(), static_cast<unsigned long long>(r->seed));
+              r->project_path.c_str(), r->project_hash.c_str(), r->started.c_str(),
+              r->ended.c_str(), r->device.c_str(), static_cast<unsigned long long>(r->seed));
   std::printf("  params\n");
   for (const auto& [k, v] : *params) std::printf("    %-16s %s\n", k.c_str(), v.c_str());
   std::printf("  metrics %-22s %12s %12s %12s %8s\n", "", "last", "min", "max", "points");
   if (j.contains("metrics"))
     for (auto& [k, v] : j["metrics"].items())
-      std::printf("    %-28s %12.6g %12.6g %12.6g %8zu\n", k.c_str(), v["last"].get<double>(), v["min"].get<double>(),
-                  v["max"].get<double>(), v["count"].get<size_t>());
+      std::printf("    %-28s %12.6g %12.6g %12.6g %8zu\n", k.c_str(), v["last"].get<double>(),
+                  v["min"].get<double>(), v["max"].get<double>(), v["count"].get<size_t>());
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <limits>
 #include <sstream>
 
@@ -296,6 +297,38 @@ bool is_valid_node_id(std::string_view id) {
   return true;
 }
 
+// A project nests a handful of levels; a file nested thousands deep is broken or hostile,
+// and reading it (building the JSON value, copying it, freeing it) would recurse that deep.
+constexpr int kMaxJsonDepth = 128;
+
+// Counts bracket depth outside strings before anything is parsed.
+std::optional<Error> json_too_deep(std::string_view text, const std::string& source) {
+  int depth = 0;
+  bool in_string = false;
+  size_t line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        return make_error(source + ":" + std::to_string(line) + ": JSON nested deeper than " +
+                          std::to_string(kMaxJsonDepth) + " levels (a project needs a few)");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 // [SECTION] Entry points
 
 bool Document::operator==(const Document& o) const {
@@ -306,6 +339,7 @@ bool Document::operator==(const Document& o) const {
 
 Result<Document> parse_document(std::string_view text, const std::string& source_name,
                                 GraphCheck check, const NodeCatalogue& catalogue) {
+  if (auto deep = json_too_deep(text, source_name)) return *deep;
   json root;
   try {
     root = json::parse(text.begin(), text.end());

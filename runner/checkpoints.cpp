@@ -21,18 +21,20 @@ Result<std::string> load_run_checkpoint(Trainer& trainer, const std::string& db,
   std::string path = checkpoint_path(db, run_id, which == "auto" ? "best" : which);
   if (which == "auto" && !std::filesystem::exists(path)) path = checkpoint_path(db, run_id, "last");
   if (!std::filesystem::exists(path))
-    return make_error("run " + std::to_string(run_id) + " has no checkpoint " + path +
-                      " (runs save one after each completed epoch; was the run trained with this database?)");
+    return make_error(
+        "run " + std::to_string(run_id) + " has no checkpoint " + path +
+        " (runs save one after each completed epoch; was the run trained with this database?)");
   auto ck = read_checkpoint(path);
   if (!ck) return ck.error();
   if (auto r = trainer.restore(*ck); !r) return make_error(path + ": " + r.error().message);
   return path;
 }
 
-Result<std::string> restore_run(Trainer& trainer, const std::string& db, int64_t run_id, const std::string& which) {
+Result<std::string> restore_run(Trainer& trainer, const std::string& db, int64_t run_id,
+                                const std::string& which) {
   if (which != "best" && which != "last" && which != "auto")
     return make_error("--checkpoint must be best, last or auto, got '" + which + "'");
-  auto store = store::RunStore::open(db);
+  auto store = store::RunStore::open_read_only(db);  // eval and predict only read
   if (!store) return store.error();
   auto info = (*store)->get_run(run_id);
   if (!info) return info.error();

@@ -1,7 +1,9 @@
 #include "runner/training_run.h"
 
 #include <filesystem>
+#include <map>
 #include <new>
+#include <tuple>
 #include <utility>
 
 #include "engine/cpu/cpu_backend.h"
@@ -53,6 +55,74 @@ void inspect_run(Trainer& trainer, const Project& p, RunOutcome& out) {
     out.inspect_note = stats.error().message;
 }
 
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+const std::string* find_param(const Params& ps, const std::string& key) {
+  for (const auto& [k, v] : ps)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+// A resumed run keeps the data it was started on: the recorded --limit / --test-limit
+// apply unless given again, and a different value is refused.
+Result<ProjectOptions> resume_options(const ProjectOptions& asked, const Params& recorded,
+                                      int64_t run_id) {
+  ProjectOptions o = asked;
+  for (auto [key, flag, value] : {std::tuple{"limit", "--limit", &o.limit},
+                                  std::tuple{"test_limit", "--test-limit", &o.test_limit}}) {
+    const std::string* r = find_param(recorded, key);
+    if (!r) continue;  // a run recorded before these were: the sample counts are checked later
+    const int64_t was = std::stoll(*r);
+    if (*value && **value != was)
+      return make_error("run " + std::to_string(run_id) + " was started with " + flag + " " +
+                        std::to_string(was) + "; resuming it with " + flag + " " +
+                        std::to_string(**value) + " would train on different data (leave " + flag +
+                        " out to resume as recorded, or start a new run)");
+    *value = was;
+  }
+  return o;
+}
+
+// Everything that decides a resumed run's result must be what the run recorded; a flag or
+// an edit of the project that changes it is refused, naming the setting.
+Result<void> check_resume_settings(const Params& recorded, const store::RunInfo& info,
+                                   const TrainConfig& cfg, const Project& p,
+                                   const ProjectOptions& asked, int64_t run_id) {
+  Params now = config_params(cfg);
+  now.insert(now.end(), {{"mode", std::string(nodes::to_string(p.doc.training.mode))},
+                         {"dataset", p.doc.dataset.source + ":" + p.doc.dataset.path},
+                         {"train_samples", std::to_string(p.train->num_samples())},
+                         {"validation_samples",
+                          std::to_string(p.validation ? p.validation->num_samples() : 0)},
+                         {"test_samples", std::to_string(p.test ? p.test->num_samples() : 0)}});
+  const std::map<std::string, std::pair<const char*, bool>> flags = {
+      {"batch_size", {"--batch-size", bool(asked.batch_size)}},
+      {"lr", {"--lr", bool(asked.lr)}},
+      {"precision", {"--precision", bool(asked.precision)}},
+      {"mode", {"--mode", bool(asked.mode)}}};
+  for (const auto& [key, value] : now) {
+    if (key == "epochs") continue;  // a resumed run may be given more epochs
+    const std::string* was = find_param(recorded, key);
+    if (!was || *was == value) continue;
+    const auto flag = flags.find(key);
+    const std::string cause = flag != flags.end() && flag->second.second
+                                  ? std::string("resuming with ") + flag->second.first + " " + value
+                                  : p.path + " now has " + key + " " + value;
+    return make_error("run " + std::to_string(run_id) + " was recorded with " + key + " " + *was +
+                      ", but " + cause +
+                      ": a resumed run keeps its recorded settings (resume without the change, "
+                      "or start a new run for it)");
+  }
+  if (cfg.seed != info.seed)
+    return make_error("run " + std::to_string(run_id) + " was recorded with seed " +
+                      std::to_string(info.seed) + ", but " +
+                      (asked.seed ? "resuming with --seed " : p.path + " now has seed ") +
+                      std::to_string(cfg.seed) +
+                      ": a resumed run keeps its recorded settings (resume without the change, "
+                      "or start a new run for it)");
+  return {};
+}
+
 }  // namespace
 
 std::string eval_text(const EvalResult& e) {
@@ -67,32 +137,43 @@ std::string eval_text(const EvalResult& e) {
 }
 
 Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
-  auto project = open_project(o.project);
-  if (!project) return project.error();
-  Project& p = *project;
-  Backend& backend = cpu::backend();
-  TrainConfig cfg = p.train_config();
-
   auto store = store::RunStore::open(o.db);
   if (!store) return store.error();
-  auto hash = store::file_hash_hex(p.path);
-  if (!hash) return hash.error();
-  const std::string device = std::string(backend.name());
-  const nodes::TrainingSpec& t = p.doc.training;
+  for (int64_t gone : (*store)->closed_stale_runs())
+    say(events.warning, "run " + std::to_string(gone) + " in " + o.db +
+                            " was left running by a process that is gone (killed or crashed); "
+                            "it is now recorded as interrupted");
   int64_t run_id = 0;
   std::optional<store::RunInfo> info;
+  Params recorded;
+  ProjectOptions options = o.project;
   if (o.resume) {
     run_id = *o.resume;
     auto ri = (*store)->get_run(run_id);
     if (!ri) return ri.error();
     info = std::move(*ri);
+    auto params = (*store)->params(run_id);
+    if (!params) return params.error();
+    recorded = std::move(*params);
+    auto resumed = resume_options(o.project, recorded, run_id);
+    if (!resumed) return resumed.error();
+    options = std::move(*resumed);
+  }
+  auto project = open_project(options);
+  if (!project) return project.error();
+  Project& p = *project;
+  Backend& backend = cpu::backend();
+  TrainConfig cfg = p.train_config();
+  auto hash = store::file_hash_hex(p.path);
+  if (!hash) return hash.error();
+  const std::string device = std::string(backend.name());
+  const nodes::TrainingSpec& t = p.doc.training;
+  if (o.resume) {
+    if (auto r = check_resume_settings(recorded, *info, cfg, p, o.project, run_id); !r)
+      return r.error();
     // Without --epochs, a resumed run keeps the length it was planned with (its schedule spans it).
-    if (!o.project.epochs) {
-      auto params = (*store)->params(run_id);
-      if (!params) return params.error();
-      for (const auto& [k, v] : *params)
-        if (k == "epochs") cfg.epochs = std::stoll(v);
-    }
+    if (!o.project.epochs)
+      if (const std::string* e = find_param(recorded, "epochs")) cfg.epochs = std::stoll(*e);
   }
   cfg.stop_after_epochs = o.stop_after_epochs;
   Trainer trainer(backend, p.builder(), cfg);
@@ -108,7 +189,8 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
                         std::to_string(trainer.epochs_done()) +
                         " epochs; ask for more with --epochs N (N > " +
                         std::to_string(trainer.epochs_done()) + ")");
-    if (auto r = (*store)->resume_run(run_id); !r) return r.error();
+    if (auto r = (*store)->resume_run(run_id, {trainer.steps_done(), trainer.epochs_done()}); !r)
+      return r.error();
     if (auto r = (*store)->log_param(run_id, "epochs", std::to_string(cfg.epochs)); !r)
       return r.error();
     say(events.message, "resuming run " + std::to_string(run_id) + " from " + *used + " (epoch " +
@@ -131,6 +213,8 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
          {"train_samples", std::to_string(p.train->num_samples())},
          {"validation_samples", std::to_string(p.validation ? p.validation->num_samples() : 0)},
          {"test_samples", std::to_string(p.test ? p.test->num_samples() : 0)},
+         {"limit", std::to_string(p.doc.dataset.limit)},
+         {"test_limit", std::to_string(p.doc.dataset.test_limit)},
          {"checkpoint_dir", checkpoint_dir(o.db, run_id)}});
     for (const auto& [k, v] : params)
       if (auto r = (*store)->log_param(run_id, k, v); !r) return r.error();
@@ -151,6 +235,10 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   in.progress = events.progress;
   in.cancel = events.cancel;
   in.on_epoch_end = [&](const EpochReport& rep) -> Result<void> {
+    // The epoch's metrics are committed before its checkpoint: a kill in between leaves
+    // metrics past the older checkpoint, which a resume drops, never a checkpoint whose
+    // metrics are missing.
+    if (auto r = (*store)->flush(); !r) return r;
     if (auto r = write_state(trainer, last_path); !r) return r;
     if (rep.improved)
       if (auto r = write_state(trainer, best_path); !r) return r;

@@ -16,6 +16,7 @@
 #include <limits>
 #include <mutex>
 
+#include "store/process_owner.h"
 #include "store/sqlite.h"
 
 namespace mls::store {
@@ -42,7 +43,8 @@ CREATE TABLE IF NOT EXISTS runs(
   status TEXT NOT NULL CHECK(status IN ('running','finished','failed','interrupted')),
   device TEXT NOT NULL,
   seed INTEGER NOT NULL,
-  parent_run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL);
+  parent_run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  owner TEXT);
 CREATE TABLE IF NOT EXISTS params(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
   key TEXT NOT NULL,
@@ -55,7 +57,7 @@ CREATE TABLE IF NOT EXISTS metrics(
   value REAL,
   wall_time REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS metrics_run_key_step ON metrics(run_id, key, step);
-INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '1');
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '2');
 )sql";
 
 // Millisecond ISO-8601 UTC, computed by SQLite so every writer formats it the same way.
@@ -63,6 +65,10 @@ INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '1');
 
 constexpr size_t kFlushPoints = 256;
 constexpr auto kFlushInterval = std::chrono::seconds(1);
+
+Error read_only_error(const std::string& path) {
+  return make_error(path + ": opened read-only (by a command that only reads runs)");
+}
 
 Error not_a_run_db(const std::string& path, const std::string& why) {
   return make_error(path + ": not an mlstudio run database (" + why + ")");
@@ -134,8 +140,13 @@ struct RunStore::Impl {
 
   // Declared first so it is destroyed last, after the statements that use it.
   Db db;
-  Stmt insert_run, insert_param, insert_metric, end_run, resume_run, select_runs, select_run, select_params,
-      select_metrics, select_metric_keys;
+  Stmt insert_run, insert_param, insert_metric, end_run, resume_run, drop_metrics_after,
+      select_runs, select_run, select_params, select_metrics, select_metric_keys;
+
+  std::string owner;           // this process (process_owner.h)
+  bool read_only = false;      // open_read_only: only the select statements exist
+  std::vector<int64_t> stale;  // runs closed at open because their process was gone
+  Result<void> close_stale_runs();
 
   std::mutex mu;
   std::vector<Pending> pending;
@@ -166,11 +177,29 @@ RunInfo read_run(const Stmt& st) {
   r.device = st.column_text(7);
   r.seed = static_cast<uint64_t>(st.column_int(8));  // stored as the same 64 bits
   if (!st.column_is_null(9)) r.parent_run_id = st.column_int(9);
+  r.owner = st.column_text(10);
   return r;
 }
 
-#define MLS_RUN_COLUMNS \
-  "id, name, project_path, project_hash, started, ended, status, device, seed, parent_run_id"
+#define MLS_RUN_COLUMNS                                                                         \
+  "id, name, project_path, project_hash, started, ended, status, device, seed, parent_run_id, " \
+  "owner"
+
+// Schema 1 -> 2: runs gain their owner. Inside the transaction that creates the schema.
+Result<void> migrate(Db& db) {
+  Result<Stmt> cols = db.prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'owner'");
+  if (!cols) return cols.error();
+  bool has_owner = false;
+  {
+    auto scope = cols->scoped();
+    Result<bool> row = cols->step();
+    if (!row) return row.error();
+    has_owner = *row;
+  }
+  if (!has_owner)
+    if (Result<void> r = db.exec("ALTER TABLE runs ADD COLUMN owner TEXT"); !r) return r;
+  return db.exec("UPDATE meta SET value = '2' WHERE key = 'schema_version' AND value = '1'");
+}
 
 }  // namespace
 
@@ -203,6 +232,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
     Result<Transaction> tx = Transaction::begin(*db);
     if (!tx) return tx.error();
     if (Result<void> s = db->exec(kSchemaSql); !s) return s.error();
+    if (Result<void> m = migrate(*db); !m) return m.error();
     if (Result<void> c = tx->commit(); !c) return c.error();
   }
   // Checked again inside the file we now hold: another process may have created it first.
@@ -217,14 +247,17 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
   const Sql statements[] = {
       {&impl->insert_run,
        "INSERT INTO runs(name, project_path, project_hash, started, status, device, seed, "
-       "parent_run_id) VALUES(?1, ?2, ?3, " MLS_NOW_SQL ", 'running', ?4, ?5, ?6)"},
+       "parent_run_id, owner) VALUES(?1, ?2, ?3, " MLS_NOW_SQL ", 'running', ?4, ?5, ?6, ?7)"},
       {&impl->insert_param,
        "INSERT INTO params(run_id, key, value) VALUES(?1, ?2, ?3) "
        "ON CONFLICT(run_id, key) DO UPDATE SET value = excluded.value"},
       {&impl->insert_metric,
        "INSERT INTO metrics(run_id, key, step, value, wall_time) VALUES(?1, ?2, ?3, ?4, ?5)"},
       {&impl->end_run, "UPDATE runs SET ended = " MLS_NOW_SQL ", status = ?2 WHERE id = ?1"},
-      {&impl->resume_run, "UPDATE runs SET ended = NULL, status = 'running' WHERE id = ?1"},
+      {&impl->resume_run,
+       "UPDATE runs SET ended = NULL, status = 'running', owner = ?2 WHERE id = ?1"},
+      {&impl->drop_metrics_after,
+       "DELETE FROM metrics WHERE run_id = ?1 AND key = ?2 AND step > ?3"},
       {&impl->select_runs, "SELECT " MLS_RUN_COLUMNS " FROM runs ORDER BY id"},
       {&impl->select_run, "SELECT " MLS_RUN_COLUMNS " FROM runs WHERE id = ?1"},
       {&impl->select_params, "SELECT key, value FROM params WHERE run_id = ?1 ORDER BY key"},
@@ -240,7 +273,88 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
     if (!st) return st.error();
     *s.stmt = std::move(*st);
   }
+  impl->owner = this_process();
+  if (Result<void> r = impl->close_stale_runs(); !r) return r.error();
   return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
+}
+
+Result<std::unique_ptr<RunStore>> RunStore::open_read_only(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return make_error(path +
+                      ": no run database here (nothing has been recorded into it; --db "
+                      "names another)");
+  // mode=ro reads a database in WAL mode while its folder is writable; immutable=1 reads
+  // one whose folder is not (no -shm file can be made, and no writer can exist there).
+  Result<Db> db = Db::open_read_only(path, /*immutable=*/false);
+  if (db) {
+    if (Result<void> r = check_existing(*db); !r) {
+      if (db->errcode() != SQLITE_CANTOPEN && db->errcode() != SQLITE_READONLY) return r.error();
+      db = Db::open_read_only(path, /*immutable=*/true);
+    }
+  } else {
+    db = Db::open_read_only(path, /*immutable=*/true);
+  }
+  if (!db) return db.error();
+  if (Result<void> r = check_existing(*db); !r) return r.error();
+  auto impl = std::make_unique<Impl>();
+  impl->db = std::move(*db);
+  impl->read_only = true;
+  struct Sql {
+    Stmt* stmt;
+    const char* text;
+  };
+  const Sql statements[] = {
+      {&impl->select_runs, "SELECT " MLS_RUN_COLUMNS " FROM runs ORDER BY id"},
+      {&impl->select_run, "SELECT " MLS_RUN_COLUMNS " FROM runs WHERE id = ?1"},
+      {&impl->select_params, "SELECT key, value FROM params WHERE run_id = ?1 ORDER BY key"},
+      {&impl->select_metrics,
+       "SELECT step, value, wall_time FROM metrics WHERE run_id = ?1 AND key = ?2 "
+       "ORDER BY step, rowid"},
+      {&impl->select_metric_keys,
+       "SELECT DISTINCT key FROM metrics WHERE run_id = ?1 ORDER BY key"},
+  };
+  for (const Sql& s : statements) {
+    Result<Stmt> st = impl->db.prepare(s.text);
+    if (!st) return st.error();
+    *s.stmt = std::move(*st);
+  }
+  return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
+}
+
+bool RunStore::read_only() const {
+  return impl_->read_only;
+}
+
+const std::vector<int64_t>& RunStore::closed_stale_runs() const {
+  return impl_->stale;
+}
+
+Result<void> RunStore::Impl::close_stale_runs() {
+  std::vector<std::pair<int64_t, std::string>> gone;
+  {
+    Result<Stmt> st =
+        db.prepare("SELECT id, owner FROM runs WHERE status = 'running' AND owner IS NOT NULL");
+    if (!st) return st.error();
+    auto scope = st->scoped();
+    for (;;) {
+      Result<bool> row = st->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      if (owner_gone(st->column_text(1))) gone.emplace_back(st->column_int(0), st->column_text(1));
+    }
+  }
+  // The owner is part of the condition: a run resumed meanwhile has a new one.
+  Result<Stmt> up = db.prepare("UPDATE runs SET status = 'interrupted', ended = " MLS_NOW_SQL
+                               " WHERE id = ?1 AND status = 'running' AND owner = ?2");
+  if (!up) return up.error();
+  for (const auto& [id, owner] : gone) {
+    auto scope = up->scoped();
+    up->bind_int(1, id).bind_text(2, owner);
+    if (Result<void> r = up->run(); !r) return r.error();
+    if (db.changes() > 0) stale.push_back(id);
+  }
+  return {};
 }
 
 RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -262,6 +376,7 @@ const std::string& RunStore::path() const {
 // [SECTION] runs -------------------------------------------------------------------------
 
 Result<int64_t> RunStore::begin_run(const NewRun& run) {
+  if (impl_->read_only) return read_only_error(impl_->db.path());
   std::lock_guard lock(impl_->mu);
   Stmt& st = impl_->insert_run;
   auto scope = st.scoped();
@@ -271,6 +386,7 @@ Result<int64_t> RunStore::begin_run(const NewRun& run) {
       .bind_text(4, run.device)
       .bind_int(5, static_cast<int64_t>(run.seed));
   if (run.parent_run_id) st.bind_int(6, *run.parent_run_id);
+  st.bind_text(7, impl_->owner);
   if (Result<void> r = st.run(); !r) {
     if (impl_->db.extended_errcode() == SQLITE_CONSTRAINT_FOREIGNKEY) {
       return make_error("begin_run: no parent run " + std::to_string(*run.parent_run_id) + " in " +
@@ -284,6 +400,7 @@ Result<int64_t> RunStore::begin_run(const NewRun& run) {
 }
 
 Result<void> RunStore::log_param(int64_t run_id, const std::string& key, const std::string& value) {
+  if (impl_->read_only) return read_only_error(impl_->db.path());
   std::lock_guard lock(impl_->mu);
   Stmt& st = impl_->insert_param;
   auto scope = st.scoped();
@@ -298,6 +415,7 @@ Result<void> RunStore::log_param(int64_t run_id, const std::string& key, const s
 }
 
 Result<void> RunStore::end_run(int64_t run_id, const std::string& status) {
+  if (impl_->read_only) return read_only_error(impl_->db.path());
   if (status != "finished" && status != "failed" && status != "interrupted") {
     return make_error("end_run: status '" + status +
                       "' is not one of finished, failed, interrupted");
@@ -315,13 +433,42 @@ Result<void> RunStore::end_run(int64_t run_id, const std::string& status) {
   return impl_->take_write_error();
 }
 
-Result<void> RunStore::resume_run(int64_t run_id) {
+Result<void> RunStore::resume_run(int64_t run_id, ResumePoint from) {
+  if (impl_->read_only) return read_only_error(impl_->db.path());
   std::lock_guard lock(impl_->mu);
-  Stmt& st = impl_->resume_run;
-  auto scope = st.scoped();
-  st.bind_int(1, run_id);
-  if (Result<void> r = st.run(); !r) return r.error();
-  if (impl_->db.changes() == 0) return impl_->no_run(run_id);
+  impl_->flush_locked();
+  // Reopening the run and dropping what the lost attempt logged past the checkpoint are one
+  // transaction: a kill in between leaves neither half.
+  Result<Transaction> tx = Transaction::begin(impl_->db);
+  if (!tx) return tx.error();
+  {
+    Stmt& st = impl_->resume_run;
+    auto scope = st.scoped();
+    st.bind_int(1, run_id).bind_text(2, impl_->owner);
+    if (Result<void> r = st.run(); !r) return r.error();
+    if (impl_->db.changes() == 0) return impl_->no_run(run_id);
+  }
+  std::vector<std::string> keys;
+  {
+    Stmt& st = impl_->select_metric_keys;
+    auto scope = st.scoped();
+    st.bind_int(1, run_id);
+    for (;;) {
+      Result<bool> row = st.step();
+      if (!row) return row.error();
+      if (!*row) break;
+      keys.push_back(st.column_text(0));
+    }
+  }
+  for (const std::string& key : keys) {
+    Stmt& st = impl_->drop_metrics_after;
+    auto scope = st.scoped();
+    st.bind_int(1, run_id);
+    st.bind_text(2, key);
+    st.bind_int(3, metric_per_epoch(key) ? from.epoch : from.step);
+    if (Result<void> r = st.run(); !r) return r.error();
+  }
+  if (Result<void> r = tx->commit(); !r) return r.error();
   impl_->current_run = run_id;
   return {};
 }
@@ -332,7 +479,7 @@ void RunStore::log_metric(std::string_view key, int64_t step, double value) {
   double wall =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::lock_guard lock(impl_->mu);
-  if (!impl_->current_run) {
+  if (!impl_->current_run || impl_->read_only) {
     if (!impl_->write_error) {
       impl_->write_error = impl_->db.path() + ": log_metric(\"" + std::string(key) +
                            "\") with no current run (call begin_run first)";

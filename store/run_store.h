@@ -31,7 +31,8 @@ namespace mls::store {
 
 // The layout inside the file. A file with a newer version is refused rather than written
 // with assumptions that may no longer hold.
-constexpr int64_t kSchemaVersion = 1;
+// 2: runs.owner (the process that records the run, so a dead one's run can be closed).
+constexpr int64_t kSchemaVersion = 2;
 
 // Every member has a default, so designated initializers may name only what they set.
 struct NewRun {
@@ -52,6 +53,7 @@ struct RunInfo {
   std::string device;
   uint64_t seed = 0;
   std::optional<int64_t> parent_run_id;
+  std::string owner;  // process_owner.h: who records it ("" in files from before schema 2)
 };
 
 struct MetricPoint {
@@ -64,7 +66,15 @@ class RunStore : public MetricSink {
  public:
   // The parent directory must exist; the file and its schema are created if missing.
   // Errors name the path: a non-database file, a newer schema, a read-only location.
+  // Opening also closes the runs that a process which is gone left 'running' (killed,
+  // crashed): they become 'interrupted' (closed_stale_runs() lists them).
   static Result<std::unique_ptr<RunStore>> open(const std::string& path);
+  // For commands that only read (runs, eval, predict): works on a read-only file or folder,
+  // never creates a file, and writes nothing (a missing file is an error naming it).
+  static Result<std::unique_ptr<RunStore>> open_read_only(const std::string& path);
+  bool read_only() const;
+  // The runs open() found 'running' with their process gone, and marked interrupted.
+  const std::vector<int64_t>& closed_stale_runs() const;
   ~RunStore() override;  // flushes; a run still 'running' stays so (what a crash leaves)
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
@@ -79,9 +89,14 @@ class RunStore : public MetricSink {
   Result<void> flush();
   // Flushes, then sets ended = now and status: finished | failed | interrupted.
   Result<void> end_run(int64_t run_id, const std::string& status);
-  // Marks an ended run as running again (training resumes from its checkpoint); metrics
-  // logged from now on belong to it.
-  Result<void> resume_run(int64_t run_id);
+  // Marks an ended (or crashed) run as running again, training resuming from a checkpoint
+  // taken after `from.step` steps and `from.epoch` epochs: the metrics a lost attempt logged
+  // past that point (per step, or per epoch for metric_per_epoch keys) are dropped in the
+  // same transaction, so nothing is recorded twice. Metrics logged from now on belong to it.
+  struct ResumePoint {
+    int64_t step = 0, epoch = 0;
+  };
+  Result<void> resume_run(int64_t run_id, ResumePoint from);
 
   Result<std::vector<RunInfo>> list_runs();  // ordered by id
   Result<RunInfo> get_run(int64_t id);       // error "no run 7 in PATH"

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cstdio>
 #include <utility>
 
 #include "engine/core/check.h"
@@ -26,6 +27,27 @@ Result<Db> Db::open(const std::string& path) {
   int rc =
       sqlite3_open_v2(path.c_str(), &db.db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) return db.error("cannot open database");  // ~Db closes the handle
+  sqlite3_extended_result_codes(db.db_, 1);
+  sqlite3_busy_timeout(db.db_, kBusyTimeoutMs);
+  return db;
+}
+
+Result<Db> Db::open_read_only(const std::string& path, bool immutable) {
+  Db db;
+  db.path_ = path;
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+      uri += hex;
+    } else {
+      uri += c;
+    }
+  }
+  uri += immutable ? "?mode=ro&immutable=1" : "?mode=ro";
+  int rc = sqlite3_open_v2(uri.c_str(), &db.db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  if (rc != SQLITE_OK) return db.error("cannot open database for reading");
   sqlite3_extended_result_codes(db.db_, 1);
   sqlite3_busy_timeout(db.db_, kBusyTimeoutMs);
   return db;

@@ -37,6 +37,9 @@ class Db {
   // Opens read-write, creating the file if missing. Sets a 5 s busy timeout so a second
   // process writing the same file waits briefly instead of failing at once.
   static Result<Db> open(const std::string& path);
+  // Opens an existing file read-only (never creates it). `immutable`: also without the WAL
+  // index, for a file in a folder that cannot be written (no writer can be there either).
+  static Result<Db> open_read_only(const std::string& path, bool immutable);
 
   Db() = default;
   Db(Db&& o) noexcept;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
+#include <new>
 #include <numeric>
 #include <sstream>
 
@@ -174,16 +176,26 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   }
   p.stats_.scheduled_nodes = p.schedule_.size();
   p.stats_.arena_bytes = mp.peak_bytes;
-  if (mp.peak_bytes > 0) p.arena_ = backend.allocate(mp.peak_bytes, AllocTag::Activation);
-  for (size_t i = 0; i < nv; ++i) {
-    if (p.placement_[i] == kArena) {
-      const ValueType& t = g.values()[i].type;
-      p.slots_[i] = Tensor(p.arena_, p.offset_[i], t.dtype, t.shape);
-    } else if (p.placement_[i] == kOwn) {
-      const ValueType& t = g.values()[i].type;
-      p.slots_[i] = Tensor::empty(backend, t.dtype, t.shape, own_tag[i]);
-      p.stats_.own_buffer_bytes += p.slots_[i].nbytes();
+  // A plan too large for this machine (a huge batch) is an expected failure with the figure,
+  // not an abort.
+  try {
+    if (mp.peak_bytes > 0) p.arena_ = backend.allocate(mp.peak_bytes, AllocTag::Activation);
+    for (size_t i = 0; i < nv; ++i) {
+      if (p.placement_[i] == kArena) {
+        const ValueType& t = g.values()[i].type;
+        p.slots_[i] = Tensor(p.arena_, p.offset_[i], t.dtype, t.shape);
+      } else if (p.placement_[i] == kOwn) {
+        const ValueType& t = g.values()[i].type;
+        p.slots_[i] = Tensor::empty(backend, t.dtype, t.shape, own_tag[i]);
+        p.stats_.own_buffer_bytes += p.slots_[i].nbytes();
+      }
     }
+  } catch (const std::bad_alloc&) {
+    char figure[64];
+    std::snprintf(figure, sizeof figure, "%.3g GB", static_cast<double>(mp.peak_bytes) / 1e9);
+    return make_error(std::string("not enough memory for the compiled step: its planned arena is ") +
+                      figure + " (" + std::to_string(mp.peak_bytes) +
+                      " bytes); use a smaller batch size");
   }
   // Views of planned storage are final now (views of inputs wait for bind), so tensor()
   // of an output that is a view is valid before the first run.

@@ -53,4 +53,10 @@ class MetricSink {
   virtual void log_metric(std::string_view key, int64_t step, double value) = 0;
 };
 
+// The trainer logs metrics under "epoch/" and "val/" once per epoch with the epoch number
+// as their step; every other metric's step is the global training step.
+inline bool metric_per_epoch(std::string_view key) {
+  return key.starts_with("epoch/") || key.starts_with("val/");
+}
+
 }  // namespace mls

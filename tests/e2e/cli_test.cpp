@@ -10,7 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <vector>
+
 #include "store/run_store.h"
+
 #include "cli_util.h"
 
 using namespace mls::e2e;
@@ -184,8 +187,52 @@ TEST_CASE("bad input: a clear message naming the file, node or line, and a non-z
   }
   SECTION("a missing project file") {
     Output o = run("--run /nonexistent/p.mls");
-    CHECK(o.code != 0);
+    CHECK(o.code == 1);  // a usage error exits 1, as the README says (not CLI11's 105)
     CHECK(o.err.find("/nonexistent/p.mls") != std::string::npos);
+  }
+  SECTION("numbers out of range are refused before anything runs, naming the option") {
+    const std::string db = " --db " + (temp_dir() / "bad.db").string();
+    for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--threads 0", "--threads: Value 0 not in range"},
+             {"--threads -3", "--threads"},
+             {"--epochs 0", "--epochs: Value 0 not in range"},
+             {"--epochs 99999999999999999999999", "--epochs"},
+             {"--batch-size 0", "--batch-size"},
+             {"--lr nan", "--lr: must be a finite number, got 'nan'"},
+             {"--lr inf", "--lr: must be a finite number, got 'inf'"},
+             {"--lr -0.1", "--lr: must be > 0"},
+             {"--limit -5", "--limit"},
+             {"--resume 0", "--resume"}}) {
+      INFO(args);
+      Output o = run("--run " + example() + " " + args + db);
+      CHECK(o.code == 1);
+      CHECK(o.err.find(says) != std::string::npos);
+    }
+    Output g = run("graph " + example() + " --plan --batch 0");
+    CHECK(g.code == 1);
+    CHECK(g.err.find("--batch") != std::string::npos);
+  }
+  SECTION("a huge --threads is capped with a warning") {
+    Output o = run("--run " + example() + " --threads 5000 --epochs 1 --limit 200 --test-limit 50 -q --db " +
+                   (temp_dir() / "threads.db").string());
+    CHECK(o.code == 0);
+    CHECK(o.err.find("--threads 5000 is more than 4 per core; using") != std::string::npos);
+  }
+  SECTION("a step too large for memory says so with the figure") {
+    Output o = run("graph " + example() + " --plan --batch 16000000");
+    CHECK(o.code == 1);
+    CHECK(o.err.find("not enough memory for the compiled step: its planned arena is") != std::string::npos);
+    CHECK(o.err.find("use a smaller batch size") != std::string::npos);
+  }
+  SECTION("absurdly deep JSON is refused with the line, not a crash") {
+    fs::path p = temp_dir() / "deep.mls";
+    std::string text = read_file(example());
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    text.replace(text.find("\"bias\": true"), 12, "\"deep\": " + deep);
+    std::ofstream(p) << text;
+    Output o = run("graph " + p.string());
+    CHECK(o.code == 1);
+    CHECK(o.err.find("deep.mls:13: JSON nested deeper than 128 levels") != std::string::npos);
   }
 }
 
@@ -199,36 +246,156 @@ TEST_CASE("mlstudio --version and --help", "[e2e]") {
   CHECK(h.out.find("graph") != std::string::npos);
 }
 
-TEST_CASE("Ctrl-C stops a run, keeps what it logged and records it as interrupted", "[e2e]") {
-  fs::path db = temp_dir() / "interrupt.db";
-  fs::remove(db);
-  fs::path err = temp_dir() / "interrupt.err";
+namespace {
+
+// Starts `mlstudio --run` on the MLP example in a child process, stderr to `err`.
+pid_t start_run(const fs::path& db, const fs::path& err, const std::string& epochs,
+                const std::string& limit, const std::vector<std::string>& more = {}) {
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     std::freopen(err.c_str(), "w", stderr);
     std::freopen("/dev/null", "w", stdout);
-    std::string ex = example(), d = db.string();
-    ::execl(MLS_EXE, MLS_EXE, "--run", ex.c_str(), "--epochs", "1000", "--limit", "2000", "--test-limit", "100",
-            "--db", d.c_str(), static_cast<char*>(nullptr));
+    std::vector<std::string> args = {MLS_EXE,   "--run",    example(),     "--epochs", epochs,
+                                     "--limit", limit,      "--test-limit", "100",     "--db",
+                                     db.string()};
+    args.insert(args.end(), more.begin(), more.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(MLS_EXE, argv.data());
     std::_Exit(127);
   }
-  // Wait until training has logged a few epochs, then interrupt.
-  for (int i = 0; i < 200 && read_file(err.string()).find("epoch 3/1000") == std::string::npos; ++i)
+  return pid;
+}
+
+void wait_for(const fs::path& err, const std::string& text) {
+  for (int i = 0; i < 400 && read_file(err.string()).find(text) == std::string::npos; ++i)
     ::usleep(50 * 1000);
+  INFO(read_file(err.string()));
+  REQUIRE(read_file(err.string()).find(text) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("Ctrl-C and SIGTERM stop a run after its step, keep what it logged, record it as interrupted",
+          "[e2e]") {
+  for (const auto& [sig, code] : {std::pair{SIGINT, 130}, std::pair{SIGTERM, 143}}) {
+    DYNAMIC_SECTION("signal " << sig) {
+      fs::path db = temp_dir() / ("interrupt" + std::to_string(sig) + ".db");
+      fs::remove(db);
+      fs::path err = temp_dir() / ("interrupt" + std::to_string(sig) + ".err");
+      fs::remove(err);
+      pid_t pid = start_run(db, err, "1000", "2000");
+      wait_for(err, "epoch 1/1000");  // (epoch lines then come every 50 epochs)
+      ::usleep(300 * 1000);           // an epoch of 16 steps takes ~30 ms
+      ::kill(pid, sig);
+      int status = 0;
+      REQUIRE(::waitpid(pid, &status, 0) == pid);
+      REQUIRE(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == code);
+      INFO(read_file(err.string()));
+      CHECK(read_file(err.string()).find("continue it with --resume 1") != std::string::npos);
+      auto store = mls::store::RunStore::open(db.string());
+      REQUIRE(store.ok());
+      auto runs = (*store)->list_runs();
+      REQUIRE(runs.ok());
+      REQUIRE(runs->size() == 1);
+      CHECK(runs->at(0).status == "interrupted");
+      // Every step it took is logged, once.
+      const std::string text = read_file(err.string());
+      const auto at = text.find("interrupted after ");
+      REQUIRE(at != std::string::npos);
+      const int64_t steps = std::stoll(text.substr(at + 18));
+      CHECK(steps >= 16);  // ceil(2000 / 128) = 16 steps per epoch; past the first
+      auto loss = (*store)->metrics(runs->at(0).id, "train/loss");
+      REQUIRE(loss.ok());
+      CHECK(static_cast<int64_t>(loss->size()) == steps);
+    }
+  }
+}
+
+TEST_CASE("a run killed with -9 is marked interrupted at the next open and resumes", "[e2e][resume]") {
+  fs::path db = temp_dir() / "kill9.db";
+  fs::remove(db);
+  fs::path err = temp_dir() / "kill9.err";
+  fs::remove(err);
+  pid_t pid = start_run(db, err, "1000", "2000");
+  wait_for(err, "epoch 1/1000");
+  ::usleep(300 * 1000);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFSIGNALED(status));
+  // A reader shows it for what it is and changes nothing.
+  Output list = run("runs list --db " + db.string());
+  CHECK(list.code == 0);
+  CHECK(list.out.find("interrupted") != std::string::npos);
+  // The next run that opens the database records it, says so, and it resumes: one epoch
+  // past those the killed process finished.
+  int64_t done = 0;
+  {
+    auto ro = mls::store::RunStore::open_read_only(db.string());
+    REQUIRE(ro.ok());
+    done = static_cast<int64_t>((*ro)->metrics(1, "epoch/train_loss")->size());
+  }
+  REQUIRE(done >= 1);
+  const std::string epochs = std::to_string(done + 1);
+  Output r = run("--run " + example() + " --resume 1 --epochs " + epochs + " --json --db " + db.string());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("run 1 in " + db.string() + " was left running by a process that is gone") !=
+        std::string::npos);
+  // It resumed from the last checkpoint the killed process wrote, and every step of the
+  // finished run is recorded once.
+  const auto from = r.err.find("(epoch ");
+  REQUIRE(from != std::string::npos);
+  const int64_t ckpt_epoch = std::stoll(r.err.substr(from + 7));
+  CHECK(ckpt_epoch >= done - 1);
+  CHECK(json_number(last_line(r.out), "first_epoch") == static_cast<double>(ckpt_epoch + 1));
+  CHECK(json_number(last_line(r.out), "epochs") == static_cast<double>(done + 1));
+  auto store = mls::store::RunStore::open_read_only(db.string());
+  REQUIRE(store.ok());
+  auto loss = (*store)->metrics(1, "train/loss");
+  REQUIRE(loss.ok());
+  REQUIRE(static_cast<int64_t>(loss->size()) == (done + 1) * 16);
+  for (size_t i = 0; i < loss->size(); ++i) CHECK(loss->at(i).step == static_cast<int64_t>(i) + 1);
+  CHECK((*store)->get_run(1)->status == "finished");
+}
+
+TEST_CASE("a run stopped before its first checkpoint says it cannot be resumed", "[e2e]") {
+  fs::path db = temp_dir() / "early.db";
+  fs::remove(db);
+  fs::path err = temp_dir() / "early.err";
+  fs::remove(err);
+  // All 60000 samples: the first epoch takes long enough to stop it inside.
+  pid_t pid = start_run(db, err, "2", "0");
+  wait_for(err, "run 1:");
   ::kill(pid, SIGINT);
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 130);
-  INFO(read_file(err.string()));
-  auto store = mls::store::RunStore::open(db.string());
-  REQUIRE(store.ok());
-  auto runs = (*store)->list_runs();
-  REQUIRE(runs.ok());
-  REQUIRE(runs->size() == 1);
-  CHECK(runs->at(0).status == "interrupted");
-  auto loss = (*store)->metrics(runs->at(0).id, "train/loss");
-  REQUIRE(loss.ok());
-  CHECK(loss->size() >= 3 * 16);  // ceil(2000 / 128) = 16 steps per epoch, >= 3 epochs logged
+  const std::string text = read_file(err.string());
+  INFO(text);
+  CHECK(text.find("before the first epoch ended") != std::string::npos);
+  CHECK(text.find("no checkpoint to resume from") != std::string::npos);
+  CHECK(text.find("--resume") == std::string::npos);
+}
+
+TEST_CASE("a failing run still prints its JSON object, and readers never create a database",
+          "[e2e]") {
+  fs::path db = temp_dir() / "never-made.db";
+  fs::remove(db);
+  Output o = run("--run /nonexistent/p.mls --json --db " + db.string());
+  CHECK(o.code == 1);
+  CHECK(last_line(o.out).find("\"status\":\"failed\"") != std::string::npos);
+  CHECK(last_line(o.out).find("/nonexistent/p.mls") != std::string::npos);
+  Output e = run("eval " + example() + " --run 1 --db " + db.string());
+  CHECK(e.code == 1);
+  CHECK(e.err.find("no run database here") != std::string::npos);
+  CHECK_FALSE(fs::exists(db));
+  Output l = run("runs list --db " + db.string());
+  CHECK(l.code == 1);
+  CHECK_FALSE(fs::exists(db));
 }

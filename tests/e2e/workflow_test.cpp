@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "datasets/mnist.h"
+#include "store/run_store.h"
 
 using namespace mls::e2e;
 
@@ -109,6 +110,90 @@ TEST_CASE("resume continues a run exactly: 2 epochs + 1 resumed == 3 uninterrupt
   Output missing = run("eval " + example() + " --run 9 --db " + db.string());
   CHECK(missing.code == 1);
   CHECK(missing.err.find("no run 9") != std::string::npos);
+}
+
+TEST_CASE("a resumed run keeps its recorded settings: data limits apply by themselves, a changed "
+          "setting is refused by name",
+          "[e2e][resume]") {
+  fs::path db = temp_dir() / "resume_settings.db";
+  fs::remove(db);
+  const std::string at = " -q --json --db " + db.string();
+  Output a = run("--run " + example() + " --epochs 2 --stop-after-epochs 1 --limit 1000 --test-limit 200" + at);
+  INFO(a.err);
+  REQUIRE(a.code == 0);
+  // Changing what decides the result is refused, naming the setting and both values.
+  Output lr = run("--run " + example() + " --resume 1 --lr 0.2" + at);
+  CHECK(lr.code == 1);
+  CHECK(lr.err.find("run 1 was recorded with lr 0.050000, but resuming with --lr 0.200000") !=
+        std::string::npos);
+  Output bs = run("--run " + example() + " --resume 1 --batch-size 64" + at);
+  CHECK(bs.code == 1);
+  CHECK(bs.err.find("batch_size 128") != std::string::npos);
+  Output lim = run("--run " + example() + " --resume 1 --limit 2000" + at);
+  CHECK(lim.code == 1);
+  CHECK(lim.err.find("run 1 was started with --limit 1000; resuming it with --limit 2000 would "
+                     "train on different data") != std::string::npos);
+  // An edit of the project file that changes training is refused the same way.
+  fs::path edited = temp_dir() / "resume_settings_edited.mls";
+  {
+    std::string text = read_file(example());
+    const auto pos = text.find("\"momentum\"");
+    REQUIRE(pos != std::string::npos);
+    const auto colon = text.find(':', pos), end = text.find_first_of(",}", colon);
+    text.replace(colon + 1, end - colon - 1, " 0.5");
+    std::ofstream(edited) << text;
+  }
+  Output ed = run("--run " + edited.string() + " --resume 1" + at);
+  CHECK(ed.code == 1);
+  CHECK(ed.err.find("now has momentum 0.500000") != std::string::npos);
+  // Nothing above touched the run: resumed as recorded (no --limit), it trains the rest on
+  // the same 1000 samples (8 steps of 128) and tests on the same 200.
+  Output b = run("--run " + example() + " --resume 1" + at);
+  INFO(b.err);
+  REQUIRE(b.code == 0);
+  CHECK(json_array(last_line(b.out), "step_losses").size() == 8);
+  Output c = run("--run " + example() + " --epochs 2 --limit 1000 --test-limit 200" + at);
+  REQUIRE(c.code == 0);
+  CHECK(json_number(last_line(b.out), "test_accuracy") ==
+        json_number(last_line(c.out), "test_accuracy"));
+}
+
+TEST_CASE("on resume, what a lost attempt logged past the checkpoint is dropped: every step once",
+          "[e2e][resume]") {
+  fs::path db = temp_dir() / "resume_metrics.db";
+  fs::remove(db);
+  const std::string at = " -q --json --limit 1000 --test-limit 200 --db " + db.string();
+  Output a = run("--run " + example() + " --epochs 3 --stop-after-epochs 1" + at);
+  INFO(a.err);
+  REQUIRE(a.code == 0);
+  {
+    // A second attempt that diverged and was killed in epoch 3, after logging epoch 2: its
+    // points past the checkpoint (step 8, epoch 1) are what a kill leaves behind.
+    auto store = mls::store::RunStore::open(db.string());
+    REQUIRE(store.ok());
+    REQUIRE((*store)->resume_run(1, {8, 1}).ok());
+    for (int64_t step = 9; step <= 20; ++step) (*store)->log_metric("train/loss", step, 5.77e35);
+    (*store)->log_metric("epoch/train_loss", 2, 5.77e35);
+    REQUIRE((*store)->flush().ok());
+  }
+  Output b = run("--run " + example() + " --resume 1" + at);
+  INFO(b.err);
+  REQUIRE(b.code == 0);
+  auto store = mls::store::RunStore::open(db.string());
+  REQUIRE(store.ok());
+  auto loss = (*store)->metrics(1, "train/loss");
+  REQUIRE(loss.ok());
+  REQUIRE(loss->size() == 24);  // 3 epochs of 8 steps, each once
+  for (size_t i = 0; i < loss->size(); ++i) {
+    CHECK(loss->at(i).step == static_cast<int64_t>(i) + 1);
+    CHECK(loss->at(i).value < 10);
+  }
+  auto epoch = (*store)->metrics(1, "epoch/train_loss");
+  REQUIRE(epoch.ok());
+  REQUIRE(epoch->size() == 3);
+  CHECK(epoch->at(1).step == 2);
+  CHECK(epoch->at(1).value < 10);
+  CHECK((*store)->get_run(1)->status == "finished");
 }
 
 TEST_CASE("the teaching examples train to their stated accuracy", "[e2e][examples]") {

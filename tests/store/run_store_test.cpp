@@ -7,6 +7,9 @@
 #include <limits>
 #include <regex>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "store/sqlite.h"
 #include "tests/store/fixtures.h"
 
@@ -172,11 +175,11 @@ TEST_CASE("run store: repeated steps keep logging order", "[store]") {
   CHECK((*pts)[2].value == 51.0);
 }
 
-TEST_CASE("run store: the file is in WAL mode with schema_version 1", "[store]") {
+TEST_CASE("run store: the file is in WAL mode with schema_version 2", "[store]") {
   TempDir dir;
   auto store = open_ok(dir.file("runs.db"));
   CHECK(query_text(store->path(), "PRAGMA journal_mode") == "wal");
-  CHECK(query_text(store->path(), "SELECT value FROM meta WHERE key = 'schema_version'") == "1");
+  CHECK(query_text(store->path(), "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
 }
 
 TEST_CASE("run store: runs list by id; a missing run is named in the error", "[store]") {
@@ -241,7 +244,7 @@ TEST_CASE("run store: a second store on the same file sees flushed runs", "[stor
   CHECK(after->status == "finished");
 }
 
-TEST_CASE("run store: the destructor flushes and leaves a running run as is", "[store]") {
+TEST_CASE("run store: the destructor flushes; a live process's running run stays running", "[store]") {
   TempDir dir;
   int64_t id = 0;
   {
@@ -314,11 +317,11 @@ TEST_CASE("run store: a newer schema version is refused", "[store]") {
   TempDir dir;
   const std::string path = dir.file("runs.db");
   { open_ok(path); }
-  exec_ok(path, "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  exec_ok(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   std::string msg = error_of(RunStore::open(path));
   CHECK_THAT(msg, Catch::StartsWith(path + ": "));
-  CHECK_THAT(msg, Catch::Contains("schema version 2 is newer"));
-  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
+  CHECK_THAT(msg, Catch::Contains("schema version 3 is newer"));
+  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
 }
 
 TEST_CASE("run store: a missing directory is named in the error", "[store]") {
@@ -328,6 +331,111 @@ TEST_CASE("run store: a missing directory is named in the error", "[store]") {
   CHECK_THAT(msg, Catch::StartsWith(path + ": "));
   CHECK_THAT(msg, Catch::Contains("does not exist"));
   CHECK_FALSE(std::filesystem::exists(dir.file("no")));
+}
+
+TEST_CASE("run store: a schema 1 file is upgraded in place, its runs kept", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  // What mlstudio wrote before runs had an owner.
+  exec_ok(path,
+          "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+          "CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, "
+          "project_path TEXT NOT NULL, project_hash TEXT NOT NULL, started TEXT NOT NULL, ended TEXT, "
+          "status TEXT NOT NULL CHECK(status IN ('running','finished','failed','interrupted')), "
+          "device TEXT NOT NULL, seed INTEGER NOT NULL, "
+          "parent_run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL);"
+          "CREATE TABLE params(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, "
+          "key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(run_id, key));"
+          "CREATE TABLE metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, "
+          "key TEXT NOT NULL, step INTEGER NOT NULL, value REAL, wall_time REAL NOT NULL);"
+          "INSERT INTO meta VALUES('schema_version', '1');"
+          "INSERT INTO runs(name, project_path, project_hash, started, status, device, seed) "
+          "VALUES('old', 'p.mls', 'h', '2026-01-01T00:00:00.000Z', 'running', 'cpu', 7);");
+  auto store = open_ok(path);
+  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
+  auto old = store->get_run(1);
+  REQUIRE(old.ok());
+  CHECK(old->name == "old");
+  CHECK(old->status == "running");  // no owner recorded: not known to be gone
+  CHECK(old->owner.empty());
+  auto id = store->begin_run({.name = "new"});
+  REQUIRE(id.ok());
+  CHECK_FALSE(store->get_run(*id)->owner.empty());
+}
+
+TEST_CASE("run store: a run whose process died is marked interrupted at the next open", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  { open_ok(path); }
+  // A child process starts a run, logs, and dies without a word (as kill -9 leaves it).
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto s = RunStore::open(path);
+    if (!s) std::_Exit(2);
+    auto id = (*s)->begin_run({.name = "killed"});
+    if (!id) std::_Exit(3);
+    for (int64_t i = 1; i <= 5; ++i) (*s)->log_metric("loss", i, 1.0);
+    if (!(*s)->flush()) std::_Exit(4);
+    std::_Exit(0);  // no end_run, no destructor
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(query_text(path, "SELECT status FROM runs WHERE id = 1") == "running");
+  // A reader changes nothing.
+  {
+    auto ro = RunStore::open_read_only(path);
+    REQUIRE(ro.ok());
+    CHECK((*ro)->closed_stale_runs().empty());
+    CHECK((*ro)->get_run(1)->status == "running");
+  }
+  // This process's own running run is alive: it stays running.
+  auto mine = open_ok(path);
+  auto live = mine->begin_run({.name = "alive"});
+  REQUIRE(live.ok());
+  CHECK(mine->closed_stale_runs() == std::vector<int64_t>{1});
+  CHECK(mine->get_run(1)->status == "interrupted");
+  CHECK_FALSE(mine->get_run(1)->ended.empty());
+  CHECK(mine->metrics(1, "loss")->size() == 5);  // what it logged is kept
+  auto again = open_ok(path);
+  CHECK(again->closed_stale_runs().empty());
+  CHECK(again->get_run(*live)->status == "running");
+}
+
+TEST_CASE("run store: read-only opening never creates a file and refuses writes", "[store]") {
+  TempDir dir;
+  const std::string missing = dir.file("missing.db");
+  std::string msg = error_of(RunStore::open_read_only(missing));
+  CHECK_THAT(msg, Catch::StartsWith(missing + ": no run database here"));
+  CHECK_FALSE(std::filesystem::exists(missing));
+  const std::string path = dir.file("runs.db");
+  {
+    auto w = open_ok(path);
+    auto id = w->begin_run({.name = "done"});
+    REQUIRE(id.ok());
+    REQUIRE(w->log_param(*id, "lr", "0.1").ok());
+    w->log_metric("loss", 1, 0.25);
+    REQUIRE(w->end_run(*id, "finished").ok());
+  }
+  const auto before = read_bytes(path);
+  auto ro = RunStore::open_read_only(path);
+  REQUIRE(ro.ok());
+  CHECK((*ro)->read_only());
+  CHECK((*ro)->list_runs()->size() == 1);
+  CHECK((*ro)->params(1)->at(0).second == "0.1");
+  CHECK((*ro)->metrics(1, "loss")->at(0).value == 0.25);
+  CHECK_THAT(error_of((*ro)->begin_run({.name = "x"})), Catch::Contains("opened read-only"));
+  CHECK_THAT(error_of((*ro)->end_run(1, "failed")), Catch::Contains("opened read-only"));
+  (*ro)->log_metric("loss", 2, 1.0);
+  CHECK_FALSE((*ro)->flush().ok());
+  ro->reset();
+  CHECK(read_bytes(path) == before);
+  // A file that is not a run database is refused by readers too.
+  write_bytes(dir.file("junk.db"), "not sqlite at all, just text");
+  CHECK_THAT(error_of(RunStore::open_read_only(dir.file("junk.db"))),
+             Catch::Contains("not an mlstudio run database"));
 }
 
 }  // namespace
