@@ -27,6 +27,11 @@ int profile_command(const GraphOptions& o) {
   TrainConfig cfg = p->train_config();
   if (o.batch > 0) cfg.batch_size = o.batch;
   cfg.max_steps = o.profile;
+  // Timing needs neither validation nor a schedule: early stopping (which would ask for a
+  // validation split) is off, and the rate stays constant over these few steps (a one-cycle
+  // schedule cannot be laid over three).
+  cfg.early_stop.patience = 0;
+  cfg.schedule = ScheduleConfig{};
   Trainer t(cpu::backend(), p->builder(), cfg);
   t.set_profiling(true);
   auto r = t.fit(*p->train, nullptr, nullptr);
@@ -79,9 +84,32 @@ int profile_command(const GraphOptions& o) {
   return 0;
 }
 
+// Flags that the chosen view would not use are refused, not ignored: a user who asks for
+// them expects them to change what is printed.
+std::string conflicting_flags(const GraphOptions& o) {
+  const bool step_view = o.backward || o.plan || o.passes;
+  if (o.profile > 0 && (o.ir || step_view))
+    return "--profile trains and times the step; it does not combine with --ir, --backward, "
+           "--plan or --passes";
+  if (o.passes && (o.ir || o.backward || o.plan))
+    return "--passes prints every stage of the step; it does not combine with --ir, --backward "
+           "or --plan";
+  if (o.ir && step_view) return "--ir is the forward alone; it does not combine with --backward or --plan";
+  if (o.project.limit && o.profile == 0)
+    return "--limit only applies to --profile (the other views read no data)";
+  if (o.project.activation_checkpointing && !step_view)
+    return "--activation-checkpointing changes the training step: use it with --backward, --plan "
+           "or --passes";
+  return {};
+}
+
 }  // namespace
 
 int graph_command(const GraphOptions& o) {
+  if (const std::string why = conflicting_flags(o); !why.empty()) {
+    std::fprintf(stderr, "mlstudio: graph: %s\n", why.c_str());
+    return 1;
+  }
   if (o.profile > 0) return profile_command(o);
   ProjectOptions po = o.project;
   po.load_data = false;

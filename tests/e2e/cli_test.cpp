@@ -113,6 +113,31 @@ TEST_CASE("mlstudio graph --passes shows each pass shrinking the step; --profile
   CHECK(f.out.find("fc1 (backward)") != std::string::npos);
 }
 
+TEST_CASE("graph --profile works on every bundled example, and flags a view would not use are refused",
+          "[e2e]") {
+  for (const char* name : {"fashion-mnist-resnet.mls", "house-prices-csv.mls", "two-spirals-mlp.mls"}) {
+    INFO(name);
+    // The ResNet and house-prices examples stop early on validation and use a schedule: the
+    // profile times steps, and must not ask for either.
+    Output o = run("graph " + std::string(MLS_SOURCE_DIR) + "/resources/examples/" + name +
+                   " --profile 2 --limit 300");
+    INFO(o.err);
+    CHECK(o.code == 0);
+    CHECK(o.out.find("training steps of batch") != std::string::npos);
+  }
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--plan --passes", "--passes prints every stage"},
+           {"--ir --plan", "--ir is the forward alone"},
+           {"--profile 2 --plan", "--profile trains and times the step"},
+           {"--ir --limit 100", "--limit only applies to --profile"},
+           {"--activation-checkpointing auto", "use it with --backward, --plan or --passes"}}) {
+    INFO(args);
+    Output o = run("graph " + example() + " " + args);
+    CHECK(o.code == 1);
+    CHECK(o.err.find(says) != std::string::npos);
+  }
+}
+
 TEST_CASE("mlstudio graph --precision bf16 shows the products training runs in 16 bits", "[e2e]") {
   Output f32 = run("graph " + example() + " --backward --batch 4");
   REQUIRE(f32.code == 0);
