@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace mls::data {
 
@@ -10,6 +11,25 @@ Shape array_sample_shape(const Shape& shape) {
   if (shape.size() == 3) return {1, shape[1], shape[2]};
   return Shape(shape.begin() + 1, shape.end());
 }
+
+namespace {
+
+// A NaN or infinity in the data would surface many steps later as a diverged loss; it is
+// named here, where it sits: "x.npy: sample 17, feature 3 is nan".
+std::optional<Error> non_finite(const std::vector<float>& v, int64_t per_sample,
+                                const std::string& file, const char* what) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) {
+      const int64_t k = per_sample > 0 ? per_sample : 1;
+      return make_error(file + ": sample " + std::to_string(static_cast<int64_t>(i) / k) + ", " +
+                        what + " " + std::to_string(static_cast<int64_t>(i) % k) + " is " +
+                        (std::isnan(v[i]) ? "nan" : "inf") +
+                        " (the data must be finite: fix or drop that sample)");
+    }
+  return std::nullopt;
+}
+
+}  // namespace
 
 Result<Dataset> arrays_to_dataset(NpyArray x, NpyArray y, const ArrayOptions& o,
                                   const std::string& x_name, const std::string& y_name) {
@@ -58,11 +78,14 @@ Result<Dataset> arrays_to_dataset(NpyArray x, NpyArray y, const ArrayOptions& o,
     d.target_kind = TargetKind::Values;
     d.target_shape = y.shape.size() == 1 ? Shape{1} : Shape(y.shape.begin() + 1, y.shape.end());
     d.targets = y.to_floats();
+    if (auto bad = non_finite(d.targets, numel(d.target_shape), y_name, "target")) return *bad;
   }
-  if (x.dtype == NpyType::U8)
+  if (x.dtype == NpyType::U8) {
     d.bytes = std::move(x.raw);
-  else
+  } else {
     d.floats = x.to_floats();
+    if (auto bad = non_finite(d.floats, numel(d.sample_shape), x_name, "feature")) return *bad;
+  }
   check_dataset(d);
   return d;
 }

@@ -16,6 +16,26 @@ namespace mls {
 
 namespace {
 
+// Where a batch holds its first NaN or infinity: "holds nan at sample 3, feature 17 of
+// [1,28,28]" (inputs) or "... in its targets ..."; nullopt when all is finite.
+std::optional<std::string> first_non_finite(const HostBatch& b, const Shape& sample_shape) {
+  auto describe = [](const std::vector<float>& v, int64_t per_sample, const std::string& what)
+      -> std::optional<std::string> {
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i])) {
+        const int64_t sample = per_sample > 0 ? static_cast<int64_t>(i) / per_sample : 0;
+        const int64_t at = per_sample > 0 ? static_cast<int64_t>(i) % per_sample : 0;
+        return std::string("holds ") + (std::isnan(v[i]) ? "nan" : "inf") + " in its " + what +
+               " at sample " + std::to_string(sample) + ", value " + std::to_string(at);
+      }
+    return std::nullopt;
+  };
+  if (auto r = describe(b.x, numel(sample_shape), "inputs (" + shape_str(sample_shape) + " each)"))
+    return r;
+  const int64_t per_target = b.size > 0 ? static_cast<int64_t>(b.t.size()) / b.size : 0;
+  return describe(b.t, per_target, "targets");
+}
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -548,10 +568,17 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
       if (!more) break;
       auto l = train_step(b);
       if (!l) return l.error();
-      if (!std::isfinite(*l))
+      if (!std::isfinite(*l)) {
+        // Bad data first: a NaN in the inputs is not the learning rate's fault.
+        if (auto bad = first_non_finite(b, sample_shape_))
+          return make_error("the training data is not finite: the batch of step " +
+                            std::to_string(step_) + " (epoch " + std::to_string(epoch) + ") " +
+                            *bad + "; the loss became " + std::to_string(*l) +
+                            " (fix or drop those samples in the dataset)");
         return make_error("the loss became " + std::to_string(*l) + " at step " +
                           std::to_string(step_) + " (epoch " + std::to_string(epoch) +
-                          "); try a smaller learning rate");
+                          "); the data are finite, so try a smaller learning rate");
+      }
       ++bi;
       trained += b.size;
       seen += b.size;

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 
 #include "datasets/array_dataset.h"
 #include "datasets/npy.h"
@@ -190,4 +192,13 @@ TEST_CASE("arrays become datasets: shapes, tasks and label checks", "[npy]") {
       error_of(arrays_to_dataset(arr("<f4", {1, 1}, le_bytes<float>({1})),
                                  arr("<i4", {1}, le_bytes<int32_t>({-1})), {}, "x.npy", "y.npy")) ==
       "y.npy: label -1 at index 0 is negative (class labels count from 0)");
+  // A NaN or an infinity is named where it sits, before any training.
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  CHECK(error_of(arrays_to_dataset(arr("<f4", {3, 2}, le_bytes<float>({1, 2, 3, nan, 5, 6})),
+                                   arr("|u1", {3}, {0, 1, 0}), {}, "x.npy", "y.npy")) ==
+        "x.npy: sample 1, feature 1 is nan (the data must be finite: fix or drop that sample)");
+  CHECK(error_of(arrays_to_dataset(arr("<f4", {2, 1}, le_bytes<float>({1, 2})),
+                                   arr("<f4", {2}, le_bytes<float>({0.5f, inf})), {}, "x.npy",
+                                   "y.npy")) ==
+        "y.npy: sample 1, target 0 is inf (the data must be finite: fix or drop that sample)");
 }

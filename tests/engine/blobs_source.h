@@ -27,6 +27,8 @@ class Blobs final : public BatchSource {
         x_[static_cast<size_t>(i * features + j)] = static_cast<float>(centres[static_cast<size_t>(k * features + j)] + r.uniform(-1, 1));
     }
   }
+  // Overwrites one feature of one sample (a test plants a NaN).
+  void set(int64_t sample, int64_t feature, float v) { x_[static_cast<size_t>(sample * f_ + feature)] = v; }
   int64_t num_samples() const override { return n_; }
   Shape sample_shape() const override { return {f_}; }
   int64_t num_classes() const override { return c_; }

@@ -70,3 +70,28 @@ TEST_CASE("training separates blobs and evaluation reports accuracy; a bad label
   REQUIRE_FALSE(e.ok());
   CHECK(e.error().message.find("label 7") != std::string::npos);
 }
+
+TEST_CASE("a NaN in the data is named where it sits, not blamed on the learning rate", "[trainer]") {
+  // (Data sources refuse non-finite values when they load; this is the trainer's own net for
+  // a source that does not.) A linear model passes a NaN on: that very step's loss is NaN.
+  Blobs data(256, 20, 4, 3);
+  data.set(64 + 5, 17, std::nanf(""));  // the second batch of 64, its sixth sample
+  Trainer t(host(), mlp_builder(20, {}, 4),
+            {.epochs = 1, .batch_size = 64, .seed = 1, .opt = {.type = "sgd", .lr = 0.01}});
+  auto r = t.fit(data, nullptr, nullptr);
+  REQUIRE_FALSE(r.ok());
+  const std::string& m = r.error().message;
+  INFO(m);
+  CHECK(m.find("the training data is not finite: the batch of step 2 (epoch 1) holds nan in its "
+               "inputs ([20] each) at sample 5, value 17") != std::string::npos);
+  CHECK(m.find("learning rate") == std::string::npos);
+
+  // Finite data that diverges is the learning rate's: the message says the data were checked.
+  Blobs clean(256, 20, 4, 3);
+  Trainer wild(host(), mlp_builder(20, {32}, 4),
+               {.epochs = 3, .batch_size = 64, .seed = 1, .opt = {.type = "sgd", .lr = 1e30}});
+  auto w = wild.fit(clean, nullptr, nullptr);
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().message.find("the data are finite, so try a smaller learning rate") !=
+        std::string::npos);
+}
