@@ -94,7 +94,8 @@ std::string conflicting_flags(const GraphOptions& o) {
   if (o.passes && (o.ir || o.backward || o.plan))
     return "--passes prints every stage of the step; it does not combine with --ir, --backward "
            "or --plan";
-  if (o.ir && step_view) return "--ir is the forward alone; it does not combine with --backward or --plan";
+  if (o.ir && step_view)
+    return "--ir is the forward alone; it does not combine with --backward or --plan";
   if (o.project.limit && o.profile == 0)
     return "--limit only applies to --profile (the other views read no data)";
   if (o.project.activation_checkpointing && !step_view)

@@ -115,52 +115,64 @@ int run_command(const RunOptions& o) {
           "recorded as interrupted in %s, but has no checkpoint to resume from (start it "
           "again)\n",
           static_cast<long long>(r.steps), static_cast<long long>(run_id), o.db.c_str());
-    else
+    else {
+      // The test score is of the weights training ended with. Where the best checkpoint is
+      // another epoch (early stopping, a validation metric that peaked earlier), say so, and
+      // which command scores that one: the two numbers differ and must not be confused.
+      const bool best_elsewhere = r.best_epoch > 0 && r.best_epoch != out.epochs_done;
+      const std::string test = !r.has_test
+                                   ? "(no test split)"
+                                   : (best_elsewhere ? "(last epoch's weights, epoch " +
+                                                           std::to_string(out.epochs_done) + ") "
+                                                     : std::string()) +
+                                         runner::eval_text(r.test);
+      std::string tail = r.stopped_early ? ", stopped early" : "";
+      if (best_elsewhere)
+        tail += "; the best checkpoint is epoch " + std::to_string(r.best_epoch) +
+                " (mlstudio eval " + o.project.path + " --run " + std::to_string(run_id) +
+                " scores it)";
       std::fprintf(
           stderr,
           "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f samples/s, epoch "
-          "%.2fs "
-          "(median), data wait %.0f%%, peak memory %.1f MiB%s; recorded in %s\n",
+          "%.2fs (median), data wait %.0f%%, peak memory %.1f MiB%s; recorded in %s\n",
           static_cast<long long>(run_id), format_duration(r.seconds).c_str(), r.final_loss,
-          r.has_test ? runner::eval_text(r.test).c_str() : "(no test split)", r.samples_per_s,
-          r.median_epoch_seconds,
+          test.c_str(), r.samples_per_s, r.median_epoch_seconds,
           100.0 * r.data_seconds /
               std::max(1e-9, std::accumulate(r.epoch_seconds.begin(), r.epoch_seconds.end(), 0.0)),
-          static_cast<double>(r.peak_bytes) / (1 << 20),
-          r.stopped_early
-              ? (", stopped early (best epoch " + std::to_string(r.best_epoch) + ")").c_str()
-              : "",
-          o.db.c_str());
+          static_cast<double>(r.peak_bytes) / (1 << 20), tail.c_str(), o.db.c_str());
+    }
   }
   if (o.json) {
-    nlohmann::json j{{"run_id", run_id},
-                     {"status", status},
-                     {"epochs", out.epochs_done},
-                     {"first_epoch", r.first_epoch},
-                     {"steps", r.steps},
-                     {"final_loss", r.final_loss},
-                     {"step_losses", r.step_losses},
-                     {"test_accuracy", nullptr},
-                     {"seconds", r.seconds},
-                     {"epoch_seconds", r.median_epoch_seconds},
-                     {"epoch_seconds_all", r.epoch_seconds},
-                     {"samples_per_s", r.samples_per_s},
-                     {"data_seconds", r.data_seconds},
-                     {"peak_bytes", r.peak_bytes},
-                     {"planned_arena_bytes", r.planned_arena_bytes},
-                     {"planned_step_bytes", r.planned_step_bytes},
-                     {"activation_checkpointing", cfg.checkpoint_budget_bytes},
-                     {"best_epoch", r.best_epoch},
-                     {"stopped_early", r.stopped_early},
-                     {"paused", r.paused},
-                     {"checkpoint", last_path},
-                     {"device", device},
-                     {"mode", out.mode},
-                     {"precision", out.precision},
-                     {"loss_scale", r.loss_scale},
-                     {"skipped_steps", r.skipped_steps},
-                     {"threads", out.threads},
-                     {"db", o.db}};
+    nlohmann::json j{
+        {"run_id", run_id},
+        {"status", status},
+        {"epochs", out.epochs_done},
+        {"first_epoch", r.first_epoch},
+        {"steps", r.steps},
+        {"final_loss", r.final_loss},
+        {"step_losses", r.step_losses},
+        {"test_accuracy", nullptr},
+        {"seconds", r.seconds},
+        {"epoch_seconds", r.median_epoch_seconds},
+        {"epoch_seconds_all", r.epoch_seconds},
+        {"samples_per_s", r.samples_per_s},
+        {"data_seconds", r.data_seconds},
+        {"peak_bytes", r.peak_bytes},
+        {"planned_arena_bytes", r.planned_arena_bytes},
+        {"planned_step_bytes", r.planned_step_bytes},
+        {"activation_checkpointing", cfg.checkpoint_budget_bytes},
+        {"best_epoch", r.best_epoch},
+        {"stopped_early", r.stopped_early},
+        {"test_weights", "last epoch"},  // test_* score the weights training ended with
+        {"paused", r.paused},
+        {"checkpoint", last_path},
+        {"device", device},
+        {"mode", out.mode},
+        {"precision", out.precision},
+        {"loss_scale", r.loss_scale},
+        {"skipped_steps", r.skipped_steps},
+        {"threads", out.threads},
+        {"db", o.db}};
     if (r.has_test) j.update(eval_json(r.test, "test_"));
     if (r.has_validation) j.update(eval_json(r.validation, "val_"));
     std::printf("%s\n", j.dump().c_str());

@@ -30,6 +30,20 @@ Result<std::string> load_run_checkpoint(Trainer& trainer, const std::string& db,
   return path;
 }
 
+int remove_unfinished_checkpoints(const std::string& db, int64_t run_id) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& e : fs::directory_iterator(checkpoint_dir(db, run_id), ec)) {
+    const std::string name = e.path().filename().string();
+    // write_file_atomically's names: "." + target + ".tmp-" + 16 hex digits.
+    if (name.size() > 1 && name[0] == '.' && name.find(".ckpt.tmp-") != std::string::npos &&
+        fs::remove(e.path(), ec))
+      ++removed;
+  }
+  return removed;
+}
+
 Result<std::string> restore_run(Trainer& trainer, const std::string& db, int64_t run_id,
                                 const std::string& which) {
   if (which != "best" && which != "last" && which != "auto")

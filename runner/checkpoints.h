@@ -21,6 +21,11 @@ std::string checkpoint_path(const std::string& db, int64_t run_id, const std::st
 Result<std::string> load_run_checkpoint(Trainer& trainer, const std::string& db, int64_t run_id,
                                         const std::string& which);
 
+// Removes the temporary files a process killed while writing a checkpoint left in the run's
+// folder (".last.ckpt.tmp-..."); call it only when no live process trains that run. Returns
+// how many were removed.
+int remove_unfinished_checkpoints(const std::string& db, int64_t run_id);
+
 // The same for a run of the database `db`, which must exist; `which` is checked.
 Result<std::string> restore_run(Trainer& trainer, const std::string& db, int64_t run_id, const std::string& which);
 

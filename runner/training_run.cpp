@@ -9,6 +9,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "runner/checkpoints.h"
 #include "store/file_hash.h"
+#include "store/process_owner.h"
 #include "store/run_store.h"
 
 namespace mls::runner {
@@ -139,10 +140,14 @@ std::string eval_text(const EvalResult& e) {
 Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   auto store = store::RunStore::open(o.db);
   if (!store) return store.error();
-  for (int64_t gone : (*store)->closed_stale_runs())
+  for (int64_t gone : (*store)->closed_stale_runs()) {
     say(events.warning, "run " + std::to_string(gone) + " in " + o.db +
                             " was left running by a process that is gone (killed or crashed); "
                             "it is now recorded as interrupted");
+    if (int n = remove_unfinished_checkpoints(o.db, gone); n > 0)
+      say(events.warning, "removed " + std::to_string(n) +
+                              " unfinished checkpoint file(s) of run " + std::to_string(gone));
+  }
   int64_t run_id = 0;
   std::optional<store::RunInfo> info;
   Params recorded;
@@ -152,6 +157,13 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     auto ri = (*store)->get_run(run_id);
     if (!ri) return ri.error();
     info = std::move(*ri);
+    // Two processes must not train one run: one that is alive keeps it.
+    if (info->status == "running" && !info->owner.empty() && !store::owner_gone(info->owner))
+      return make_error("run " + std::to_string(run_id) +
+                        " is being trained right now by process " + info->owner +
+                        " (wait for it, or stop it first)");
+    // What a killed attempt left half-written is not a checkpoint.
+    remove_unfinished_checkpoints(o.db, run_id);
     auto params = (*store)->params(run_id);
     if (!params) return params.error();
     recorded = std::move(*params);

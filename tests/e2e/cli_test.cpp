@@ -348,10 +348,18 @@ TEST_CASE("a run killed with -9 is marked interrupted at the next open and resum
   pid_t pid = start_run(db, err, "1000", "2000");
   wait_for(err, "epoch 1/1000");
   ::usleep(300 * 1000);
+  // While it trains, nobody else may resume it.
+  Output twice = run("--run " + example() + " --resume 1 --epochs 2000 --db " + db.string());
+  CHECK(twice.code == 1);
+  CHECK(twice.err.find("run 1 is being trained right now by process") != std::string::npos);
   ::kill(pid, SIGKILL);
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   CHECK(WIFSIGNALED(status));
+  // As if the kill had landed inside a checkpoint write: its temporary file stays behind.
+  const fs::path orphan = temp_dir() / "kill9.checkpoints" / "run-1" / ".last.ckpt.tmp-0123456789abcdef";
+  std::ofstream(orphan) << "half a checkpoint";
+  REQUIRE(fs::exists(orphan));
   // A reader shows it for what it is and changes nothing.
   Output list = run("runs list --db " + db.string());
   CHECK(list.code == 0);
@@ -371,6 +379,8 @@ TEST_CASE("a run killed with -9 is marked interrupted at the next open and resum
   REQUIRE(r.code == 0);
   CHECK(r.err.find("run 1 in " + db.string() + " was left running by a process that is gone") !=
         std::string::npos);
+  CHECK(r.err.find("removed 1 unfinished checkpoint file(s) of run 1") != std::string::npos);
+  CHECK_FALSE(fs::exists(orphan));
   // It resumed from the last checkpoint the killed process wrote, and every step of the
   // finished run is recorded once.
   const auto from = r.err.find("(epoch ");

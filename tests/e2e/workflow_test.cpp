@@ -196,6 +196,28 @@ TEST_CASE("on resume, what a lost attempt logged past the checkpoint is dropped:
   CHECK((*store)->get_run(1)->status == "finished");
 }
 
+TEST_CASE("an early-stopped run says which weights its test score is of, and eval names the best",
+          "[e2e][errors]") {
+  fs::path db = temp_dir() / "early_stop.db";
+  fs::remove(db);
+  const std::string project = examples() + "house-prices-csv.mls";
+  Output a = run("--run " + project + " --json --db " + db.string());
+  INFO(a.err);
+  REQUIRE(a.code == 0);
+  const std::string j = last_line(a.out);
+  REQUIRE(j.find("\"stopped_early\":true") != std::string::npos);  // it stops early on validation
+  const auto best = static_cast<int64_t>(json_number(j, "best_epoch"));
+  const auto last = static_cast<int64_t>(json_number(j, "epochs"));
+  REQUIRE(best < last);
+  CHECK(a.err.find("test (last epoch's weights, epoch " + std::to_string(last) + ")") != std::string::npos);
+  CHECK(a.err.find("the best checkpoint is epoch " + std::to_string(best)) != std::string::npos);
+  CHECK(j.find("\"test_weights\":\"last epoch\"") != std::string::npos);
+  Output e = run("eval " + project + " --run 1 --db " + db.string());
+  INFO(e.err);
+  REQUIRE(e.code == 0);
+  CHECK(e.out.find("best.ckpt (epoch " + std::to_string(best) + ")") != std::string::npos);
+}
+
 TEST_CASE("the teaching examples train to their stated accuracy", "[e2e][examples]") {
   fs::path db = temp_dir() / "examples.db";
   SECTION("two spirals: an MLP reaches >= 0.99") {
