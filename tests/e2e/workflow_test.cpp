@@ -1,5 +1,8 @@
 // End to end: what a user does after training — resume a run, evaluate it, predict with
 // it — the bundled examples, and bad data files named in the error.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
@@ -167,14 +170,22 @@ TEST_CASE("on resume, what a lost attempt logged past the checkpoint is dropped:
   INFO(a.err);
   REQUIRE(a.code == 0);
   {
-    // A second attempt that diverged and was killed in epoch 3, after logging epoch 2: its
-    // points past the checkpoint (step 8, epoch 1) are what a kill leaves behind.
-    auto store = mls::store::RunStore::open(db.string());
-    REQUIRE(store.ok());
-    REQUIRE((*store)->resume_run(1, {8, 1}).ok());
-    for (int64_t step = 9; step <= 20; ++step) (*store)->log_metric("train/loss", step, 5.77e35);
-    (*store)->log_metric("epoch/train_loss", 2, 5.77e35);
-    REQUIRE((*store)->flush().ok());
+    // A second attempt, in a process of its own, that diverged and was killed in epoch 3
+    // after logging epoch 2: its points past the checkpoint (step 8, epoch 1) are what a
+    // kill leaves behind.
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      auto store = mls::store::RunStore::open(db.string());
+      if (!store || !(*store)->resume_run(1, {8, 1})) std::_Exit(2);
+      for (int64_t step = 9; step <= 20; ++step) (*store)->log_metric("train/loss", step, 5.77e35);
+      (*store)->log_metric("epoch/train_loss", 2, 5.77e35);
+      if (!(*store)->flush()) std::_Exit(3);
+      std::_Exit(0);  // dies without closing the run
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WEXITSTATUS(status) == 0);
   }
   Output b = run("--run " + example() + " --resume 1" + at);
   INFO(b.err);
