@@ -271,37 +271,6 @@ TEST_CASE("mlstudio --version and --help", "[e2e]") {
   CHECK(h.out.find("graph") != std::string::npos);
 }
 
-namespace {
-
-// Starts `mlstudio --run` on the MLP example in a child process, stderr to `err`.
-pid_t start_run(const fs::path& db, const fs::path& err, const std::string& epochs,
-                const std::string& limit, const std::vector<std::string>& more = {}) {
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::freopen(err.c_str(), "w", stderr);
-    std::freopen("/dev/null", "w", stdout);
-    std::vector<std::string> args = {MLS_EXE,   "--run",    example(),     "--epochs", epochs,
-                                     "--limit", limit,      "--test-limit", "100",     "--db",
-                                     db.string()};
-    args.insert(args.end(), more.begin(), more.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(MLS_EXE, argv.data());
-    std::_Exit(127);
-  }
-  return pid;
-}
-
-void wait_for(const fs::path& err, const std::string& text) {
-  for (int i = 0; i < 400 && read_file(err.string()).find(text) == std::string::npos; ++i)
-    ::usleep(50 * 1000);
-  INFO(read_file(err.string()));
-  REQUIRE(read_file(err.string()).find(text) != std::string::npos);
-}
-
-}  // namespace
 
 TEST_CASE("Ctrl-C and SIGTERM stop a run after its step, keep what it logged, record it as interrupted",
           "[e2e]") {

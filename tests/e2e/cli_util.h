@@ -14,11 +14,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace mls::e2e {
 
 namespace fs = std::filesystem;
-
 
 struct Output {
   int code = -1;
@@ -52,7 +52,9 @@ inline Output run(const std::string& args) {
   return o;
 }
 
-inline std::string example() { return std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls"; }
+inline std::string example() {
+  return std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls";
+}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -62,7 +64,8 @@ inline std::string read_file(const std::string& path) {
 }
 
 // The example with one piece of text replaced, written to the temp dir.
-inline std::string variant(const std::string& name, const std::string& from, const std::string& to) {
+inline std::string variant(const std::string& name, const std::string& from,
+                           const std::string& to) {
   std::string text = read_file(example());
   auto at = text.find(from);
   REQUIRE(at != std::string::npos);
@@ -75,13 +78,42 @@ inline std::string variant(const std::string& name, const std::string& from, con
 inline std::string last_line(const std::string& s) {
   auto end = s.find_last_not_of('\n');
   auto start = s.rfind('\n', end);
-  return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+  return s.substr(start == std::string::npos ? 0 : start + 1,
+                  end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
 inline double json_number(const std::string& json, const std::string& key) {
   auto at = json.find("\"" + key + "\":");
   REQUIRE(at != std::string::npos);
   return std::stod(json.substr(at + key.size() + 3));
+}
+
+// Starts `mlstudio --run` on the MLP example in a child process, stderr to `err`.
+inline pid_t start_run(const fs::path& db, const fs::path& err, const std::string& epochs,
+                       const std::string& limit, const std::vector<std::string>& more = {}) {
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::freopen(err.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    std::vector<std::string> args = {MLS_EXE, "--run",   example(),  "--epochs",
+                                     epochs,  "--limit", limit,      "--test-limit",
+                                     "100",   "--db",    db.string()};
+    args.insert(args.end(), more.begin(), more.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(MLS_EXE, argv.data());
+    std::_Exit(127);
+  }
+  return pid;
+}
+
+inline void wait_for(const fs::path& err, const std::string& text) {
+  for (int i = 0; i < 400 && read_file(err.string()).find(text) == std::string::npos; ++i)
+    ::usleep(50 * 1000);
+  INFO(read_file(err.string()));
+  REQUIRE(read_file(err.string()).find(text) != std::string::npos);
 }
 
 }  // namespace mls::e2e
