@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "datasets/in_memory_source.h"
+#include "tests/common/deadline.h"
 
 using mls::HostBatch;
 using namespace mls::data;
@@ -84,23 +85,31 @@ TEST_CASE("prefetching survives start_epoch mid-epoch, batch size changes and ea
   CHECK(y_pre == y_plain);
   CHECK(y_pre.size() == 130);
 
-  {
+  // Destroyed while its producer runs ahead: the destructor must stop the producer.
+  bool got_batch = false;
+  REQUIRE(mls::test::finishes_within(std::chrono::seconds(20), [d, &got_batch] {
     PrefetchSource dying(source(d), 4);
-    REQUIRE(dying.next(16, b));  // the producer is running; the destructor must stop it
-  }
-  SUCCEED("destroyed mid-epoch without hanging");
+    HostBatch first;
+    got_batch = dying.next(16, first);
+  }));
+  CHECK(got_batch);
 }
 
 TEST_CASE("a prefetched epoch ends cleanly and reuses buffers", "[prefetch]") {
   PrefetchSource pre(source(small(100)), 2);
   HostBatch b;
-  int64_t total = 0;
-  while (pre.next(30, b)) total += b.size;
+  int64_t total = 0, after_end = 0, second = 0;
+  bool more = true;
+  // A consumer that waited forever at the end of an epoch would hang here: bounded.
+  REQUIRE(mls::test::finishes_within(std::chrono::seconds(20), [&] {
+    while (pre.next(30, b)) total += b.size;
+    more = pre.next(30, b);
+    after_end = b.size;
+    pre.start_epoch(1);
+    while (pre.next(30, b)) second += b.size;
+  }));
   CHECK(total == 100);
-  CHECK_FALSE(pre.next(30, b));
-  CHECK(b.size == 0);
-  pre.start_epoch(1);
-  total = 0;
-  while (pre.next(30, b)) total += b.size;
-  CHECK(total == 100);
+  CHECK_FALSE(more);
+  CHECK(after_end == 0);
+  CHECK(second == 100);
 }

@@ -1,0 +1,5 @@
+local x = mls.tensor{{1, 2}, {3, 4}}:requires_grad()
+local y = (x * x):sum()
+y:backward()
+print(x.grad)
+print(io.open("/etc/passwd"))
