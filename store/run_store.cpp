@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <span>
 
 #include "store/process_owner.h"
 #include "store/sqlite.h"
@@ -147,6 +148,12 @@ struct RunStore::Impl {
   bool read_only = false;      // open_read_only: only the select statements exist
   std::vector<int64_t> stale;  // runs closed at open because their process was gone
   Result<void> close_stale_runs();
+  struct Sql {
+    Stmt* stmt;
+    const char* text;
+  };
+  Result<void> prepare(std::span<const Sql> statements);
+  Result<void> prepare_readers();
 
   std::mutex mu;
   std::vector<Pending> pending;
@@ -240,11 +247,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
 
   auto impl = std::make_unique<Impl>();
   impl->db = std::move(*db);
-  struct Sql {
-    Stmt* stmt;
-    const char* text;
-  };
-  const Sql statements[] = {
+  const Impl::Sql writers[] = {
       {&impl->insert_run,
        "INSERT INTO runs(name, project_path, project_hash, started, status, device, seed, "
        "parent_run_id, owner) VALUES(?1, ?2, ?3, " MLS_NOW_SQL ", 'running', ?4, ?5, ?6, ?7)"},
@@ -258,21 +261,9 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
        "UPDATE runs SET ended = NULL, status = 'running', owner = ?2 WHERE id = ?1"},
       {&impl->drop_metrics_after,
        "DELETE FROM metrics WHERE run_id = ?1 AND key = ?2 AND step > ?3"},
-      {&impl->select_runs, "SELECT " MLS_RUN_COLUMNS " FROM runs ORDER BY id"},
-      {&impl->select_run, "SELECT " MLS_RUN_COLUMNS " FROM runs WHERE id = ?1"},
-      {&impl->select_params, "SELECT key, value FROM params WHERE run_id = ?1 ORDER BY key"},
-      // (step, rowid) follows the index, and keeps repeated steps in logging order.
-      {&impl->select_metrics,
-       "SELECT step, value, wall_time FROM metrics WHERE run_id = ?1 AND key = ?2 "
-       "ORDER BY step, rowid"},
-      {&impl->select_metric_keys,
-       "SELECT DISTINCT key FROM metrics WHERE run_id = ?1 ORDER BY key"},
   };
-  for (const Sql& s : statements) {
-    Result<Stmt> st = impl->db.prepare(s.text);
-    if (!st) return st.error();
-    *s.stmt = std::move(*st);
-  }
+  if (Result<void> r = impl->prepare(writers); !r) return r.error();
+  if (Result<void> r = impl->prepare_readers(); !r) return r.error();
   impl->owner = this_process();
   if (Result<void> r = impl->close_stale_runs(); !r) return r.error();
   return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
@@ -300,25 +291,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open_read_only(const std::string& pa
   auto impl = std::make_unique<Impl>();
   impl->db = std::move(*db);
   impl->read_only = true;
-  struct Sql {
-    Stmt* stmt;
-    const char* text;
-  };
-  const Sql statements[] = {
-      {&impl->select_runs, "SELECT " MLS_RUN_COLUMNS " FROM runs ORDER BY id"},
-      {&impl->select_run, "SELECT " MLS_RUN_COLUMNS " FROM runs WHERE id = ?1"},
-      {&impl->select_params, "SELECT key, value FROM params WHERE run_id = ?1 ORDER BY key"},
-      {&impl->select_metrics,
-       "SELECT step, value, wall_time FROM metrics WHERE run_id = ?1 AND key = ?2 "
-       "ORDER BY step, rowid"},
-      {&impl->select_metric_keys,
-       "SELECT DISTINCT key FROM metrics WHERE run_id = ?1 ORDER BY key"},
-  };
-  for (const Sql& s : statements) {
-    Result<Stmt> st = impl->db.prepare(s.text);
-    if (!st) return st.error();
-    *s.stmt = std::move(*st);
-  }
+  if (Result<void> r = impl->prepare_readers(); !r) return r.error();
   return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
 }
 
@@ -328,6 +301,30 @@ bool RunStore::read_only() const {
 
 const std::vector<int64_t>& RunStore::closed_stale_runs() const {
   return impl_->stale;
+}
+
+Result<void> RunStore::Impl::prepare(std::span<const Sql> statements) {
+  for (const Sql& s : statements) {
+    Result<Stmt> st = db.prepare(s.text);
+    if (!st) return st.error();
+    *s.stmt = std::move(*st);
+  }
+  return {};
+}
+
+// What every store reads with, read-only ones included.
+Result<void> RunStore::Impl::prepare_readers() {
+  const Sql readers[] = {
+      {&select_runs, "SELECT " MLS_RUN_COLUMNS " FROM runs ORDER BY id"},
+      {&select_run, "SELECT " MLS_RUN_COLUMNS " FROM runs WHERE id = ?1"},
+      {&select_params, "SELECT key, value FROM params WHERE run_id = ?1 ORDER BY key"},
+      // (step, rowid) follows the index, and keeps repeated steps in logging order.
+      {&select_metrics,
+       "SELECT step, value, wall_time FROM metrics WHERE run_id = ?1 AND key = ?2 "
+       "ORDER BY step, rowid"},
+      {&select_metric_keys, "SELECT DISTINCT key FROM metrics WHERE run_id = ?1 ORDER BY key"},
+  };
+  return prepare(readers);
 }
 
 Result<void> RunStore::Impl::close_stale_runs() {
