@@ -10,11 +10,15 @@
 #ifdef __AVX512F__
 // GCC 12 warns inside its own intrinsics that take _mm512_undefined_ps() (`__m512 __Y = __Y;`,
 // GCC bug 105593, fixed in 13); the state at the header's lines is what counts.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
 
 #include <cstdint>
 

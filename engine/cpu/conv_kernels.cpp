@@ -93,22 +93,37 @@ void for_sample_tasks(const KernelCall& c, int64_t n, int64_t tasks, Fn fn) {
 // [SECTION] Stride 1: micro-kernels in padded-width layout
 
 // GCC/Clang vector extensions: kLanes floats, one zmm register where the build has
-// AVX-512 (else one AVX register, or two SSE/NEON ones). vec(p) views kLanes floats at any
-// float address as one vector (by reference: no vector crosses a call boundary by value,
-// whose ABI would depend on -march).
+// AVX-512 (else one AVX register, or two SSE/NEON ones). load(p) and store(p, v) move
+// kLanes floats at any float address with unaligned vector moves: through memcpy under
+// clang (which loads through a reduced-alignment vector typedef with an aligned move, and
+// faults), through such a typedef under GCC. Always inlined: no vector crosses a call
+// boundary by value, whose ABI would depend on -march.
 #ifdef __AVX512F__
 constexpr int kLanes = 16;
 #else
 constexpr int kLanes = 8;
 #endif
 typedef float V __attribute__((vector_size(4 * kLanes)));
+#if defined(__clang__)
+[[gnu::always_inline]] inline V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+[[gnu::always_inline]] inline void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+#else
+// GCC keeps the tiles' sums in registers better through a reduced-alignment view (the
+// weight-gradient tile runs twice as fast as through memcpy).
 typedef float Vu __attribute__((vector_size(4 * kLanes), aligned(4), may_alias));
-inline const Vu& vec(const float* p) {
+[[gnu::always_inline]] inline V load(const float* p) {
   return *reinterpret_cast<const Vu*>(p);
 }
-inline Vu& vec(float* p) {
-  return *reinterpret_cast<Vu*>(p);
+[[gnu::always_inline]] inline void store(float* p, const V& v) {
+  *reinterpret_cast<Vu*>(p) = v;
 }
+#endif
 
 // A forward micro-tile is up to 6 output channels x 4 vectors of output pixels: 24
 // accumulators, and per kernel tap 4 loads of shifted input and 6 broadcast weights, as in
@@ -189,7 +204,7 @@ void forward_tile(const float* w, int64_t k, const float* xp, const int64_t* off
     const float* b = xp + off[kk];
     V bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = vec(b + v * kLanes);
+    for (int v = 0; v < NV; ++v) bv[v] = load(b + v * kLanes);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const float wv = w[r * k + kk];
@@ -200,7 +215,7 @@ void forward_tile(const float* w, int64_t k, const float* xp, const int64_t* off
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) vec(yp + r * ldy + v * kLanes) = acc[r][v];
+    for (int v = 0; v < NV; ++v) store(yp + r * ldy + v * kLanes, acc[r][v]);
 }
 
 using ForwardTile = void (*)(const float*, int64_t, const float*, const int64_t*, float*, int64_t);
@@ -249,17 +264,17 @@ void weight_tile(const float* gp, int64_t qr, const float* xp, const int64_t* of
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
-    for (int s = 0; s < NR; ++s) acc[r][s] = vec(lanes + (r * k + s) * kLanes);
+    for (int s = 0; s < NR; ++s) acc[r][s] = load(lanes + (r * k + s) * kLanes);
   for (int64_t q = 0; q < qr; q += kLanes) {
     V b[NR];
 #pragma GCC unroll 8
     for (int s = 0; s < NR; ++s) {
-      b[s] = vec(xp + off[s] + q);
+      b[s] = load(xp + off[s] + q);
       in_register(b[s]);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const V a = vec(gp + r * qr + q);
+      const V a = load(gp + r * qr + q);
 #pragma GCC unroll 8
       for (int s = 0; s < NR; ++s) acc[r][s] += a * b[s];
     }
@@ -267,7 +282,7 @@ void weight_tile(const float* gp, int64_t qr, const float* xp, const int64_t* of
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
-    for (int s = 0; s < NR; ++s) vec(lanes + (r * k + s) * kLanes) = acc[r][s];
+    for (int s = 0; s < NR; ++s) store(lanes + (r * k + s) * kLanes, acc[r][s]);
 }
 
 using WeightTile = void (*)(const float*, int64_t, const float*, const int64_t*, float*, int64_t);

@@ -63,11 +63,13 @@ BufferType& CpuBackend::default_buffer_type() { return *buffer_type_; }
 
 void CpuBackend::copy_to_device(Buffer& dst, size_t dst_offset, const void* src, size_t bytes) {
   MLS_CHECK(dst_offset + bytes <= dst.size(), "copy_to_device out of range");
+  if (bytes == 0) return;  // an empty tensor's source may be null, which memcpy may not see
   std::memcpy(static_cast<char*>(dst.host_ptr()) + dst_offset, src, bytes);
 }
 
 void CpuBackend::copy_to_host(const Buffer& src, size_t src_offset, void* dst, size_t bytes) {
   MLS_CHECK(src_offset + bytes <= src.size(), "copy_to_host out of range");
+  if (bytes == 0) return;
   std::memcpy(dst, static_cast<const char*>(src.host_ptr()) + src_offset, bytes);
 }
 

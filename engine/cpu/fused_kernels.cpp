@@ -28,6 +28,13 @@
 #include "engine/cpu/scalar_math.h"
 #include "engine/ops/fused.h"
 
+// "No overlap the compiler must check for" in each compiler's words.
+#if defined(__clang__)
+#define MLS_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define MLS_IVDEP _Pragma("GCC ivdep")
+#endif
+
 namespace mls::cpu {
 
 namespace {
@@ -191,7 +198,7 @@ template <typename F>
 Operand unary(Operand a, float* out, int64_t n, F f) {
   if (!a.p) return {nullptr, f(a.s)};
   const float* x = a.p;
-#pragma GCC ivdep
+MLS_IVDEP
   for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
   return {out, 0};
 }
@@ -201,15 +208,15 @@ Operand binary(Operand a, Operand b, float* out, int64_t n, F f) {
   if (!a.p && !b.p) return {nullptr, f(a.s, b.s)};
   if (!a.p) {
     const float va = a.s, *y = b.p;
-#pragma GCC ivdep
+MLS_IVDEP
     for (int64_t i = 0; i < n; ++i) out[i] = f(va, y[i]);
   } else if (!b.p) {
     const float vb = b.s, *x = a.p;
-#pragma GCC ivdep
+MLS_IVDEP
     for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], vb);
   } else {
     const float *x = a.p, *y = b.p;
-#pragma GCC ivdep
+MLS_IVDEP
     for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], y[i]);
   }
   return {out, 0};

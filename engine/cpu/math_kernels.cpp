@@ -52,13 +52,16 @@ std::pair<float, float> clamp_bounds(const KernelCall& c) {
           static_cast<float>(c.attrs.get_float_or("max", inf))};
 }
 
+// (Bounds copied out of the pair: clang before 16 cannot capture structured bindings.)
 void clamp_kernel(const KernelCall& c) {
-  auto [lo, hi] = clamp_bounds(c);
+  const auto bounds = clamp_bounds(c);
+  const float lo = bounds.first, hi = bounds.second;
   unary_kernel(c, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
 }
 
 void clamp_backward_kernel(const KernelCall& c) {
-  auto [lo, hi] = clamp_bounds(c);
+  const auto bounds = clamp_bounds(c);
+  const float lo = bounds.first, hi = bounds.second;
   binary_f32(c, [lo, hi](float dy, float x) { return x > lo && x < hi ? dy : 0.f; });
 }
 

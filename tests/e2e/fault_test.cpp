@@ -2,7 +2,10 @@
 // database passes SQLite's integrity check, the killed run is marked interrupted at the
 // next open, every step it logged is there once and equals an uninterrupted run's, and a
 // run with a checkpoint resumes bit-exactly (its next epoch's losses equal the reference).
+#include <sys/resource.h>
+
 #include <chrono>
+#include <csignal>
 #include <random>
 #include <thread>
 #include <vector>
@@ -128,4 +131,145 @@ TEST_CASE(
                           << " closed as interrupted at the next open");
   CHECK(resumed + no_checkpoint + before_record == 20);
   CHECK(resumed >= 10);  // most kills land mid-training
+}
+
+namespace {
+
+// Runs mlstudio with `args` in a child whose files may not grow past `max_file_bytes` (as
+// on a full disk: writes fail with EFBIG instead of ENOSPC); returns its exit code.
+int run_with_file_limit(const std::vector<std::string>& args, rlim_t max_file_bytes,
+                        const fs::path& err) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::freopen(err.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    ::signal(SIGXFSZ, SIG_IGN);  // a failed write, not a killed process
+    rlimit lim{max_file_bytes, max_file_bytes};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    std::vector<std::string> all = {MLS_EXE};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(MLS_EXE, argv.data());
+    std::_Exit(127);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("a full disk while writing a checkpoint fails the run with the file named, and keeps "
+          "what was recorded",
+          "[e2e][faults]") {
+  const fs::path db = temp_dir() / "full_ckpt.db", err = temp_dir() / "full_ckpt.err";
+  fs::remove(db);
+  // The MLP's checkpoint is ~2.8 MB; the database stays far below 1 MB.
+  const int code = run_with_file_limit({"--run", example(), "--epochs", "3", "--limit", "2000",
+                                        "--test-limit", "100", "--db", db.string()},
+                                       1 << 20, err);
+  const std::string text = read_file(err.string());
+  INFO(text);
+  CHECK(code == 1);
+  CHECK(text.find("cannot write checkpoint") != std::string::npos);
+  CHECK(text.find("last.ckpt") != std::string::npos);
+  CHECK(text.find("recorded as failed") != std::string::npos);
+  CHECK(integrity(db.string()) == "ok");
+  auto store = mls::store::RunStore::open_read_only(db.string());
+  REQUIRE(store.ok());
+  CHECK((*store)->get_run(1)->status == "failed");
+  CHECK((*store)->metrics(1, "train/loss")->size() == 16);  // epoch 1, committed before it
+  // No half-written checkpoint is left behind.
+  for (const auto& e : fs::directory_iterator(temp_dir() / "full_ckpt.checkpoints" / "run-1"))
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+}
+
+TEST_CASE("a full disk while writing the database stops with the database named and leaves "
+          "it whole",
+          "[e2e][faults]") {
+  const fs::path db = temp_dir() / "full_db.db", err = temp_dir() / "full_db.err";
+  fs::remove(db);
+  const std::string blobs = std::string(MLS_SOURCE_DIR) + "/resources/examples/two-blobs-logistic.mls";
+  const int code = run_with_file_limit({"--run", blobs, "--epochs", "400", "--db", db.string()},
+                                       64 << 10, err);
+  const std::string text = read_file(err.string());
+  INFO(text);
+  CHECK(code == 1);
+  CHECK(text.find(db.string()) != std::string::npos);
+  CHECK(integrity(db.string()) == "ok");
+  // The next process opens it, closes the run the failed one could not, and trains on.
+  Output next = run("--run " + blobs + " --epochs 1 -q --json --db " + db.string());
+  INFO(next.err);
+  CHECK(next.code == 0);
+}
+
+TEST_CASE("two processes training into one database at once: both runs recorded whole",
+          "[e2e][faults]") {
+  const fs::path db = temp_dir() / "shared.db";
+  fs::remove(db);
+  const fs::path e1 = temp_dir() / "shared1.err", e2 = temp_dir() / "shared2.err";
+  fs::remove(e1);
+  fs::remove(e2);
+  const pid_t a = start_run(db, e1, "4", "2000", {"-q"});
+  const pid_t b = start_run(db, e2, "4", "2000", {"-q", "--seed", "7"});
+  int sa = 0, sb = 0;
+  REQUIRE(::waitpid(a, &sa, 0) == a);
+  REQUIRE(::waitpid(b, &sb, 0) == b);
+  INFO(read_file(e1.string()) << read_file(e2.string()));
+  CHECK(WEXITSTATUS(sa) == 0);
+  CHECK(WEXITSTATUS(sb) == 0);
+  CHECK(integrity(db.string()) == "ok");
+  auto store = mls::store::RunStore::open_read_only(db.string());
+  REQUIRE(store.ok());
+  auto runs = (*store)->list_runs();
+  REQUIRE(runs.ok());
+  REQUIRE(runs->size() == 2);
+  for (const auto& r : *runs) {
+    CHECK(r.status == "finished");
+    auto loss = (*store)->metrics(r.id, "train/loss");
+    REQUIRE(loss.ok());
+    REQUIRE(loss->size() == 4 * 16);
+    for (size_t i = 0; i < loss->size(); ++i) CHECK(loss->at(i).step == static_cast<int64_t>(i) + 1);
+  }
+  // Different seeds, different runs: nothing was mixed between them.
+  CHECK((*store)->metrics(1, "train/loss")->front().value != (*store)->metrics(2, "train/loss")->front().value);
+}
+
+TEST_CASE("a dataset file removed while a run trains does not disturb it: the data were read "
+          "at the start",
+          "[e2e][faults]") {
+  const fs::path dir = temp_dir() / "vanishing";
+  fs::create_directories(dir);
+  fs::copy_file(std::string(MLS_SOURCE_DIR) + "/resources/examples/data/houses.csv",
+                dir / "houses.csv", fs::copy_options::overwrite_existing);
+  std::string text = read_file(std::string(MLS_SOURCE_DIR) + "/resources/examples/house-prices-csv.mls");
+  const auto at = text.find("data/houses.csv");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 15, "houses.csv");
+  std::ofstream(dir / "p.mls") << text;
+  const fs::path db = dir / "runs.db", err = dir / "run.err";
+  fs::remove(err);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::freopen(err.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    const std::string p = (dir / "p.mls").string(), d = db.string();
+    ::execl(MLS_EXE, MLS_EXE, "--run", p.c_str(), "--db", d.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  wait_for(err, "run 1:");
+  fs::remove(dir / "houses.csv");
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  INFO(read_file(err.string()));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(read_file(err.string()).find("run 1 finished") != std::string::npos);
+  // Reading it again now names the missing file.
+  Output again = run("--run " + (dir / "p.mls").string() + " --db " + db.string());
+  CHECK(again.code == 1);
+  CHECK(again.err.find("houses.csv") != std::string::npos);
 }
