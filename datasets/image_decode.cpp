@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <memory>
+#include <optional>
 
 #include "engine/core/check.h"
 
@@ -31,11 +33,25 @@ Result<Image> from_stb(unsigned char* data, int w, int h, int channels, const st
   return im;
 }
 
+// A dataset image is at most this many pixels: a header claiming more (a broken or hostile
+// file) is refused before anything the size of the claim is allocated.
+constexpr int64_t kMaxPixels = int64_t{1} << 26;  // 64 Mpx, 8192 x 8192
+
+std::optional<Error> too_large(int ok, int w, int h, const std::string& name) {
+  if (ok && static_cast<int64_t>(w) * h > kMaxPixels)
+    return make_error(name + ": image is " + std::to_string(w) + " x " + std::to_string(h) +
+                      " pixels, more than the " + std::to_string(kMaxPixels >> 20) +
+                      " Mpx an image may have here");
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<Image> decode_image_file(const std::string& path, int channels) {
   MLS_CHECK(channels == 1 || channels == 3, "images decode to 1 or 3 channels");
   int w = 0, h = 0, n = 0;
+  const int known = stbi_info(path.c_str(), &w, &h, &n);  // before w and h are read
+  if (auto big = too_large(known, w, h, path)) return *big;
   unsigned char* data = stbi_load(path.c_str(), &w, &h, &n, channels);
   return from_stb(data, w, h, channels, path);
 }
@@ -43,8 +59,13 @@ Result<Image> decode_image_file(const std::string& path, int channels) {
 Result<Image> decode_image_memory(const uint8_t* bytes, size_t size, int channels,
                                   const std::string& name) {
   MLS_CHECK(channels == 1 || channels == 3, "images decode to 1 or 3 channels");
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return make_error(name + ": " + std::to_string(size) + " bytes is too large for an image");
+  const int len = static_cast<int>(size);
   int w = 0, h = 0, n = 0;
-  unsigned char* data = stbi_load_from_memory(bytes, static_cast<int>(size), &w, &h, &n, channels);
+  const int known = stbi_info_from_memory(bytes, len, &w, &h, &n);  // before w and h are read
+  if (auto big = too_large(known, w, h, name)) return *big;
+  unsigned char* data = stbi_load_from_memory(bytes, len, &w, &h, &n, channels);
   return from_stb(data, w, h, channels, name);
 }
 

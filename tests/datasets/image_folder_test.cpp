@@ -158,3 +158,22 @@ TEST_CASE("image folder errors: missing directory, no classes, empty class", "[i
   o.channels = 2;
   CHECK_THAT(error_of(load_image_folder(dir.str(), o)), Contains("channels must be 1 or 3"));
 }
+
+TEST_CASE("an image whose header claims more than 64 Mpx is refused before decoding", "[image][errors]") {
+  // A 54-byte BMP header claiming 12000 x 9000 pixels of 24 bits, and no pixels after it.
+  std::vector<uint8_t> bmp(54, 0);
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) bmp[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  bmp[0] = 'B';
+  bmp[1] = 'M';
+  put32(2, 54);
+  put32(10, 54);  // pixels start after the headers
+  put32(14, 40);  // BITMAPINFOHEADER
+  put32(18, 12000);
+  put32(22, 9000);
+  bmp[26] = 1;   // planes
+  bmp[28] = 24;  // bits per pixel
+  const std::string msg = error_of(decode_image_memory(bmp.data(), bmp.size(), 3, "huge.bmp"));
+  CHECK(msg == "huge.bmp: image is 12000 x 9000 pixels, more than the 64 Mpx an image may have here");
+}
