@@ -2,11 +2,12 @@
 #   make run    set up, build, and train the bundled example headless
 #   make test   set up, build, and run every test (CTest summary at the end)
 #   make gui    the editor on the MLP example
+#   make fuzz   every parser's fuzzer for 10 minutes; make sanitize: the ASan/UBSan/TSan runs
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 EXAMPLE ?= resources/examples/fashion-mnist-mlp.mls
 
-.PHONY: all setup configure build run gui test bench clean
+.PHONY: all setup configure build run gui test sanitize fuzz bench clean
 
 all: build
 
@@ -26,9 +27,21 @@ run: build
 gui: build
 	$(BUILD)/app/mlstudio $(EXAMPLE)
 
-# The GUI tests need an X display: one Xvfb serves the whole run.
+# The GUI tests need an X display: one Xvfb serves the whole run. Then the unit tests under
+# AddressSanitizer + UBSan and the threaded ones under ThreadSanitizer (build-asan/,
+# build-tsan/), and every parser's fuzzer for 10 s (from build-asan/ too).
 test: build
 	@cd $(BUILD) && xvfb-run -a -s "-screen 0 1600x1000x24" ctest --output-on-failure -j $(JOBS)
+	@scripts/sanitize
+	@scripts/fuzz 10
+
+sanitize: setup
+	@scripts/sanitize
+
+# Every fuzz target for 10 minutes (FUZZ_SECONDS to change it).
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	@scripts/fuzz $(FUZZ_SECONDS)
 
 # Side by side with PyTorch on CPU in one run: one epoch of the MLP and of LeNet-5, the
 # memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and
@@ -48,4 +61,4 @@ bench: build
 	@$(BUILD)/bench/pipeline_throughput
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan
