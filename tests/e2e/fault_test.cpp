@@ -42,39 +42,44 @@ std::string integrity(const std::string& db) {
 
 }  // namespace
 
-TEST_CASE(
-    "kill -9 at 20 random moments: the database stays whole, runs are closed, steps are "
-    "recorded once, and every run with a checkpoint resumes bit-exactly",
-    "[e2e][faults]") {
+namespace {
+
+struct TrialCounts {
+  int resumed = 0, closed = 0, before_record = 0, no_checkpoint = 0;
+};
+
+// Starts the MLP run `trials` times and stops it with `sig` at a random moment each time;
+// checks after each what the test cases below say. The reference is the same run,
+// uninterrupted, for its first 60 of 1000 planned epochs.
+TrialCounts signal_trials(int sig, int trials, uint32_t seed, const std::vector<double>& want) {
   const std::string common = " --limit 2000 --test-limit 100 -q --json";
   constexpr int64_t kSteps = 16;  // ceil(2000 / 128) steps per epoch
-  // The reference: the same run, uninterrupted, for its first 60 of 1000 planned epochs.
-  const fs::path ref_db = temp_dir() / "kill_ref.db";
-  fs::remove(ref_db);
-  Output ref = run("--run " + example() + " --epochs 1000 --stop-after-epochs 60" + common +
-                   " --db " + ref_db.string());
-  INFO(ref.err);
-  REQUIRE(ref.code == 0);
-  const std::vector<double> want = step_losses(last_line(ref.out));
-  REQUIRE(want.size() == 60 * kSteps);
-
-  std::mt19937 rng(20261124);
+  std::mt19937 rng(seed);
   std::uniform_int_distribution<int> delay_ms(20, 1500);
-  int resumed = 0, closed = 0, before_record = 0, no_checkpoint = 0;
-  for (int trial = 0; trial < 20; ++trial) {
+  TrialCounts n;
+  for (int trial = 0; trial < trials; ++trial) {
     const int delay = delay_ms(rng);
-    INFO("trial " << trial << ", killed after " << delay << " ms");
-    const fs::path db = temp_dir() / ("kill_" + std::to_string(trial) + ".db");
+    INFO("signal " << sig << ", trial " << trial << ", delay " << delay << " ms");
+    const std::string name = "sig" + std::to_string(sig) + "_" + std::to_string(trial);
+    const fs::path db = temp_dir() / (name + ".db");
     const fs::path err = temp_dir() / "kill.err";
     fs::remove(db);
-    fs::remove_all(temp_dir() / ("kill_" + std::to_string(trial) + ".checkpoints"));
+    fs::remove_all(temp_dir() / (name + ".checkpoints"));
+    fs::remove(err);
     const pid_t pid = start_run(db, err, "1000", "2000");
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-    ::kill(pid, SIGKILL);
+    // Even trials: any moment from the start (start-up, data loading, the first epoch).
+    // Odd ones: a moment after the first epoch ended, when a checkpoint exists, however
+    // slowly this machine trains.
+    if (trial % 2 == 1) wait_for(err, "epoch 1/1000");
+    std::this_thread::sleep_for(std::chrono::milliseconds(trial % 2 == 1 ? 50 + delay / 2 : delay));
+    ::kill(pid, sig);
     int status = 0;
     REQUIRE(::waitpid(pid, &status, 0) == pid);
-    if (!fs::exists(db)) {  // killed before it opened the database
-      ++before_record;
+    // Handled (exit 128 + signal) or, before the handler was set up, killed by it.
+    CHECK(((WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig) ||
+           (WIFSIGNALED(status) && WTERMSIG(status) == sig)));
+    if (!fs::exists(db)) {  // stopped before it opened the database
+      ++n.before_record;
       continue;
     }
     {
@@ -83,12 +88,12 @@ TEST_CASE(
       auto runs = (*store)->list_runs();
       REQUIRE(runs.ok());
       if (runs->empty()) {
-        ++before_record;
+        ++n.before_record;
         continue;
       }
       REQUIRE(runs->size() == 1);
       CHECK(runs->at(0).status == "interrupted");
-      closed += (*store)->closed_stale_runs().size() == 1;
+      n.closed += (*store)->closed_stale_runs().size() == 1;
       auto loss = (*store)->metrics(1, "train/loss");
       REQUIRE(loss.ok());
       for (size_t i = 0; i < loss->size(); ++i) {
@@ -103,7 +108,7 @@ TEST_CASE(
     if (r.code != 0) {
       INFO(r.err);
       CHECK(r.err.find("has no checkpoint") != std::string::npos);
-      ++no_checkpoint;
+      ++n.no_checkpoint;
       continue;
     }
     const std::string j = last_line(r.out);
@@ -114,7 +119,7 @@ TEST_CASE(
       const auto at = want.begin() + (first - 1) * kSteps;
       CHECK(std::vector<double>(at, at + kSteps) == got);
     }
-    ++resumed;
+    ++n.resumed;
     auto store = mls::store::RunStore::open_read_only(db.string());
     REQUIRE(store.ok());
     auto loss = (*store)->metrics(1, "train/loss");
@@ -124,13 +129,49 @@ TEST_CASE(
       CHECK(loss->at(i).step == static_cast<int64_t>(i) + 1);
     CHECK(integrity(db.string()) == "ok");
   }
+  return n;
+}
+
+std::vector<double> reference_losses() {
+  const fs::path ref_db = temp_dir() / "kill_ref.db";
+  fs::remove(ref_db);
+  Output ref =
+      run("--run " + example() +
+          " --epochs 1000 --stop-after-epochs 60 --limit 2000 --test-limit 100 -q --json --db " +
+          ref_db.string());
+  INFO(ref.err);
+  REQUIRE(ref.code == 0);
+  std::vector<double> want = step_losses(last_line(ref.out));
+  REQUIRE(want.size() == 60 * 16);
+  return want;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "kill -9 at 20 random moments: the database stays whole, runs are closed, steps are "
+    "recorded once, and every run with a checkpoint resumes bit-exactly",
+    "[e2e][faults]") {
+  const TrialCounts n = signal_trials(SIGKILL, 20, 20261124, reference_losses());
   // The figures for the closing note: how the 20 kills fell.
-  WARN("kill -9 trials: " << resumed << " resumed bit-exactly, " << no_checkpoint
-                          << " killed before their first checkpoint, " << before_record
-                          << " before the run was recorded; " << closed
+  WARN("kill -9 trials: " << n.resumed << " resumed bit-exactly, " << n.no_checkpoint
+                          << " killed before their first checkpoint, " << n.before_record
+                          << " before the run was recorded; " << n.closed
                           << " closed as interrupted at the next open");
-  CHECK(resumed + no_checkpoint + before_record == 20);
-  CHECK(resumed >= 10);  // most kills land mid-training
+  CHECK(n.resumed + n.no_checkpoint + n.before_record == 20);
+  CHECK(n.resumed >= 9);  // the 10 kills after the first epoch (one may hit its checkpoint write)
+}
+
+TEST_CASE("SIGTERM and SIGINT at random moments: the same guarantees as kill -9", "[e2e][faults]") {
+  const std::vector<double> want = reference_losses();
+  for (int sig : {SIGTERM, SIGINT}) {
+    const TrialCounts n = signal_trials(sig, 8, 7000 + static_cast<uint32_t>(sig), want);
+    WARN("signal " << sig << " trials: " << n.resumed << " resumed bit-exactly, " << n.no_checkpoint
+                   << " before their first checkpoint, " << n.before_record
+                   << " before the run was recorded");
+    CHECK(n.resumed + n.no_checkpoint + n.before_record == 8);
+    CHECK(n.resumed >= 3);  // of the 4 sent after the first epoch
+  }
 }
 
 namespace {
@@ -162,9 +203,10 @@ int run_with_file_limit(const std::vector<std::string>& args, rlim_t max_file_by
 
 }  // namespace
 
-TEST_CASE("a full disk while writing a checkpoint fails the run with the file named, and keeps "
-          "what was recorded",
-          "[e2e][faults]") {
+TEST_CASE(
+    "a full disk while writing a checkpoint fails the run with the file named, and keeps "
+    "what was recorded",
+    "[e2e][faults]") {
   const fs::path db = temp_dir() / "full_ckpt.db", err = temp_dir() / "full_ckpt.err";
   fs::remove(db);
   // The MLP's checkpoint is ~2.8 MB; the database stays far below 1 MB.
@@ -187,14 +229,16 @@ TEST_CASE("a full disk while writing a checkpoint fails the run with the file na
     CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
 }
 
-TEST_CASE("a full disk while writing the database stops with the database named and leaves "
-          "it whole",
-          "[e2e][faults]") {
+TEST_CASE(
+    "a full disk while writing the database stops with the database named and leaves "
+    "it whole",
+    "[e2e][faults]") {
   const fs::path db = temp_dir() / "full_db.db", err = temp_dir() / "full_db.err";
   fs::remove(db);
-  const std::string blobs = std::string(MLS_SOURCE_DIR) + "/resources/examples/two-blobs-logistic.mls";
-  const int code = run_with_file_limit({"--run", blobs, "--epochs", "400", "--db", db.string()},
-                                       64 << 10, err);
+  const std::string blobs =
+      std::string(MLS_SOURCE_DIR) + "/resources/examples/two-blobs-logistic.mls";
+  const int code =
+      run_with_file_limit({"--run", blobs, "--epochs", "400", "--db", db.string()}, 64 << 10, err);
   const std::string text = read_file(err.string());
   INFO(text);
   CHECK(code == 1);
@@ -232,20 +276,24 @@ TEST_CASE("two processes training into one database at once: both runs recorded 
     auto loss = (*store)->metrics(r.id, "train/loss");
     REQUIRE(loss.ok());
     REQUIRE(loss->size() == 4 * 16);
-    for (size_t i = 0; i < loss->size(); ++i) CHECK(loss->at(i).step == static_cast<int64_t>(i) + 1);
+    for (size_t i = 0; i < loss->size(); ++i)
+      CHECK(loss->at(i).step == static_cast<int64_t>(i) + 1);
   }
   // Different seeds, different runs: nothing was mixed between them.
-  CHECK((*store)->metrics(1, "train/loss")->front().value != (*store)->metrics(2, "train/loss")->front().value);
+  CHECK((*store)->metrics(1, "train/loss")->front().value !=
+        (*store)->metrics(2, "train/loss")->front().value);
 }
 
-TEST_CASE("a dataset file removed while a run trains does not disturb it: the data were read "
-          "at the start",
-          "[e2e][faults]") {
+TEST_CASE(
+    "a dataset file removed while a run trains does not disturb it: the data were read "
+    "at the start",
+    "[e2e][faults]") {
   const fs::path dir = temp_dir() / "vanishing";
   fs::create_directories(dir);
   fs::copy_file(std::string(MLS_SOURCE_DIR) + "/resources/examples/data/houses.csv",
                 dir / "houses.csv", fs::copy_options::overwrite_existing);
-  std::string text = read_file(std::string(MLS_SOURCE_DIR) + "/resources/examples/house-prices-csv.mls");
+  std::string text =
+      read_file(std::string(MLS_SOURCE_DIR) + "/resources/examples/house-prices-csv.mls");
   const auto at = text.find("data/houses.csv");
   REQUIRE(at != std::string::npos);
   text.replace(at, 15, "houses.csv");
