@@ -45,7 +45,15 @@ void add_project_overrides(CLI::App& c, mls::app::ProjectOptions& p) {
   c.add_option("--epochs", p.epochs, "Override the project's number of epochs")->check(kEpochs);
   c.add_option("--batch-size", p.batch_size, "Override the training batch size")->check(kBatch);
   c.add_option("--lr", p.lr, "Override the learning rate")->check(finite(false));
-  c.add_option("--seed", p.seed, "Override the seed (initialisation and shuffling)");
+  c.add_option("--seed", p.seed, "Override the seed (initialisation and shuffling)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            // (An unsigned conversion would quietly wrap "-1" to 2^64 - 1.)
+            if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+              return "must be a whole number >= 0, got '" + text + "'";
+            return {};
+          },
+          "UINT"));
   c.add_option("--device", p.device, "cpu (vulkan and cuda: not in this build yet)");
   c.add_option("--mode", p.mode, "static (compiled graph) or eager (define-by-run)");
   c.add_option(

@@ -227,7 +227,8 @@ TEST_CASE("bad input: a clear message naming the file, node or line, and a non-z
              {"--lr inf", "--lr: must be a finite number, got 'inf'"},
              {"--lr -0.1", "--lr: must be > 0"},
              {"--limit -5", "--limit"},
-             {"--resume 0", "--resume"}}) {
+             {"--resume 0", "--resume"},
+             {"--seed -1", "--seed: must be a whole number >= 0, got '-1'"}}) {
       INFO(args);
       Output o = run("--run " + example() + " " + args + db);
       CHECK(o.code == 1);
