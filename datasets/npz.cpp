@@ -126,6 +126,18 @@ Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEn
   if (!read_at(f->get(), e.local_offset, h, 30) || le(h, 4) != kLocal)
     return fail(where, "corrupt zip: local header missing");
   const uint64_t data_at = e.local_offset + 30 + le(h + 26, 2) + le(h + 28, 2);
+  // Sizes come from the archive: checked against the file before anything that large is
+  // allocated (a corrupt or hostile header may claim gigabytes).
+  std::error_code ec;
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec || data_at > file_size || e.compressed_size > file_size - data_at)
+    return fail(where, "truncated: the member claims " + std::to_string(e.compressed_size) +
+                           " bytes, past the end of the archive");
+  // Deflate expands at most 1032 to 1; a larger claim is a corrupt header.
+  if (e.method == 8 && e.size / 1032 > e.compressed_size + 1)
+    return fail(where, "corrupt zip: " + std::to_string(e.compressed_size) +
+                           " compressed bytes cannot hold the " + std::to_string(e.size) +
+                           " bytes the header claims");
   std::vector<uint8_t> packed(static_cast<size_t>(e.compressed_size));
   if (!read_at(f->get(), data_at, packed.data(), packed.size()))
     return fail(where, "truncated: the archive ends inside this member");

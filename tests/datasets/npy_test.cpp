@@ -154,6 +154,12 @@ TEST_CASE("NPZ errors name the file and the array", "[npz][errors]") {
 
   write_plain(path, npy_bytes("<f4", {1}, le_bytes<float>({1})));
   CHECK_THAT(error_of(read_npz_array(path, "x")), StartsWith(path + ": not a zip archive"));
+
+  // Found by the fuzzer: a 351-byte archive whose member claims 4 GiB was allocated first.
+  const std::string huge = MLS_SOURCE_DIR "/tests/fuzz/corpus/npy/regress-npz-4gb-member.npz";
+  const std::string msg = error_of(read_npz_array(huge, "x"));
+  CHECK_THAT(msg, StartsWith(huge + ": member "));
+  CHECK_THAT(msg, Contains("past the end of the archive") || Contains("cannot hold"));
 }
 
 TEST_CASE("arrays become datasets: shapes, tasks and label checks", "[npy]") {
