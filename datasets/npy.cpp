@@ -133,7 +133,7 @@ std::vector<float> NpyArray::to_floats() const {
   const uint8_t* p = raw.data();
   switch (dtype) {
     case NpyType::F32:
-      std::memcpy(out.data(), p, n * 4);
+      if (n > 0) std::memcpy(out.data(), p, n * 4);  // an empty array has no buffer to copy
       break;
     case NpyType::F64:
       for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(load<double>(p + 8 * i));

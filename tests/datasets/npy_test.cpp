@@ -60,6 +60,16 @@ TEST_CASE("NPY files of every supported dtype and both header versions", "[npy]"
   }
 }
 
+TEST_CASE("an NPY array with a zero dimension reads as empty (found by the fuzzer)", "[npy]") {
+  auto a = parse_npy(npy_bytes("<f4", {0, 3}, {}), "empty.npy");
+  REQUIRE(a.ok());
+  CHECK(a->numel() == 0);
+  CHECK(a->to_floats().empty());  // no copy from a buffer that is not there (UBSan)
+  auto b = parse_npy(npy_bytes("<i8", {0}, {}), "empty.npy");
+  REQUIRE(b.ok());
+  CHECK(b->to_ints().empty());
+}
+
 TEST_CASE("NPY errors name the file", "[npy][errors]") {
   TempDir dir;
   const std::string path = dir.file("bad.npy");
