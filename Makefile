@@ -29,11 +29,11 @@ gui: build
 
 # The GUI tests need an X display: one Xvfb serves the whole run. Then the unit tests under
 # AddressSanitizer + UBSan and the threaded ones under ThreadSanitizer (build-asan/,
-# build-tsan/), and every parser's fuzzer for 10 s (from build-asan/ too).
+# build-tsan/), and every parser's fuzzer over a fixed set of inputs (from build-asan/ too).
 test: build
 	@cd $(BUILD) && xvfb-run -a -s "-screen 0 1600x1000x24" ctest --output-on-failure -j $(JOBS)
 	@scripts/sanitize
-	@scripts/fuzz 10
+	@scripts/fuzz check
 
 sanitize: setup
 	@scripts/sanitize
