@@ -89,7 +89,6 @@ void make_training_step(Graph& g, Ref loss) {
   g.set_outputs(outs);
 }
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 

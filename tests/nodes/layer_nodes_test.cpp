@@ -45,8 +45,8 @@ std::vector<Shape> lowers_as_inferred(const char* id, const std::vector<NodeIn>&
   for (const NodeIn& i : ins) in_shapes.push_back(i.shape);
   auto inferred = def->infer(in_shapes, *full, ctx);
   if (!inferred) FAIL(inferred.error().message);
-  const int64_t batch = 3;
-  auto concrete = [batch](Shape s) {
+  constexpr int64_t batch = 3;
+  auto concrete = [](Shape s) {
     for (int64_t& d : s)
       if (d == -1) d = batch;
     return s;
