@@ -10,6 +10,11 @@
 
 namespace mls::app {
 
+// "mlstudio: MSG" on stderr; returns the exit code of a failed command (1).
+int fail(const std::string& msg);
+// With --json, a failure's last stdout line: {"status": "failed", "error": MSG}.
+void print_json_failure(const std::string& msg);
+
 using runner::open_project;
 using runner::Project;
 using runner::ProjectOptions;
@@ -28,7 +33,7 @@ struct GraphOptions {
   ProjectOptions project;
   bool ir = false, backward = false, plan = false, passes = false;
   int64_t profile = 0;  // > 0: train this many steps with every kernel timed
-  int64_t batch = 0;  // 0: the project's batch size
+  int64_t batch = 0;    // 0: the project's batch size
 };
 int graph_command(const GraphOptions& o);
 

@@ -5,20 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/checkpoints.h"
 #include "app/commands.h"
 #include "engine/cpu/cpu_backend.h"
+#include "runner/checkpoints.h"
 
 namespace mls::app {
-
-namespace {
-
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "mlstudio: %s\n", msg.c_str());
-  return 1;
-}
-
-}  // namespace
 
 int eval_command(const EvalOptions& o) {
   if (o.split != "test" && o.split != "validation")
@@ -28,16 +19,18 @@ int eval_command(const EvalOptions& o) {
   Project& p = *project;
   BatchSource* data = o.split == "test" ? p.test.get() : p.validation.get();
   if (!data)
-    return fail(p.path + ": the dataset has no " + o.split + " split" +
-                (o.split == "validation" ? " (set dataset.validation to a fraction such as 0.1)" : ""));
+    return fail(
+        p.path + ": the dataset has no " + o.split + " split" +
+        (o.split == "validation" ? " (set dataset.validation to a fraction such as 0.1)" : ""));
   Trainer trainer(cpu::backend(), p.builder(), p.train_config());
   auto used = runner::restore_run(trainer, o.db, o.run_id, o.checkpoint);
   if (!used) return fail(used.error().message);
   auto ev = trainer.evaluate(*data);
   if (!ev) return fail(ev.error().message);
   if (o.json) {
-    nlohmann::json j{{"run_id", o.run_id}, {"checkpoint", *used}, {"epoch", trainer.epochs_done()},
-                     {"split", o.split},   {"samples", ev->samples}, {"loss", ev->loss}};
+    nlohmann::json j{
+        {"run_id", o.run_id}, {"checkpoint", *used},    {"epoch", trainer.epochs_done()},
+        {"split", o.split},   {"samples", ev->samples}, {"loss", ev->loss}};
     if (ev->regression) {
       j["mae"] = ev->values.mae;
       j["rmse"] = ev->values.rmse;
@@ -58,14 +51,17 @@ int eval_command(const EvalOptions& o) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("run %lld, %s (epoch %lld), %s split: %lld samples\n", static_cast<long long>(o.run_id), used->c_str(),
-              static_cast<long long>(trainer.epochs_done()), o.split.c_str(), static_cast<long long>(ev->samples));
+  std::printf("run %lld, %s (epoch %lld), %s split: %lld samples\n",
+              static_cast<long long>(o.run_id), used->c_str(),
+              static_cast<long long>(trainer.epochs_done()), o.split.c_str(),
+              static_cast<long long>(ev->samples));
   if (ev->regression) {
-    std::printf("loss %.4f  MAE %.4f  RMSE %.4f  R² %.4f\n", ev->loss, ev->values.mae, ev->values.rmse, ev->values.r2);
+    std::printf("loss %.4f  MAE %.4f  RMSE %.4f  R² %.4f\n", ev->loss, ev->values.mae,
+                ev->values.rmse, ev->values.r2);
     return 0;
   }
-  std::printf("loss %.4f  accuracy %.4f  macro F1 %.4f  top-5 %.4f\n\n", ev->loss, ev->accuracy, ev->macro_f1,
-              ev->top5);
+  std::printf("loss %.4f  accuracy %.4f  macro F1 %.4f  top-5 %.4f\n\n", ev->loss, ev->accuracy,
+              ev->macro_f1, ev->top5);
   std::printf("%s", ev->confusion.to_text(p.class_names).c_str());
   return 0;
 }

@@ -210,9 +210,7 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     if (code == 0) return 0;
     for (int i = 1; i < argc; ++i)
-      if (std::string_view(argv[i]) == "--json")
-        std::printf("%s\n",
-                    nlohmann::json{{"status", "failed"}, {"error", e.what()}}.dump().c_str());
+      if (std::string_view(argv[i]) == "--json") mls::app::print_json_failure(e.what());
     return 1;
   }
 

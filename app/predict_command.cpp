@@ -8,23 +8,19 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/checkpoints.h"
 #include "app/commands.h"
 #include "engine/cpu/cpu_backend.h"
+#include "runner/checkpoints.h"
 
 namespace mls::app {
 
 namespace {
 
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "mlstudio: %s\n", msg.c_str());
-  return 1;
-}
-
 std::vector<double> softmax_row(const float* z, int64_t n) {
   std::vector<double> p(static_cast<size_t>(n));
   double mx = *std::max_element(z, z + n), sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += p[static_cast<size_t>(i)] = std::exp(static_cast<double>(z[i]) - mx);
+  for (int64_t i = 0; i < n; ++i)
+    sum += p[static_cast<size_t>(i)] = std::exp(static_cast<double>(z[i]) - mx);
   for (double& v : p) v /= sum;
   return p;
 }
@@ -61,23 +57,27 @@ int predict_command(const PredictOptions& o) {
       std::vector<double> prob = softmax_row(z, cols);
       std::vector<int64_t> order(static_cast<size_t>(cols));
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int64_t a, int64_t b) { return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)]; });
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return prob[static_cast<size_t>(a)] > prob[static_cast<size_t>(b)];
+      });
       auto name = [&](int64_t k) {
-        return k < static_cast<int64_t>(p.class_names.size()) ? p.class_names[static_cast<size_t>(k)]
-                                                                : std::to_string(k);
+        return k < static_cast<int64_t>(p.class_names.size())
+                   ? p.class_names[static_cast<size_t>(k)]
+                   : std::to_string(k);
       };
       j["class"] = order[0];
       j["label"] = name(order[0]);
       nlohmann::json top = nlohmann::json::array();
       for (int64_t i = 0; i < std::min(o.top, cols); ++i) {
         int64_t k = order[static_cast<size_t>(i)];
-        top.push_back({{"class", k}, {"label", name(k)}, {"probability", prob[static_cast<size_t>(k)]}});
+        top.push_back(
+            {{"class", k}, {"label", name(k)}, {"probability", prob[static_cast<size_t>(k)]}});
       }
       j["top"] = top;
       if (!o.json) {
-        std::printf("sample %lld: %s (class %lld, p=%.3f)", static_cast<long long>(r), name(order[0]).c_str(),
-                    static_cast<long long>(order[0]), prob[static_cast<size_t>(order[0])]);
+        std::printf("sample %lld: %s (class %lld, p=%.3f)", static_cast<long long>(r),
+                    name(order[0]).c_str(), static_cast<long long>(order[0]),
+                    prob[static_cast<size_t>(order[0])]);
         for (int64_t i = 1; i < std::min(o.top, cols); ++i) {
           int64_t k = order[static_cast<size_t>(i)];
           std::printf("; %s %.3f", name(k).c_str(), prob[static_cast<size_t>(k)]);
@@ -88,7 +88,10 @@ int predict_command(const PredictOptions& o) {
     all.push_back(j);
   }
   if (o.json)
-    std::printf("%s\n", nlohmann::json{{"run_id", o.run_id}, {"checkpoint", *used}, {"predictions", all}}.dump().c_str());
+    std::printf("%s\n",
+                nlohmann::json{{"run_id", o.run_id}, {"checkpoint", *used}, {"predictions", all}}
+                    .dump()
+                    .c_str());
   return 0;
 }
 

@@ -27,11 +27,6 @@ extern "C" void on_stop_signal(int sig) {
   g_cancel.store(true);
 }
 
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "mlstudio: %s\n", msg.c_str());
-  return 1;
-}
-
 // The test metrics of a finished run, as JSON fields and one line of text.
 nlohmann::json eval_json(const EvalResult& e, const std::string& prefix) {
   nlohmann::json j{{prefix + "loss", e.loss}};
@@ -81,10 +76,7 @@ int run_command(const RunOptions& o) {
   std::signal(SIGTERM, SIG_DFL);
   if (!outcome) {
     // --json promises one JSON object on the last stdout line, failures included.
-    if (o.json)
-      std::printf(
-          "%s\n",
-          nlohmann::json{{"status", "failed"}, {"error", outcome.error().message}}.dump().c_str());
+    if (o.json) print_json_failure(outcome.error().message);
     return fail(outcome.error().message);
   }
   const runner::RunOutcome& out = *outcome;

@@ -18,11 +18,6 @@ std::string shown_status(const store::RunInfo& r) {
   return r.status == "running" && store::owner_gone(r.owner) ? "interrupted" : r.status;
 }
 
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "mlstudio: %s\n", msg.c_str());
-  return 1;
-}
-
 nlohmann::json run_json(const store::RunInfo& r) {
   return {{"id", r.id},
           {"name", r.name},

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -88,25 +89,46 @@ inline double json_number(const std::string& json, const std::string& key) {
   return std::stod(json.substr(at + key.size() + 3));
 }
 
-// Starts `mlstudio --run` on the MLP example in a child process, stderr to `err`.
-inline pid_t start_run(const fs::path& db, const fs::path& err, const std::string& epochs,
-                       const std::string& limit, const std::vector<std::string>& more = {}) {
+// A JSON array of numbers: json_array(line, "step_losses").
+inline std::vector<double> json_array(const std::string& json, const std::string& key) {
+  const std::string head = "\"" + key + "\":[";
+  auto at = json.find(head);
+  REQUIRE(at != std::string::npos);
+  std::vector<double> out;
+  std::stringstream ss(json.substr(at + head.size(), json.find(']', at) - at - head.size()));
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stod(item));
+  return out;
+}
+
+// Starts mlstudio with `args` in a child process, stderr to `err`, stdout discarded;
+// `before_exec` runs in the child first (limits, signal dispositions).
+inline pid_t spawn(const std::vector<std::string>& args, const fs::path& err,
+                   const std::function<void()>& before_exec = {}) {
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     std::freopen(err.c_str(), "w", stderr);
     std::freopen("/dev/null", "w", stdout);
-    std::vector<std::string> args = {MLS_EXE, "--run",   example(),  "--epochs",
-                                     epochs,  "--limit", limit,      "--test-limit",
-                                     "100",   "--db",    db.string()};
-    args.insert(args.end(), more.begin(), more.end());
+    if (before_exec) before_exec();
+    std::vector<std::string> all = {MLS_EXE};
+    all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
+    for (auto& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
     ::execv(MLS_EXE, argv.data());
     std::_Exit(127);
   }
   return pid;
+}
+
+// Starts `mlstudio --run` on the MLP example in a child process, stderr to `err`.
+inline pid_t start_run(const fs::path& db, const fs::path& err, const std::string& epochs,
+                       const std::string& limit, const std::vector<std::string>& more = {}) {
+  std::vector<std::string> args = {"--run", example(),      "--epochs", epochs, "--limit",
+                                   limit,   "--test-limit", "100",      "--db", db.string()};
+  args.insert(args.end(), more.begin(), more.end());
+  return spawn(args, err);
 }
 
 inline void wait_for(const fs::path& err, const std::string& text) {

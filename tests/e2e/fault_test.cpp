@@ -18,17 +18,6 @@ using namespace mls::e2e;
 
 namespace {
 
-std::vector<double> step_losses(const std::string& json) {
-  const std::string key = "\"step_losses\":[";
-  auto at = json.find(key);
-  REQUIRE(at != std::string::npos);
-  std::vector<double> out;
-  std::stringstream ss(json.substr(at + key.size(), json.find(']', at) - at - key.size()));
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stod(item));
-  return out;
-}
-
 std::string integrity(const std::string& db) {
   auto d = mls::store::Db::open(db);
   REQUIRE(d.ok());
@@ -113,7 +102,7 @@ TrialCounts signal_trials(int sig, int trials, uint32_t seed, const std::vector<
     }
     const std::string j = last_line(r.out);
     const auto first = static_cast<int64_t>(json_number(j, "first_epoch"));
-    const std::vector<double> got = step_losses(j);
+    const std::vector<double> got = json_array(j, "step_losses");
     REQUIRE(static_cast<int64_t>(got.size()) == kSteps);
     if (first <= 60) {
       const auto at = want.begin() + (first - 1) * kSteps;
@@ -141,7 +130,7 @@ std::vector<double> reference_losses() {
           ref_db.string());
   INFO(ref.err);
   REQUIRE(ref.code == 0);
-  std::vector<double> want = step_losses(last_line(ref.out));
+  std::vector<double> want = json_array(last_line(ref.out), "step_losses");
   REQUIRE(want.size() == 60 * 16);
   return want;
 }
@@ -180,22 +169,11 @@ namespace {
 // on a full disk: writes fail with EFBIG instead of ENOSPC); returns its exit code.
 int run_with_file_limit(const std::vector<std::string>& args, rlim_t max_file_bytes,
                         const fs::path& err) {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::freopen(err.c_str(), "w", stderr);
-    std::freopen("/dev/null", "w", stdout);
+  const pid_t pid = spawn(args, err, [max_file_bytes] {
     ::signal(SIGXFSZ, SIG_IGN);  // a failed write, not a killed process
     rlimit lim{max_file_bytes, max_file_bytes};
     ::setrlimit(RLIMIT_FSIZE, &lim);
-    std::vector<std::string> all = {MLS_EXE};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(MLS_EXE, argv.data());
-    std::_Exit(127);
-  }
+  });
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -300,15 +278,7 @@ TEST_CASE(
   std::ofstream(dir / "p.mls") << text;
   const fs::path db = dir / "runs.db", err = dir / "run.err";
   fs::remove(err);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::freopen(err.c_str(), "w", stderr);
-    std::freopen("/dev/null", "w", stdout);
-    const std::string p = (dir / "p.mls").string(), d = db.string();
-    ::execl(MLS_EXE, MLS_EXE, "--run", p.c_str(), "--db", d.c_str(), static_cast<char*>(nullptr));
-    std::_Exit(127);
-  }
+  const pid_t pid = spawn({"--run", (dir / "p.mls").string(), "--db", db.string()}, err);
   wait_for(err, "run 1:");
   fs::remove(dir / "houses.csv");
   int status = 0;

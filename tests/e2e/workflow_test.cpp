@@ -17,20 +17,13 @@ using namespace mls::e2e;
 
 namespace {
 
-std::string examples() { return std::string(MLS_SOURCE_DIR) + "/resources/examples/"; }
-
-std::vector<double> json_array(const std::string& json, const std::string& key) {
-  auto at = json.find("\"" + key + "\":[");
-  REQUIRE(at != std::string::npos);
-  std::vector<double> out;
-  std::stringstream ss(json.substr(at + key.size() + 4, json.find(']', at) - at - key.size() - 4));
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stod(item));
-  return out;
+std::string examples() {
+  return std::string(MLS_SOURCE_DIR) + "/resources/examples/";
 }
 
 // An NPY (version 1) file of uint8 values.
-void write_npy_u8(const fs::path& path, const std::vector<int64_t>& shape, const std::vector<uint8_t>& data) {
+void write_npy_u8(const fs::path& path, const std::vector<int64_t>& shape,
+                  const std::vector<uint8_t>& data) {
   std::string dims;
   for (int64_t d : shape) dims += std::to_string(d) + ",";
   if (shape.size() > 1) dims.pop_back();
@@ -48,7 +41,8 @@ void write_npy_u8(const fs::path& path, const std::vector<int64_t>& shape, const
 
 }  // namespace
 
-TEST_CASE("resume continues a run exactly: 2 epochs + 1 resumed == 3 uninterrupted, bit for bit", "[e2e][resume]") {
+TEST_CASE("resume continues a run exactly: 2 epochs + 1 resumed == 3 uninterrupted, bit for bit",
+          "[e2e][resume]") {
   fs::path db = temp_dir() / "resume.db";
   fs::remove(db);
   // A 3-epoch run (its cosine schedule spans 3 epochs) stopped after 2, then resumed.
@@ -71,7 +65,8 @@ TEST_CASE("resume continues a run exactly: 2 epochs + 1 resumed == 3 uninterrupt
   la.insert(la.end(), lb.begin(), lb.end());
   CHECK(la == lc);  // the printed decimals of every step's loss
   CHECK(json_number(last_line(b.out), "first_epoch") == 3);
-  CHECK(json_number(last_line(b.out), "test_accuracy") == json_number(last_line(c.out), "test_accuracy"));
+  CHECK(json_number(last_line(b.out), "test_accuracy") ==
+        json_number(last_line(c.out), "test_accuracy"));
 
   // Asking for no more epochs than were trained is refused.
   Output d = run("--run " + example() + " --resume 1" + common);
@@ -83,7 +78,8 @@ TEST_CASE("resume continues a run exactly: 2 epochs + 1 resumed == 3 uninterrupt
   Output e = run("eval " + example() + " --run 1 --test-limit 500 --json --db " + db.string());
   INFO(e.err);
   REQUIRE(e.code == 0);
-  CHECK(json_number(last_line(e.out), "accuracy") == json_number(last_line(b.out), "test_accuracy"));
+  CHECK(json_number(last_line(e.out), "accuracy") ==
+        json_number(last_line(b.out), "test_accuracy"));
   Output t = run("eval " + example() + " --run 1 --test-limit 500 --db " + db.string());
   REQUIRE(t.code == 0);
   CHECK(t.out.find("truth\\pred") != std::string::npos);
@@ -96,7 +92,8 @@ TEST_CASE("resume continues a run exactly: 2 epochs + 1 resumed == 3 uninterrupt
   std::vector<uint8_t> px(images->pixels.begin(), images->pixels.begin() + n * 28 * 28);
   fs::path npy = temp_dir() / "twenty.npy";
   write_npy_u8(npy, {n, 28, 28}, px);
-  Output p = run("predict " + example() + " --run 1 --json --input " + npy.string() + " --db " + db.string());
+  Output p = run("predict " + example() + " --run 1 --json --input " + npy.string() + " --db " +
+                 db.string());
   INFO(p.err);
   REQUIRE(p.code == 0);
   int64_t right = 0;
@@ -115,13 +112,15 @@ TEST_CASE("resume continues a run exactly: 2 epochs + 1 resumed == 3 uninterrupt
   CHECK(missing.err.find("no run 9") != std::string::npos);
 }
 
-TEST_CASE("a resumed run keeps its recorded settings: data limits apply by themselves, a changed "
-          "setting is refused by name",
-          "[e2e][resume]") {
+TEST_CASE(
+    "a resumed run keeps its recorded settings: data limits apply by themselves, a changed "
+    "setting is refused by name",
+    "[e2e][resume]") {
   fs::path db = temp_dir() / "resume_settings.db";
   fs::remove(db);
   const std::string at = " -q --json --db " + db.string();
-  Output a = run("--run " + example() + " --epochs 2 --stop-after-epochs 1 --limit 1000 --test-limit 200" + at);
+  Output a = run("--run " + example() +
+                 " --epochs 2 --stop-after-epochs 1 --limit 1000 --test-limit 200" + at);
   INFO(a.err);
   REQUIRE(a.code == 0);
   // Changing what decides the result is refused, naming the setting and both values.
@@ -220,7 +219,8 @@ TEST_CASE("an early-stopped run says which weights its test score is of, and eva
   const auto best = static_cast<int64_t>(json_number(j, "best_epoch"));
   const auto last = static_cast<int64_t>(json_number(j, "epochs"));
   REQUIRE(best < last);
-  CHECK(a.err.find("test (last epoch's weights, epoch " + std::to_string(last) + ")") != std::string::npos);
+  CHECK(a.err.find("test (last epoch's weights, epoch " + std::to_string(last) + ")") !=
+        std::string::npos);
   CHECK(a.err.find("the best checkpoint is epoch " + std::to_string(best)) != std::string::npos);
   CHECK(j.find("\"test_weights\":\"last epoch\"") != std::string::npos);
   Output e = run("eval " + project + " --run 1 --db " + db.string());
@@ -245,8 +245,8 @@ TEST_CASE("the teaching examples train to their stated accuracy", "[e2e][example
   }
   SECTION("the residual CNN and the batch-norm CNN train on a subset") {
     for (const char* name : {"fashion-mnist-resnet.mls", "fashion-mnist-cnn.mls"}) {
-      Output o = run("--run " + examples() + name + " --epochs 2 --limit 4000 --test-limit 1000 --json -q --db " +
-                     db.string());
+      Output o = run("--run " + examples() + name +
+                     " --epochs 2 --limit 4000 --test-limit 1000 --json -q --db " + db.string());
       INFO(name << "\n" << o.err);
       REQUIRE(o.code == 0);
       CHECK(json_number(last_line(o.out), "test_accuracy") >= 0.6);
@@ -275,16 +275,20 @@ TEST_CASE("bad data files: the error names the file and the row or record", "[e2
       {"id": "flat", "type": "mls.flatten", "version": 1, "params": {}},
       {"id": "fc", "type": "mls.linear", "version": 1, "params": {"out_features": 3}},
       {"id": "y", "type": "mls.labels", "version": 1, "params": {}},
-      {"id": "loss", "type": ")" << loss << R"(", "version": 1, "params": {}}],
+      {"id": "loss", "type": ")"
+                     << loss << R"(", "version": 1, "params": {}}],
       "links": [{"from": "x:out", "to": "flat:in"}, {"from": "flat:out", "to": "fc:in"},
                 {"from": "fc:out", "to": "loss:logits"}, {"from": "y:out", "to": "loss:labels"}]},
       "training": {"epochs": 1}})";
     return p.string();
   };
   SECTION("a text cell in a numeric CSV column") {
-    std::ofstream(dir / "flowers.csv") << "width,height,kind\n1.0,2.0,a\n1.5,2.5,b\n1.2,abc,c\n2.0,1.0,a\n";
-    Output o = run("--run " + project("csv.mls", R"({"source": "csv", "path": "flowers.csv", "csv": {"target": "kind"}})",
-                                      "mls.cross_entropy") +
+    std::ofstream(dir / "flowers.csv")
+        << "width,height,kind\n1.0,2.0,a\n1.5,2.5,b\n1.2,abc,c\n2.0,1.0,a\n";
+    Output o = run("--run " +
+                   project("csv.mls",
+                           R"({"source": "csv", "path": "flowers.csv", "csv": {"target": "kind"}})",
+                           "mls.cross_entropy") +
                    " --db " + db.string());
     CHECK(o.code == 1);
     INFO(o.err);
@@ -295,22 +299,33 @@ TEST_CASE("bad data files: the error names the file and the row or record", "[e2
   SECTION("a corrupt PNG in an image folder") {
     fs::create_directories(dir / "images" / "cats");
     fs::create_directories(dir / "images" / "dogs");
-    std::ofstream(dir / "images" / "cats" / "tom.png", std::ios::binary) << "\x89PNG\r\n\x1a\n this is not an image";
-    std::ofstream(dir / "images" / "dogs" / "rex.png", std::ios::binary) << "\x89PNG\r\n\x1a\n nor this";
-    Output o = run("--run " + project("img.mls", R"({"source": "image-folder", "path": "images", "image": {"size": [8, 8], "channels": 1}})",
-                                      "mls.cross_entropy") +
-                   " --db " + db.string());
+    std::ofstream(dir / "images" / "cats" / "tom.png", std::ios::binary)
+        << "\x89PNG\r\n\x1a\n this is not an image";
+    std::ofstream(dir / "images" / "dogs" / "rex.png", std::ios::binary)
+        << "\x89PNG\r\n\x1a\n nor this";
+    Output o = run(
+        "--run " +
+        project(
+            "img.mls",
+            R"({"source": "image-folder", "path": "images", "image": {"size": [8, 8], "channels": 1}})",
+            "mls.cross_entropy") +
+        " --db " + db.string());
     CHECK(o.code == 1);
     INFO(o.err);
-    CHECK((o.err.find("tom.png") != std::string::npos || o.err.find("rex.png") != std::string::npos));
+    CHECK(
+        (o.err.find("tom.png") != std::string::npos || o.err.find("rex.png") != std::string::npos));
   }
   SECTION("labels outside the class range") {
     std::vector<uint8_t> x(6 * 4, 1);
     write_npy_u8(dir / "x.npy", {6, 4}, x);
     write_npy_u8(dir / "y.npy", {6}, {0, 1, 2, 1, 7, 0});
-    Output o = run("--run " + project("npy.mls", R"({"source": "npy", "path": "x.npy", "npy": {"labels": "y.npy", "num_classes": 3}})",
-                                      "mls.cross_entropy") +
-                   " --db " + db.string());
+    Output o = run(
+        "--run " +
+        project(
+            "npy.mls",
+            R"({"source": "npy", "path": "x.npy", "npy": {"labels": "y.npy", "num_classes": 3}})",
+            "mls.cross_entropy") +
+        " --db " + db.string());
     CHECK(o.code == 1);
     INFO(o.err);
     CHECK(o.err.find("y.npy") != std::string::npos);
