@@ -1,5 +1,6 @@
 #include "runner/training_run.h"
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <new>
@@ -29,6 +30,42 @@ Result<void> write_state(const Trainer& trainer, const std::string& path) {
 
 void say(const std::function<void(const std::string&)>& f, const std::string& line) {
   if (f) f(line);
+}
+
+// Feeds the instruments from the training thread after every step: a point per step
+// (stores and no lock), the allocator's figures, and twice a second (and at each epoch's
+// end) a fresh op profile; the step's memory timeline once its plan exists.
+ProgressFn telemetry_feed(Trainer& trainer, Telemetry& tm, const TrainConfig& cfg, ProgressFn next) {
+  tm.planned_epochs.store(cfg.epochs);
+  tm.running.store(true);
+  auto t0 = std::chrono::steady_clock::now();
+  auto last_publish = std::make_shared<double>(-1.0);
+  return [&trainer, &tm, cfg, next = std::move(next), t0, last_publish](const ProgressInfo& i) {
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const MemoryStats mem = trainer.backend().memory().stats();
+    if (!i.epoch_done) {
+      tm.batches_per_epoch.store(i.batches, std::memory_order_relaxed);
+      tm.steps.push({.step = i.step,
+                     .epoch = i.epoch,
+                     .seconds = now,
+                     .loss = static_cast<float>(i.step_loss),
+                     .lr = static_cast<float>(i.lr),
+                     .samples_per_s = static_cast<float>(i.samples_per_s),
+                     .eta_s = static_cast<float>(i.eta_s),
+                     .memory_bytes = mem.total_current});
+    }
+    tm.publish_allocator(mem);
+    if (cfg.mode == ExecMode::Static && (i.epoch_done || now - *last_publish >= 0.5)) {
+      *last_publish = now;
+      if (auto plan = trainer.training_plan(cfg.batch_size); plan.ok()) {
+        tm.publish_ops(std::make_shared<OpProfile>(op_profile(**plan)));
+        if (!tm.memory())
+          if (auto tl = trainer.memory_timeline(cfg.batch_size); tl.ok())
+            tm.publish_memory(std::make_shared<MemoryTimeline>(std::move(*tl)));
+      }
+    }
+    if (next) next(i);
+  };
 }
 
 // The editor's overlays after a run: time per node from the profiled plan, and each node's
@@ -189,7 +226,8 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   }
   cfg.stop_after_epochs = o.stop_after_epochs;
   Trainer trainer(backend, p.builder(), cfg);
-  trainer.set_profiling(o.inspect);
+  trainer.set_profiling(o.inspect || o.telemetry);
+  if (o.trace) trainer.set_trace(o.trace);
   if (o.resume) {
     if (info->project_hash != *hash)
       say(events.warning, p.path + " changed since run " + std::to_string(run_id) +
@@ -245,6 +283,7 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
                .test = p.test.get(),
                .sink = store->get()};
   in.progress = events.progress;
+  if (o.telemetry) in.progress = telemetry_feed(trainer, *o.telemetry, cfg, events.progress);
   in.cancel = events.cancel;
   in.on_epoch_end = [&](const EpochReport& rep) -> Result<void> {
     // The epoch's metrics are committed before its checkpoint: a kill in between leaves
@@ -254,6 +293,13 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     if (auto r = write_state(trainer, last_path); !r) return r;
     if (rep.improved)
       if (auto r = write_state(trainer, best_path); !r) return r;
+    if (o.telemetry)
+      o.telemetry->epochs.push({.epoch = rep.epoch,
+                                .seconds = rep.seconds,
+                                .train_loss = rep.train_loss,
+                                .has_validation = rep.has_validation,
+                                .val_loss = rep.validation.loss,
+                                .val_accuracy = rep.validation.accuracy});
     if (events.epoch_end) events.epoch_end(rep);
     return {};
   };
@@ -265,6 +311,7 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     result = make_error(
         "out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
   }
+  if (o.telemetry) o.telemetry->running.store(false);
   if (!result) {
     auto e = (*store)->end_run(run_id, "failed");
     (void)e;

@@ -25,7 +25,9 @@
 #include <optional>
 #include <string>
 
+#include "engine/exec/trace.h"
 #include "engine/train/node_stats.h"
+#include "engine/train/telemetry.h"
 #include "engine/train/trainer.h"
 #include "runner/project.h"
 
@@ -39,6 +41,12 @@ struct RunRequest {
   // Time every kernel and, after the run, describe each node's output on a test batch
   // (RunOutcome::node_times, node_outputs): what the editor draws on its nodes.
   bool inspect = false;
+  // The live instruments' feed (engine/train/telemetry.h): every step's loss, rate and
+  // memory, and now and then the op profile and the step's memory timeline. Turns kernel
+  // profiling on. The caller keeps it alive until run_training returns.
+  Telemetry* telemetry = nullptr;
+  // Records every training step into this Chrome trace (`--profile FILE.json`).
+  TraceRecorder* trace = nullptr;
 };
 
 // What the caller hears while the run goes on; every member may be left empty. The

@@ -76,11 +76,23 @@ struct KernelCall {
 };
 using KernelFn = void (*)(const KernelCall& call);
 
+// Profiling: where launch_timed writes a kernel's time (synchronised, so devices with queues
+// report kernel time, not submission time).
+struct KernelTiming {
+  double seconds = 0;        // summed over every timed launch
+  int64_t start_ns = 0;      // the last launch, steady_clock nanoseconds
+  int64_t end_ns = 0;
+  int32_t thread = 0;        // the host thread that ran it (trace rows), numbered from 0
+};
+
+// A small number for the calling thread, stable for its life (a trace's thread id).
+int32_t trace_thread_id();
+
 // One kernel of a group handed to Backend::launch_concurrent.
 struct KernelLaunch {
   KernelFn fn = nullptr;
   const KernelCall* call = nullptr;
-  double* seconds = nullptr;  // profiling: the kernel's time (synchronised) is added here
+  KernelTiming* timing = nullptr;  // profiling
 };
 
 class Backend {
@@ -108,11 +120,15 @@ class Backend {
     for (const KernelLaunch& k : ks) launch_timed(k);
   }
   void launch_timed(const KernelLaunch& k) {
-    if (!k.seconds) return launch(k.fn, *k.call);
-    auto t0 = std::chrono::steady_clock::now();
+    if (!k.timing) return launch(k.fn, *k.call);
+    const auto t0 = std::chrono::steady_clock::now();
     launch(k.fn, *k.call);
     synchronize();
-    *k.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t1 = std::chrono::steady_clock::now();
+    k.timing->seconds += std::chrono::duration<double>(t1 - t0).count();
+    k.timing->start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+    k.timing->end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count();
+    k.timing->thread = trace_thread_id();
   }
   // Threads the backend's kernels may use (CPU) or 1.
   virtual int num_threads() const { return 1; }

@@ -81,6 +81,10 @@ using InferFn = std::function<Result<std::vector<ValueType>>(std::span<const Val
 using VjpFn = std::function<Refs(const GradContext&)>;  // one entry per input (invalid: none)
 using JvpFn = std::function<Refs(const JvpContext&)>;   // one entry per output
 using ReferenceFn = std::function<std::vector<RefArray>(std::span<const RefArray>, const Attrs&)>;
+// Floating-point operations of one call, from the operand types (multiply and add count as
+// two): what the op profiler divides by time and the pre-flight estimate costs. Unset: one
+// per element of output 0 (elementwise work).
+using FlopsFn = double (*)(std::span<const ValueType> inputs, std::span<const ValueType> outputs, const Attrs&);
 
 enum class OpKind : uint8_t {
   Compute,  // differentiable (or piecewise so): must have vjp and jvp
@@ -107,6 +111,7 @@ struct OpDef {
   // Inputs an Update op writes (their indices).
   std::vector<int> mutated_inputs;
   std::string doc;
+  FlopsFn flops = nullptr;
 
   // Kernels, by device and by the dtype of input 0 (or of output 0 for ops without inputs).
   std::array<std::array<KernelFn, 8>, kNumDeviceKinds> kernels{};
@@ -131,6 +136,19 @@ class OpRegistry {
 // app/ and the tests call it once at start-up.
 OpRegistry& op_registry();
 void engine_init();
+
+// FLOPs of one call of `op` (OpDef::flops, else one per output element; none for a view).
+double op_flops(const OpDef& op, std::span<const ValueType> inputs, std::span<const ValueType> outputs,
+                const Attrs& attrs);
+// The FLOPs rules that several ops share: a matrix product of inputs 0 and 1 (attrs
+// transpose_a) and a convolution whose weight is input 1 (2 x outputs x weight numel / its first dim).
+double matmul_flops(std::span<const ValueType> inputs, std::span<const ValueType> outputs, const Attrs& attrs);
+double conv_flops(std::span<const ValueType> inputs, std::span<const ValueType> outputs, const Attrs& attrs);
+// Per element of input 0 rather than of the output: conv2d_backward_input and conv_transpose2d.
+double conv_flops_per_input(std::span<const ValueType> inputs, std::span<const ValueType> outputs,
+                            const Attrs& attrs);
+double conv_backward_weight_flops(std::span<const ValueType> inputs, std::span<const ValueType> outputs,
+                                  const Attrs& attrs);
 
 // The dtype that selects an op's kernel.
 DType kernel_dtype(const OpDef& op, std::span<const ValueType> inputs,

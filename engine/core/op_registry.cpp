@@ -1,3 +1,4 @@
+#include <atomic>
 #include <mutex>
 
 #include "engine/core/op.h"
@@ -36,6 +37,37 @@ bool OpRegistry::supports(std::string_view op, DeviceKind device, DType dtype) c
   return d && d->kernel(device, dtype) != nullptr;
 }
 
+double op_flops(const OpDef& op, std::span<const ValueType> inputs, std::span<const ValueType> outputs,
+                const Attrs& attrs) {
+  if (op.view || outputs.empty()) return 0;
+  if (op.flops) return op.flops(inputs, outputs, attrs);
+  return static_cast<double>(numel(outputs[0].shape));
+}
+
+namespace {
+// Elements of a per output channel slice of a weight [O, ...]: the products behind each output.
+double per_channel(const Shape& w) { return w.empty() || w[0] == 0 ? 0.0 : static_cast<double>(numel(w)) / static_cast<double>(w[0]); }
+}  // namespace
+
+double matmul_flops(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs& attrs) {
+  const Shape& a = in[0].shape;
+  if (a.size() < 2) return static_cast<double>(numel(out[0].shape));
+  const int64_t k = attrs.get_int_or("transpose_a", 0) ? a[a.size() - 2] : a.back();
+  return 2.0 * static_cast<double>(numel(out[0].shape)) * static_cast<double>(k);
+}
+
+double conv_flops(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs&) {
+  return 2.0 * static_cast<double>(numel(out[0].shape)) * per_channel(in[1].shape);
+}
+
+double conv_flops_per_input(std::span<const ValueType> in, std::span<const ValueType>, const Attrs&) {
+  return 2.0 * static_cast<double>(numel(in[0].shape)) * per_channel(in[1].shape);
+}
+
+double conv_backward_weight_flops(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs&) {
+  return 2.0 * static_cast<double>(numel(in[1].shape)) * per_channel(out[0].shape);
+}
+
 DType kernel_dtype(const OpDef& op, std::span<const ValueType> inputs,
                    std::span<const ValueType> outputs) {
   (void)op;
@@ -45,6 +77,12 @@ DType kernel_dtype(const OpDef& op, std::span<const ValueType> inputs,
 }
 
 bool Backend::supports(const OpDef& op, DType dtype) const { return op.kernel(kind(), dtype) != nullptr; }
+
+int32_t trace_thread_id() {
+  static std::atomic<int32_t> next{0};
+  thread_local const int32_t id = next.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
 
 OpRegistry& op_registry() {
   static OpRegistry reg;

@@ -178,6 +178,11 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   p.stats_.arena_bytes = mp.peak_bytes;
   // A plan too large for this machine (a huge batch) is an expected failure with the figure,
   // not an abort.
+  p.allocated_ = opt.allocate;
+  if (!opt.allocate) {
+    p.plan_batches(opt.concurrent);
+    return p;
+  }
   try {
     if (mp.peak_bytes > 0) p.arena_ = backend.allocate(mp.peak_bytes, AllocTag::Activation);
     for (size_t i = 0; i < nv; ++i) {
@@ -352,9 +357,18 @@ void CompiledPlan::materialise() {
   if (profiling_ && step_times_.size() != steps_.size()) {
     step_times_.clear();
     for (int32_t s : run_order_) {
-      const Node& n = g.nodes()[static_cast<size_t>(schedule_[static_cast<size_t>(s)])];
-      step_times_.push_back({n.op->name, n.label, n.backward, 0, 0});
+      const auto k = static_cast<size_t>(schedule_[static_cast<size_t>(s)]);
+      const Node& n = g.nodes()[k];
+      StepTime st{.op = n.op->name, .label = n.label, .backward = n.backward};
+      st.node = static_cast<int32_t>(k);
+      st.wave = wave_[static_cast<size_t>(s)];
+      std::vector<ValueType> in_t, out_t;
+      for (Ref r : n.inputs) in_t.push_back(g.type_of(r));
+      for (Ref r : n.outputs) out_t.push_back(g.type_of(r));
+      st.flops = op_flops(*n.op, in_t, out_t, n.attrs);
+      step_times_.push_back(std::move(st));
     }
+    timings_.assign(step_times_.size(), KernelTiming{});
   }
   // The calls point into steps_ (and the launches into calls_): both are complete now.
   calls_.clear();
@@ -364,7 +378,7 @@ void CompiledPlan::materialise() {
     calls_.push_back(KernelCall{*st.attrs, std::span<const Tensor* const>(st.ins.data(), st.ins.size()),
                                 std::span<Tensor* const>(st.outs.data(), st.outs.size()), *backend_});
   for (size_t i = 0; i < steps_.size(); ++i)
-    launches_.push_back({steps_[i].fn, &calls_[i], profiling_ ? &step_times_[i].seconds : nullptr});
+    launches_.push_back({steps_[i].fn, &calls_[i], profiling_ ? &timings_[i] : nullptr});
   dirty_ = false;
 }
 
@@ -374,6 +388,7 @@ void CompiledPlan::set_profiling(bool on) {
 }
 
 void CompiledPlan::run() {
+  MLS_CHECK(allocated_, "CompiledPlan::run: the plan was compiled with allocate = false");
   if (dirty_) materialise();
   auto t0 = std::chrono::steady_clock::now();
   for (const Batch& b : batches_) {
@@ -385,7 +400,12 @@ void CompiledPlan::run() {
   backend_->synchronize();
   if (!profiling_) return;
   run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (StepTime& st : step_times_) ++st.runs;
+  for (size_t i = 0; i < step_times_.size(); ++i) {
+    StepTime& st = step_times_[i];
+    ++st.runs;
+    st.seconds = timings_[i].seconds;
+    st.last = timings_[i];
+  }
 }
 
 const Tensor& CompiledPlan::tensor(Ref r) const {

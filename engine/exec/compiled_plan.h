@@ -41,6 +41,9 @@ struct PlanOptions {
   // How far (in runnable nodes) a node may move ahead of its place in graph order; further
   // would keep more values alive at once (assign_waves, engine/exec/wave_schedule.h).
   int32_t wave_window = 16;
+  // Off: plan only (schedule, placements, stats), allocating nothing; such a plan cannot
+  // run. The pre-flight estimate (engine/train/preflight.h) sizes steps this way.
+  bool allocate = true;
 };
 
 struct PlanStats {
@@ -70,11 +73,16 @@ class CompiledPlan {
   struct StepTime {
     std::string op, label;  // the node's label ("fc1"), as in the graph
     bool backward = false;
-    double seconds = 0;
+    double seconds = 0;  // summed over the profiled runs
     int64_t runs = 0;
+    int32_t node = -1;   // its graph node
+    int32_t wave = 0;
+    double flops = 0;    // per run (op_flops)
+    KernelTiming last;   // the last run's span (trace events)
   };
   const std::vector<StepTime>& step_times() const { return step_times_; }
   const PlanStats& stats() const { return stats_; }
+  const Graph& graph() const { return *graph_; }
   // The schedule with each value's placement, for `mlstudio graph --plan` and tests.
   std::string to_text() const;
   // Wall time of the profiled runs (kernels that ran at once overlap in step_seconds()).
@@ -130,6 +138,7 @@ class CompiledPlan {
   std::vector<Tensor> slots_;         // one per graph value
   std::vector<bool> bound_;
   std::shared_ptr<Buffer> arena_;
+  bool allocated_ = true;
   std::vector<Step> steps_;             // in run order
   std::vector<KernelCall> calls_;       // one per step
   std::vector<KernelLaunch> launches_;  // one per step
@@ -138,6 +147,7 @@ class CompiledPlan {
   bool dirty_ = true;
   bool profiling_ = false;
   std::vector<StepTime> step_times_;  // one per entry of steps_
+  std::vector<KernelTiming> timings_;  // where the launches write, one per entry of steps_
   double run_seconds_ = 0;
 };
 

@@ -452,7 +452,8 @@ void register_conv_ops(OpRegistry& reg) {
               .reference = conv2d_ref,
               .samples = conv2d_samples,
               .doc = "2-D cross-correlation of x [N,C,H,W] with w [O,C/groups,kh,kw] -> "
-                     "[N,O,OH,OW]; stride, padding, dilation (pairs) and groups; no bias"});
+                     "[N,O,OH,OW]; stride, padding, dilation (pairs) and groups; no bias",
+              .flops = conv_flops});
   reg.define({.name = "conv2d_backward_input",
               .num_inputs = 2,
               .attrs = with({"input_shape", AttrKind::Ints}),
@@ -462,7 +463,8 @@ void register_conv_ops(OpRegistry& reg) {
               .reference = backward_input_ref,
               .samples = backward_input_samples,
               .doc = "the gradient of conv2d in its input: (g [N,O,OH,OW], w) -> [N,C,H,W] "
-                     "(input_shape); the math of conv_transpose2d"});
+                     "(input_shape); the math of conv_transpose2d",
+              .flops = conv_flops_per_input});
   reg.define({.name = "conv2d_backward_weight",
               .num_inputs = 2,
               .attrs = with({"weight_shape", AttrKind::Ints}),
@@ -472,7 +474,8 @@ void register_conv_ops(OpRegistry& reg) {
               .reference = backward_weight_ref,
               .samples = backward_weight_samples,
               .doc = "the gradient of conv2d in its weight: (x, g [N,O,OH,OW]) -> "
-                     "[O,C/groups,kh,kw] (weight_shape)"});
+                     "[O,C/groups,kh,kw] (weight_shape)",
+              .flops = conv_backward_weight_flops});
   reg.define({.name = "conv_transpose2d",
               .num_inputs = 2,
               .attrs = with({"output_padding", AttrKind::Ints, false}),
@@ -482,7 +485,8 @@ void register_conv_ops(OpRegistry& reg) {
               .reference = conv_transpose2d_ref,
               .samples = conv_transpose2d_samples,
               .doc = "transposed convolution of x [N,Cin,H,W] with w [Cin,Cout/groups,kh,kw] -> "
-                     "[N,Cout,(H-1)*stride-2*padding+dilation*(kh-1)+output_padding+1,...]"});
+                     "[N,Cout,(H-1)*stride-2*padding+dilation*(kh-1)+output_padding+1,...]",
+              .flops = conv_flops_per_input});
   register_pool_ops(reg);
 }
 

@@ -357,7 +357,8 @@ void register_fused_ops(OpRegistry& reg) {
               .reference = [](std::span<const RefArray> in, const Attrs& a) { return bias_act_ref(in, a, false); },
               .samples = linear_act_samples,
               .doc = "act(op(x) op(w) + bias): matmul, an optional bias [N] and an activation "
-                     "(none, relu, sigmoid, tanh, gelu, silu) in one GEMM with an epilogue"});
+                     "(none, relu, sigmoid, tanh, gelu, silu) in one GEMM with an epilogue",
+              .flops = matmul_flops});
   reg.define({.name = "conv2d_act",
               .num_inputs = -1,
               .attrs = {{"stride", AttrKind::Ints, false},
@@ -371,7 +372,8 @@ void register_fused_ops(OpRegistry& reg) {
               .reference = [](std::span<const RefArray> in, const Attrs& a) { return bias_act_ref(in, a, true); },
               .samples = conv2d_act_samples,
               .doc = "act(conv2d(x, w) + bias[O] per channel): a convolution whose bias and "
-                     "activation run on each output block while it is in cache"});
+                     "activation run on each output block while it is in cache",
+              .flops = conv_flops});
 }
 
 }  // namespace mls::ops

@@ -142,7 +142,8 @@ void register_nn_ops(OpRegistry& reg) {
                         "broadcast batch dims")};
            },
        .doc = "matrix product op(A) op(B) over the last two dims, op = transpose when the flag is "
-              "set; leading batch dims broadcast"});
+              "set; leading batch dims broadcast",
+              .flops = matmul_flops});
 
   reg.define({.name = "log_softmax",
               .attrs = {{"axis", AttrKind::Int}},

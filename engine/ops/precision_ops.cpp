@@ -213,7 +213,8 @@ void register_matmul_lowp(OpRegistry& reg) {
        .doc = "matrix product op(A) op(B) of bf16 (or f16) operands with an f32 result: every product "
               "exact, sums in f32 (bf16: AVX-512 BF16 dot products where the CPU has them; f16: widened "
               "to f32). Batch dims broadcast as matmul's. The autocast pass (engine/passes) puts it in "
-              "place of f32 matmuls"});
+              "place of f32 matmuls",
+              .flops = matmul_flops});
 }
 
 }  // namespace

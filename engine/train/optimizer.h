@@ -40,6 +40,8 @@ class Optimizer {
   void set_lr(double lr);
   // State tensors per parameter (velocity; m and v; square_avg; sum), for checkpoints.
   const std::vector<std::vector<Tensor>>& state() const { return state_; }
+  // The bytes of state attach() allocates for a parameter of `elements` values (f32).
+  int64_t state_bytes(int64_t elements) const { return static_cast<int64_t>(state_per_param_) * elements * 4; }
 
   // As torch.nn.utils.clip_grad_norm_: scales all grads by max_norm / (norm + 1e-6) when
   // that is below 1; returns the total L2 norm before clipping. For now the grads are

@@ -65,6 +65,12 @@ struct Trainer::StepPlan {
   std::vector<Tensor> grads;  // of the trainable parameters, in order
   Tensor scale;               // mixed precision: the loss scale the step multiplies the loss by
   Ref check;                  // and its last output, finite when every gradient is
+  std::optional<MemoryTimeline> timeline;  // traces: the memory counters
+  int64_t input_bytes() const {
+    int64_t b = 0;
+    for (const Tensor* t : {&x, &y, &seed, &scale}) b += t->defined() ? static_cast<int64_t>(t->nbytes()) : 0;
+    return b;
+  }
 };
 
 Trainer::Trainer(Backend& backend, ModelBuilder build, TrainConfig config)
@@ -262,7 +268,8 @@ bool Trainer::keep_scaled_step(const Tensor& check) {
 void Trainer::apply_update(const std::vector<Tensor>& grads) {
   if (config_.clip_grad_value > 0) Optimizer::clip_grad_value(grads, config_.clip_grad_value);
   if (config_.clip_grad_norm > 0) Optimizer::clip_grad_norm(grads, config_.clip_grad_norm);
-  opt_->set_lr(schedule_->lr_at(step_, steps_per_epoch_));
+  lr_ = schedule_->lr_at(step_, steps_per_epoch_);
+  opt_->set_lr(lr_);
   opt_->step(trainable_params_, grads);
   ++step_;
 }
@@ -340,14 +347,54 @@ Result<double> Trainer::train_step(const HostBatch& batch) {
     const auto s = static_cast<float>(scaler_.scale());
     sp.scale.fill_raw(&s, sizeof s);
   }
+  const int64_t t0 = trace_ ? steady_now_ns() : 0;
   sp.plan->run();
   float l = 0;
   const Tensor& lt = sp.plan->tensor(sp.mg.loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
-  if (sp.check.valid() && !keep_scaled_step(sp.plan->tensor(sp.check)))
-    return static_cast<double>(l);
-  apply_update(sp.grads);
+  const int64_t step = step_;
+  const bool update = !sp.check.valid() || keep_scaled_step(sp.plan->tensor(sp.check));
+  const int64_t t1 = trace_ ? steady_now_ns() : 0;
+  if (update) apply_update(sp.grads);
+  if (trace_) {
+    if (!sp.timeline) sp.timeline = mls::memory_timeline(*sp.plan, held_bytes(batch.size));
+    const int64_t t2 = steady_now_ns();
+    trace_->plan_run(*sp.plan, step, &*sp.timeline);
+    const int32_t thread = trace_thread_id();
+    if (update) trace_->span("optimizer step", "optimizer", t1, t2, thread, {{"step", std::to_string(step)}});
+    trace_->span("step " + std::to_string(step), "step", t0, t2, thread, {{"batch", std::to_string(batch.size)}});
+  }
   return static_cast<double>(l);
+}
+
+void Trainer::set_trace(TraceRecorder* trace) {
+  trace_ = trace;
+  if (trace) profiling_ = true;
+  for (auto& [key, sp] : plans_) sp->plan->set_profiling(profiling_);
+}
+
+HeldBytes Trainer::held_bytes(int64_t batch) const {
+  HeldBytes h;
+  for (const Tensor& t : params_) h.parameter += static_cast<int64_t>(t.nbytes());
+  if (opt_)
+    for (const auto& per_param : opt_->state())
+      for (const Tensor& t : per_param) h.optimizer_state += static_cast<int64_t>(t.nbytes());
+  for (const auto& [key, sp] : plans_) {
+    const PlanStats& ps = sp->plan->stats();
+    if (key == std::make_pair(batch, true)) {
+      h.input += sp->input_bytes();
+      h.gradient += static_cast<int64_t>(ps.own_buffer_bytes);
+    } else {
+      h.other += sp->input_bytes() + static_cast<int64_t>(ps.arena_bytes + ps.own_buffer_bytes);
+    }
+  }
+  return h;
+}
+
+Result<MemoryTimeline> Trainer::memory_timeline(int64_t batch) {
+  auto p = plan_for(batch, true);
+  if (!p) return p.error();
+  return mls::memory_timeline(*(*p)->plan, held_bytes(batch));
 }
 
 Result<std::vector<float>> Trainer::predict(const HostBatch& batch, Shape* out_shape) {
@@ -592,7 +639,7 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
         double left = static_cast<double>((config_.epochs - epoch) * n + (n - seen));
         in.progress({epoch, config_.epochs, bi, batches, sum / static_cast<double>(count), sps,
                      left / sps, waited / std::max(el, 1e-9), false, scaler_.scale(),
-                     scaler_.skipped()});
+                     scaler_.skipped(), lr_, step_, *l});
       }
       if ((in.cancel && in.cancel->load()) ||
           (config_.max_steps > 0 && step_ >= config_.max_steps)) {
@@ -661,7 +708,8 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
                    static_cast<double>(seen) / std::max(secs, 1e-9),
                    static_cast<double>(config_.epochs - epoch) * train_time /
                        static_cast<double>(epoch - res.first_epoch + 1),
-                   waited / std::max(secs, 1e-9), true, scaler_.scale(), scaler_.skipped()});
+                   waited / std::max(secs, 1e-9), true, scaler_.scale(), scaler_.skipped(), lr_, step_,
+                   res.step_losses.empty() ? 0.0 : res.step_losses.back()});
     if (in.on_epoch_end)
       if (auto r = in.on_epoch_end(rep); !r) return r.error();
     if (rep.stopping) {

@@ -24,6 +24,8 @@
 
 #include "engine/core/tensor.h"
 #include "engine/exec/compiled_plan.h"
+#include "engine/exec/memory_timeline.h"
+#include "engine/exec/trace.h"
 #include "engine/ir/graph.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/data_source.h"
@@ -88,6 +90,9 @@ struct ProgressInfo {
   bool epoch_done = false;
   double loss_scale = 1;      // mixed precision: the current loss scale
   int64_t skipped_steps = 0;  // and the steps skipped for non-finite gradients so far
+  double lr = 0;              // of the last step
+  int64_t step = 0;           // steps done in all
+  double step_loss = 0;       // the last step's loss (loss is the epoch's running mean)
 };
 using ProgressFn = std::function<void(const ProgressInfo&)>;
 
@@ -200,6 +205,14 @@ class Trainer {
   Result<const CompiledPlan*> training_plan(int64_t batch);
   // Times every kernel of the static plans built from now on (CompiledPlan::step_times).
   void set_profiling(bool on) { profiling_ = on; }
+  // Records every static training step into `trace` (kernel spans, memory counters, the
+  // optimizer update); turns profiling on. Null stops recording.
+  void set_trace(TraceRecorder* trace);
+  // What the trainer holds outside the training plan of this batch size: parameters,
+  // optimizer state, that plan's inputs, and (other) the other plans' arenas and inputs.
+  HeldBytes held_bytes(int64_t batch) const;
+  // The memory profile of the training step at this batch size (its plan is built if need be).
+  Result<MemoryTimeline> memory_timeline(int64_t batch);
   // Mixed precision: the loss scale and the steps skipped so far.
   const LossScaler& loss_scaler() const { return scaler_; }
 
@@ -229,6 +242,8 @@ class Trainer {
   int64_t steps_per_epoch_ = 1;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<StepPlan>> plans_;
   bool profiling_ = false;
+  TraceRecorder* trace_ = nullptr;
+  double lr_ = 0;
   // Progress that a checkpoint keeps.
   int64_t step_ = 0, epochs_done_ = 0;
   int64_t best_epoch_ = 0, bad_epochs_ = 0;
