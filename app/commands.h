@@ -26,6 +26,7 @@ struct RunOptions {
   std::string db = "mlstudio-runs.db";
   bool json = false;
   bool quiet = false;
+  std::string profile;  // a Chrome trace of every training step goes here (--profile FILE.json)
 };
 int run_command(const RunOptions& o);
 

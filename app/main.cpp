@@ -94,6 +94,9 @@ int main(int argc, char** argv) {
                  "Continue run ID from its last checkpoint, up to its planned epochs (or --epochs, "
                  "the total)")
       ->check(kId);
+  app.add_option("--profile", run.profile,
+                 "With --run: write a Chrome trace of every training step (kernel spans, memory "
+                 "counters) to FILE.json; open it in ui.perfetto.dev");
   app.add_option("--stop-after-epochs", run.stop_after_epochs,
                  "Stop after N of the planned epochs and keep the checkpoint, to --resume later")
       ->check(kEpochs);
@@ -236,6 +239,7 @@ int main(int argc, char** argv) {
     run.project.path = run_path;
     return mls::app::run_command(run);
   }
+  if (!run.profile.empty()) return mls::app::fail("--profile FILE.json traces a headless run: add --run P.mls");
 #ifdef MLSTUDIO_WITH_GUI
   return mls::editor::run_gui(argc, argv, gui_path);
 #else

@@ -54,6 +54,15 @@ int run_command(const RunOptions& o) {
                          .resume = o.resume,
                          .stop_after_epochs = o.stop_after_epochs,
                          .db = o.db};
+  req.preflight = true;
+  TraceRecorder trace;
+  if (!o.profile.empty()) {
+    // Fail now, not after an hour of training, if the trace cannot be written there.
+    const std::filesystem::path dir = std::filesystem::absolute(o.profile).parent_path();
+    if (!std::filesystem::is_directory(dir))
+      return fail("cannot write the trace " + o.profile + ": " + dir.string() + " is not a directory");
+    req.trace = &trace;
+  }
   runner::RunEvents ev;
   ev.cancel = &g_cancel;
   if (!o.quiet) {
@@ -70,10 +79,37 @@ int run_command(const RunOptions& o) {
                      runner::eval_text(rep.validation).c_str(),
                      rep.improved ? "  (best so far)" : "");
     };
+    ev.preflight = [](const PreflightEstimate& e) {
+      std::string fit;
+      if (e.free_bytes)
+        fit = " of " + runner::bytes_text(*e.free_bytes) + " free" +
+              (e.max_batch > 0 ? " (the largest batch that fits: " + std::to_string(e.max_batch) + ")" : "");
+      int64_t eval = 0;
+      for (const PreflightPlan& p : e.plans) eval += p.training ? 0 : p.bytes;
+      std::fprintf(stderr,
+                   "mlstudio: pre-flight: the run will hold %s%s: parameters %s, optimizer state %s, "
+                   "training step %s (activations and gradients %s), evaluation %s; about %.2f ms per "
+                   "step, %.1f s per epoch\n",
+                   runner::bytes_text(e.total_bytes).c_str(), fit.c_str(), runner::bytes_text(e.held.parameter).c_str(),
+                   runner::bytes_text(e.held.optimizer_state).c_str(),
+                   runner::bytes_text(e.step_bytes - e.held.parameter - e.held.optimizer_state).c_str(),
+                   runner::bytes_text(e.arena_bytes).c_str(), runner::bytes_text(eval).c_str(), 1e3 * e.step_seconds,
+                   e.epoch_seconds);
+    };
   }
   Result<runner::RunOutcome> outcome = runner::run_training(req, ev);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  // The trace is written whatever became of the run: a failed run's steps are worth seeing.
+  if (req.trace) {
+    if (auto w = trace.write(o.profile); !w) {
+      if (o.json) print_json_failure(w.error().message);
+      return fail(w.error().message);
+    }
+    if (!o.quiet)
+      std::fprintf(stderr, "mlstudio: trace of %zu steps (%zu kernel spans) written to %s (open it in ui.perfetto.dev)\n",
+                   trace.count("step"), trace.count("op"), o.profile.c_str());
+  }
   if (!outcome) {
     // --json promises one JSON object on the last stdout line, failures included.
     if (o.json) print_json_failure(outcome.error().message);
@@ -126,13 +162,20 @@ int run_command(const RunOptions& o) {
       std::fprintf(
           stderr,
           "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f samples/s, epoch "
-          "%.2fs (median), data wait %.0f%%, peak memory %.1f MiB%s; recorded in %s\n",
+          "%.2fs (median), data wait %.0f%%, peak memory %.2f MiB%s; recorded in %s\n",
           static_cast<long long>(run_id), format_duration(r.seconds).c_str(), r.final_loss,
           test.c_str(), r.samples_per_s, r.median_epoch_seconds,
           100.0 * r.data_seconds /
               std::max(1e-9, std::accumulate(r.epoch_seconds.begin(), r.epoch_seconds.end(), 0.0)),
           static_cast<double>(r.peak_bytes) / (1 << 20), tail.c_str(), o.db.c_str());
     }
+    if (out.preflight && !r.step_losses.empty())
+      std::fprintf(stderr,
+                   "mlstudio: estimate vs measured: peak %s vs %s (%+.1f%%), step %.2f ms vs %.2f ms\n",
+                   runner::bytes_text(out.preflight->total_bytes).c_str(), runner::bytes_text(r.peak_bytes).c_str(),
+                   100.0 * static_cast<double>(out.preflight->total_bytes - r.peak_bytes) /
+                       static_cast<double>(std::max<int64_t>(r.peak_bytes, 1)),
+                   1e3 * out.preflight->step_seconds, 1e3 * out.step_seconds());
   }
   if (o.json) {
     nlohmann::json j{
@@ -165,6 +208,13 @@ int run_command(const RunOptions& o) {
         {"skipped_steps", r.skipped_steps},
         {"threads", out.threads},
         {"db", o.db}};
+    if (out.preflight) {
+      j["estimated_peak_bytes"] = out.preflight->total_bytes;
+      j["estimated_step_seconds"] = out.preflight->step_seconds;
+      j["max_batch"] = out.preflight->max_batch;
+    }
+    j["step_seconds"] = out.step_seconds();
+    if (req.trace) j["profile"] = o.profile;
     if (r.has_test) j.update(eval_json(r.test, "test_"));
     if (r.has_validation) j.update(eval_json(r.validation, "val_"));
     std::printf("%s\n", j.dump().c_str());

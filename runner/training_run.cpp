@@ -1,6 +1,9 @@
 #include "runner/training_run.h"
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
 #include <filesystem>
 #include <map>
 #include <new>
@@ -303,6 +306,25 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     if (events.epoch_end) events.epoch_end(rep);
     return {};
   };
+  std::optional<PreflightEstimate> estimate;
+  if (o.preflight && cfg.mode == ExecMode::Static) {
+    auto e = preflight(p.builder(), cfg, backend, device_rates(backend),
+                       {.samples_per_epoch = p.train->num_samples(),
+                        .eval_samples = {p.validation ? p.validation->num_samples() : 0,
+                                         p.test ? p.test->num_samples() : 0}});
+    // A model that cannot be planned fails in fit() below with the same message.
+    if (e) {
+      if (!e->fits && e->free_bytes)
+        say(events.warning, "a training step needs " + bytes_text(e->total_bytes) + " but only " +
+                                bytes_text(*e->free_bytes) + " is free: it will likely run out of memory" +
+                                (e->max_batch > 0 ? "; the largest batch that fits is " + std::to_string(e->max_batch)
+                                                  : std::string()));
+      if (events.preflight) events.preflight(*e);
+      estimate = std::move(*e);
+    }
+  }
+  // The run's peak is the run's: not the pre-flight's probes, not what came before.
+  backend.memory().reset_peaks();
   Result<TrainResult> result = make_error("not started");
   try {
     result = trainer.fit(in);
@@ -333,8 +355,38 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   out.threads = backend.num_threads();
   out.last_checkpoint = last_path;
   out.db = o.db;
+  out.preflight = std::move(estimate);
   if (o.inspect) inspect_run(trainer, p, out);
   return out;
+}
+
+double RunOutcome::step_seconds() const {
+  if (epochs_done < 1 || result.steps < 1) return 0;
+  const double steps_per_epoch = std::ceil(static_cast<double>(result.steps) / static_cast<double>(epochs_done));
+  return result.median_epoch_seconds / steps_per_epoch;
+}
+
+const DeviceRates& device_rates(Backend& backend) {
+  static std::mutex mu;
+  static std::map<const Backend*, DeviceRates> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(&backend);
+  if (it == known.end()) it = known.emplace(&backend, measure_device_rates(backend)).first;
+  return it->second;
+}
+
+std::string bytes_text(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  char s[32];
+  if (b >= 1024.0 * 1024 * 1024)
+    std::snprintf(s, sizeof s, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024)
+    std::snprintf(s, sizeof s, "%.2f MiB", b / (1024.0 * 1024));
+  else if (b >= 1024.0)
+    std::snprintf(s, sizeof s, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(s, sizeof s, "%lld B", static_cast<long long>(bytes));
+  return s;
 }
 
 }  // namespace mls::runner

@@ -27,6 +27,7 @@
 
 #include "engine/exec/trace.h"
 #include "engine/train/node_stats.h"
+#include "engine/train/preflight.h"
 #include "engine/train/telemetry.h"
 #include "engine/train/trainer.h"
 #include "runner/project.h"
@@ -47,6 +48,9 @@ struct RunRequest {
   Telemetry* telemetry = nullptr;
   // Records every training step into this Chrome trace (`--profile FILE.json`).
   TraceRecorder* trace = nullptr;
+  // Estimate the step's memory and time before training (static mode), warn when it will
+  // not fit, and keep the estimate in RunOutcome::preflight to hold against the run.
+  bool preflight = false;
 };
 
 // What the caller hears while the run goes on; every member may be left empty. The
@@ -59,6 +63,8 @@ struct RunEvents {
   // After each epoch, once its checkpoints are written.
   std::function<void(const EpochReport&)> epoch_end;
   const std::atomic<bool>* cancel = nullptr;  // set it to stop after the current step
+  // With RunRequest::preflight, the estimate, before the first step.
+  std::function<void(const PreflightEstimate&)> preflight;
 };
 
 struct RunOutcome {
@@ -77,7 +83,17 @@ struct RunOutcome {
   std::vector<LabelTime> node_times;
   std::vector<OutputStats> node_outputs;
   std::string inspect_note;
+  std::optional<PreflightEstimate> preflight;  // RunRequest::preflight
+  // The measured time of one training step: the median epoch's time over its steps.
+  double step_seconds() const;
 };
+
+// A device's throughputs, measured once per process (measure_device_rates) and kept.
+const DeviceRates& device_rates(Backend& backend);
+
+// "1.50 MiB", "312.0 KiB", "2.10 GiB": byte counts for people, in the binary units of
+// PyTorch's memory summary and of the run summary's "peak memory".
+std::string bytes_text(int64_t bytes);
 
 // Errors before the run is recorded name the project or option at fault; a run that
 // fails after it was recorded is marked failed and the message ends

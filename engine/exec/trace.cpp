@@ -100,7 +100,7 @@ std::string TraceRecorder::json() const {
   for (int32_t t : threads) {
     out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(t) +
            ",\"args\":{\"name\":\"" +
-           (t == 0 ? std::string("training") : "worker " + std::to_string(t)) + "\"}}";
+           "thread " + std::to_string(t) + "\"}}";
   }
   for (const Event& e : events_) {
     out += ",\n{\"name\":";

@@ -52,9 +52,9 @@ struct PlannedStep {
 };
 
 Result<PlannedStep> plan_step(const ModelBuilder& build, const TrainConfig& config,
-                              Backend& backend, int64_t batch) {
+                              Backend& backend, int64_t batch, bool training = true) {
   if (batch < 1) return make_error("batch size must be >= 1");
-  auto mg = build(batch, true);
+  auto mg = build(batch, training);
   if (!mg) return mg.error();
   PlannedStep ps;
   auto opt = Optimizer::create(backend, config.opt);
@@ -64,7 +64,7 @@ Result<PlannedStep> plan_step(const ModelBuilder& build, const TrainConfig& conf
     ps.held.parameter += value_bytes(v.type);
     if (v.trainable) ps.held.optimizer_state += opt->state_bytes(numel(v.type.shape));
   }
-  auto step = build_step(std::move(*mg), backend, step_options(config, true));
+  auto step = build_step(std::move(*mg), backend, step_options(config, training));
   if (!step) return step.error();
   const Graph& g = step->graph();
   for (Ref r : g.inputs()) ps.held.input += value_bytes(g.type_of(r));
@@ -72,6 +72,40 @@ Result<PlannedStep> plan_step(const ModelBuilder& build, const TrainConfig& conf
   if (!plan) return plan.error();
   ps.plan.emplace(std::move(*plan));
   return ps;
+}
+
+// What a plan adds beside the parameters and optimizer state: its arena, inputs, constants.
+int64_t plan_bytes(const PlannedStep& ps) {
+  HeldBytes h = ps.held;
+  const MemoryTimeline t = memory_timeline(*ps.plan, h);
+  return t.total_bytes - h.parameter - h.optimizer_state;
+}
+
+// The plans a run at `batch` keeps, and their bytes.
+Result<std::vector<PreflightPlan>> run_plans(const ModelBuilder& build, const TrainConfig& config,
+                                             Backend& backend, int64_t batch,
+                                             const PreflightOptions& opt) {
+  std::vector<PreflightPlan> plans;
+  auto add = [&](std::string what, int64_t b, bool training) -> Result<void> {
+    for (const PreflightPlan& p : plans)
+      if (p.batch == b && p.training == training) return {};  // one plan per (batch, training)
+    auto ps = plan_step(build, config, backend, b, training);
+    if (!ps) return ps.error();
+    plans.push_back({std::move(what), b, training, plan_bytes(*ps)});
+    return {};
+  };
+  if (auto r = add("training step", batch, true); !r) return r.error();
+  if (opt.samples_per_epoch > 0 && opt.samples_per_epoch % batch != 0)
+    if (auto r = add("last partial batch", opt.samples_per_epoch % batch, true); !r)
+      return r.error();
+  const int64_t eb = std::max<int64_t>(1, config.eval_batch_size);
+  for (int64_t n : opt.eval_samples) {
+    if (n <= 0) continue;
+    if (auto r = add("evaluation", std::min(n, eb), false); !r) return r.error();
+    if (n > eb && n % eb != 0)
+      if (auto r = add("evaluation, last batch", n % eb, false); !r) return r.error();
+  }
+  return plans;
 }
 
 }  // namespace
@@ -141,7 +175,13 @@ Result<PreflightEstimate> preflight(const ModelBuilder& build, const TrainConfig
   e.held = ps->held;
   e.timeline = memory_timeline(*ps->plan, ps->held);
   e.arena_bytes = e.timeline.arena_bytes;
-  e.total_bytes = e.timeline.total_bytes;
+  e.step_bytes = e.timeline.total_bytes;
+  auto plans = run_plans(build, config, backend, config.batch_size, opt);
+  if (!plans) return plans.error();
+  e.plans = std::move(*plans);
+  const int64_t fixed = e.held.parameter + e.held.optimizer_state;
+  e.total_bytes = fixed;
+  for (const PreflightPlan& p : e.plans) e.total_bytes += p.bytes;
 
   // Time and FLOPs per kernel, summed per document node.
   const CompiledPlan& plan = *ps->plan;
@@ -193,10 +233,17 @@ Result<PreflightEstimate> preflight(const ModelBuilder& build, const TrainConfig
     e.fits = e.total_bytes <= *e.free_bytes;
     if (opt.search_max_batch) {
       // Memory grows with the batch: double until a step no longer fits, then bisect.
+      // The evaluation plans do not depend on the training batch: counted once.
+      int64_t eval_bytes = 0;
+      for (const PreflightPlan& p : e.plans) eval_bytes += p.training ? 0 : p.bytes;
+      PreflightOptions train_only = opt;
+      train_only.eval_samples[0] = train_only.eval_samples[1] = 0;
       auto fits = [&](int64_t b) -> Result<bool> {
-        auto bytes = planned_step_bytes(build, config, backend, b);
-        if (!bytes) return bytes.error();
-        return *bytes <= *e.free_bytes;
+        auto ps = run_plans(build, config, backend, b, train_only);
+        if (!ps) return ps.error();
+        int64_t bytes = fixed + eval_bytes;
+        for (const PreflightPlan& p : *ps) bytes += p.bytes;
+        return bytes <= *e.free_bytes;
       };
       int64_t lo = 0, hi = 1;
       constexpr int64_t kLimit = int64_t{1} << 24;

@@ -4,13 +4,13 @@
 //
 //   DeviceRates rates = measure_device_rates(cpu::backend());   // ~50 ms, once
 //   Result<PreflightEstimate> e = preflight(build, config, cpu::backend(), rates);
-//   e->total_bytes;          // the planned peak: parameters, optimizer state, inputs, arena
+//   e->total_bytes;          // the run's planned peak: parameters, optimizer state, plans
 //   e->step_seconds;         // roofline estimate from the FLOPs and bytes of each kernel
 //   e->fits; e->max_batch;   // against the device's free memory
 //
-// The memory figure is the compiler's own plan for the step the trainer will run (the same
+// The memory figure is the compiler's own plan for the steps the trainer will run (the same
 // passes and memory planner), so a static run's measured peak matches it unless something
-// outside the step allocates (evaluation plans, a dataset on the device). The time figure
+// else allocates on the device. The time figure
 // is a model: each kernel costs max(FLOPs / the device's GEMM rate, bytes / its copy rate)
 // plus a launch, which is right within a small factor; the op profiler shows the truth.
 #pragma once
@@ -46,11 +46,23 @@ struct PreflightNode {
   int32_t kernels = 0;
 };
 
+// A compiled plan the run will keep: its arena, inputs and constants.
+struct PreflightPlan {
+  std::string what;  // "training step", "last partial batch", "evaluation"
+  int64_t batch = 0;
+  bool training = true;
+  int64_t bytes = 0;
+};
+
 struct PreflightEstimate {
   int64_t batch = 0;
   HeldBytes held;
-  int64_t arena_bytes = 0;
-  int64_t total_bytes = 0;   // the planned peak of a training step
+  int64_t arena_bytes = 0;  // the training step's
+  int64_t step_bytes = 0;   // the planned peak of a training step alone
+  // The run's peak: parameters, optimizer state and every plan it keeps (the training step,
+  // a last partial batch's step, the evaluation plans), which live at once.
+  int64_t total_bytes = 0;
+  std::vector<PreflightPlan> plans;
   double flops = 0;          // per step
   double step_seconds = 0;   // estimated
   double epoch_seconds = 0;  // step_seconds x steps per epoch (when samples_per_epoch is given)
@@ -63,7 +75,8 @@ struct PreflightEstimate {
 
 struct PreflightOptions {
   std::optional<int64_t> free_bytes;  // default: free_device_memory(backend)
-  int64_t samples_per_epoch = 0;
+  int64_t samples_per_epoch = 0;      // the training split: its last partial batch has a plan
+  int64_t eval_samples[2] = {0, 0};   // the validation and test splits (0: none)
   bool search_max_batch = true;
 };
 
@@ -71,7 +84,7 @@ Result<PreflightEstimate> preflight(const ModelBuilder& build, const TrainConfig
                                     Backend& backend, const DeviceRates& rates,
                                     const PreflightOptions& opt = {});
 
-// The planned peak of a training step at `batch` (what preflight() reports as total_bytes).
+// The planned peak of a training step at `batch` alone (preflight()'s step_bytes).
 Result<int64_t> planned_step_bytes(const ModelBuilder& build, const TrainConfig& config,
                                    Backend& backend, int64_t batch);
 
