@@ -69,6 +69,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
       scene_(new CanvasScene(&model_, this)),
       view_(new CanvasView(scene_)),
       step_view_(new StepView(&model_)),
+      instruments_(new InstrumentsPanel),
       tabs_(new QTabWidget),
       palette_(new Palette),
       inspector_(new Inspector(&model_)),
@@ -84,7 +85,10 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   tabs_->addTab(step_view_, "Training step");
   tabs_->setTabToolTip(
       1, "The forward, the backward autodiff generated and the optimised step, drawn as graphs");
+  tabs_->addTab(instruments_, "Instruments");
+  tabs_->setTabToolTip(2, "Live curves, where memory goes, time per op, and the pre-flight estimate");
   setCentralWidget(tabs_);
+  buildInstruments();
   connect(scene_, &CanvasScene::frameRenameRequested, this, [this](int index) {
     if (!options_.interactive || index >= static_cast<int>(scene_->frameItems().size())) return;
     bool ok = false;
@@ -540,22 +544,15 @@ bool MainWindow::train() {
     showStatus("cannot train yet: " + why, true);
     return false;
   }
-  // The run reads the project from its file, as `--run` does: a saved project is saved
-  // first; an untitled one trains from a snapshot beside the autosave.
-  std::string path = model_.path();
-  if (path.empty()) {
-    const QString snap = QFileInfo(autosavePath()).dir().filePath("untitled-train.mls");
-    QDir().mkpath(QFileInfo(snap).path());
-    if (auto r = nodes::save_document(model_.doc(), snap.toStdString()); !r) {
-      showStatus(QString::fromStdString(r.error().message), true);
-      return false;
-    }
-    path = snap.toStdString();
-  } else if (model_.isModified()) {
-    if (!saveTo(QString::fromStdString(path)).ok()) return false;
-  }
+  const std::string path = projectFileForRun();
+  if (path.empty()) return false;
   runner::RunRequest req;
   req.inspect = true;  // per-node time and output statistics, drawn on the canvas afterwards
+  // The instruments follow the run: a fresh feed, and the pre-flight estimate first.
+  telemetry_ = std::make_shared<Telemetry>();
+  req.telemetry = telemetry_.get();
+  req.preflight = true;
+  instruments_->setLive(telemetry_);
   req.project.path = path;
   req.db = options_.db;
   run_log_->appendPlainText("training " + QString::fromStdString(path) + " (runs in " +

@@ -16,6 +16,7 @@
 #include "editor/console_dock.h"
 #include "editor/document_model.h"
 #include "editor/inspector.h"
+#include "editor/instruments.h"
 #include "editor/palette.h"
 #include "editor/step_view.h"
 #include "editor/train_controller.h"
@@ -65,6 +66,12 @@ class MainWindow : public QMainWindow {
   TrainController* trainer() { return &trainer_; }
   QPlainTextEdit* runLog() { return run_log_; }
   StepView* stepView() { return step_view_; }
+  InstrumentsPanel* instruments() { return instruments_; }
+  // The pre-flight estimate of the project at this batch size (0: the project's), computed on
+  // a worker thread; the Pre-flight view shows it when it is ready.
+  void requestEstimate(int64_t batch);
+  // The experiment store's recent runs, offered for the dashboard's overlay.
+  void loadRunCurves();
   // The central tabs: the model (canvas) or the training step drawn as a graph.
   void showModelTab();
   void showStepTab(int stage);  // StepView::kForward, kBackward, or -1 for the optimised step
@@ -96,12 +103,19 @@ class MainWindow : public QMainWindow {
   // Sets the icon by name and remembers it, so a theme change redraws it in the new colours.
   QAction* withIcon(QAction* a, const char* name);
   void applyIcons();
+  void buildInstruments();  // main_window_instruments.cpp
+  // The project as a file that runs read (`--run` semantics): the saved file, saved first when
+  // modified, or a snapshot of an untitled one. Empty (with a status message) on failure.
+  std::string projectFileForRun();
 
   MainWindowOptions options_;
   DocumentModel model_;
   CanvasScene* scene_;
   CanvasView* view_;
   StepView* step_view_;
+  InstrumentsPanel* instruments_;
+  std::shared_ptr<Telemetry> telemetry_;  // the current run's feed
+  int estimate_request_ = 0;
   QTabWidget* tabs_;
   Palette* palette_;
   Inspector* inspector_;

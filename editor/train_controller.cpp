@@ -48,6 +48,10 @@ bool TrainController::start(const runner::RunRequest& request) {
       // Pause: hold the worker between steps until resumed or stopped.
       while (paused_ && !cancel_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     };
+    ev.preflight = [this](const PreflightEstimate& e) {
+      auto p = std::make_shared<const PreflightEstimate>(e);
+      QMetaObject::invokeMethod(this, [this, p] { Q_EMIT preflightReady(p); }, Qt::QueuedConnection);
+    };
     ev.epoch_end = [this](const EpochReport& rep) {
       QMetaObject::invokeMethod(this, [this, rep] { Q_EMIT epochEnded(rep); }, Qt::QueuedConnection);
     };

@@ -8,6 +8,7 @@
 #include <QObject>
 #include <QString>
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include "runner/training_run.h"
@@ -36,6 +37,8 @@ class TrainController : public QObject {
   void finished(const mls::runner::RunOutcome& outcome);
   // The run could not start or failed (the message names the file or node).
   void failed(const QString& message);
+  // RunRequest::preflight: the estimate, before the first step.
+  void preflightReady(std::shared_ptr<const mls::PreflightEstimate> estimate);
 
  private:
   std::thread worker_;

@@ -333,7 +333,11 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     result = make_error(
         "out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
   }
-  if (o.telemetry) o.telemetry->running.store(false);
+  if (o.telemetry) {
+    // The evaluation after the last step allocates too: the final figures, peak included.
+    o.telemetry->publish_allocator(backend.memory().stats());
+    o.telemetry->running.store(false);
+  }
   if (!result) {
     auto e = (*store)->end_run(run_id, "failed");
     (void)e;
