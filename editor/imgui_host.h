@@ -14,6 +14,7 @@
 //   };
 //   auto* p = new LossPanel;  p->setFrameRate(30);  // 0: redraw only on input / update()
 //   p->framesPerSecond();                        // frames drawn in the last second
+//   if (!ImGuiHost::isSupported()) ...           // no OpenGL: show something else instead
 #pragma once
 
 #include <QElapsedTimer>
@@ -32,6 +33,11 @@ class ImGuiHost : public QOpenGLWidget {
  public:
   explicit ImGuiHost(QWidget* parent = nullptr);
   ~ImGuiHost() override;
+
+  // Whether this platform makes OpenGL contexts (needs the QGuiApplication). Not under
+  // QT_QPA_PLATFORM=offscreen, where Qt 6.4 crashes flushing a window that holds an
+  // OpenGL widget: there, callers leave the panel out.
+  static bool isSupported();
 
   // Frames a second while visible (default 30); 0 draws only after input or update().
   void setFrameRate(int fps);
