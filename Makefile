@@ -46,7 +46,7 @@ fuzz: setup
 # Side by side with PyTorch on CPU in one run: one epoch of the MLP and of LeNet-5, the
 # memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and
 # the engine's GEMM, and how fast the input pipeline delivers Fashion-MNIST batches.
-BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead
+BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead dashboard_overhead
 bench: build
 	@scripts/setup --bench
 	@cmake --build $(BUILD) --target $(BENCH_TOOLS)
@@ -59,6 +59,7 @@ bench: build
 	@$(BUILD)/bench/fma_peak
 	@$(BUILD)/bench/conv_kernels
 	@$(BUILD)/bench/pipeline_throughput
+	@xvfb-run -a -s "-screen 0 1600x1000x24" $(BUILD)/bench/dashboard_overhead "" 5
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

@@ -85,8 +85,12 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   tabs_->addTab(step_view_, "Training step");
   tabs_->setTabToolTip(
       1, "The forward, the backward autodiff generated and the optimised step, drawn as graphs");
-  tabs_->addTab(instruments_, "Instruments");
-  tabs_->setTabToolTip(2, "Live curves, where memory goes, time per op, and the pre-flight estimate");
+  // Where no OpenGL context can be made (Qt's offscreen platform), the panel stays out of the
+  // window: Qt 6.4 crashes showing a QOpenGLWidget there. Its data still flow.
+  if (ImGuiHost::isSupported()) {
+    tabs_->addTab(instruments_, "Instruments");
+    tabs_->setTabToolTip(2, "Live curves, where memory goes, time per op, and the pre-flight estimate");
+  }
   setCentralWidget(tabs_);
   buildInstruments();
   connect(scene_, &CanvasScene::frameRenameRequested, this, [this](int index) {
@@ -206,6 +210,7 @@ MainWindow::~MainWindow() {
   delete takeCentralWidget();
   delete scene_;
   for (QDockWidget* d : findChildren<QDockWidget*>(Qt::FindDirectChildrenOnly)) delete d;
+  if (!instruments_->parent()) delete instruments_;
 }
 
 void MainWindow::buildDocks() {
