@@ -207,10 +207,12 @@ MainWindow::~MainWindow() {
   // The scene, docks and console read model_: delete them while it is still alive (Qt
   // would delete children only after the members are gone).
   scene_->disconnect();
+  // A panel left out of the window (no OpenGL) has no parent to delete it; one in the tabs
+  // goes with them below.
+  if (!instruments_->parent()) delete instruments_;
   delete takeCentralWidget();
   delete scene_;
   for (QDockWidget* d : findChildren<QDockWidget*>(Qt::FindDirectChildrenOnly)) delete d;
-  if (!instruments_->parent()) delete instruments_;
 }
 
 void MainWindow::buildDocks() {
