@@ -35,7 +35,7 @@ TEST_CASE("the pre-flight estimate of peak memory is within 10% of the measured 
   }
 }
 
-TEST_CASE("--profile writes a Chrome trace with one span per executed kernel of every step", "[e2e][profile]") {
+TEST_CASE("the trace of --profile is Chrome JSON with one span per executed kernel of every step", "[e2e][profile]") {
   const std::string trace = (temp_dir() / "trace.json").string();
   const std::string db = (temp_dir() / "trace.db").string();
   // 1280 samples: ten full steps of the example's batch of 128, all on one plan.
@@ -91,7 +91,7 @@ TEST_CASE("--profile writes a Chrome trace with one span per executed kernel of 
   CHECK(counters >= steps);
 }
 
-TEST_CASE("--profile names a trace path it cannot write, before training", "[e2e][profile]") {
+TEST_CASE("a trace path that cannot be written is refused before training, naming it (--profile)", "[e2e][profile]") {
   Output o = run("--run " + example() + " --epochs 1 --limit 256 --db " + (temp_dir() / "bad.db").string() +
                  " --profile /nonexistent-dir/run.json");
   CHECK(o.code == 1);
