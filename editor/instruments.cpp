@@ -651,16 +651,8 @@ std::string InstrumentsPanel::dashboardCsv() const {
 }
 
 bool InstrumentsPanel::exportCsv(const QString& path, QString* error) const {
-  const std::string text = dashboardCsv();
-  auto r = write_file_atomically(path.toStdString(),
-                                 [&](int fd, const std::string& tmp) -> Result<void> {
-                                   if (!write_all(fd, text.data(), text.size()))
-                                     return make_error("cannot write " + tmp + ": " + errno_text());
-                                   return {};
-                                 });
-  if (!r) {
-    if (error)
-      *error = "cannot export to " + path + ": " + QString::fromStdString(r.error().message);
+  if (auto r = write_text_atomically(path.toStdString(), dashboardCsv()); !r) {
+    if (error) *error = "cannot export to " + path + ": " + QString::fromStdString(r.error().message);
     return false;
   }
   return true;

@@ -68,10 +68,7 @@ std::string serialize_document(const Document& doc, const NodeCatalogue& catalog
 Result<void> save_document(const Document& doc, const std::string& path,
                            const NodeCatalogue& catalogue) {
   const std::string text = serialize_document(doc, catalogue);
-  auto r = write_file_atomically(path, [&](int fd, const std::string& tmp) -> Result<void> {
-    if (!write_all(fd, text.data(), text.size())) return make_error("cannot write " + tmp + ": " + errno_text());
-    return {};
-  });
+  auto r = write_text_atomically(path, text);
   if (!r) return make_error("cannot save " + path + ": " + r.error().message);
   return {};
 }

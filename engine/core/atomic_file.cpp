@@ -27,8 +27,9 @@ bool write_all(int fd, const void* data, size_t size) {
   return true;
 }
 
-Result<void> write_file_atomically(const std::string& path,
-                                   const std::function<Result<void>(int fd, const std::string& tmp)>& body) {
+Result<void> write_file_atomically(
+    const std::string& path,
+    const std::function<Result<void>(int fd, const std::string& tmp)>& body) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -43,7 +44,8 @@ Result<void> write_file_atomically(const std::string& path,
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
-  if (fd < 0) return make_error("cannot create a temporary file in " + dir.string() + ": " + errno_text());
+  if (fd < 0)
+    return make_error("cannot create a temporary file in " + dir.string() + ": " + errno_text());
   auto abandon = [&](const std::string& why) {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -72,6 +74,14 @@ Result<void> write_file_atomically(const std::string& path,
     ::close(dfd);
   }
   return {};
+}
+
+Result<void> write_text_atomically(const std::string& path, std::string_view text) {
+  return write_file_atomically(path, [&](int fd, const std::string& tmp) -> Result<void> {
+    if (!write_all(fd, text.data(), text.size()))
+      return make_error("cannot write " + tmp + ": " + errno_text());
+    return {};
+  });
 }
 
 }  // namespace mls

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "engine/core/result.h"
 
@@ -23,6 +24,9 @@ namespace mls {
 // the target's name.
 Result<void> write_file_atomically(const std::string& path,
                                    const std::function<Result<void>(int fd, const std::string& tmp)>& body);
+
+// write_file_atomically with `text` as the whole content.
+Result<void> write_text_atomically(const std::string& path, std::string_view text);
 
 // write(2) until done, retrying on EINTR; false on an error (errno set).
 bool write_all(int fd, const void* data, size_t size);

@@ -93,13 +93,7 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   for (auto [r, tag] : opt.own_buffers) {
     MLS_CHECK(r.valid() && at(r) < nv, "PlanOptions: own buffer for an unknown value");
     // An output that is a view (reshape) keeps its view; the value it views gets the buffer.
-    for (;;) {
-      const Value& v = g.value(r);
-      if (v.kind != ValueKind::Node) break;
-      const Node& n = g.nodes()[static_cast<size_t>(v.node)];
-      if (!n.op->view || v.output_index != 0) break;
-      r = n.inputs[0];
-    }
+    r = g.viewed_value(r);
     if (g.value(r).kind != ValueKind::Node) continue;  // inputs, params and constants have storage
     own[at(r)] = true;
     own_tag[at(r)] = tag;

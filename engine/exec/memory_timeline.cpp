@@ -72,17 +72,8 @@ MemoryTimeline memory_timeline(const CompiledPlan& plan, const HeldBytes& held) 
   // The values behind the step's outputs after the first (the loss): the gradients. An
   // output that is a view (reshape) is held by the value it views.
   std::vector<bool> gradient(g.values().size(), false);
-  for (size_t i = 1; i < g.outputs().size(); ++i) {
-    Ref r = g.outputs()[i];
-    for (;;) {
-      const Value& v = g.value(r);
-      if (v.kind != ValueKind::Node) break;
-      const Node& n = g.nodes()[static_cast<size_t>(v.node)];
-      if (!n.op->view || v.output_index != 0) break;
-      r = n.inputs[0];
-    }
-    gradient[static_cast<size_t>(r.id)] = true;
-  }
+  for (size_t i = 1; i < g.outputs().size(); ++i)
+    gradient[static_cast<size_t>(g.viewed_value(g.outputs()[i]).id)] = true;
 
   int32_t waves = 0;
   for (int32_t w : plan.node_waves()) waves = std::max(waves, w + 1);

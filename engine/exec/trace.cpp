@@ -99,8 +99,7 @@ std::string TraceRecorder::json() const {
   threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
   for (int32_t t : threads) {
     out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(t) +
-           ",\"args\":{\"name\":\"" +
-           "thread " + std::to_string(t) + "\"}}";
+           ",\"args\":{\"name\":\"" + "thread " + std::to_string(t) + "\"}}";
   }
   for (const Event& e : events_) {
     out += ",\n{\"name\":";
@@ -138,13 +137,8 @@ std::string TraceRecorder::json() const {
 }
 
 Result<void> TraceRecorder::write(const std::string& path) const {
-  const std::string text = json();
-  auto r = write_file_atomically(path, [&](int fd, const std::string& tmp) -> Result<void> {
-    if (!write_all(fd, text.data(), text.size()))
-      return make_error("cannot write " + tmp + ": " + errno_text());
-    return {};
-  });
-  if (!r) return make_error("cannot write the trace " + path + ": " + r.error().message);
+  if (auto r = write_text_atomically(path, json()); !r)
+    return make_error("cannot write the trace " + path + ": " + r.error().message);
   return {};
 }
 

@@ -176,4 +176,14 @@ std::string Graph::to_text() const {
   return os.str();
 }
 
+Ref Graph::viewed_value(Ref r) const {
+  for (;;) {
+    const Value& v = value(r);
+    if (v.kind != ValueKind::Node) return r;
+    const Node& n = nodes_[static_cast<size_t>(v.node)];
+    if (!n.op->view || v.output_index != 0) return r;
+    r = n.inputs[0];
+  }
+}
+
 }  // namespace mls

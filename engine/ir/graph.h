@@ -90,6 +90,9 @@ class Graph final : public Emitter {
   Result<void> verify() const;
   std::string to_text() const;
   std::string value_name(Ref r) const;  // "%7" or "%x"
+  // The value whose storage `r` reads: through views (reshape: output 0 of an OpDef::view
+  // op) back to the value they view; `r` itself when it is no view.
+  Ref viewed_value(Ref r) const;
 
  private:
   Ref new_value(Value v);
