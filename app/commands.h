@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/model_export.h"
 #include "runner/project.h"
 
 namespace mls::app {
@@ -80,5 +81,8 @@ struct LuaOptions {
   std::string db = "mlstudio-runs.db";
 };
 int lua_command(const LuaOptions& o);
+
+int export_command(const runner::ExportOptions& o, bool json);
+int import_command(const runner::ImportOptions& o);
 
 }  // namespace mls::app

@@ -178,6 +178,42 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1'000'000));
   predict_cmd->add_flag("--json", predict.json, "JSON output");
 
+  mls::runner::ExportOptions exp;
+  exp.version = MLSTUDIO_VERSION;
+  bool export_json = false;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Write a trained model as ONNX, checked against the engine node by node");
+  export_cmd->add_option("project", exp.project.path, "The project (.mls)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  export_cmd->add_option("--onnx", exp.out, "The ONNX file to write")->required();
+  export_cmd->add_option("--run", exp.run_id, "The trained run whose weights to export (none: the project's initial weights)")
+      ->check(kId);
+  export_cmd->add_option("--db", exp.db, "The run database (SQLite)")->capture_default_str();
+  export_cmd->add_option("--checkpoint", exp.checkpoint, "best, last or auto")->capture_default_str();
+  export_cmd->add_option("--opset", exp.opset, "ONNX operator set")->capture_default_str()->check(CLI::Range(13, 17));
+  export_cmd->add_option("--check-samples", exp.check_samples, "Test samples the written file is run on and compared")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  export_cmd->add_flag("--int8", exp.int8,
+                       "Post-training int8 quantization (QDQ): int8 weights, uint8 activations calibrated on training batches");
+  export_cmd->add_option("--calibration-batches", exp.calibration_batches, "With --int8: batches of 64 to calibrate on")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  export_cmd->add_option("--save-outputs", exp.save_outputs,
+                         "Also write mlstudio's outputs on the test split to this NPY file (to compare other runtimes)");
+  export_cmd->add_option("--test-limit", exp.project.test_limit, "Use the first N test samples only")->check(kCount);
+  export_cmd->add_option("--limit", exp.project.limit, "Load only the first N training samples")->check(kCount);
+  export_cmd->add_flag("--json", export_json, "JSON output");
+
+  mls::runner::ImportOptions imp;
+  auto* import_cmd = app.add_subcommand("import", "Turn an ONNX model into an editable, trainable project");
+  import_cmd->add_option("model", imp.model, "The ONNX file")->required()->check(CLI::ExistingFile);
+  import_cmd->add_option("-o,--output", imp.out, "The project to write (.mls); its weights go beside it")->required();
+  import_cmd->add_option("--dataset", imp.dataset,
+                         "The data to train on, SOURCE[:PATH] (default: what an mlstudio export recorded)");
+  import_cmd->add_flag("--force", imp.force, "Replace an existing project");
+
   mls::app::LuaOptions lua;
   auto* lua_cmd =
       app.add_subcommand("lua", "Run a Lua script with the mls module, or open the Lua REPL");
@@ -231,6 +267,8 @@ int main(int argc, char** argv) {
   if (*graph_cmd) return mls::app::graph_command(graph);
   if (*eval_cmd) return mls::app::eval_command(eval);
   if (*predict_cmd) return mls::app::predict_command(predict);
+  if (*export_cmd) return mls::app::export_command(exp, export_json);
+  if (*import_cmd) return mls::app::import_command(imp);
   if (*runs_cmd) {
     runs.action = *runs_list ? "list" : "show";
     return mls::app::runs_command(runs);

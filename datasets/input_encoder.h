@@ -41,6 +41,7 @@ class InputEncoder {
 
   const Shape& sample_shape() const { return sample_shape_; }
   const Normalization& normalization() const { return normalization_; }
+  bool byte_features() const { return byte_features_; }  // samples were bytes / 255
   const std::optional<CsvEncoding>& csv() const { return csv_; }
 
  private:

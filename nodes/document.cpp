@@ -125,7 +125,8 @@ class Parser : FieldReader {
     if (!sec) return sec.error();
     if (!*sec) return fail("", "missing 'model' (the node graph)");
     const json& m = **sec;
-    if (auto r = known_keys(m, "/model", {"nodes", "links"}); !r) return r;
+    if (auto r = known_keys(m, "/model", {"nodes", "links", "weights"}); !r) return r;
+    if (auto r = string_field(m, "/model", "weights", doc_.weights); !r) return r;
     for (const char* key : {"nodes", "links"})
       if (m.contains(key) && !m.at(key).is_array())
         return fail(ptr("/model", key), "must be an array");
@@ -334,7 +335,7 @@ std::optional<Error> json_too_deep(std::string_view text, const std::string& sou
 bool Document::operator==(const Document& o) const {
   return format_version == o.format_version && name == o.name && description == o.description &&
          dataset == o.dataset && nodes == o.nodes && links == o.links && training == o.training &&
-         layout == o.layout && notebook == o.notebook;
+         layout == o.layout && notebook == o.notebook && weights == o.weights;
 }
 
 Result<Document> parse_document(std::string_view text, const std::string& source_name,

@@ -81,6 +81,10 @@ struct Document {
   DatasetSpec dataset;
   std::vector<NodeDoc> nodes;  // file order; ids unique
   std::vector<LinkDoc> links;
+  // Initial parameter values ("model": {"weights": F}): a checkpoint-format file, relative
+  // to the project, whose "param/<name>" tensors replace the initialisers (an imported
+  // ONNX model's weights). Empty: parameters start from their init schemes.
+  std::string weights;
   TrainingSpec training;
   nlohmann::json layout = nlohmann::json::object();  // node id -> {"x":..,"y":..}
   nlohmann::json notebook;                           // null when the file has none

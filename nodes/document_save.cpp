@@ -57,6 +57,7 @@ std::string serialize_document(const Document& doc, const NodeCatalogue& catalog
     links.push_back(
         {{"from", l.from_node + ":" + l.from_port}, {"to", l.to_node + ":" + l.to_port}});
   root["model"] = {{"nodes", std::move(nodes)}, {"links", std::move(links)}};
+  if (!doc.weights.empty()) root["model"]["weights"] = doc.weights;
 
   root["training"] = training_json(doc.training);
   root["layout"] = layout_json(doc);

@@ -26,7 +26,8 @@ Ref LowerContext::param(const std::string& name, const Shape& shape, ParamInit i
 }
 
 Result<ModelGraph> lower(const Document& doc, const InferContext& data, int64_t batch,
-                         bool training, const std::string& source_name) {
+                         bool training, const std::string& source_name,
+                         std::map<std::string, Refs>* node_outputs) {
   if (auto c = check_graph(doc, source_name); !c) return c.error();
   // Shape inference first: its messages name the document node, which the IR cannot.
   if (auto s = infer_shapes(doc, data); !s)
@@ -57,6 +58,7 @@ Result<ModelGraph> lower(const Document& doc, const InferContext& data, int64_t 
     if (!outs) return make_error(source_name + ": node '" + n.id + "': " + outs.error().message);
     for (size_t k = 0; k < type->outputs.size() && k < outs->size(); ++k)
       port_value[{n.id, type->outputs[k].name}] = (*outs)[k];
+    if (node_outputs) (*node_outputs)[n.id] = *outs;
   }
   model.graph.set_label("");
   if (!model.input.valid() || !model.labels.valid() || !model.loss.valid())

@@ -8,6 +8,7 @@
 //   std::cout << m->graph.to_text();     // nodes are labelled with the document's node ids
 #pragma once
 
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -40,8 +41,11 @@ struct LowerContext {
 };
 
 // Shape problems are reported against the document node ("P.mls: node 'fc1' ...").
+// `node_outputs`, when given, receives each document node's output values (the export
+// check compares them, node by node, with the ONNX file's).
 Result<ModelGraph> lower(const Document& doc, const InferContext& data, int64_t batch,
-                         bool training, const std::string& source_name);
+                         bool training, const std::string& source_name,
+                         std::map<std::string, Refs>* node_outputs = nullptr);
 
 // A node lowered alone onto placeholder inputs of the given shapes (a batch dim of -1 as 1):
 // its output shapes, by the ops' own shape inference (the batch dim given back as -1), and

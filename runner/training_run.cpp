@@ -12,6 +12,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "runner/checkpoints.h"
+#include "runner/model_export.h"
 #include "store/file_hash.h"
 #include "store/process_owner.h"
 #include "store/run_store.h"
@@ -322,6 +323,11 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
       if (events.preflight) events.preflight(*e);
       estimate = std::move(*e);
     }
+  }
+  // An imported model starts from its own weights (the project's "weights" file).
+  if (!o.resume && !p.doc.weights.empty()) {
+    if (auto r = trainer.init(); !r) return r.error();
+    if (auto r = apply_initial_weights(trainer, p); !r) return r.error();
   }
   // The run's peak is the run's: not the pre-flight's probes, not what came before.
   backend.memory().reset_peaks();

@@ -174,6 +174,14 @@ template <>
 struct Storage<DType::Bool> {
   using type = uint8_t;
 };
+template <>
+struct Storage<DType::U8> {
+  using type = uint8_t;
+};
+template <>
+struct Storage<DType::I8> {
+  using type = int8_t;
+};
 template <DType D>
 using StorageT = typename Storage<D>::type;
 
@@ -296,6 +304,8 @@ void register_math_kernels(OpRegistry& reg) {
     unary_kernel(c, [](float x) { return static_cast<float>((x > 0.f) - (x < 0.f)); });
   });
   R("sqrt", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::sqrt(x); }); });
+  // The default rounding mode rounds halves to even, as ONNX's QuantizeLinear.
+  R("round", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::nearbyint(x); }); });
   R("rsqrt",
     [](const KernelCall& c) { unary_kernel(c, [](float x) { return 1.f / std::sqrt(x); }); });
   R("leaky_relu", [](const KernelCall& c) {
@@ -334,6 +344,8 @@ void register_math_kernels(OpRegistry& reg) {
   reg.register_kernel("cast", DeviceKind::CPU, DType::I64, cast_kernel<DType::I64>);
   reg.register_kernel("cast", DeviceKind::CPU, DType::I32, cast_kernel<DType::I32>);
   reg.register_kernel("cast", DeviceKind::CPU, DType::Bool, cast_kernel<DType::Bool>);
+  reg.register_kernel("cast", DeviceKind::CPU, DType::U8, cast_kernel<DType::U8>);
+  reg.register_kernel("cast", DeviceKind::CPU, DType::I8, cast_kernel<DType::I8>);
 }
 
 }  // namespace mls::cpu

@@ -16,6 +16,7 @@ namespace mls {
 
 Ref abs(Emitter& e, Ref x);
 Ref sign(Emitter& e, Ref x);  // -1, 0 or 1; no gradient (piecewise constant)
+Ref round(Emitter& e, Ref x);  // halves to even; no gradient (piecewise constant)
 Ref sqrt(Emitter& e, Ref x);
 Ref rsqrt(Emitter& e, Ref x);
 Ref leaky_relu(Emitter& e, Ref x, double alpha = 0.01);

@@ -30,6 +30,9 @@ Ref abs(Emitter& e, Ref x) {
 Ref sign(Emitter& e, Ref x) {
   return e.emit1("sign", {x});
 }
+Ref round(Emitter& e, Ref x) {
+  return e.emit1("round", {x});
+}
 Ref sqrt(Emitter& e, Ref x) {
   return e.emit1("sqrt", {x});
 }
@@ -351,6 +354,26 @@ void register_unary(OpRegistry& reg) {
               .kind = OpKind::NonDiff,
               .inplace = true,
               .doc = "-1, 0 or 1 by the sign of x (piecewise constant: no gradient)"});
+
+  reg.define({.name = "round",
+              .infer = infer_float,
+              .reference =
+                  [](std::span<const RefArray> in, const Attrs&) {
+                    // Through f32, as the kernel sees it; nearbyint rounds halves to even.
+                    return std::vector<RefArray>{ref_unary(
+                        in[0], [](double x) { return std::nearbyint(static_cast<double>(static_cast<float>(x))); })};
+                  },
+              .samples =
+                  [] {
+                    OpSample s = sample({f32({3, 4})});
+                    s.lo = -4;
+                    s.hi = 4;
+                    return std::vector<OpSample>{s};
+                  },
+              .kind = OpKind::NonDiff,
+              .inplace = true,
+              .doc = "x rounded to the nearest integer, halves to even (piecewise constant: no "
+                     "gradient); what quantization rounds with"});
 }
 
 // [SECTION] Backward ops

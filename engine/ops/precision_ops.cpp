@@ -75,7 +75,9 @@ void register_cast(OpRegistry& reg) {
          auto t = parse_dtype(a.get_string("dtype"));
          if (!t || !castable(*t))
            return make_error("cannot cast to '" + a.get_string("dtype") + "' (f32, f16, bf16, i64, i32 or bool)");
-         if (!castable(in[0].dtype)) return make_error("cannot cast from " + type_str(in[0]));
+         // Bytes cast from too: raw image pixels (u8) and int8 quantized weights (ONNX files).
+         if (!castable(in[0].dtype) && in[0].dtype != DType::U8 && in[0].dtype != DType::I8)
+           return make_error("cannot cast from " + type_str(in[0]));
          return Types{{*t, in[0].shape}};
        },
        .vjp =
@@ -107,9 +109,14 @@ void register_cast(OpRegistry& reg) {
                s.hi = 1.0 / 64;
                v.push_back(std::move(s));
              }
+             for (DType from : {DType::U8, DType::I8}) {  // no gradient: checked by value
+               OpSample s = sample({{from, {3, 4}}}, {{"dtype", std::string("f32")}});
+               s.int_high = 100;
+               v.push_back(std::move(s));
+             }
              return v;
            },
-       .doc = "converts the element type (attr dtype: f32, f16, bf16, i64, i32, bool). Floats round to "
+       .doc = "converts the element type (attr dtype: f32, f16, bf16, i64, i32, bool; u8 and i8 convert from only). Floats round to "
               "nearest even, float to integer truncates toward zero and saturates (NaN -> 0), to bool is "
               "x != 0. Differentiable between float types (derivative 1, carried in f32); no gradient "
               "through an integer or bool side"});

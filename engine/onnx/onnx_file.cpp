@@ -1,0 +1,271 @@
+#include "engine/onnx/onnx_file.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "engine/core/atomic_file.h"
+
+namespace mls::onnx {
+
+namespace {
+
+namespace pb = ::onnx;
+
+void to_proto(const Attribute& a, pb::AttributeProto* p) {
+  p->set_name(a.name);
+  switch (a.kind) {
+    case Attribute::Kind::Int:
+      p->set_type(pb::AttributeProto::INT);
+      p->set_i(a.i_value);
+      break;
+    case Attribute::Kind::Float:
+      p->set_type(pb::AttributeProto::FLOAT);
+      p->set_f(static_cast<float>(a.f_value));
+      break;
+    case Attribute::Kind::String:
+      p->set_type(pb::AttributeProto::STRING);
+      p->set_s(a.s_value);
+      break;
+    case Attribute::Kind::Ints:
+      p->set_type(pb::AttributeProto::INTS);
+      for (int64_t v : a.ints) p->add_ints(v);
+      break;
+    case Attribute::Kind::Floats:
+      p->set_type(pb::AttributeProto::FLOATS);
+      for (float v : a.floats) p->add_floats(v);
+      break;
+  }
+}
+
+void to_proto(const ValueInfo& v, pb::ValueInfoProto* p) {
+  p->set_name(v.name);
+  auto* tensor = p->mutable_type()->mutable_tensor_type();
+  tensor->set_elem_type(onnx_type_of(v.dtype));
+  auto* shape = tensor->mutable_shape();
+  for (const Dim& d : v.dims) {
+    auto* dim = shape->add_dim();
+    if (!d.param.empty())
+      dim->set_dim_param(d.param);
+    else
+      dim->set_dim_value(d.value);
+  }
+}
+
+void to_proto(const CheckpointTensor& t, pb::TensorProto* p) {
+  p->set_name(t.name);
+  p->set_data_type(onnx_type_of(t.dtype));
+  for (int64_t d : t.shape) p->add_dims(d);
+  p->set_raw_data(t.bytes.data(), t.bytes.size());
+}
+
+pb::ModelProto to_proto(const Model& m) {
+  pb::ModelProto p;
+  p.set_ir_version(ir_version_for(m.opset));
+  p.set_producer_name(m.producer_name);
+  p.set_producer_version(m.producer_version);
+  p.set_doc_string(m.doc);
+  auto* opset = p.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(m.opset);
+  for (const auto& [k, v] : m.metadata) {
+    auto* e = p.add_metadata_props();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  pb::GraphProto* g = p.mutable_graph();
+  g->set_name(m.graph_name);
+  for (const ValueInfo& v : m.inputs) to_proto(v, g->add_input());
+  for (const ValueInfo& v : m.outputs) to_proto(v, g->add_output());
+  for (const CheckpointTensor& t : m.initializers) to_proto(t, g->add_initializer());
+  for (const Node& n : m.nodes) {
+    pb::NodeProto* np = g->add_node();
+    np->set_op_type(n.op_type);
+    np->set_name(n.name);
+    if (!n.domain.empty()) np->set_domain(n.domain);
+    for (const std::string& i : n.inputs) np->add_input(i);
+    for (const std::string& o : n.outputs) np->add_output(o);
+    for (const Attribute& a : n.attrs) to_proto(a, np->add_attribute());
+  }
+  return p;
+}
+
+Result<void> check(pb::ModelProto& p, const std::string& source) {
+  try {
+    pb::checker::check_model(p);
+    pb::ShapeInferenceOptions options(/*check_type=*/true, /*strict=*/1, /*data_prop=*/false);
+    pb::shape_inference::InferShapes(p, pb::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
+    return make_error(source + ": the ONNX checker rejects the model: " + what);
+  }
+  return {};
+}
+
+Result<ValueInfo> from_proto(const pb::ValueInfoProto& p, const std::string& source) {
+  ValueInfo v;
+  v.name = p.name();
+  if (!p.type().has_tensor_type())
+    return make_error(source + ": graph value '" + v.name + "' is not a tensor");
+  const auto& tt = p.type().tensor_type();
+  if (!dtype_of_onnx(tt.elem_type(), &v.dtype))
+    return make_error(source + ": graph value '" + v.name + "' has ONNX element type " +
+                      std::to_string(tt.elem_type()) + ", which mlstudio does not support");
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value())
+      v.dims.emplace_back(d.dim_value());
+    else
+      v.dims.push_back(Dim::named(d.dim_param().empty() ? "?" : d.dim_param()));
+  }
+  return v;
+}
+
+template <typename T, typename Field>
+void copy_field(const Field& f, CheckpointTensor& t) {
+  t.bytes.resize(static_cast<size_t>(f.size()) * sizeof(T));
+  for (int i = 0; i < f.size(); ++i) {
+    T v = static_cast<T>(f.Get(i));
+    std::memcpy(t.bytes.data() + static_cast<size_t>(i) * sizeof(T), &v, sizeof(T));
+  }
+}
+
+Result<CheckpointTensor> from_proto(const pb::TensorProto& p, const std::string& source) {
+  CheckpointTensor t;
+  t.name = p.name();
+  if (!dtype_of_onnx(p.data_type(), &t.dtype))
+    return make_error(source + ": initializer '" + t.name + "' has ONNX element type " +
+                      std::to_string(p.data_type()) + ", which mlstudio does not support");
+  if (p.data_location() == pb::TensorProto::EXTERNAL)
+    return make_error(source + ": initializer '" + t.name +
+                      "' keeps its data in an external file, which mlstudio does not read");
+  for (int64_t d : p.dims()) t.shape.push_back(d);
+  const size_t want = static_cast<size_t>(numel(t.shape)) * dtype_size(t.dtype);
+  if (p.has_raw_data()) {
+    t.bytes.assign(p.raw_data().begin(), p.raw_data().end());
+  } else {
+    switch (t.dtype) {
+      case DType::F32: copy_field<float>(p.float_data(), t); break;
+      case DType::I64: copy_field<int64_t>(p.int64_data(), t); break;
+      case DType::I32: copy_field<int32_t>(p.int32_data(), t); break;
+      case DType::U8: copy_field<uint8_t>(p.int32_data(), t); break;
+      case DType::I8: copy_field<int8_t>(p.int32_data(), t); break;
+      case DType::Bool: copy_field<uint8_t>(p.int32_data(), t); break;
+      case DType::F16:
+      case DType::BF16: copy_field<uint16_t>(p.int32_data(), t); break;
+    }
+  }
+  if (t.bytes.size() != want)
+    return make_error(source + ": initializer '" + t.name + "' holds " +
+                      std::to_string(t.bytes.size()) + " bytes; its shape " + shape_str(t.shape) +
+                      " needs " + std::to_string(want));
+  return t;
+}
+
+Attribute from_proto(const pb::AttributeProto& p) {
+  Attribute a;
+  a.name = p.name();
+  switch (p.type()) {
+    case pb::AttributeProto::INT: a.kind = Attribute::Kind::Int; a.i_value = p.i(); break;
+    case pb::AttributeProto::FLOAT: a.kind = Attribute::Kind::Float; a.f_value = p.f(); break;
+    case pb::AttributeProto::STRING: a.kind = Attribute::Kind::String; a.s_value = p.s(); break;
+    case pb::AttributeProto::INTS:
+      a.kind = Attribute::Kind::Ints;
+      a.ints.assign(p.ints().begin(), p.ints().end());
+      break;
+    case pb::AttributeProto::FLOATS:
+      a.kind = Attribute::Kind::Floats;
+      a.floats.assign(p.floats().begin(), p.floats().end());
+      break;
+    default:  // graphs, tensors, ...: kept by name only; the importer refuses their ops
+      a.kind = Attribute::Kind::String;
+      a.s_value = "<unsupported attribute type>";
+      break;
+  }
+  return a;
+}
+
+}  // namespace
+
+int64_t ir_version_for(int64_t opset) {
+  if (opset >= 15) return 8;
+  if (opset >= 13) return 7;
+  return 6;
+}
+
+Result<std::string> serialize(const Model& m) {
+  pb::ModelProto p = to_proto(m);
+  if (auto c = check(p, "model '" + m.graph_name + "'"); !c) return c.error();
+  std::string bytes;
+  if (!p.SerializeToString(&bytes))
+    return make_error("model '" + m.graph_name + "': protobuf could not serialise it (over 2 GiB?)");
+  return bytes;
+}
+
+Result<void> write_model(const Model& m, const std::string& path) {
+  auto bytes = serialize(m);
+  if (!bytes) return bytes.error();
+  if (auto w = write_text_atomically(path, *bytes); !w)
+    return make_error("cannot write " + path + ": " + w.error().message);
+  return {};
+}
+
+Result<Model> parse(const std::string& bytes, const std::string& source) {
+  pb::ModelProto p;
+  if (!p.ParseFromString(bytes))
+    return make_error(source + ": not an ONNX model (the protobuf does not parse)");
+  if (!p.has_graph()) return make_error(source + ": not an ONNX model (it has no graph)");
+  if (auto c = check(p, source); !c) return c.error();
+  Model m;
+  m.producer_name = p.producer_name();
+  m.producer_version = p.producer_version();
+  m.doc = p.doc_string();
+  m.opset = 0;
+  for (const auto& o : p.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") m.opset = o.version();
+  for (const auto& e : p.metadata_props()) m.metadata.emplace_back(e.key(), e.value());
+  const pb::GraphProto& g = p.graph();
+  m.graph_name = g.name();
+  for (const auto& t : g.initializer()) {
+    auto init = from_proto(t, source);
+    if (!init) return init.error();
+    m.initializers.push_back(std::move(*init));
+  }
+  for (const auto& v : g.input()) {
+    if (m.initializer(v.name())) continue;  // older files list initializers as inputs too
+    auto info = from_proto(v, source);
+    if (!info) return info.error();
+    m.inputs.push_back(std::move(*info));
+  }
+  for (const auto& v : g.output()) {
+    auto info = from_proto(v, source);
+    if (!info) return info.error();
+    m.outputs.push_back(std::move(*info));
+  }
+  for (const auto& np : g.node()) {
+    Node n;
+    n.op_type = np.op_type();
+    n.name = np.name();
+    n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    for (const auto& a : np.attribute()) n.attrs.push_back(from_proto(a));
+    m.nodes.push_back(std::move(n));
+  }
+  return m;
+}
+
+Result<Model> read_model(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("cannot open " + path + ": " + errno_text());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return make_error("cannot read " + path + ": " + errno_text());
+  return parse(ss.str(), path);
+}
+
+}  // namespace mls::onnx

@@ -1,0 +1,28 @@
+// ONNX files: an onnx::Model (engine/onnx/onnx_ir.h) to bytes and back, with libonnx's
+// checker and strict shape inference run on every write and read, so a file mlstudio
+// writes is one that other ONNX tools accept. The only code that links protobuf.
+//
+//   if (auto r = onnx::write_model(model, "mlp.onnx"); !r) fail(r.error().message);
+//   Result<onnx::Model> back = onnx::read_model("mlp.onnx");   // "mlp.onnx: not an ONNX model: ..."
+#pragma once
+
+#include <string>
+
+#include "engine/core/result.h"
+#include "engine/onnx/onnx_ir.h"
+
+namespace mls::onnx {
+
+// The model as ONNX protobuf bytes, after the checker and shape inference accepted it.
+Result<std::string> serialize(const Model& m);
+// Checks, then writes atomically (a failure leaves an earlier file as it was).
+Result<void> write_model(const Model& m, const std::string& path);
+
+// Parses and checks; `source` names the bytes in messages.
+Result<Model> parse(const std::string& bytes, const std::string& source);
+Result<Model> read_model(const std::string& path);
+
+// The ONNX IR version written with an operator set (opset 17 -> IR 8).
+int64_t ir_version_for(int64_t opset);
+
+}  // namespace mls::onnx
