@@ -80,8 +80,9 @@ bool is_f32(const CheckpointTensor* t) { return t && t->dtype == DType::F32; }
 
 // One value for both axes, or "" with the reason in `why`.
 bool square(const Node& n, const char* name, int64_t fallback, int64_t& v, std::string& why) {
-  auto list = n.ints_or(name, {fallback, fallback});
-  if (std::string(name) == "pads") {
+  const bool pads = std::string(name) == "pads";
+  auto list = n.ints_or(name, pads ? std::vector<int64_t>(4, fallback) : std::vector<int64_t>{fallback, fallback});
+  if (pads) {
     if (list.size() != 4 || list[0] != list[1] || list[0] != list[2] || list[0] != list[3]) {
       why = "pads must be equal on every side";
       return false;
@@ -210,6 +211,11 @@ bool map_simple(Importer& im, const Node& n, const std::string& type, json param
 bool map_node(Importer& im, const Node& n, int64_t rank) {
   const std::string& op = n.op_type;
   if (!n.domain.empty()) return im.problem = "custom domain '" + n.domain + "'", false;
+  if (n.inputs.empty() || n.outputs.empty()) return im.problem = "a node without inputs or outputs", false;
+  // Input 0 is the data every mapped op reads: it must come from an imported node.
+  if (!im.defined(n.inputs[0]) && !im.m.initializer(n.inputs[0]))
+    return im.problem = "its input '" + n.inputs[0] + "' comes from a node that could not be imported", false;
+  if (!im.defined(n.inputs[0])) return im.problem = "its data input is a constant", false;
   if (op == "Identity" || op == "Dropout") {
     if (!im.defined(n.inputs.at(0))) return im.problem = "a constant input", false;
     im.port_of[n.outputs[0]] = im.port_of.at(n.inputs[0]);
