@@ -169,6 +169,8 @@ TEST_CASE("every differentiable op's forward-mode rule matches a directional dif
         tan_values[i] = RefArray{c.inputs[i].shape, std::vector<double>(c.inputs[i].v.size(), 0.0)};
       }
     }
+    // Integer inputs only (a cast from bytes): there is no tangent to carry.
+    if (primals.empty()) continue;
     auto ys = g.add_node(c.op->name, xs, c.sample.attrs);
     REQUIRE(ys.ok());
     Refs tout = append_jvp(g, primals, tangents, *ys);
