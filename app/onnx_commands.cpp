@@ -7,21 +7,11 @@
 
 #include "app/commands.h"
 #include "engine/cpu/cpu_backend.h"
+#include "runner/training_run.h"
 
 namespace mls::app {
 
-namespace {
-
-std::string size_text(int64_t bytes) {
-  char buf[64];
-  if (bytes >= 1 << 20)
-    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
-  return buf;
-}
-
-}  // namespace
+using runner::bytes_text;
 
 int export_command(const runner::ExportOptions& o, bool json) {
   auto say = [json](const std::string& s) {
@@ -62,9 +52,9 @@ int export_command(const runner::ExportOptions& o, bool json) {
   for (const auto& c : r->checks)
     std::printf("  %-16s max |onnx - mlstudio| = %.3g\n", c.node.c_str(), c.max_abs);
   if (o.int8) {
-    std::printf("int8: %s, %.1f%% of the f32 model's %s\n", size_text(r->bytes).c_str(),
+    std::printf("int8: %s, %.1f%% of the f32 model's %s\n", bytes_text(r->bytes).c_str(),
                 100.0 * static_cast<double>(r->bytes) / static_cast<double>(r->f32_bytes),
-                size_text(r->f32_bytes).c_str());
+                bytes_text(r->f32_bytes).c_str());
     if (r->accuracy_samples > 0)
       std::printf("accuracy on %lld test samples: f32 %.2f%%, int8 %.2f%% (%+.2f points); the two agree on %.2f%%\n",
                   static_cast<long long>(r->accuracy_samples), 100 * r->accuracy_f32, 100 * r->accuracy_int8,
@@ -74,7 +64,7 @@ int export_command(const runner::ExportOptions& o, bool json) {
     std::printf("saved mlstudio's outputs for %lld test samples to %s\n", static_cast<long long>(r->outputs_saved),
                 o.save_outputs.c_str());
   std::printf("wrote %s (%s, %lld ONNX nodes, %lld parameters, opset %lld)\n", r->path.c_str(),
-              size_text(r->bytes).c_str(), static_cast<long long>(r->onnx_nodes),
+              bytes_text(r->bytes).c_str(), static_cast<long long>(r->onnx_nodes),
               static_cast<long long>(r->parameters), static_cast<long long>(o.opset));
   return 0;
 }

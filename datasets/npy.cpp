@@ -1,5 +1,7 @@
 #include "datasets/npy.h"
 
+#include "engine/core/atomic_file.h"
+
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -255,6 +257,24 @@ Result<NpyArray> read_npy(const std::string& path) {
   auto bytes = read_binary_file(path);
   if (!bytes) return bytes.error();
   return parse_npy(std::move(*bytes), path);
+}
+
+Result<void> write_npy_f32(const std::string& path, const Shape& shape, const std::vector<float>& values) {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ";
+  if (shape.size() > 1) dims.erase(dims.size() - 2);  // (3,) keeps its comma, (3, 4) has none
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  // The magic, version and length take 10 bytes; the header ends in '\n' at a multiple of 64.
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string bytes = "\x93NUMPY\x01";
+  bytes += '\0';
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  if (auto w = write_text_atomically(path, bytes); !w) return make_error("cannot write " + path + ": " + w.error().message);
+  return {};
 }
 
 }  // namespace mls::data

@@ -39,6 +39,9 @@ int64_t npy_item_size(NpyType t);
 Result<NpyArray> parse_npy(std::vector<uint8_t> bytes, const std::string& name);
 Result<NpyArray> read_npy(const std::string& path);
 
+// Writes f32 values of `shape` as a version 1.0 .npy file, atomically; errors name the path.
+Result<void> write_npy_f32(const std::string& path, const Shape& shape, const std::vector<float>& values);
+
 // Reads a whole binary file; errors start with `path`.
 Result<std::vector<uint8_t>> read_binary_file(const std::string& path);
 

@@ -22,6 +22,7 @@ struct NodeExport {
   const json& params;
   std::vector<std::string> inputs;
   std::vector<Shape> in_shapes;  // the batch dim as -1
+  Shape out_shape;               // output 0's, likewise
   const std::map<std::string, CheckpointTensor>& weights;
 
   int64_t i(const char* name) const { return params.at(name).get<int64_t>(); }
@@ -157,14 +158,10 @@ const std::unordered_map<std::string, Exporter>& exporters() {
         {}}},
       {"mls.reshape",
        {[](NodeExport& c) -> Result<std::string> {
-          // 0 keeps the batch dim, whatever the batch size the file is run with.
+          // 0 keeps the batch dim, whatever the batch size the file is run with; the rest
+          // is the node's own inferred shape (its -1 resolved).
           std::vector<int64_t> dims{0};
-          std::string text = c.params.at("shape").get<std::string>();
-          for (size_t pos = 0; pos <= text.size();) {
-            size_t comma = std::min(text.find(',', pos), text.size());
-            dims.push_back(std::stoll(text.substr(pos, comma - pos)));
-            pos = comma + 1;
-          }
+          dims.insert(dims.end(), c.out_shape.begin() + 1, c.out_shape.end());
           return c.add("Reshape", {c.inputs[0], c.m.add_ints(c.id + ".shape", dims)});
         },
         {}}},
@@ -315,7 +312,7 @@ Result<ExportedModel> export_onnx(const Document& doc, const InferContext& data,
     } else {
       auto params = complete_params(*type, n.params);
       if (!params) return make_error(source_name + ": node '" + n.id + "': " + params.error().message);
-      NodeExport c{m, n.id, *params, {}, {}, weights};
+      NodeExport c{m, n.id, *params, {}, {}, outs.at(0), weights};
       for (const PortDef& p : type->inputs) {
         const LinkDoc* l = find_input_link(doc, n.id, p.name);
         if (!l) return make_error(source_name + ": node '" + n.id + "': input '" + p.name + "' is not linked");

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "datasets/npy.h"
+#include "datasets/transforms.h"
 #include "engine/core/atomic_file.h"
 #include "engine/exec/compiled_plan.h"
 #include "engine/onnx/onnx_file.h"
@@ -34,16 +36,12 @@ onnx::HostValue raw_input(HostBatch& b, const Shape& sample, const nodes::InputP
   v.shape = {b.size};
   v.shape.insert(v.shape.end(), sample.begin(), sample.end());
   const int64_t per = numel(sample);
+  // The channel of element i: axis 0 of an image sample, the feature of a flat one.
   const int64_t channels = sample.size() > 1 ? sample[0] : per;
-  const int64_t inner = sample.size() > 1 ? per / std::max<int64_t>(channels, 1) : 1;
-  auto mean = [&](int64_t i) {
-    if (p.mean.empty()) return 0.0f;
-    return p.mean.size() == 1 ? p.mean[0] : p.mean[static_cast<size_t>((i % per) / inner % channels)];
-  };
-  auto sd = [&](int64_t i) {
-    if (p.stddev.empty()) return 1.0f;
-    return p.stddev.size() == 1 ? p.stddev[0] : p.stddev[static_cast<size_t>((i % per) / inner % channels)];
-  };
+  const int64_t inner = per / std::max<int64_t>(channels, 1);
+  const data::Normalization norm{p.mean, p.stddev};
+  auto mean = [&](int64_t i) { return norm.empty() ? 0.0f : norm.mean_of(i % per / inner); };
+  auto sd = [&](int64_t i) { return norm.empty() ? 1.0f : norm.std_of(i % per / inner); };
   const auto n = static_cast<int64_t>(b.x.size());
   v.dtype = p.bytes ? DType::U8 : DType::F32;
   v.bytes.resize(static_cast<size_t>(n) * dtype_size(v.dtype));
@@ -146,23 +144,6 @@ Result<OnnxEval> evaluate_onnx(const onnx::Model& m, BatchSource& data, const Sh
   }
   r.accuracy = r.samples ? static_cast<double>(right) / static_cast<double>(r.samples) : 0;
   return r;
-}
-
-Result<void> write_npy(const std::string& path, const std::vector<float>& v, int64_t rows, int64_t cols) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
-                       std::to_string(cols) + "), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::string bytes = "\x93NUMPY";
-  bytes += '\x01';
-  bytes += '\x00';
-  const auto len = static_cast<uint16_t>(header.size());
-  bytes += static_cast<char>(len & 0xff);
-  bytes += static_cast<char>(len >> 8);
-  bytes += header;
-  bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-  if (auto w = write_text_atomically(path, bytes); !w) return make_error("cannot write " + path + ": " + w.error().message);
-  return {};
 }
 
 nodes::InputPreprocessing preprocessing_of(const Project& p) {
@@ -332,7 +313,7 @@ Result<ExportReport> export_project(const ExportOptions& o, Backend& backend, co
       rows += b.size;
       all.insert(all.end(), out->begin(), out->end());
     }
-    if (auto w = write_npy(o.save_outputs, all, rows, cols); !w) return w.error();
+    if (auto w = data::write_npy_f32(o.save_outputs, {rows, cols}, all); !w) return w.error();
     rep.outputs_saved = rows;
   }
   return rep;

@@ -28,17 +28,23 @@ std::string example(const std::string& name) { return std::string(MLS_SOURCE_DIR
 
 runner::Say quiet = [](const std::string&) {};
 
-// The model's outputs for `batch` with the project's weights (its "weights" file, if any).
-std::vector<float> outputs_of(const std::string& project, const HostBatch& batch) {
+// A project with little data loaded: the tests need a batch, not an epoch.
+runner::Project open_small(const std::string& project, int64_t test_limit) {
   runner::ProjectOptions po;
   po.path = project;
   po.limit = 64;
-  po.test_limit = 64;
+  po.test_limit = test_limit;
   auto p = runner::open_project(po);
   REQUIRE(p);
-  Trainer t(cpu::backend(), p->builder(), p->train_config());
+  return std::move(*p);
+}
+
+// The model's outputs for `batch` with the project's weights (its "weights" file, if any).
+std::vector<float> outputs_of(const std::string& project, const HostBatch& batch) {
+  runner::Project p = open_small(project, 64);
+  Trainer t(cpu::backend(), p.builder(), p.train_config());
   REQUIRE(t.init());
-  REQUIRE(runner::apply_initial_weights(t, *p));
+  REQUIRE(runner::apply_initial_weights(t, p));
   auto out = t.predict(batch);
   REQUIRE(out);
   return *out;
@@ -52,15 +58,10 @@ double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 HostBatch test_batch(const std::string& project, int64_t n) {
-  runner::ProjectOptions po;
-  po.path = project;
-  po.limit = 64;
-  po.test_limit = n;
-  auto p = runner::open_project(po);
-  REQUIRE(p);
+  runner::Project p = open_small(project, n);
   HostBatch b;
-  p->test->start_epoch(0);
-  REQUIRE(p->test->next(n, b));
+  p.test->start_epoch(0);
+  REQUIRE(p.test->next(n, b));
   return b;
 }
 
