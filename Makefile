@@ -31,7 +31,7 @@ gui: build
 # AddressSanitizer + UBSan and the threaded ones under ThreadSanitizer (build-asan/,
 # build-tsan/), and every parser's fuzzer over a fixed set of inputs (from build-asan/ too).
 test: build
-	@cd $(BUILD) && xvfb-run -a -s "-screen 0 1600x1000x24" ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" ctest --output-on-failure -j $(JOBS)
 	@scripts/sanitize
 	@scripts/fuzz check
 
@@ -59,7 +59,7 @@ bench: build
 	@$(BUILD)/bench/fma_peak
 	@$(BUILD)/bench/conv_kernels
 	@$(BUILD)/bench/pipeline_throughput
-	@xvfb-run -a -s "-screen 0 1600x1000x24" $(BUILD)/bench/dashboard_overhead "" 5
+	@xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" $(BUILD)/bench/dashboard_overhead "" 5
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan
