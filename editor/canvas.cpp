@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nodes/onnx_export.h"
+
 namespace mls::editor {
 
 namespace {
@@ -114,6 +116,10 @@ void CanvasScene::sync() {
     item->setData(0, true);
     auto na = a.nodes.find(n.id);
     item->setAnalysis(na == a.nodes.end() ? nodes::NodeAnalysis{} : na->second);
+    const nodes::NodeTypeDef* type = cat.find(n.type);
+    item->setExportProblem(type && type->role == nodes::NodeRole::Layer
+                               ? std::optional<std::string>(nodes::onnx_export_problem(n))
+                               : std::nullopt);
     auto ri = run_info_.find(n.id);
     item->setRunInfo(ri == run_info_.end() ? std::nullopt : std::optional<NodeRunInfo>(ri->second));
   }
@@ -380,24 +386,9 @@ void CanvasScene::paste() {
 }
 
 void CanvasScene::autoLayout() {
-  const nodes::Document& doc = model_->doc();
-  // Column = the longest path from a source; rows in file order within a column.
-  std::map<std::string, int> depth;
-  for (size_t i : nodes::topological_order(doc)) {
-    int d = 0;
-    for (const auto& l : doc.links)
-      if (l.to_node == doc.nodes[i].id && depth.count(l.from_node))
-        d = std::max(d, depth[l.from_node] + 1);
-    depth[doc.nodes[i].id] = d;
-  }
-  std::map<int, int> rows;
+  const auto positions = nodes::layered_layout(model_->doc());
   model_->beginMacro("Auto-layout");
-  for (const auto& n : doc.nodes) {
-    const int col = depth.count(n.id) ? depth[n.id] : 0;
-    const int row = rows[col]++;
-    (void)model_->push(nodes::make_move_node(
-        model_->doc(), n.id, nodes::LayoutPos{40.0 + 220.0 * col, 60.0 + 160.0 * row}));
-  }
+  for (const auto& [id, pos] : positions) (void)model_->push(nodes::make_move_node(model_->doc(), id, pos));
   model_->endMacro();
 }
 

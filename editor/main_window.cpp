@@ -168,6 +168,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     run_log_->appendPlainText(line);
   });
   connect(&trainer_, &TrainController::finished, this, [this](const runner::RunOutcome& o) {
+    last_run_id_ = o.run_id;
     QString line = QString("run %1 %2: final loss %3")
                        .arg(o.run_id)
                        .arg(QString::fromStdString(o.status))
@@ -202,6 +203,8 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
 }
 
 MainWindow::~MainWindow() {
+  // An export's worker posts its messages to this window: let it end first.
+  if (export_watcher_) export_watcher_->waitForFinished();
   // An orderly exit leaves no autosave behind to recover.
   QFile::remove(autosavePath());
   // The scene, docks and console read model_: delete them while it is still alive (Qt
@@ -261,8 +264,9 @@ void MainWindow::buildActions() {
   quick_.open = open;
   connect(open, &QAction::triggered, this, [this] {
     if (!maybeSave()) return;
-    const QString p =
-        QFileDialog::getOpenFileName(this, "Open project", QString(), "mlstudio projects (*.mls)");
+    const QString p = QFileDialog::getOpenFileName(
+        this, "Open project", QString(),
+        "Projects and ONNX models (*.mls *.onnx);;mlstudio projects (*.mls);;ONNX models (*.onnx)");
     if (!p.isEmpty()) (void)openFile(p);
   });
   recent_menu_ = file->addMenu("Open &Recent");
@@ -283,6 +287,8 @@ void MainWindow::buildActions() {
                                      "mlstudio projects (*.mls)");
     if (!p.isEmpty()) (void)saveTo(p);
   });
+  file->addSeparator();
+  file->addAction("&Export to ONNX…", QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::showExportDialog);
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
 

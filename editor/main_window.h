@@ -1,8 +1,10 @@
 // The editor's main window: palette, canvas, inspector, Lua console and run log docks,
 // the run toolbar and the status bar, menus with shortcuts for everything frequent, files
-// (templates, open, save, recent, autosave and recovery) and training on a worker thread.
+// (templates, open, save, recent, autosave and recovery), training on a worker thread, and
+// ONNX: export (checked, on a worker) and import (File > Open of a .onnx file).
 #pragma once
 
+#include <QFutureWatcher>
 #include <QLabel>
 #include <QMainWindow>
 #include <QPlainTextEdit>
@@ -15,11 +17,13 @@
 #include "editor/canvas.h"
 #include "editor/console_dock.h"
 #include "editor/document_model.h"
+#include "editor/export_dialog.h"
 #include "editor/inspector.h"
 #include "editor/instruments.h"
 #include "editor/palette.h"
 #include "editor/step_view.h"
 #include "editor/train_controller.h"
+#include "runner/model_export.h"
 
 class QAction;
 class QComboBox;
@@ -47,7 +51,8 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(MainWindowOptions options = {}, QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  // File operations; errors are shown and returned.
+  // File operations; errors are shown and returned. Opening a .onnx file imports it as a
+  // project beside it (interactive: asks where), as importOnnx.
   Result<void> openFile(const QString& path);
   Result<void> saveTo(const QString& path);
   void newFromTemplate(const QString& example_file);  // "" : an empty project
@@ -85,6 +90,19 @@ class MainWindow : public QMainWindow {
   Result<void> recoverAutosave(const QString& file);
   void discardAutosave(const QString& file);
 
+  // ONNX (main_window_onnx.cpp). Export runs runner::export_project on a worker: the file is
+  // read back and checked node by node before it is kept; exportFinished says how it went.
+  // False (with a message) when an export is already running or the project has no file.
+  bool exportOnnx(const ExportChoice& choice);
+  bool exporting() const { return export_watcher_ != nullptr; }
+  // Writes `project` (and its weights beside it) from an ONNX model and opens it; unsupported
+  // ops are listed by node. A model that does not name its data reads Fashion-MNIST, noted.
+  Result<void> importOnnx(const QString& model, const QString& project, bool replace = false);
+  int64_t lastRunId() const { return last_run_id_; }  // the last run trained here (0: none)
+
+ Q_SIGNALS:
+  void exportFinished(bool ok, const QString& summary);
+
  protected:
   void closeEvent(QCloseEvent* e) override;
 
@@ -104,6 +122,7 @@ class MainWindow : public QMainWindow {
   QAction* withIcon(QAction* a, const char* name);
   void applyIcons();
   void buildInstruments();  // main_window_instruments.cpp
+  void showExportDialog();  // main_window_onnx.cpp
   // The project as a file that runs read (`--run` semantics): the saved file, saved first when
   // modified, or a snapshot of an untitled one. Empty (with a status message) on failure.
   std::string projectFileForRun();
@@ -138,6 +157,8 @@ class MainWindow : public QMainWindow {
             *fit = nullptr, *layout = nullptr, *frame = nullptr, *step = nullptr;
   } quick_;
   int dataset_request_ = 0;
+  int64_t last_run_id_ = 0;
+  QFutureWatcher<Result<runner::ExportReport>>* export_watcher_ = nullptr;  // while exporting
   bool syncing_toolbar_ = false;
 };
 

@@ -1,5 +1,6 @@
-// The main window's files: templates, open (in part, when broken), save, recent files,
-// the unsaved-changes prompt, and the autosave with its recovery after a crash.
+// The main window's files: templates, open (in part, when broken; ONNX models through an
+// import), save, recent files, the unsaved-changes prompt, and the autosave with its
+// recovery after a crash.
 #include <QCoreApplication>
 #include <QDir>
 #include <QFileDialog>
@@ -25,6 +26,17 @@ QString examplePath(const QString& file) {
 }  // namespace
 
 Result<void> MainWindow::openFile(const QString& path) {
+  if (QFileInfo(path).suffix().compare("onnx", Qt::CaseInsensitive) == 0) {
+    // A model from ONNX becomes a project: asked where (interactive), else beside the model.
+    QString project = QFileInfo(path).dir().filePath(QFileInfo(path).completeBaseName() + ".mls");
+    if (options_.interactive) {
+      project = QFileDialog::getSaveFileName(this, "Save the imported model as a project", project,
+                                             "mlstudio projects (*.mls)");
+      if (project.isEmpty()) return make_error("import of " + path.toStdString() + " cancelled");
+      return importOnnx(path, project, /*replace=*/true);  // the dialog asked before replacing
+    }
+    return importOnnx(path, project);
+  }
   auto r = model_.load(path.toStdString());
   if (!r) {
     showStatus(QString::fromStdString(r.error().message), true);

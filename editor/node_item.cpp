@@ -95,6 +95,13 @@ std::optional<PortRef> NodeItem::portAt(const QPointF& scene_pos) const {
   return std::nullopt;
 }
 
+void NodeItem::setExportProblem(std::optional<std::string> problem) {
+  if (problem == export_problem_) return;  // the scene syncs often; repaint only on a change
+  export_problem_ = std::move(problem);
+  updateToolTip();
+  update();
+}
+
 void NodeItem::setAnalysis(const nodes::NodeAnalysis& a) {
   analysis_ = a;
   updateToolTip();
@@ -109,6 +116,9 @@ void NodeItem::updateToolTip() {
     tip += "\n\nError: " + QString::fromStdString(analysis_.error);
   else if (!analysis_.waiting.empty())
     tip += "\n\n" + QString::fromStdString(analysis_.waiting);
+  if (export_problem_)
+    tip += export_problem_->empty() ? QString("\n\nONNX: exports")
+                                    : "\n\nONNX: does not export: " + QString::fromStdString(*export_problem_);
   if (run_) {
     tip += "\n\nLast run";
     if (run_->time_share >= 0)
@@ -172,8 +182,25 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   f.setPointSizeF(8);
   p->setFont(f);
   p->setPen(QColor(255, 255, 255, 210));
-  p->drawText(QRectF(8, 19, kWidth - 16, 15), Qt::AlignLeft | Qt::AlignVCenter,
-              QString::fromStdString(def_ ? def_->display_name : "unknown type"));
+  const double badge_w = export_problem_ ? 44 : 0;
+  p->drawText(QRectF(8, 19, kWidth - 16 - badge_w, 15), Qt::AlignLeft | Qt::AlignVCenter,
+              QFontMetrics(f).elidedText(QString::fromStdString(def_ ? def_->display_name : "unknown type"),
+                                         Qt::ElideRight, static_cast<int>(kWidth - 16 - badge_w)));
+  // The ONNX badge: a quiet outline when the layer exports, red when it does not.
+  if (export_problem_) {
+    const bool exports = export_problem_->empty();
+    const QRectF badge(kWidth - 6 - badge_w, 21, badge_w, 13);
+    p->setPen(QPen(QColor(255, 255, 255, exports ? 150 : 0), 1));
+    p->setBrush(exports ? QColor(255, 255, 255, 40) : QColor(0xd6, 0x3c, 0x3c));
+    p->drawRoundedRect(badge, 6, 6);
+    QFont bf = f;
+    bf.setPointSizeF(6.5);
+    bf.setBold(true);
+    p->setFont(bf);
+    p->setPen(Qt::white);
+    p->drawText(badge, Qt::AlignCenter, exports ? "ONNX ✓" : "ONNX ✗");
+    p->setFont(f);
+  }
 
   // Ports.
   const QColor text = pal.color(QPalette::WindowText);

@@ -1,5 +1,6 @@
-// One document node drawn on the canvas: title, type, ports, and what the analysis says
-// (output shape and parameter count, or the error at this node). Holds no document state
+// One document node drawn on the canvas: title, type, ports, what the analysis says
+// (output shape and parameter count, or the error at this node) and, on layers, a badge
+// saying whether the node exports to ONNX. Holds no document state
 // of its own beyond what the scene copied in on the last sync.
 #pragma once
 
@@ -49,6 +50,10 @@ class NodeItem : public QGraphicsItem {
   // The last run's figures, drawn as a second footer line (nullopt: none).
   void setRunInfo(const std::optional<NodeRunInfo>& info);
   const std::optional<NodeRunInfo>& runInfo() const { return run_; }
+  // Whether this layer exports to ONNX: "" it does, else why not (nodes::onnx_export_problem);
+  // nullopt: no badge (inputs, labels and losses are handled around the exported graph).
+  void setExportProblem(std::optional<std::string> problem);
+  const std::optional<std::string>& exportProblem() const { return export_problem_; }
   // The run footer's text, as drawn ("31.2% time · mean 0.42 · std 0.91 · 48% zeros").
   QString runText() const;
 
@@ -70,6 +75,7 @@ class NodeItem : public QGraphicsItem {
   const nodes::NodeTypeDef* def_;
   nodes::NodeAnalysis analysis_;
   std::optional<NodeRunInfo> run_;
+  std::optional<std::string> export_problem_;
   std::optional<PortRef> highlight_;
 };
 

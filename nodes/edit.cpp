@@ -643,4 +643,22 @@ std::vector<std::string> OwnedHistory::history() const {
   return out;
 }
 
+std::map<std::string, LayoutPos> layered_layout(const Document& doc) {
+  std::map<std::string, int> depth;
+  for (size_t i : topological_order(doc)) {
+    int d = 0;
+    for (const LinkDoc& l : doc.links)
+      if (l.to_node == doc.nodes[i].id && depth.count(l.from_node)) d = std::max(d, depth[l.from_node] + 1);
+    depth[doc.nodes[i].id] = d;
+  }
+  std::map<int, int> rows;
+  std::map<std::string, LayoutPos> out;
+  for (const NodeDoc& n : doc.nodes) {
+    const int col = depth.count(n.id) ? depth[n.id] : 0;
+    const int row = rows[col]++;
+    out[n.id] = LayoutPos{40.0 + 220.0 * col, 60.0 + 160.0 * row};
+  }
+  return out;
+}
+
 }  // namespace mls::nodes

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +86,10 @@ EditResult make_set_params(const Document& doc, const std::string& id, const nlo
 
 // Renames a node; its links and layout entry follow.
 EditResult make_rename_node(const Document& doc, const std::string& id, const std::string& new_id);
+
+// Positions that read left to right: a node's column is its longest path from a source,
+// rows follow file order within a column (Auto-layout in the editor, the ONNX import).
+std::map<std::string, LayoutPos> layered_layout(const Document& doc);
 
 // Sets the node's canvas position (other keys of its layout entry are kept).
 EditResult make_move_node(const Document& doc, const std::string& id, LayoutPos pos);
@@ -175,7 +180,9 @@ class DocumentHistory {
 // A document that owns its history: what `mls.project.open` gives a script.
 class OwnedHistory final : public DocumentHistory {
  public:
-  explicit OwnedHistory(Document doc = {}) : doc_(std::move(doc)) {}
+  // No default argument: GCC 12 takes the temporary Document's strings for uninitialised.
+  OwnedHistory() = default;
+  explicit OwnedHistory(Document doc) : doc_(std::move(doc)) {}
   const Document& doc() const override { return doc_; }
   Result<void> push(EditResult command) override { return stack_.push(std::move(command), doc_); }
   bool undo() override { return stack_.undo(doc_); }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "nodes/catalogue.h"
+#include "nodes/edit.h"
 
 namespace mls::nodes {
 
@@ -354,12 +355,7 @@ Result<ImportedModel> import_onnx(const onnx::Model& m, const std::string& sourc
     if (!full) return make_error(source + ": node '" + n.id + "' (" + n.type + "): " + full.error().message);
     n.params = std::move(*full);
   }
-  // A column, top to bottom, in the order the nodes were made.
-  double y = 0;
-  for (const NodeDoc& n : im.out.doc.nodes) {
-    im.out.doc.layout[n.id] = {{"x", n.type == "mls.labels" ? 260.0 : 0.0}, {"y", y}};
-    y += 90;
-  }
+  for (const auto& [id, pos] : layered_layout(im.out.doc)) im.out.doc.layout[id] = {{"x", pos.x}, {"y", pos.y}};
   return std::move(im.out);
 }
 

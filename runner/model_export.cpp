@@ -344,20 +344,26 @@ Result<ImportReport> import_model(const ImportOptions& o, const Say& say) {
   if (!model) return model.error();
   auto im = nodes::import_onnx(*model, o.model);
   if (!im) return im.error();
+  // "fashion-mnist" or "SOURCE:PATH" as the dataset spec's JSON.
+  auto spec_of = [](const std::string& text) {
+    const size_t colon = text.find(':');
+    nlohmann::json d = {{"source", text.substr(0, colon)}};
+    if (colon != std::string::npos)
+      d["path"] = text.substr(colon + 1);
+    else if (text == "fashion-mnist")
+      d["path"] = "/usr/share/datasets/fashion-mnist";
+    return d;
+  };
   nlohmann::json dataset;
   if (!o.dataset.empty()) {
-    const size_t colon = o.dataset.find(':');
-    dataset = {{"source", o.dataset.substr(0, colon)}};
-    if (colon != std::string::npos)
-      dataset["path"] = o.dataset.substr(colon + 1);
-    else if (o.dataset == "fashion-mnist")
-      dataset["path"] = "/usr/share/datasets/fashion-mnist";
+    dataset = spec_of(o.dataset);
   } else if (std::string d = model->metadata_value("mlstudio.dataset"); !d.empty()) {
     dataset = nlohmann::json::parse(d, nullptr, false);
+  } else if (!o.fallback_dataset.empty()) {
+    dataset = spec_of(o.fallback_dataset);
+    im->notes.push_back("the file does not say what data it was trained on: the project reads " +
+                        o.fallback_dataset + "; change the dataset if that is not the model's");
   }
-  if (dataset.is_null() || dataset.is_discarded())
-    return make_error(o.model + ": the file does not say what data it was trained on; give --dataset SOURCE[:PATH] "
-                      "(e.g. --dataset fashion-mnist)");
   auto spec = data::parse_dataset_spec(dataset, o.model + ": dataset");
   if (!spec) return spec.error();
   im->doc.dataset = *spec;

@@ -59,6 +59,9 @@ Result<ExportReport> export_project(const ExportOptions& o, Backend& backend, co
 struct ImportOptions {
   std::string model, out;
   std::string dataset;  // a dataset source ("fashion-mnist") for a model from another tool
+  // Used, with a note, when neither `dataset` nor the file's metadata names one (the editor:
+  // the model opens, and its dataset can be changed there). "": that is an error.
+  std::string fallback_dataset;
   bool force = false;   // overwrite an existing project
 };
 
