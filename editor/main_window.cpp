@@ -518,16 +518,22 @@ void MainWindow::readDataset() {
   const std::string base = model_.path().empty()
                                ? std::filesystem::current_path().string()
                                : std::filesystem::absolute(model_.path()).parent_path().string();
-  showStatus("reading the dataset…");
+  // The message before ("opened P.mls") comes back when the data is read, unless another
+  // one took the status bar meanwhile.
+  const QString reading = "reading the dataset…", before = status_label_->text();
+  const bool before_error = !status_label_->styleSheet().isEmpty();
+  showStatus(reading);
   auto* watcher = new QFutureWatcher<Result<nodes::InferContext>>(this);
   connect(watcher, &QFutureWatcher<Result<nodes::InferContext>>::finished, this,
-          [this, watcher, request] {
+          [this, watcher, request, reading, before, before_error] {
             watcher->deleteLater();
             if (request != dataset_request_) return;
             Result<nodes::InferContext> r = watcher->result();
             if (r) {
               model_.setDataContext(*r);
-              showStatus("ready");
+              if (status_label_->text() == reading)
+                showStatus(before.isEmpty() || before == reading ? QString("ready") : before,
+                           before_error);
             } else {
               model_.setDataContext(std::nullopt, QString::fromStdString(r.error().message));
               showStatus("dataset: " + QString::fromStdString(r.error().message), true);

@@ -121,6 +121,10 @@ TEST_CASE("Export to ONNX checks the file on a worker, and opening the .onnx imp
   // File > Open of the model: a project beside it, opened on the canvas with its weights.
   const std::string before = fx.window->model()->text();
   REQUIRE(fx.window->importOnnx(out, QString::fromStdString(fx.dir.file("imported.mls"))).ok());
+  // The data is read on a worker (the reset cleared the old context); when it is in, the
+  // import's message stays (not "ready").
+  fx.wait_for_data();
+  CHECK(fx.window->statusText().startsWith("imported mlp.onnx as imported.mls"));  // not "ready"
   const nodes::Document& doc = fx.window->model()->doc();
   CHECK(fx.window->model()->path() == fx.dir.file("imported.mls"));
   CHECK(doc.weights == "imported.weights");
