@@ -198,12 +198,18 @@ Result<ExportReport> export_project(const ExportOptions& o, Backend& backend, co
   spec.opset = o.opset;
   spec.input = preprocessing_of(p);
   nlohmann::json classes = p.class_names;
+  // The dataset as the project file has it: --limit and --test-limit cut this export's check
+  // and calibration short, and are no part of the model.
+  data::DatasetSpec dataset = p.doc.dataset;
+  if (o.project.limit || o.project.test_limit)
+    if (auto own = nodes::load_document(p.path, nodes::GraphCheck::Draft))
+      dataset = own->dataset;
   spec.metadata = {{"mlstudio.version", o.version},
                    {"mlstudio.project", fs::path(p.path).filename().string()},
                    {"mlstudio.run_id", o.run_id ? std::to_string(*o.run_id) : ""},
                    {"mlstudio.input", describe_input(p, spec.input)},
                    {"mlstudio.classes", classes.dump()},
-                   {"mlstudio.dataset", data::dataset_spec_to_json(p.doc.dataset).dump()}};
+                   {"mlstudio.dataset", data::dataset_spec_to_json(dataset).dump()}};
   auto ex = nodes::export_onnx(p.doc, p.data, weights, spec, p.path);
   if (!ex) return ex.error();
   std::string input_id = ex->order.front();

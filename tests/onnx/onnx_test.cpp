@@ -88,6 +88,11 @@ TEST_CASE("an exported CNN is re-read and matches node by node, and imports back
   REQUIRE(back);
   CHECK(back->inputs.at(0).dtype == DType::U8);  // raw pixels: the scaling is in the graph
   CHECK(back->metadata_value("mlstudio.classes").find("Ankle boot") != std::string::npos);
+  // The dataset as the project has it: --limit and --test-limit only cut the export's check.
+  const auto dataset = nlohmann::json::parse(back->metadata_value("mlstudio.dataset"));
+  CHECK(dataset.value("limit", 0) == 0);
+  CHECK(dataset.value("test_limit", 0) == 0);
+  CHECK(dataset.value("source", "") == "fashion-mnist");
 
   runner::ImportOptions io;
   io.model = o.out;
