@@ -70,7 +70,7 @@ int export_command(const runner::ExportOptions& o, bool json) {
 }
 
 int import_command(const runner::ImportOptions& o) {
-  auto r = runner::import_model(o, [](const std::string& s) { std::printf("%s\n", s.c_str()); });
+  auto r = runner::import_model(o, cpu::backend(), [](const std::string& s) { std::printf("%s\n", s.c_str()); });
   if (!r) return fail(r.error().message);
   std::printf("wrote %s (%lld nodes, %lld parameters) and its weights %s\n", r->project.c_str(),
               static_cast<long long>(r->nodes), static_cast<long long>(r->parameters), r->weights.c_str());

@@ -115,7 +115,7 @@ Result<void> MainWindow::importOnnx(const QString& model, const QString& project
   o.force = replace;
   o.fallback_dataset = "fashion-mnist";
   std::vector<std::string> notes;
-  auto r = runner::import_model(o, [&](const std::string& s) { notes.push_back(s); });
+  auto r = runner::import_model(o, cpu::backend(), [&](const std::string& s) { notes.push_back(s); });
   if (!r) {
     const QString msg = QString::fromStdString(r.error().message);
     run_log_->appendPlainText("import failed: " + msg);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -58,6 +59,12 @@ onnx::HostValue raw_input(HostBatch& b, const Shape& sample, const nodes::InputP
     x = (raw - mean(i)) / sd(i);
   }
   return v;
+}
+
+std::string format_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
 }
 
 double max_abs(const std::vector<float>& a, const std::vector<float>& b, double* scale) {
@@ -342,7 +349,66 @@ Result<void> apply_initial_weights(Trainer& trainer, const Project& p) {
   return {};
 }
 
-Result<ImportReport> import_model(const ImportOptions& o, const Say& say) {
+namespace {
+
+struct ImportCheck {
+  int64_t samples = 0;  // 0: not checked, and `why`
+  double max_abs = 0;
+  std::string why;
+};
+
+// Runs the imported project (its own data, the weights just written) and the ONNX model on
+// the same test samples. An ONNX op the engine's reader lacks, or data that cannot be
+// read, leaves the import unchecked (said, not an error); a difference is an error.
+Result<ImportCheck> check_import(const onnx::Model& model, const nodes::ImportedModel& im,
+                                 const std::string& project_file, const ImportOptions& o, Backend& backend) {
+  ImportCheck r;
+  ProjectOptions po;
+  po.path = project_file;
+  po.limit = o.check_samples;
+  po.test_limit = o.check_samples;
+  po.load_data = false;
+  auto project = open_project(po);
+  if (!project) return r.why = project.error().message, r;
+  Project& p = *project;
+  Trainer trainer(backend, p.builder(), p.train_config());
+  if (auto i = trainer.init(); !i) return i.error();
+  if (auto w = apply_initial_weights(trainer, p); !w) return w.error();
+  BatchSource* data = p.test ? p.test.get() : p.train.get();
+  HostBatch b;
+  data->start_epoch(0);
+  if (!data->next(o.check_samples, b)) return r.why = "the dataset gave no samples", r;
+  auto g = onnx::to_graph(model, b.size);
+  if (!g) return r.why = g.error().message, r;
+  // An mlstudio export takes raw samples and preprocesses them itself; another tool's model
+  // takes what the project's model takes.
+  onnx::HostValue in;
+  if (!model.metadata_value("mlstudio.model_input").empty()) {
+    in = raw_input(b, p.data.sample_shape, preprocessing_of(p));
+  } else {
+    in.dtype = DType::F32;
+    in.shape = {b.size};
+    in.shape.insert(in.shape.end(), p.data.sample_shape.begin(), p.data.sample_shape.end());
+    in.bytes.resize(b.x.size() * sizeof(float));
+    std::memcpy(in.bytes.data(), b.x.data(), in.bytes.size());
+  }
+  auto theirs = onnx::run(*g, backend, {{model.inputs[0].name, in}}, {im.output_value});
+  if (!theirs) return r.why = theirs.error().message, r;
+  auto ours = trainer.predict(b);
+  if (!ours) return ours.error();
+  double scale = 1;
+  r.max_abs = max_abs(*ours, (*theirs)[0].floats(), &scale);
+  if (!(r.max_abs <= o.tolerance * scale))
+    return make_error(o.model + ": the imported project does not compute what the ONNX model does: its output '" +
+                      im.output_value + "' differs by " + format_g(r.max_abs) + " on " + std::to_string(b.size) +
+                      " test samples (nothing was written)");
+  r.samples = b.size;
+  return r;
+}
+
+}  // namespace
+
+Result<ImportReport> import_model(const ImportOptions& o, Backend& backend, const Say& say) {
   if (o.out.empty()) return make_error("give the project to write: -o OUT.mls");
   if (!o.force && fs::exists(o.out))
     return make_error(o.out + " exists; choose another name or pass --force to replace it");
@@ -374,10 +440,19 @@ Result<ImportReport> import_model(const ImportOptions& o, const Say& say) {
   if (!spec) return spec.error();
   im->doc.dataset = *spec;
 
-  fs::path out(o.out);
+  // Written under hidden names first and checked; only a model that passed replaces an
+  // existing project (--force), so a failed import loses nothing.
+  const fs::path out(o.out);
   fs::path weights_file = out;
   weights_file.replace_extension(".weights");
-  im->doc.weights = weights_file.filename().string();
+  const fs::path dir = out.parent_path();
+  const fs::path tmp_weights = dir / ("." + weights_file.filename().string() + ".importing");
+  const fs::path tmp_project = dir / ("." + out.filename().string() + ".importing");
+  auto drop_tmp = [&] {
+    std::error_code ec;
+    fs::remove(tmp_weights, ec);
+    fs::remove(tmp_project, ec);
+  };
   Checkpoint c;
   c.strings["source"] = fs::path(o.model).filename().string();
   ImportReport rep;
@@ -386,12 +461,31 @@ Result<ImportReport> import_model(const ImportOptions& o, const Say& say) {
     t.name = "param/" + t.name;
     c.tensors.push_back(std::move(t));
   }
-  if (auto w = write_checkpoint(c, weights_file.string()); !w) return w.error();
-  if (auto s = nodes::save_document(im->doc, o.out); !s) return s.error();
-  for (const std::string& n : im->notes) say("note: " + n);
+  im->doc.weights = tmp_weights.filename().string();
+  if (auto w = write_checkpoint(c, tmp_weights.string()); !w) return drop_tmp(), w.error();
+  if (auto s = nodes::save_document(im->doc, tmp_project.string()); !s) return drop_tmp(), s.error();
+  // The project, run by the engine, against the ONNX model itself: a mapping that computes
+  // something else is an error.
+  auto checked = check_import(*model, *im, tmp_project.string(), o, backend);
+  if (!checked) return drop_tmp(), checked.error();
+  im->doc.weights = weights_file.filename().string();
+  if (auto s = nodes::save_document(im->doc, o.out); !s) return drop_tmp(), s.error();
+  std::error_code ec;
+  fs::rename(tmp_weights, weights_file, ec);
+  if (ec) return drop_tmp(), make_error("cannot write " + weights_file.string() + ": " + ec.message());
+  fs::remove(tmp_project, ec);
   rep.project = o.out;
   rep.weights = weights_file.string();
   rep.nodes = static_cast<int64_t>(im->doc.nodes.size());
+  if (checked->samples > 0) {
+    rep.checked_samples = checked->samples;
+    rep.max_abs_diff = checked->max_abs;
+    say("checked: the project and the ONNX model agree on " + std::to_string(checked->samples) +
+        " test samples (max |difference| " + format_g(checked->max_abs) + ")");
+  } else {
+    im->notes.push_back("not checked against the ONNX model: " + checked->why);
+  }
+  for (const std::string& n : im->notes) say("note: " + n);
   rep.notes = im->notes;
   return rep;
 }

@@ -5,7 +5,7 @@
 //   Result<ExportReport> r = export_project(o, cpu::backend(), say);
 //   r->max_abs_diff;          // ONNX (re-read, run by the engine) vs the engine, worst node
 //   ImportOptions i;  i.model = "mlp.onnx";  i.out = "imported.mls";
-//   Result<ImportReport> p = import_model(i, say);   // writes imported.mls + imported.weights
+//   Result<ImportReport> p = import_model(i, cpu::backend(), say);  // imported.mls + .weights
 #pragma once
 
 #include <functional>
@@ -63,15 +63,21 @@ struct ImportOptions {
   // the model opens, and its dataset can be changed there). "": that is an error.
   std::string fallback_dataset;
   bool force = false;   // overwrite an existing project
+  int64_t check_samples = 64;  // test samples the project and the ONNX model are compared on
+  double tolerance = 1e-4;     // max abs difference, relative to max(1, |value|)
 };
 
 struct ImportReport {
   std::string project, weights;
   int64_t nodes = 0, parameters = 0;
+  int64_t checked_samples = 0;  // 0: not checked (a note says why)
+  double max_abs_diff = 0;
   std::vector<std::string> notes;
 };
 
-Result<ImportReport> import_model(const ImportOptions& o, const Say& say);
+// Writes the project and its weights, then runs both the project (engine) and the ONNX model
+// on test samples: a difference is an error and removes what was written.
+Result<ImportReport> import_model(const ImportOptions& o, Backend& backend, const Say& say);
 
 // Overwrites the trainer's initialised parameters with the project's "weights" file, when it
 // names one (an imported model). Messages name the file and the parameter.

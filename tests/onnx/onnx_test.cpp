@@ -28,6 +28,11 @@ std::string example(const std::string& name) { return std::string(MLS_SOURCE_DIR
 
 runner::Say quiet = [](const std::string&) {};
 
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
 // A project with little data loaded: the tests need a batch, not an epoch.
 runner::Project open_small(const std::string& project, int64_t test_limit) {
   runner::ProjectOptions po;
@@ -97,18 +102,31 @@ TEST_CASE("an exported CNN is re-read and matches node by node, and imports back
   runner::ImportOptions io;
   io.model = o.out;
   io.out = (dir / "cnn-imported.mls").string();
-  auto im = runner::import_model(io, quiet);
+  auto im = runner::import_model(io, cpu::backend(), quiet);
   REQUIRE(im);
   CHECK(im->parameters == 61772);
+  CHECK(im->checked_samples == 64);  // the import ran the project against the ONNX model
+  CHECK(im->max_abs_diff <= 1e-4);
   HostBatch b = test_batch(example("fashion-mnist-cnn.mls"), 32);
   const double d = max_abs(outputs_of(example("fashion-mnist-cnn.mls"), b), outputs_of(io.out, b));
   INFO("round trip max abs " << d);
   CHECK(d <= 1e-6);
 
   // Importing over an existing project is refused unless asked for.
-  auto again = runner::import_model(io, quiet);
+  auto again = runner::import_model(io, cpu::backend(), quiet);
   REQUIRE(!again);
   CHECK(again.error().message.find("exists") != std::string::npos);
+
+  // An import whose check fails (here: a tolerance nothing meets) replaces nothing, even with
+  // --force, and leaves no half-written files.
+  const std::string before = read_text(io.out);
+  io.force = true;
+  io.tolerance = -1;
+  auto failed = runner::import_model(io, cpu::backend(), quiet);
+  REQUIRE(!failed);
+  CHECK(failed.error().message.find("does not compute what the ONNX model does") != std::string::npos);
+  CHECK(read_text(io.out) == before);
+  for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().string().find(".importing") == std::string::npos);
 }
 
 TEST_CASE("a model written with python3-onnx's helper API imports and matches numpy", "[onnx]") {
@@ -121,10 +139,12 @@ TEST_CASE("a model written with python3-onnx's helper API imports and matches nu
   io.out = (dir / "foreign.mls").string();
   io.dataset = "fashion-mnist";
   std::vector<std::string> said;
-  auto im = runner::import_model(io, [&](const std::string& s) { said.push_back(s); });
+  auto im = runner::import_model(io, cpu::backend(), [&](const std::string& s) { said.push_back(s); });
   REQUIRE(im);
-  REQUIRE(said.size() == 1);  // the final Softmax was left out, and the user is told
-  CHECK(said[0].find("Softmax") != std::string::npos);
+  REQUIRE(said.size() == 2);  // checked against the file; the final Softmax left out, said
+  CHECK(said[0].find("checked: the project and the ONNX model agree on 64 test samples") != std::string::npos);
+  CHECK(said[1].find("Softmax") != std::string::npos);
+  CHECK(im->checked_samples == 64);
   auto x = data::read_npy((dir / "input.npy").string());
   auto want = data::read_npy((dir / "logits.npy").string());
   REQUIRE(x);
@@ -182,7 +202,7 @@ TEST_CASE("ONNX errors name the file and the node", "[onnx]") {
     io.model = (dir / "hardmax.onnx").string();
     io.out = (dir / "hardmax.mls").string();
     io.dataset = "fashion-mnist";
-    auto r = runner::import_model(io, quiet);
+    auto r = runner::import_model(io, cpu::backend(), quiet);
     REQUIRE(!r);
     CHECK(r.error().message.find("node 'h' (Hardmax)") != std::string::npos);
     CHECK(!fs::exists(io.out));
