@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
-#include "engine/cpu/cpu_backend.h"
 #include "runner/checkpoints.h"
 
 namespace mls::app {
@@ -22,7 +21,9 @@ int eval_command(const EvalOptions& o) {
     return fail(
         p.path + ": the dataset has no " + o.split + " split" +
         (o.split == "validation" ? " (set dataset.validation to a fraction such as 0.1)" : ""));
-  Trainer trainer(cpu::backend(), p.builder(), p.train_config());
+  auto backend = runner::open_backend(p);
+  if (!backend) return fail(backend.error().message);
+  Trainer trainer(**backend, p.builder(), p.train_config());
   auto used = runner::restore_run(trainer, o.db, o.run_id, o.checkpoint);
   if (!used) return fail(used.error().message);
   auto ev = trainer.evaluate(*data);

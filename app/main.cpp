@@ -54,7 +54,7 @@ void add_project_overrides(CLI::App& c, mls::app::ProjectOptions& p) {
             return {};
           },
           "UINT"));
-  c.add_option("--device", p.device, "cpu (vulkan and cuda: not in this build yet)");
+  c.add_option("--device", p.device, "cpu; vulkan or cuda where this build has them (a second GPU: vulkan:1)");
   c.add_option("--mode", p.mode, "static (compiled graph) or eager (define-by-run)");
   c.add_option(
       "--precision", p.precision,
@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
     threads = 4 * cores;
   }
   if (threads > 0) mls::cpu::set_default_threads(threads);
-  mls::engine_init();
+  mls::cpu::init();
 
   if (*lua_cmd) return mls::app::lua_command(lua);
   if (*graph_cmd) return mls::app::graph_command(graph);

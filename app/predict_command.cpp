@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
-#include "engine/cpu/cpu_backend.h"
 #include "runner/checkpoints.h"
 
 namespace mls::app {
@@ -35,7 +34,9 @@ int predict_command(const PredictOptions& o) {
   if (!p.encoder) return fail(p.path + ": this dataset source cannot prepare prediction inputs");
   auto batch = p.encoder->encode(o.input);
   if (!batch) return fail(batch.error().message);
-  Trainer trainer(cpu::backend(), p.builder(), p.train_config());
+  auto backend = runner::open_backend(p);
+  if (!backend) return fail(backend.error().message);
+  Trainer trainer(**backend, p.builder(), p.train_config());
   auto used = runner::restore_run(trainer, o.db, o.run_id, o.checkpoint);
   if (!used) return fail(used.error().message);
   Shape shape;

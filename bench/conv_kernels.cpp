@@ -54,7 +54,7 @@ double median_ms(int repeats, F fn) {
 int main(int argc, char** argv) {
   using namespace mls;
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 50;
-  engine_init();
+  cpu::init();
   Backend& cpu = cpu::backend();
   const Case cases[] = {{"conv1 1->6 5x5 pad 2, 28x28", 128, 1, 28, 28, 6, 5, 2},
                         {"conv2 6->16 5x5, 14x14", 128, 6, 14, 14, 16, 5, 0}};

@@ -18,6 +18,7 @@
 #include "editor/instruments.h"
 #include "engine/core/op.h"
 #include "runner/training_run.h"
+#include "engine/cpu/cpu_backend.h"
 
 using namespace mls;
 
@@ -61,7 +62,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
-  engine_init();
+  cpu::init();
   const std::string project =
       argc > 1 && argv[1][0]
           ? argv[1]

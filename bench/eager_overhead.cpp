@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
     }
   }
   mls::cpu::set_default_threads(1);  // tiny ops never use the pool; say so explicitly
-  mls::engine_init();
+  mls::cpu::init();
   mls::Backend& cpu = mls::cpu::backend();
   double sink = 0;
   const std::pair<Mode, const char*> modes[] = {

@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
     // The share of the peak one MLP training step reaches (issue 3 asks >= 50 %): its
     // matrix products are 2*128*(784*256 + 256*128 + 128*10) FLOP forward, as many for the
     // weight gradients, and 2*128*(256*128 + 128*10) for the input gradients of fc2 and fc3.
-    mls::engine_init();
+    mls::cpu::init();
     const double flop = 2.0 * 128 * (2.0 * (784 * 256 + 256 * 128 + 128 * 10) + (256 * 128 + 128 * 10));
     const double peak = fma_peak(hw);
     const double s = mlp_step_seconds(repeats);

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
     else
       runs = std::max(10, std::atoi(argv[i]));
   }
-  mls::engine_init();
+  mls::cpu::init();
   mls::Backend& cpu = mls::cpu::backend();
   const Latency m = measure(mlp(), cpu, runs), l = measure(lenet(), cpu, runs);
   if (json) {

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "engine/core/backend_registry.h"
 #include "nodes/lower.h"
 
 namespace mls::runner {
@@ -57,10 +58,7 @@ Result<Project> open_project(const ProjectOptions& o) {
     if (*o.test_limit < 0) return make_error("--test-limit must be >= 0 (0: every sample)");
     p.doc.dataset.test_limit = *o.test_limit;
   }
-  if (t.device != "cpu")
-    return make_error(p.path + ": device '" + t.device +
-                      "' is not available in this build: the CPU backend is the only one so far "
-                      "(use --device cpu)");
+  if (auto d = backend_registry().check(t.device); !d) return make_error(p.path + ": " + d.error().message);
   // Relative data paths are the project file's business, not the working directory's.
   const std::string base = std::filesystem::absolute(p.path).parent_path().string();
   auto splits = data::open_dataset(p.doc.dataset, base, t.seed, /*prefetch=*/o.load_data);
@@ -73,6 +71,12 @@ Result<Project> open_project(const ProjectOptions& o) {
   p.data = nodes::InferContext{splits->sample_shape, splits->num_classes,
                                splits->target_kind == TargetKind::Values ? splits->target_shape : Shape{}};
   return p;
+}
+
+Result<Backend*> open_backend(const Project& p) {
+  auto b = backend_registry().open(p.doc.training.device);
+  if (!b) return make_error(p.path + ": " + b.error().message);
+  return b;
 }
 
 }  // namespace mls::runner

@@ -41,4 +41,8 @@ struct Project {
 
 Result<Project> open_project(const ProjectOptions& o);
 
+// The project's device (its training "device", or --device) from backend_registry(); errors
+// name the project file.
+Result<Backend*> open_backend(const Project& p);
+
 }  // namespace mls::runner

@@ -10,7 +10,6 @@
 #include <tuple>
 #include <utility>
 
-#include "engine/cpu/cpu_backend.h"
 #include "runner/checkpoints.h"
 #include "runner/model_export.h"
 #include "store/file_hash.h"
@@ -215,7 +214,9 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   auto project = open_project(options);
   if (!project) return project.error();
   Project& p = *project;
-  Backend& backend = cpu::backend();
+  auto opened = open_backend(p);  // registered (open_project checked); a driver may still fail
+  if (!opened) return opened.error();
+  Backend& backend = **opened;
   TrainConfig cfg = p.train_config();
   auto hash = store::file_hash_hex(p.path);
   if (!hash) return hash.error();

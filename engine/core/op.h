@@ -132,8 +132,9 @@ class OpRegistry {
   std::vector<std::unique_ptr<OpDef>> ops_;
 };
 
-// The process-wide registry. engine_init() fills it explicitly (ops and CPU kernels);
-// app/ and the tests call it once at start-up.
+// The process-wide registry. engine_init() fills it with the ops explicitly; each backend's
+// init (cpu::init() in engine/cpu) adds its kernels. app/ and the tests call those once at
+// start-up.
 OpRegistry& op_registry();
 void engine_init();
 

@@ -89,18 +89,12 @@ OpRegistry& op_registry() {
   return reg;
 }
 
-// Declared by the op-definition files and the CPU backend.
+// Declared by the op-definition files.
 void register_core_ops(OpRegistry& reg);
-namespace cpu {
-void register_kernels(OpRegistry& reg);
-}
 
 void engine_init() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    register_core_ops(op_registry());
-    cpu::register_kernels(op_registry());
-  });
+  std::call_once(once, [] { register_core_ops(op_registry()); });
 }
 
 }  // namespace mls

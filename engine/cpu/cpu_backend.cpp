@@ -4,8 +4,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
+#include "engine/core/backend_registry.h"
 #include "engine/cpu/kernels.h"
 
 namespace mls::cpu {
@@ -87,6 +89,18 @@ CpuBackend& backend() {
   static CpuBackend b(g_default_threads > 0 ? g_default_threads
                                             : std::max(1u, std::thread::hardware_concurrency()));
   return b;
+}
+
+void init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    engine_init();
+    register_kernels(op_registry());
+    backend_registry().add({"cpu", DeviceKind::CPU, [](int index) -> Result<Backend*> {
+                              if (index != 0) return make_error("there is one CPU device: cpu (or cpu:0)");
+                              return &backend();
+                            }});
+  });
 }
 
 void register_kernels(OpRegistry& reg) {

@@ -1,5 +1,7 @@
 // The CPU backend: host memory, kernels that run at once on the calling thread and a pool.
+// Its own target (mls_cpu) beside the GPU backends; init() registers it.
 //
+//   mls::cpu::init();                                   // ops, CPU kernels, "cpu" in the registry
 //   Backend& cpu = mls::cpu::backend();
 //   Tensor t = Tensor::empty(cpu, DType::F32, {4}, AllocTag::Activation);
 //
@@ -42,5 +44,9 @@ CpuBackend& backend();
 void set_default_threads(int threads);
 
 void register_kernels(OpRegistry& reg);
+
+// Once per process (app/, the tests, the benchmarks): the engine's ops (engine_init), the CPU
+// kernels, and "cpu" in backend_registry().
+void init();
 
 }  // namespace mls::cpu

@@ -208,7 +208,10 @@ TEST_CASE("bad input: a clear message naming the file, node or line, and a non-z
   SECTION("an unavailable device") {
     Output o = run("--run " + example() + " --device cuda --db " + (temp_dir() / "bad.db").string());
     CHECK(o.code == 1);
-    CHECK(o.err.find("device 'cuda'") != std::string::npos);
+    CHECK(o.err.find("device 'cuda' is not available in this build (available: cpu") != std::string::npos);
+    Output bad = run("--run " + example() + " --device cpu:x --db " + (temp_dir() / "bad.db").string());
+    CHECK(bad.code == 1);
+    CHECK(bad.err.find("the index after ':' must be a number") != std::string::npos);
   }
   SECTION("a missing project file") {
     Output o = run("--run /nonexistent/p.mls");

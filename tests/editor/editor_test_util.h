@@ -13,6 +13,7 @@
 #include "editor/main_window.h"
 #include "engine/core/op.h"
 #include "tests/common/temp_dir.h"
+#include "engine/cpu/cpu_backend.h"
 
 namespace mls::test {
 
@@ -24,7 +25,7 @@ inline QApplication& qt_app() {
     if (!std::getenv("DISPLAY")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
     QCoreApplication::setOrganizationName("mlstudio-tests");
     QSettings::setDefaultFormat(QSettings::IniFormat);
-    engine_init();
+    cpu::init();
     return new QApplication(argc, argv);
   }();
   return *app;

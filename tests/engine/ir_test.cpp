@@ -1,12 +1,13 @@
 // The IR: type checking at construction, the verifier, the text form.
 #include "engine/ir/graph.h"
 #include "test_util.h"
+#include "engine/cpu/cpu_backend.h"
 
 using namespace mls;
 using namespace mls::test;
 
 TEST_CASE("add_node type-checks and names the op and label", "[ir]") {
-  engine_init();
+  cpu::init();
   Graph g("g");
   Ref a = g.add_input("a", {DType::F32, {3, 4}});
   Ref b = g.add_input("b", {DType::F32, {5, 6}});
@@ -27,7 +28,7 @@ TEST_CASE("add_node type-checks and names the op and label", "[ir]") {
 }
 
 TEST_CASE("the text form lists inputs, params, typed nodes and labels", "[ir]") {
-  engine_init();
+  cpu::init();
   Graph g("tiny");
   Ref x = g.add_input("x", {DType::F32, {2, 3}});
   Ref w = g.add_param("w", {DType::F32, {3, 4}});

@@ -8,6 +8,7 @@
 #include "engine/exec/eager.h"
 #include "engine/ir/graph.h"
 #include "test_util.h"
+#include "engine/cpu/cpu_backend.h"
 
 using namespace mls;
 using namespace mls::test;
@@ -16,7 +17,7 @@ namespace {
 
 std::string infer_error(std::string_view op, const std::vector<ValueType>& types,
                         const Attrs& attrs) {
-  engine_init();
+  cpu::init();
   Graph g("errors");
   Refs xs;
   for (size_t i = 0; i < types.size(); ++i)
@@ -29,7 +30,7 @@ std::string infer_error(std::string_view op, const std::vector<ValueType>& types
 }  // namespace
 
 TEST_CASE("squeeze and unsqueeze emit reshapes", "[layout]") {
-  engine_init();
+  cpu::init();
   Graph g("sq");
   Ref x = g.add_input("x", {DType::F32, {2, 1, 3, 1}});
   CHECK(g.shape_of(squeeze(g, x)) == Shape{2, 3});
@@ -55,7 +56,7 @@ TEST_CASE("index_select gives zeros for out-of-range indices and index_add skips
 }
 
 TEST_CASE("split: outputs without a gradient contribute zeros", "[layout]") {
-  engine_init();
+  cpu::init();
   Graph g("split");
   Ref x = g.add_input("x", {DType::F32, {3, 2}});
   Refs parts = split(g, x, 0, {1, 2});
@@ -73,7 +74,7 @@ TEST_CASE("split: outputs without a gradient contribute zeros", "[layout]") {
 }
 
 TEST_CASE("batched matmul matches the float64 reference on every kernel path", "[layout][matmul]") {
-  engine_init();
+  cpu::init();
   const OpDef* op = op_registry().find("matmul");
   REQUIRE(op != nullptr);
   struct Case {

@@ -8,6 +8,7 @@
 #include "engine/exec/eager.h"
 #include "engine/ir/graph.h"
 #include "test_util.h"
+#include "engine/cpu/cpu_backend.h"
 
 using namespace mls;
 using namespace mls::test;
@@ -21,7 +22,7 @@ struct Case {
 };
 
 std::vector<Case> all_cases() {
-  engine_init();
+  cpu::init();
   std::vector<Case> cases;
   uint64_t seed = 1;
   for (const OpDef* op : op_registry().all()) {

@@ -6,6 +6,7 @@
 #include "engine/ops/math.h"
 #include "engine/passes/passes.h"
 #include "plan_test_util.h"
+#include "engine/cpu/cpu_backend.h"
 
 using namespace mls;
 using namespace mls::test;
@@ -30,7 +31,7 @@ const CompiledPlan::Placement& placement_of(const CompiledPlan& p, Ref r) {
 }  // namespace
 
 TEST_CASE("every in-place op's kernel gives the same bytes when its output is its input", "[inplace]") {
-  engine_init();
+  cpu::init();
   int checked = 0;
   uint64_t seed = 11;
   for (const OpDef* op : op_registry().all()) {

@@ -11,7 +11,7 @@
 namespace mls::test {
 
 inline Backend& host() {
-  engine_init();
+  cpu::init();
   return cpu::backend();
 }
 

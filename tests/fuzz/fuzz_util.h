@@ -9,12 +9,13 @@
 #include <string>
 
 #include "engine/core/op.h"
+#include "engine/cpu/cpu_backend.h"
 
 namespace mls::fuzz {
 
 inline void init_once() {
   static bool done = [] {
-    engine_init();
+    cpu::init();
     return true;
   }();
   (void)done;

@@ -5,6 +5,7 @@
 #include "nodes/analysis.h"
 #include "nodes/edit.h"
 #include "nodes/lower.h"
+#include "engine/cpu/cpu_backend.h"
 
 using namespace mls;
 using namespace mls::nodes;
@@ -12,7 +13,7 @@ using namespace mls::nodes;
 namespace {
 
 Document example(const char* name) {
-  engine_init();
+  cpu::init();
   auto doc = load_document(std::string(MLS_SOURCE_DIR) + "/resources/examples/" + name);
   REQUIRE(doc.ok());
   return *doc;

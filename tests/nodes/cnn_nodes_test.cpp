@@ -4,6 +4,7 @@
 #include "engine/core/op.h"
 #include "nodes/lower.h"
 #include "nodes/shape_check.h"
+#include "engine/cpu/cpu_backend.h"
 
 using namespace mls;
 using namespace mls::nodes;
@@ -25,7 +26,7 @@ TEST_CASE("LeNet-5: every layer's shape, and its parameter count", "[nodes][cnn]
   CHECK(shapes->at("conv2")[0] == Shape{-1, 16, 10, 10});
   CHECK(shapes->at("pool2")[0] == Shape{-1, 16, 5, 5});
   CHECK(shapes->at("flat")[0] == Shape{-1, 400});
-  engine_init();
+  cpu::init();
   auto m = lower(doc, InferContext{{1, 28, 28}, 10, {}}, 8, true, "lenet.mls");
   REQUIRE(m.ok());
   int64_t n = 0;

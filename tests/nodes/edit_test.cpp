@@ -8,6 +8,7 @@
 #include "engine/core/op.h"
 #include "nodes/lower.h"
 #include "nodes/shape_check.h"
+#include "engine/cpu/cpu_backend.h"
 
 using namespace mls;
 using namespace mls::nodes;
@@ -80,7 +81,7 @@ void expect_refused(UndoStack& stack, Document& doc, EditResult cmd,
 
 TEST_CASE("edit commands build the Fashion-MNIST MLP, which lowers; undo and redo are exact",
           "[nodes][edit]") {
-  engine_init();
+  cpu::init();
   Document doc;
   const Document empty = doc;
   const std::string empty_text = serialize_document(empty);

@@ -3,11 +3,12 @@
 
 #include "engine/core/op.h"
 #include "nodes/lower.h"
+#include "engine/cpu/cpu_backend.h"
 
 using namespace mls;
 
 TEST_CASE("the example lowers to a verified graph with the document's parameters", "[lower]") {
-  engine_init();
+  cpu::init();
   auto doc = nodes::load_document(std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls");
   REQUIRE(doc.ok());
   auto m = nodes::lower(*doc, nodes::InferContext{{1, 28, 28}, 10, {}}, 32, true, "ex.mls");
@@ -28,7 +29,7 @@ TEST_CASE("the example lowers to a verified graph with the document's parameters
 }
 
 TEST_CASE("lowering reports a wrong class count against the loss node", "[lower]") {
-  engine_init();
+  cpu::init();
   auto doc = nodes::load_document(std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls");
   REQUIRE(doc.ok());
   auto m = nodes::lower(*doc, nodes::InferContext{{1, 28, 28}, 5, {}}, 8, true, "ex.mls");

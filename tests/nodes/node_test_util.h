@@ -19,7 +19,7 @@ namespace mls::nodes::test {
 // Initialises the engine (op registry, kernels). Every test case calls it first: ctest runs
 // each case in a process of its own.
 inline Backend& host() {
-  engine_init();
+  cpu::init();
   return cpu::backend();
 }
 

@@ -1,0 +1,77 @@
+#include "engine/core/backend_registry.h"
+
+#include <charconv>
+
+namespace mls {
+
+void BackendRegistry::add(BackendFactory f) {
+  std::lock_guard lock(mu_);
+  for (BackendFactory& have : factories_)
+    if (have.name == f.name) {
+      have = std::move(f);
+      return;
+    }
+  factories_.push_back(std::move(f));
+}
+
+bool BackendRegistry::has(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  for (const BackendFactory& f : factories_)
+    if (f.name == name) return true;
+  return false;
+}
+
+std::vector<std::string> BackendRegistry::names() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const BackendFactory& f : factories_) out.push_back(f.name);
+  return out;
+}
+
+Result<std::pair<std::string, int>> parse_device(std::string_view device) {
+  const size_t colon = device.find(':');
+  std::string name(device.substr(0, colon));
+  if (name.empty())
+    return make_error("empty device name (cpu, vulkan, cuda; a second GPU as vulkan:1)");
+  int index = 0;
+  if (colon != std::string_view::npos) {
+    const std::string_view digits = device.substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || index < 0)
+      return make_error("device '" + std::string(device) +
+                        "': the index after ':' must be a number >= 0");
+  }
+  return std::pair{std::move(name), index};
+}
+
+Result<void> BackendRegistry::check(std::string_view device) const {
+  auto parsed = parse_device(device);
+  if (!parsed) return parsed.error();
+  if (has(parsed->first)) return {};
+  std::string available;
+  for (const std::string& n : names()) available += (available.empty() ? "" : ", ") + n;
+  return make_error("device '" + parsed->first + "' is not available in this build (available: " +
+                    (available.empty() ? std::string("none registered") : available) + ")");
+}
+
+Result<Backend*> BackendRegistry::open(std::string_view device) {
+  if (auto c = check(device); !c) return c.error();
+  auto parsed = parse_device(device);
+  std::function<Result<Backend*>(int)> open;
+  {
+    std::lock_guard lock(mu_);
+    for (const BackendFactory& f : factories_)
+      if (f.name == parsed->first) open = f.open;
+  }
+  if (!open) return make_error("device '" + parsed->first + "' has no way to open it");
+  auto b = open(parsed->second);
+  if (!b) return make_error("device '" + std::string(device) + "': " + b.error().message);
+  return b;
+}
+
+BackendRegistry& backend_registry() {
+  static BackendRegistry reg;
+  return reg;
+}
+
+}  // namespace mls
