@@ -310,17 +310,6 @@ void fused_elementwise_kernel(const KernelCall& c) {
   });
 }
 
-Activation activation_of(const Attrs& a) {
-  const AttrValue* v = a.find("act");
-  const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
-  if (!s || *s == "none") return Activation::None;
-  if (*s == "relu") return Activation::Relu;
-  if (*s == "sigmoid") return Activation::Sigmoid;
-  if (*s == "tanh") return Activation::Tanh;
-  if (*s == "gelu") return Activation::Gelu;
-  MLS_CHECK(*s == "silu", "linear_act/conv2d_act: unknown activation");
-  return Activation::Silu;
-}
 
 // One GEMM: a batch of x against a 2-D w folds into the rows (M = all of x's rows).
 void linear_act_kernel(const KernelCall& c) {
@@ -342,11 +331,11 @@ void linear_act_kernel(const KernelCall& c) {
                             .ldc = n,
                             .bias = bias ? in_ptr<float>(c, 2) : nullptr,
                             .bias_axis = bias ? BiasAxis::Col : BiasAxis::None,
-                            .act = activation_of(c.attrs)});
+                            .act = epilogue_act_of(c.attrs)});
 }
 
 void conv2d_act_kernel(const KernelCall& c) {
-  conv2d_forward(c, c.inputs.size() == 3 ? in_ptr<float>(c, 2) : nullptr, activation_of(c.attrs));
+  conv2d_forward(c, c.inputs.size() == 3 ? in_ptr<float>(c, 2) : nullptr, epilogue_act_of(c.attrs));
 }
 
 }  // namespace

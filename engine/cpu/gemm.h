@@ -14,10 +14,11 @@
 #include <cstdint>
 
 #include "engine/cpu/thread_pool.h"
+#include "engine/ops/fused.h"
 
 namespace mls::cpu {
 
-enum class Activation : uint8_t { None, Relu, Sigmoid, Tanh, Gelu, Silu };
+using Activation = EpilogueAct;  // the epilogue list (engine/ops/fused.h)
 enum class BiasAxis : uint8_t {
   None,
   Col,  // bias[n]: one value per column, added to every row (dense layers)

@@ -16,6 +16,8 @@
 // their rules, so any order of derivative works as for the unfused graph.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -66,13 +68,34 @@ struct FusedProgram {
 };
 
 Ref fused_elementwise(Emitter& e, std::span<const Ref> inputs, const FusedProgram& p);
-// act: "none", "relu", "sigmoid", "tanh", "gelu" (the exact, erf form) or "silu". bias
+// act: a name from kEpilogueActs below ("none", "relu", ..., "gelu" the exact form). bias
 // (optional, invalid Ref for none) is [N] for linear_act and [O] for conv2d_act.
 Ref linear_act(Emitter& e, Ref x, Ref w, Ref bias, std::string_view act, bool transpose_a = false,
                bool transpose_b = false);
 Ref conv2d_act(Emitter& e, Ref x, Ref w, Ref bias, const Conv2dParams& p, std::string_view act);
 
-// Whether linear_act and conv2d_act accept this activation name.
-bool fused_activation_ok(std::string_view act);
+// The activations a GEMM or convolution epilogue applies (linear_act's and conv2d_act's
+// "act"), listed once: the ops' attribute check, the fusion pass and every backend's
+// kernels read this list. Gelu is the exact (erf) form, as the gelu op's default.
+enum class EpilogueAct : uint8_t { None, Relu, Sigmoid, Tanh, Gelu, Silu };
+inline constexpr std::array<std::pair<EpilogueAct, std::string_view>, 6> kEpilogueActs{{
+    {EpilogueAct::None, "none"},
+    {EpilogueAct::Relu, "relu"},
+    {EpilogueAct::Sigmoid, "sigmoid"},
+    {EpilogueAct::Tanh, "tanh"},
+    {EpilogueAct::Gelu, "gelu"},
+    {EpilogueAct::Silu, "silu"},
+}};
+// "relu" -> Relu; nullopt for a name that is not in the list.
+std::optional<EpilogueAct> epilogue_act(std::string_view name);
+// The "act" attribute of linear_act / conv2d_act (absent: None). Asserts a known name: the
+// ops' check refused others.
+EpilogueAct epilogue_act_of(const Attrs& attrs);
+// The epilogue a graph node's op computes (a relu node: Relu; an exact gelu: Gelu), or
+// nullopt when the op is none of them (a tanh-form gelu included).
+std::optional<EpilogueAct> epilogue_act_of_op(std::string_view op, const Attrs& attrs);
+std::string_view epilogue_act_name(EpilogueAct act);
+// "none, relu, sigmoid, tanh, gelu or silu", for messages.
+std::string epilogue_act_names();
 
 }  // namespace mls

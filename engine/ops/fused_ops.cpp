@@ -41,10 +41,43 @@ Ref conv2d_act(Emitter& e, Ref x, Ref w, Ref bias, const Conv2dParams& p, std::s
   return e.emit("conv2d_act", in, a)[0];
 }
 
-bool fused_activation_ok(std::string_view act) {
-  for (const char* a : {"none", "relu", "sigmoid", "tanh", "gelu", "silu"})
-    if (act == a) return true;
-  return false;
+std::optional<EpilogueAct> epilogue_act(std::string_view name) {
+  for (const auto& [act, n] : kEpilogueActs)
+    if (n == name) return act;
+  return std::nullopt;
+}
+
+EpilogueAct epilogue_act_of(const Attrs& attrs) {
+  const AttrValue* v = attrs.find("act");
+  const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
+  if (!s) return EpilogueAct::None;
+  auto act = epilogue_act(*s);
+  MLS_CHECK(act.has_value(), "linear_act/conv2d_act: unknown activation");
+  return *act;
+}
+
+std::optional<EpilogueAct> epilogue_act_of_op(std::string_view op, const Attrs& attrs) {
+  auto act = epilogue_act(op);
+  if (!act || *act == EpilogueAct::None) return std::nullopt;
+  if (*act == EpilogueAct::Gelu) {
+    const AttrValue* v = attrs.find("approximate");
+    const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
+    if (s && *s != "none") return std::nullopt;  // the epilogue has the erf form only
+  }
+  return act;
+}
+
+std::string_view epilogue_act_name(EpilogueAct act) {
+  for (const auto& [a, n] : kEpilogueActs)
+    if (a == act) return n;
+  return "?";
+}
+
+std::string epilogue_act_names() {
+  std::string out;
+  for (size_t i = 0; i < kEpilogueActs.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == kEpilogueActs.size() ? " or " : ", ") + std::string(kEpilogueActs[i].second);
+  return out;
 }
 
 }  // namespace mls
@@ -242,8 +275,8 @@ Result<void> check_bias_act(InTypes in, const Attrs& a, int64_t channels, const 
   if (in.size() == 3 && in[2].shape != Shape{channels})
     return make_error(std::string("bias must be [") + what + "] = [" + std::to_string(channels) + "], got " +
                       shape_str(in[2].shape));
-  if (!fused_activation_ok(act_of(a)))
-    return make_error("act must be none, relu, sigmoid, tanh, gelu or silu, got \"" + act_of(a) + "\"");
+  if (!epilogue_act(act_of(a)))
+    return make_error("act must be " + epilogue_act_names() + ", got \"" + act_of(a) + "\"");
   return {};
 }
 

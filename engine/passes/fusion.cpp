@@ -116,14 +116,8 @@ Ref bias_operand(const Graph& g, const Node& n, Ref y, bool conv) {
 }
 
 std::string activation_name(const Node& n) {
-  const std::string& op = n.op->name;
-  if (op == "relu" || op == "sigmoid" || op == "tanh" || op == "silu") return op;
-  if (op == "gelu") {
-    const AttrValue* v = n.attrs.find("approximate");
-    const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
-    if (!s || *s == "none") return "gelu";  // the GEMM epilogue has the erf form only
-  }
-  return "";
+  auto act = epilogue_act_of_op(n.op->name, n.attrs);
+  return act ? std::string(epilogue_act_name(*act)) : std::string();
 }
 
 // The kernel runs one GEMM: 2-D operands, or a batch of x against one 2-D w, not transposed.

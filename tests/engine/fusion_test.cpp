@@ -408,3 +408,21 @@ TEST_CASE("a fused graph differentiates again: its gradient equals the unfused g
   };
   require_same(grad(g), grad(f), 1e-6);
 }
+
+TEST_CASE("the epilogue activations are one list that names registered ops", "[fusion]") {
+  mls::test::host();
+  for (const auto& [act, name] : kEpilogueActs) {
+    INFO(name);
+    CHECK(epilogue_act(name) == act);
+    CHECK(epilogue_act_name(act) == name);
+    if (act == EpilogueAct::None) continue;
+    CHECK(op_registry().find(name) != nullptr);  // the fusion pass matches that op's nodes
+    CHECK(epilogue_act_of_op(name, Attrs{}) == act);
+  }
+  CHECK_FALSE(epilogue_act("gelu_tanh"));
+  Attrs tanh_form;
+  tanh_form.set("approximate", std::string("tanh"));
+  CHECK_FALSE(epilogue_act_of_op("gelu", tanh_form));  // the epilogue has the erf form only
+  CHECK_FALSE(epilogue_act_of_op("exp", Attrs{}));
+  CHECK(epilogue_act_names() == "none, relu, sigmoid, tanh, gelu or silu");
+}
