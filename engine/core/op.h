@@ -69,6 +69,10 @@ struct OpSample {
   // Floats closer than this to zero are pushed away (kinks break finite differences).
   double min_abs = 0.0;
   std::string note;
+  // A copy of another sample at another dtype (ops::at_dtypes), there so the kernel for that
+  // dtype is run: its forward is checked against the reference; the derivative rules do
+  // not depend on the dtype and are checked on the f32 sample.
+  bool forward_only = false;
 };
 
 struct AttrSpec {

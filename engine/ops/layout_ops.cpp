@@ -125,7 +125,6 @@ Result<int64_t> axis_in(const Shape& s, int64_t axis) {
 
 // [SECTION] max, min, var
 
-
 // For each element of x, the flat index of its reduction group (x's shape with the reduced
 // axes kept as size 1).
 std::vector<int64_t> group_index(const Shape& xs, const std::vector<int64_t>& axes) {
@@ -375,11 +374,12 @@ void register_slicing(OpRegistry& reg) {
              auto at = [](int64_t axis, int64_t start, int64_t end, int64_t step) {
                return Attrs{{"axis", axis}, {"start", start}, {"end", end}, {"step", step}};
              };
-             return std::vector<OpSample>{
-                 sample({f32({4, 5})}, at(1, 1, 4, 1), "columns 1:4"),
-                 sample({f32({5, 3})}, at(0, 0, 5, 2), "every other row"),
-                 sample({f32({2, 6, 3})}, at(-2, -4, 100, 1), "negative start, clamped end"),
-                 sample({f32({2, 3, 4})}, at(2, 1, 4, 2), "last axis, step 2")};
+             return with_dtypes(
+                 {sample({f32({4, 5})}, at(1, 1, 4, 1), "columns 1:4"),
+                  sample({f32({5, 3})}, at(0, 0, 5, 2), "every other row"),
+                  sample({f32({2, 6, 3})}, at(-2, -4, 100, 1), "negative start, clamped end"),
+                  sample({f32({2, 3, 4})}, at(2, 1, 4, 2), "last axis, step 2")},
+                 kNonF32Dtypes);
            },
        .doc = "x[start:end:step] along an axis (a copy); negative start/end count from the end"});
 
@@ -437,9 +437,9 @@ void register_slicing(OpRegistry& reg) {
                return Attrs{
                    {"axis", axis}, {"start", start}, {"end", end}, {"step", step}, {"size", size}};
              };
-             return std::vector<OpSample>{
-                 sample({f32({4, 3})}, at(1, 1, 4, 1, 5), "columns 1:4 of 5"),
-                 sample({f32({3, 2})}, at(0, 0, 5, 2, 5), "every other row of 5")};
+             return with_dtypes({sample({f32({4, 3})}, at(1, 1, 4, 1, 5), "columns 1:4 of 5"),
+                                 sample({f32({3, 2})}, at(0, 0, 5, 2, 5), "every other row of 5")},
+                                kNonF32Dtypes);
            },
        .doc = "the gradient of slice: g written into zeros at the sliced positions"});
 
@@ -508,11 +508,12 @@ void register_slicing(OpRegistry& reg) {
            },
        .samples =
            [] {
-             return std::vector<OpSample>{
-                 sample({f32({2, 3}), f32({4, 3})}, {{"axis", int64_t{0}}}, "rows"),
-                 sample({f32({2, 3}), f32({2, 1}), f32({2, 4})}, {{"axis", int64_t{-1}}},
-                        "three, last axis"),
-                 sample({f32({2, 2, 3}), f32({2, 1, 3})}, {{"axis", int64_t{1}}}, "middle axis")};
+             return with_dtypes(
+                 {sample({f32({2, 3}), f32({4, 3})}, {{"axis", int64_t{0}}}, "rows"),
+                  sample({f32({2, 3}), f32({2, 1}), f32({2, 4})}, {{"axis", int64_t{-1}}},
+                         "three, last axis"),
+                  sample({f32({2, 2, 3}), f32({2, 1, 3})}, {{"axis", int64_t{1}}}, "middle axis")},
+                 kNonF32Dtypes);
            },
        .doc = "joins tensors along an axis (all other dims equal)"});
 
@@ -568,11 +569,12 @@ void register_slicing(OpRegistry& reg) {
        .samples =
            [] {
              using V = std::vector<int64_t>;
-             return std::vector<OpSample>{
-                 sample({f32({5, 3})}, {{"axis", int64_t{0}}, {"sizes", V{2, 3}}}, "rows"),
-                 sample({f32({2, 6})}, {{"axis", int64_t{-1}}, {"sizes", V{1, 2, 3}}}, "three"),
-                 sample({f32({2, 4, 3})}, {{"axis", int64_t{1}}, {"sizes", V{3, 1}}},
-                        "middle axis")};
+             return with_dtypes(
+                 {sample({f32({5, 3})}, {{"axis", int64_t{0}}, {"sizes", V{2, 3}}}, "rows"),
+                  sample({f32({2, 6})}, {{"axis", int64_t{-1}}, {"sizes", V{1, 2, 3}}}, "three"),
+                  sample({f32({2, 4, 3})}, {{"axis", int64_t{1}}, {"sizes", V{3, 1}}},
+                         "middle axis")},
+                 kNonF32Dtypes);
            },
        .doc = "splits a tensor along an axis into parts of the given sizes (one output each)"});
 }
@@ -640,7 +642,7 @@ void register_gather(OpRegistry& reg) {
              OpSample mid =
                  sample({f32({2, 6, 3}), i64({4})}, {{"axis", int64_t{-2}}}, "middle axis");
              mid.int_high = 6;
-             return std::vector<OpSample>{rows, mid};
+             return with_dtypes({rows, mid}, kNonF32Dtypes);
            },
        .doc =
            "picks the entries at index (i64 [K]) along an axis; out-of-range indices give zeros"});
@@ -757,10 +759,13 @@ void register_gather(OpRegistry& reg) {
        .samples =
            [] {
              using V = std::vector<int64_t>;
-             return std::vector<OpSample>{
-                 sample({f32({3, 4})}, {{"pads", V{1, 2, 0, 1}}, {"value", 0.5}}, "2-D"),
-                 sample({f32({2, 3, 4})}, {{"pads", V{0, 0, 2, 1, 1, 0}}, {"value", 0.0}}, "3-D"),
-                 sample({f32({4})}, {{"pads", V{3, 0}}, {"value", -1.0}}, "1-D")};
+             return with_dtypes(
+                 // The first (a whole pad value) is also checked at i64: shape arithmetic pads
+                 // index vectors.
+                 {sample({f32({4})}, {{"pads", V{3, 0}}, {"value", -1.0}}, "1-D"),
+                  sample({f32({3, 4})}, {{"pads", V{1, 2, 0, 1}}, {"value", 0.5}}, "2-D"),
+                  sample({f32({2, 3, 4})}, {{"pads", V{0, 0, 2, 1, 1, 0}}, {"value", 0.0}}, "3-D")},
+                 std::array{DType::I64});
            },
        .doc = "pads each axis with `value`: pads = {before0, after0, before1, after1, ...}"});
 }

@@ -530,7 +530,8 @@ void def_compare(OpRegistry& reg, const char* name, bool (*f)(double, double), c
                         sample({f32({3, 4}), f32({3, 4})}, {}, "f32"),
                         sample({f32({2, 1, 3}), f32({4, 1})}, {}, "f32 both broadcast"),
                         sample({i64({3, 4}), i64({4})}, {}, "i64 row broadcast, with ties"),
-                        sample({{DType::I32, {3, 4}}, {DType::I32, {3, 1}}}, {}, "i32 with ties")};
+                        sample({{DType::I32, {3, 4}}, {DType::I32, {3, 1}}}, {}, "i32 with ties"),
+                        sample({{DType::Bool, {3, 4}}, {DType::Bool, {4}}}, {}, "bool with ties")};
                     for (OpSample& s : v) s.int_high = 3;
                     return v;
                   },

@@ -141,6 +141,25 @@ Result<void> require_float(InTypes in) {
   return {};
 }
 
+std::vector<OpSample> at_dtypes(const OpSample& s, std::span<const DType> dtypes) {
+  std::vector<OpSample> out;
+  for (DType d : dtypes) {
+    OpSample v = s;
+    for (ValueType& t : v.inputs)
+      if (t.dtype == DType::F32) t.dtype = d;
+    v.forward_only = true;
+    v.note = (s.note.empty() ? "" : s.note + ", ") + "at " + std::string(dtype_name(d));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<OpSample> with_dtypes(std::vector<OpSample> samples, std::span<const DType> dtypes) {
+  auto more = at_dtypes(samples.at(0), dtypes);
+  samples.insert(samples.end(), more.begin(), more.end());
+  return samples;
+}
+
 OpSample sample(std::vector<ValueType> inputs, Attrs attrs, std::string note) {
   OpSample s;
   s.inputs = std::move(inputs);

@@ -43,6 +43,14 @@ int64_t broadcast_index(const Shape& a, const Shape& out_shape, int64_t i);
 OpSample sample(std::vector<ValueType> inputs, Attrs attrs = {}, std::string note = "");
 inline ValueType f32(Shape s) { return {DType::F32, std::move(s)}; }
 inline ValueType i64(Shape s) { return {DType::I64, std::move(s)}; }
+// Every dtype but f32: the others a dtype-generic kernel (a copy, a gather) registers.
+inline constexpr DType kNonF32Dtypes[] = {DType::F16, DType::BF16, DType::I64, DType::I32,
+                                          DType::U8,  DType::I8,   DType::Bool};
+// Copies of `s` with its f32 inputs at each of `dtypes` (forward_only): the conformance
+// suite then runs those dtypes' kernels, which it requires of every registered kernel.
+std::vector<OpSample> at_dtypes(const OpSample& s, std::span<const DType> dtypes);
+// `samples`, then at_dtypes of the first one.
+std::vector<OpSample> with_dtypes(std::vector<OpSample> samples, std::span<const DType> dtypes);
 
 void register_elementwise_ops(OpRegistry& reg);
 void register_reduce_ops(OpRegistry& reg);

@@ -109,7 +109,7 @@ void register_cast(OpRegistry& reg) {
                s.hi = 1.0 / 64;
                v.push_back(std::move(s));
              }
-             for (DType from : {DType::U8, DType::I8}) {  // no gradient: checked by value
+             for (DType from : {DType::U8, DType::I8, DType::I64, DType::I32, DType::Bool}) {  // by value
                OpSample s = sample({{from, {3, 4}}}, {{"dtype", std::string("f32")}});
                s.int_high = 100;
                v.push_back(std::move(s));

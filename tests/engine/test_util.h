@@ -33,8 +33,8 @@ inline RefArray random_array(const ValueType& t, Rng& rng, const OpSample& s) {
   return a;
 }
 
-inline Tensor to_tensor(const RefArray& a, DType t) {
-  Tensor x = Tensor::empty(host(), t, a.shape, AllocTag::Other);
+inline Tensor to_tensor(const RefArray& a, DType t, Backend& backend) {
+  Tensor x = Tensor::empty(backend, t, a.shape, AllocTag::Other);
   if (t == DType::I64) {
     std::vector<int64_t> v(a.v.size());
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(a.v[i]);
@@ -44,6 +44,7 @@ inline Tensor to_tensor(const RefArray& a, DType t) {
   }
   return x;
 }
+inline Tensor to_tensor(const RefArray& a, DType t) { return to_tensor(a, t, host()); }
 
 // max |a - b| / (atol + rtol |b|) <= 1 for all elements.
 inline void require_close(const std::vector<double>& got, const std::vector<double>& want, double rtol,
