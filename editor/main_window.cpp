@@ -25,9 +25,11 @@
 #include <QTabWidget>
 #include <QToolBar>
 #include <QtConcurrent/QtConcurrent>
+#include <algorithm>
 #include <filesystem>
 
 #include "datasets/dataset_spec.h"
+#include "engine/core/backend_registry.h"
 #include "editor/theme.h"
 #include "engine/train/progress_line.h"
 
@@ -425,10 +427,14 @@ void MainWindow::buildToolbar() {
   tb->addSeparator();
   tb->addWidget(new QLabel(" Device "));
   device_ = new QComboBox;
+  device_->setObjectName("run.device");
   device_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   device_->setMinimumContentsLength(10);
-  device_->addItem("cpu");
-  for (const char* d : {"vulkan", "cuda"}) {
+  // The backends this build registered, then the known kinds it lacks (greyed out).
+  const std::vector<std::string> have = backend_registry().names();
+  for (const std::string& d : have) device_->addItem(QString::fromStdString(d));
+  for (const char* d : {"cpu", "vulkan", "cuda"}) {
+    if (std::find(have.begin(), have.end(), d) != have.end()) continue;
     device_->addItem(QString(d) + " (not in this build)");
     auto* m = static_cast<QStandardItemModel*>(device_->model());
     m->item(device_->count() - 1)->setEnabled(false);

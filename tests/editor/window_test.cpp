@@ -1,12 +1,15 @@
 // The main window around the canvas: autosave and recovery after a crash, icons that
 // follow the theme and stay sharp at any scale, a first size that fits a small or
 // scaled-up screen.
+#include <QComboBox>
 #include <QFile>
+#include <QStandardItemModel>
 #include <QImage>
 #include <QToolBar>
 #include <QTreeWidget>
 
 #include "editor/theme.h"
+#include "engine/core/backend_registry.h"
 #include "nodes/document.h"
 #include "nodes/edit.h"
 #include "tests/editor/editor_test_util.h"
@@ -159,4 +162,23 @@ TEST_CASE("the first window size fits the screen, also when a high-DPI scale shr
   CHECK(s.height() <= 666);
   CHECK(s.width() >= 1000);  // and still uses most of it
   CHECK(initial_window_size(QSize()) == QSize(1440, 900));
+}
+
+TEST_CASE("the device picker offers the backends this build registered", "[editor]") {
+  EditorFixture fx;
+  auto* device = fx.window->findChild<QComboBox*>("run.device");
+  REQUIRE(device);
+  const auto names = backend_registry().names();
+  REQUIRE(device->count() >= static_cast<int>(names.size()));
+  auto* model = static_cast<QStandardItemModel*>(device->model());
+  for (size_t i = 0; i < names.size(); ++i) {
+    CHECK(device->itemText(static_cast<int>(i)).toStdString() == names[i]);
+    CHECK(model->item(static_cast<int>(i))->isEnabled());
+  }
+  CHECK(device->itemText(0) == "cpu");
+  // Kinds this build lacks are listed, greyed out, so a user learns they exist.
+  for (int i = static_cast<int>(names.size()); i < device->count(); ++i) {
+    CHECK(device->itemText(i).endsWith("(not in this build)"));
+    CHECK_FALSE(model->item(i)->isEnabled());
+  }
 }
