@@ -423,7 +423,7 @@ Result<ImportReport> import_model(const ImportOptions& o, Backend& backend, cons
     if (colon != std::string::npos)
       d["path"] = text.substr(colon + 1);
     else if (text == "fashion-mnist")
-      d["path"] = "/usr/share/datasets/fashion-mnist";
+      d["path"] = data::kDefaultDatasetPath;
     return d;
   };
   nlohmann::json dataset;
