@@ -330,6 +330,22 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     if (auto r = trainer.init(); !r) return r.error();
     if (auto r = apply_initial_weights(trainer, p); !r) return r.error();
   }
+  // A device that lacks kernels runs those nodes on the host: say which, before training.
+  if (cfg.mode == ExecMode::Static && backend.kind() != DeviceKind::CPU) {
+    if (!trainer.initialized())
+      if (auto r = trainer.init(); !r) return r.error();
+    auto plan = trainer.training_plan(cfg.batch_size);
+    if (!plan) return plan.error();
+    const auto& fb = (*plan)->fallbacks();
+    if (!fb.empty()) {
+      std::string list;
+      for (const std::string& f : fb) list += (list.empty() ? "" : ", ") + f;
+      say(events.warning, device + " has no kernel for " + std::to_string(fb.size()) + " node" +
+                              (fb.size() == 1 ? "" : "s") + " of the training step; they run on the CPU with " +
+                              std::to_string((*plan)->stats().transfers) + " transfers per step (" +
+                              bytes_text(static_cast<int64_t>((*plan)->stats().transfer_bytes)) + "): " + list);
+    }
+  }
   // The run's peak is the run's: not the pre-flight's probes, not what came before.
   backend.memory().reset_peaks();
   Result<TrainResult> result = make_error("not started");

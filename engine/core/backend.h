@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -132,6 +133,17 @@ class Backend {
   }
   // Threads the backend's kernels may use (CPU) or 1.
   virtual int num_threads() const { return 1; }
+  // Recording a sequence of launches once and replaying it (a device's command buffer or
+  // graph): between begin_capture() and end_capture() launches record instead of running;
+  // replay() runs them again on the same buffers. -1 from begin_capture: not supported, and
+  // the caller launches as usual. A compiled plan records its step once this way.
+  virtual int begin_capture() { return -1; }
+  virtual void end_capture() {}
+  virtual void replay(int capture) { (void)capture; }
+  virtual void release_capture(int capture) { (void)capture; }
+  // The most inputs a fused_elementwise kernel takes here: the fusion pass makes no node
+  // with more.
+  virtual size_t max_kernel_inputs() const { return SIZE_MAX; }
   // Whether this backend has a kernel for `op` at `dtype` (the scheduler asks before
   // placing a node here; see OpDef::kernel).
   bool supports(const OpDef& op, DType dtype) const;

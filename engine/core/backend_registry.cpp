@@ -28,6 +28,21 @@ std::vector<std::string> BackendRegistry::names() const {
   return out;
 }
 
+Backend* BackendRegistry::host() {
+  std::function<Result<Backend*>(int)> open;
+  {
+    std::lock_guard lock(mu_);
+    for (const BackendFactory& f : factories_)
+      if (f.kind == DeviceKind::CPU) {
+        open = f.open;
+        break;
+      }
+  }
+  if (!open) return nullptr;
+  auto b = open(0);
+  return b ? *b : nullptr;
+}
+
 Result<std::pair<std::string, int>> parse_device(std::string_view device) {
   const size_t colon = device.find(':');
   std::string name(device.substr(0, colon));

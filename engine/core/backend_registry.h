@@ -38,6 +38,9 @@ class BackendRegistry {
   // Whether `device` names a registered backend, without opening it; the error is open()'s.
   Result<void> check(std::string_view device) const;
   bool has(std::string_view name) const;
+  // The host's backend (the first registered CPU one), where a node that a device has no
+  // kernel for runs instead; nullptr when none is registered.
+  Backend* host();
   std::vector<std::string> names() const;  // in registration order
 
  private:

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "engine/core/backend_registry.h"
 #include "engine/exec/wave_schedule.h"
 
 namespace mls {
@@ -21,6 +22,19 @@ constexpr int64_t kSmallOperand = int64_t{1} << 16;
 // Waking a pool thread costs some microseconds: a wave's small kernels run at once only when
 // the work beside the largest of them (in elements of their largest operands) is this big.
 constexpr int64_t kMinSharedWork = int64_t{1} << 14;
+// A transfer step: copies a contiguous tensor between the device and the host (whichever
+// way round), through the device backend's copies (each waits for the work before it).
+void copy_between_kernel(const KernelCall& c) {
+  const Tensor& src = *c.inputs[0];
+  Tensor& dst = *c.outputs[0];
+  MLS_CHECK(src.is_contiguous() && dst.is_contiguous() && src.nbytes() == dst.nbytes(), "transfer of unlike tensors");
+  if (src.nbytes() == 0) return;
+  if (src.buffer()->host_ptr() == nullptr) {
+    src.backend().copy_to_host(*src.buffer(), src.byte_offset(), dst.data<char>(), src.nbytes());
+  } else {
+    dst.backend().copy_to_device(*dst.buffer(), dst.byte_offset(), src.data<char>(), src.nbytes());
+  }
+}
 }  // namespace
 
 Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend, const PlanOptions& opt) {
@@ -48,17 +62,26 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   std::vector<int32_t> order;  // graph order
   for (size_t k = 0; k < g.nodes().size(); ++k)
     if (node_needed[k]) order.push_back(static_cast<int32_t>(k));
+  p.on_host_.assign(g.nodes().size(), false);
   for (int32_t k : order) {
     const Node& n = g.nodes()[static_cast<size_t>(k)];
     std::vector<ValueType> in_t, out_t;
     for (Ref r : n.inputs) in_t.push_back(g.type_of(r));
     for (Ref r : n.outputs) out_t.push_back(g.type_of(r));
     DType kt = kernel_dtype(*n.op, in_t, out_t);
-    if (!n.op->kernel(backend.kind(), kt))
-      return make_error("node " + std::to_string(k) + " (" + n.op->name + (n.label.empty() ? "" : ", '" + n.label + "'") +
-                        "): the " + std::string(backend.name()) + " backend has no " + std::string(dtype_name(kt)) +
-                        " kernel for '" + n.op->name + "'");
+    if (n.op->kernel(backend.kind(), kt)) continue;
+    // A device without this kernel: the host runs the node, if it has one.
+    if (backend.kind() != DeviceKind::CPU && !p.host_) p.host_ = backend_registry().host();
+    if (p.host_ && !n.op->view && n.op->kernel(DeviceKind::CPU, kt)) {
+      p.on_host_[static_cast<size_t>(k)] = true;
+      p.fallbacks_.push_back(n.op->name + " at " + std::string(dtype_name(kt)) + (n.label.empty() ? "" : " (" + n.label + ")"));
+      continue;
+    }
+    return make_error("node " + std::to_string(k) + " (" + n.op->name + (n.label.empty() ? "" : ", '" + n.label + "'") +
+                      "): the " + std::string(backend.name()) + " backend has no " + std::string(dtype_name(kt)) +
+                      " kernel for '" + n.op->name + "'" + (backend.kind() != DeviceKind::CPU ? ", nor has the host" : ""));
   }
+  p.stats_.fallback_nodes = p.fallbacks_.size();
 
   // Waves, and the schedule in wave order (graph order within a wave). Sequential: one
   // node per wave. From here on a "time" is a wave.
@@ -87,6 +110,16 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
     if (g.values()[i].kind == ValueKind::Const) {
       p.placement_[i] = kConst;
       p.slots_[i] = g.values()[i].constant;
+      // A constant built on another backend (the host, for a device plan) is copied here once.
+      const Tensor& c = p.slots_[i];
+      if (opt.allocate && c.defined() && c.backend().kind() != backend.kind()) {
+        Tensor src = c.is_contiguous() ? c : c.contiguous();
+        std::vector<char> bytes(src.nbytes());
+        src.backend().copy_to_host(*src.buffer(), src.byte_offset(), bytes.data(), bytes.size());
+        Tensor dev = Tensor::empty(backend, src.dtype(), src.shape(), AllocTag::Parameter);
+        dev.fill_raw(bytes.data(), bytes.size());
+        p.slots_[i] = std::move(dev);
+      }
     }
   std::vector<AllocTag> own_tag(nv, AllocTag::Other);
   std::vector<bool> own(nv, false);
@@ -179,6 +212,25 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   }
   try {
     if (mp.peak_bytes > 0) p.arena_ = backend.allocate(mp.peak_bytes, AllocTag::Activation);
+    // Host buffers for the nodes that run on the host: one per input and output.
+    p.host_ins_.resize(p.schedule_.size());
+    p.host_outs_.resize(p.schedule_.size());
+    for (size_t s = 0; s < p.schedule_.size(); ++s) {
+      const Node& n = g.nodes()[static_cast<size_t>(p.schedule_[s])];
+      if (!p.on_host_[static_cast<size_t>(p.schedule_[s])]) continue;
+      for (Ref r : n.inputs) {
+        const ValueType t = g.type_of(r);
+        p.host_ins_[s].push_back(Tensor::empty(*p.host_, t.dtype, t.shape, AllocTag::Workspace));
+        ++p.stats_.transfers;
+        p.stats_.transfer_bytes += p.host_ins_[s].back().nbytes();
+      }
+      for (Ref r : n.outputs) {
+        const ValueType t = g.type_of(r);
+        p.host_outs_[s].push_back(Tensor::empty(*p.host_, t.dtype, t.shape, AllocTag::Workspace));
+        ++p.stats_.transfers;
+        p.stats_.transfer_bytes += p.host_outs_[s].back().nbytes();
+      }
+    }
     for (size_t i = 0; i < nv; ++i) {
       if (p.placement_[i] == kArena) {
         const ValueType& t = g.values()[i].type;
@@ -266,7 +318,7 @@ void CompiledPlan::plan_batches(bool concurrent) {
       const Node& n = g.nodes()[static_cast<size_t>(schedule_[s])];
       if (n.op->view && placement_[static_cast<size_t>(n.outputs[0].id)] == kAlias) continue;
       runs = true;
-      if (concurrent && largest_operand(g, n) < kSmallOperand) {
+      if (concurrent && !on_host_[static_cast<size_t>(schedule_[s])] && largest_operand(g, n) < kSmallOperand) {
         small.push_back(static_cast<int32_t>(s));
         continue;
       }
@@ -331,35 +383,72 @@ void CompiledPlan::materialise() {
     }
   }
   steps_.clear();
+  std::vector<uint32_t> first_step;  // per run_order_ position
+  static const Attrs kNoAttrs;
   for (int32_t s : run_order_) {
-    const Node& n = g.nodes()[static_cast<size_t>(schedule_[static_cast<size_t>(s)])];
+    first_step.push_back(static_cast<uint32_t>(steps_.size()));
+    const size_t k = static_cast<size_t>(schedule_[static_cast<size_t>(s)]);
+    const Node& n = g.nodes()[k];
+    const bool host = on_host_[k];
     Step st;
+    st.entry = s;
+    st.backend = host ? host_ : backend_;
     std::vector<ValueType> in_t, out_t;
-    for (Ref r : n.inputs) {
-      st.ins.push_back(&slots_[static_cast<size_t>(r.id)]);
-      in_t.push_back(g.type_of(r));
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      Tensor* dev = &slots_[static_cast<size_t>(n.inputs[i].id)];
+      in_t.push_back(g.type_of(n.inputs[i]));
+      if (!host) {
+        st.ins.push_back(dev);
+        continue;
+      }
+      Tensor* h = &host_ins_[static_cast<size_t>(s)][i];
+      steps_.push_back({.fn = copy_between_kernel, .attrs = &kNoAttrs, .ins = {dev}, .outs = {h}, .backend = backend_,
+                        .entry = s, .transfer = "to_host"});
+      st.ins.push_back(h);
     }
-    for (Ref r : n.outputs) {
-      st.outs.push_back(&slots_[static_cast<size_t>(r.id)]);
-      out_t.push_back(g.type_of(r));
+    std::vector<Step> back;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      Tensor* dev = &slots_[static_cast<size_t>(n.outputs[i].id)];
+      out_t.push_back(g.type_of(n.outputs[i]));
+      if (!host) {
+        st.outs.push_back(dev);
+        continue;
+      }
+      Tensor* h = &host_outs_[static_cast<size_t>(s)][i];
+      st.outs.push_back(h);
+      back.push_back({.fn = copy_between_kernel, .attrs = &kNoAttrs, .ins = {h}, .outs = {dev}, .backend = backend_,
+                      .entry = s, .transfer = "to_device"});
     }
-    st.fn = n.op->kernel(backend_->kind(), kernel_dtype(*n.op, in_t, out_t));
+    st.fn = n.op->kernel(host ? DeviceKind::CPU : backend_->kind(), kernel_dtype(*n.op, in_t, out_t));
     st.attrs = &n.attrs;
+    // An Update op on the host writes its inputs' host copies: they go back to the device.
+    if (host)
+      for (int m : n.op->mutated_inputs)
+        back.push_back({.fn = copy_between_kernel, .attrs = &kNoAttrs, .ins = {st.ins[static_cast<size_t>(m)]},
+                        .outs = {&slots_[static_cast<size_t>(n.inputs[static_cast<size_t>(m)].id)]},
+                        .backend = backend_, .entry = s, .transfer = "to_device"});
     steps_.push_back(std::move(st));
+    for (Step& b : back) steps_.push_back(std::move(b));
   }
-  stats_.skipped_views = schedule_.size() - steps_.size();
+  first_step.push_back(static_cast<uint32_t>(steps_.size()));
+  step_batches_.clear();
+  for (const Batch& b : batches_) step_batches_.push_back({first_step[b.begin], first_step[b.end], b.concurrent});
+  stats_.skipped_views = schedule_.size() - run_order_.size();
   if (profiling_ && step_times_.size() != steps_.size()) {
     step_times_.clear();
-    for (int32_t s : run_order_) {
+    for (const Step& step : steps_) {
+      const int32_t s = step.entry;
       const auto k = static_cast<size_t>(schedule_[static_cast<size_t>(s)]);
       const Node& n = g.nodes()[k];
-      StepTime st{.op = n.op->name, .label = n.label, .backward = n.backward};
+      StepTime st{.op = step.transfer ? step.transfer : n.op->name, .label = n.label, .backward = n.backward};
       st.node = static_cast<int32_t>(k);
       st.wave = wave_[static_cast<size_t>(s)];
-      std::vector<ValueType> in_t, out_t;
-      for (Ref r : n.inputs) in_t.push_back(g.type_of(r));
-      for (Ref r : n.outputs) out_t.push_back(g.type_of(r));
-      st.flops = op_flops(*n.op, in_t, out_t, n.attrs);
+      if (!step.transfer) {
+        std::vector<ValueType> in_t, out_t;
+        for (Ref r : n.inputs) in_t.push_back(g.type_of(r));
+        for (Ref r : n.outputs) out_t.push_back(g.type_of(r));
+        st.flops = op_flops(*n.op, in_t, out_t, n.attrs);
+      }
       step_times_.push_back(std::move(st));
     }
     timings_.assign(step_times_.size(), KernelTiming{});
@@ -370,7 +459,7 @@ void CompiledPlan::materialise() {
   calls_.reserve(steps_.size());
   for (const Step& st : steps_)
     calls_.push_back(KernelCall{*st.attrs, std::span<const Tensor* const>(st.ins.data(), st.ins.size()),
-                                std::span<Tensor* const>(st.outs.data(), st.outs.size()), *backend_});
+                                std::span<Tensor* const>(st.outs.data(), st.outs.size()), *st.backend});
   for (size_t i = 0; i < steps_.size(); ++i)
     launches_.push_back({steps_[i].fn, &calls_[i], profiling_ ? &timings_[i] : nullptr});
   dirty_ = false;
@@ -381,16 +470,45 @@ void CompiledPlan::set_profiling(bool on) {
   dirty_ = true;  // materialise() sizes the table
 }
 
+void CompiledPlan::launch_steps() {
+  for (const Batch& b : step_batches_) {
+    if (b.concurrent) {
+      backend_->launch_concurrent(std::span<const KernelLaunch>(launches_.data() + b.begin, b.end - b.begin));
+      continue;
+    }
+    for (uint32_t i = b.begin; i < b.end; ++i) steps_[i].backend->launch_timed(launches_[i]);
+  }
+}
+
 void CompiledPlan::run() {
   MLS_CHECK(allocated_, "CompiledPlan::run: the plan was compiled with allocate = false");
-  if (dirty_) materialise();
-  auto t0 = std::chrono::steady_clock::now();
-  for (const Batch& b : batches_) {
-    if (b.concurrent)
-      backend_->launch_concurrent(std::span<const KernelLaunch>(launches_.data() + b.begin, b.end - b.begin));
-    else
-      backend_->launch_timed(launches_[b.begin]);
+  if (dirty_) {
+    materialise();
+    capture_.reset();
+    capture_tried_ = false;
   }
+  // A device that records command buffers records the step once and replays it: the
+  // bindings are fixed until the next bind(). Not while profiling (each kernel is timed) nor
+  // with host steps between the device's.
+  if (!profiling_ && stats_.fallback_nodes == 0) {
+    if (capture_.id >= 0) {
+      backend_->replay(capture_.id);
+      return;
+    }
+    if (!capture_tried_) {
+      capture_tried_ = true;
+      capture_.backend = backend_;
+      capture_.id = backend_->begin_capture();
+      if (capture_.id >= 0) {
+        launch_steps();
+        backend_->end_capture();
+        backend_->replay(capture_.id);
+        return;
+      }
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  launch_steps();
   backend_->synchronize();
   if (!profiling_) return;
   run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -416,11 +534,17 @@ std::string CompiledPlan::to_text() const {
   os << "plan " << g.name() << ": " << stats_.scheduled_nodes << " nodes, arena " << stats_.arena_bytes
      << " bytes (" << stats_.unplanned_bytes << " without reuse), " << stats_.inplace_steps << " in place, "
      << stats_.waves << " waves (" << stats_.concurrent_waves << " run " << stats_.concurrent_steps
-     << " kernels at once, marked *)\n";
+     << " kernels at once, marked *)";
+  if (stats_.fallback_nodes)
+    os << ", " << stats_.fallback_nodes << " on the host with " << stats_.transfers << " transfers ("
+       << stats_.transfer_bytes << " bytes)";
+  os << "\n";
   for (size_t s = 0; s < schedule_.size(); ++s) {
     const Node& n = g.nodes()[static_cast<size_t>(schedule_[s])];
     os << "  " << s << " w" << wave_[s] << (together[s] ? "*" : "") << ": " << n.op->name;
     if (!n.label.empty()) os << " [" << n.label << "]";
+    if (on_host_[static_cast<size_t>(schedule_[s])])
+      os << " {on " << host_->name() << ": no " << backend_->name() << " kernel; inputs to_host, outputs to_device}";
     for (Ref o : n.outputs) {
       auto i = static_cast<size_t>(o.id);
       os << "  " << g.value_name(o) << " " << type_str(g.type_of(o));

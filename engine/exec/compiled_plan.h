@@ -16,6 +16,12 @@
 // run at once (Backend::launch_concurrent), so liveness is counted in waves: a buffer
 // lives from the wave that writes it to the last wave that reads it. Only outputs keep
 // their values after run(): an intermediate's bytes are reused, in place or not.
+//
+// A node the backend has no kernel for runs on the host (the registry's CPU backend) when
+// the host has one: the plan copies its inputs to host buffers, runs the host kernel and
+// copies its outputs back, each copy a step of its own ("to_host", "to_device") that the
+// text form and the op profiler show. fallbacks() lists those nodes (the run warns).
+// Constants that live on another backend are copied to the plan's once, at compile time.
 #pragma once
 
 #include <functional>
@@ -56,6 +62,9 @@ struct PlanStats {
   size_t waves = 0;
   size_t concurrent_waves = 0;  // waves that run two or more kernels at once
   size_t concurrent_steps = 0;  // the kernels they run at once
+  size_t fallback_nodes = 0;    // nodes run on the host: the device has no kernel for them
+  size_t transfers = 0;         // copies between the device and the host per run
+  size_t transfer_bytes = 0;    // their bytes per run
 };
 
 class CompiledPlan {
@@ -82,9 +91,14 @@ class CompiledPlan {
   };
   const std::vector<StepTime>& step_times() const { return step_times_; }
   const PlanStats& stats() const { return stats_; }
+  // The nodes run on the host, as "op at dtype (label)", in schedule order.
+  const std::vector<std::string>& fallbacks() const { return fallbacks_; }
+  Backend& backend() const { return *backend_; }
   const Graph& graph() const { return *graph_; }
   // The schedule with each value's placement, for `mlstudio graph --plan` and tests.
   std::string to_text() const;
+  // Whether run() replays a recorded step (a device that records command buffers).
+  bool replaying() const { return capture_.id >= 0; }
   // Wall time of the profiled runs (kernels that ran at once overlap in step_seconds()).
   double run_seconds() const { return run_seconds_; }
   // For tests: (offset, bytes, first wave, last wave) of every arena value; a value that
@@ -116,6 +130,9 @@ class CompiledPlan {
     const Attrs* attrs = nullptr;
     std::vector<const Tensor*> ins;
     std::vector<Tensor*> outs;
+    Backend* backend = nullptr;  // where it runs (the host for a fallback and its copies)
+    int32_t entry = -1;          // its schedule entry
+    const char* transfer = nullptr;  // "to_host" / "to_device" for a copy, else null
   };
 
   // Steps in run order: batches_ cut them into runs of one kernel or of kernels run at once.
@@ -139,6 +156,12 @@ class CompiledPlan {
   std::vector<bool> bound_;
   std::shared_ptr<Buffer> arena_;
   bool allocated_ = true;
+  Backend* host_ = nullptr;             // where fallback nodes run
+  std::vector<bool> on_host_;           // per graph node: runs on the host
+  std::vector<std::string> fallbacks_;
+  // Per schedule entry of a node on the host: its inputs' and outputs' host copies.
+  std::vector<std::vector<Tensor>> host_ins_, host_outs_;
+  std::vector<Batch> step_batches_;     // batches_ over steps_ (a fallback adds copies)
   std::vector<Step> steps_;             // in run order
   std::vector<KernelCall> calls_;       // one per step
   std::vector<KernelLaunch> launches_;  // one per step
@@ -146,6 +169,31 @@ class CompiledPlan {
   PlanStats stats_;
   bool dirty_ = true;
   bool profiling_ = false;
+  // The step recorded once on a device that can replay it (Backend::begin_capture): run()
+  // replays it while nothing is re-bound and profiling is off.
+  struct Capture {
+    Backend* backend = nullptr;
+    int id = -1;
+    Capture() = default;
+    Capture(Capture&& o) noexcept : backend(o.backend), id(o.id) { o.id = -1; }
+    Capture& operator=(Capture&& o) noexcept {
+      if (this != &o) {
+        reset();
+        backend = o.backend;
+        id = o.id;
+        o.id = -1;
+      }
+      return *this;
+    }
+    ~Capture() { reset(); }
+    void reset() {
+      if (id >= 0) backend->release_capture(id);
+      id = -1;
+    }
+  };
+  Capture capture_;
+  bool capture_tried_ = false;
+  void launch_steps();
   std::vector<StepTime> step_times_;  // one per entry of steps_
   std::vector<KernelTiming> timings_;  // where the launches write, one per entry of steps_
   double run_seconds_ = 0;

@@ -1,5 +1,7 @@
 #include "engine/exec/eager.h"
 
+#include "engine/core/backend_registry.h"
+
 #include <array>
 #include <bit>
 #include <cstring>
@@ -70,6 +72,7 @@ struct EagerSession::Caches {
     std::vector<ValueType> in, out;
     std::vector<size_t> out_bytes;
     KernelFn kernel = nullptr;
+    KernelFn host_kernel = nullptr;  // the device has none: the host runs the op
   };
   static constexpr int kInferBits = 7;
   std::vector<Inferred> inferred;  // direct-mapped by key, sized on first use
@@ -162,10 +165,14 @@ Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, con
     inf.out_bytes.resize(inf.out.size());
     for (size_t k = 0; k < inf.out.size(); ++k)
       inf.out_bytes[k] = static_cast<size_t>(numel(inf.out[k].shape)) * dtype_size(inf.out[k].dtype);
-    inf.kernel = op->kernel(backend_.kind(), kernel_dtype(*op, inf.in, inf.out));
-    if (inf.kernel == nullptr && !(op->view && inf.out.size() == 1) && defer_errors_)
+    const DType kt = kernel_dtype(*op, inf.in, inf.out);
+    inf.kernel = op->kernel(backend_.kind(), kt);
+    inf.host_kernel = nullptr;
+    if (inf.kernel == nullptr && !op->view && backend_.kind() != DeviceKind::CPU && backend_registry().host())
+      inf.host_kernel = op->kernel(DeviceKind::CPU, kt);
+    if (inf.kernel == nullptr && inf.host_kernel == nullptr && !(op->view && inf.out.size() == 1) && defer_errors_)
       return fail(op, inputs, "no " + std::string(backend_.name()) + " kernel for these types", num_outputs);
-    MLS_CHECK(inf.kernel != nullptr || (op->view && inf.out.size() == 1),
+    MLS_CHECK(inf.kernel != nullptr || inf.host_kernel != nullptr || (op->view && inf.out.size() == 1),
               "EagerSession: the backend has no kernel for this op and dtype");
     inf.attrs = attrs;
     inf.key = key;
@@ -206,7 +213,10 @@ Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, con
     for (Ref r : inputs) ins_.push_back(&slots_[static_cast<size_t>(r.id)].value);
     outs_.clear();
     for (size_t k = 0; k < nout; ++k) outs_.push_back(&slots_[first + k].value);
-    backend_.launch(inf.kernel, KernelCall{attrs, ins_, outs_, backend_});
+    if (inf.kernel)
+      backend_.launch(inf.kernel, KernelCall{attrs, ins_, outs_, backend_});
+    else
+      run_on_host(*op, inf.host_kernel, attrs);
   }
   for (size_t k = 0; k < nout; ++k) slots_[first + k].requires_grad = rg;
   count_ += nout;
@@ -223,6 +233,30 @@ Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, con
   }
   *num_outputs = nout;
   return Ref{static_cast<int32_t>(first)};
+}
+
+void EagerSession::run_on_host(const OpDef& op, KernelFn kernel, const Attrs& attrs) {
+  Backend& host = *backend_registry().host();
+  std::vector<Tensor> hin, hout;
+  std::vector<std::vector<char>> bytes;
+  auto to_host = [&](const Tensor& dev) {
+    Tensor src = dev.is_contiguous() ? dev : dev.contiguous();
+    Tensor h = Tensor::empty(host, src.dtype(), src.shape(), AllocTag::Workspace);
+    if (src.nbytes()) backend_.copy_to_host(*src.buffer(), src.byte_offset(), h.data<char>(), src.nbytes());
+    return h;
+  };
+  for (const Tensor* t : ins_) hin.push_back(to_host(*t));
+  for (const Tensor* t : outs_) hout.push_back(Tensor::empty(host, t->dtype(), t->shape(), AllocTag::Workspace));
+  std::vector<const Tensor*> in_p;
+  std::vector<Tensor*> out_p;
+  for (const Tensor& t : hin) in_p.push_back(&t);
+  for (Tensor& t : hout) out_p.push_back(&t);
+  host.launch(kernel, KernelCall{attrs, in_p, out_p, host});
+  auto back = [&](const Tensor& h, const Tensor& dev) {
+    if (h.nbytes()) backend_.copy_to_device(*dev.buffer(), dev.byte_offset(), h.data<char>(), h.nbytes());
+  };
+  for (size_t k = 0; k < outs_.size(); ++k) back(hout[k], *outs_[k]);
+  for (int m : op.mutated_inputs) back(hin[static_cast<size_t>(m)], *ins_[static_cast<size_t>(m)]);
 }
 
 Ref EagerSession::fail(const OpDef* op, std::span<const Ref> inputs, const std::string& message,

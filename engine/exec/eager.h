@@ -18,7 +18,9 @@
 //    small-buffer cache and back out to the next ops. They stay allocated, so the memory
 //    tracker keeps counting them (tag Activation) while cached: cached_bytes() says how
 //    many; release_cached_buffers() or the destructor frees them.
-// Ops with no input that requires grad record no tape entry. Not thread-safe.
+// Ops with no input that requires grad record no tape entry. Not thread-safe. An op the
+// backend (a GPU) has no kernel for runs on the host: its inputs are copied there and its
+// outputs back.
 #pragma once
 
 #include <memory>
@@ -87,6 +89,7 @@ class EagerSession final : public Emitter {
 
   // Runs one op; its outputs are the `*num_outputs` values from the returned Ref on.
   Ref run(std::string_view op_name, std::span<const Ref> inputs, const Attrs& attrs, size_t* num_outputs);
+  void run_on_host(const OpDef& op, KernelFn kernel, const Attrs& attrs);
   const Slot& slot(Ref r) const;
   // Placeholder outputs for an op that cannot run (deferred errors).
   Ref fail(const OpDef* op, std::span<const Ref> inputs, const std::string& message, size_t* num_outputs);

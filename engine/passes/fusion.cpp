@@ -162,7 +162,16 @@ std::optional<BiasActPlan> plan_bias_act(const Graph& g, const Uses& u, const Mu
 
 }  // namespace
 
-Graph fuse_linear_activation(const Graph& g) {
+FusionSupport FusionSupport::of(const Backend& b) {
+  auto has = [&](const char* op) {
+    const OpDef* d = op_registry().find(op);
+    return d && b.supports(*d, DType::F32);
+  };
+  return {has("linear_act"), has("conv2d_act"), has("fused_elementwise"), b.max_kernel_inputs()};
+}
+
+Graph fuse_linear_activation(const Graph& g, const FusionSupport& s) {
+  if (!s.linear_act && !s.conv2d_act) return g;
   Uses u(g);
   Mutations mut(g);
   std::vector<int32_t> skip(g.nodes().size(), 0);
@@ -171,6 +180,8 @@ Graph fuse_linear_activation(const Graph& g) {
     if (skip[i]) continue;
     auto p = plan_bias_act(g, u, mut, static_cast<int32_t>(i));
     if (!p) continue;
+    const bool conv = g.nodes()[static_cast<size_t>(p->first)].op->name == "conv2d";
+    if (conv ? !s.conv2d_act : !s.linear_act) continue;
     skip[static_cast<size_t>(p->first)] = 1;
     if (p->bias_add >= 0) skip[static_cast<size_t>(p->bias_add)] = 1;
     skip[static_cast<size_t>(p->root)] = 2;
@@ -308,7 +319,8 @@ bool type_checks(const Graph& g, const Group& grp, Ref root) {
 }  // namespace
 
 
-Graph fuse_elementwise(const Graph& g) {
+Graph fuse_elementwise(const Graph& g, const FusionSupport& s) {
+  if (!s.elementwise) return g;
   Uses u(g);
   Mutations mut(g);
   const auto count = static_cast<int32_t>(g.nodes().size());
@@ -319,6 +331,7 @@ Graph fuse_elementwise(const Graph& g) {
     std::vector<int32_t> members = grow_group(g, u, mut, taken, r);
     if (members.size() < 2) continue;
     Group grp = build_program(g, members);
+    if (grp.leaves.size() > s.max_inputs) continue;
     if (!type_checks(g, grp, g.nodes()[static_cast<size_t>(r)].outputs[0])) continue;
     for (int32_t m : members) taken[static_cast<size_t>(m)] = r;
     programs.emplace(r, std::move(grp));

@@ -6,6 +6,7 @@
 //   for (auto& s : *stages) std::cout << s.name << ": " << s.graph.nodes().size() << "\n";
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -35,8 +36,15 @@ Graph autocast(const Graph& g, DType low);
 // the intermediates (relu's and leaky_relu's gradients read their output, so training
 // graphs qualify). Then each maximal DAG of elementwise nodes of one shape whose intermediates
 // nobody else reads becomes one fused_elementwise node (engine/ops/fused.h).
-Graph fuse_linear_activation(const Graph& g);
-Graph fuse_elementwise(const Graph& g);
+// The passes fuse only into kernels the backend has (FusionSupport::of): a device without a
+// linear_act kernel keeps matmul, add and relu apart, each of which it may run.
+struct FusionSupport {
+  bool linear_act = true, conv2d_act = true, elementwise = true;
+  size_t max_inputs = SIZE_MAX;  // of a fused_elementwise node
+  static FusionSupport of(const Backend& b);
+};
+Graph fuse_linear_activation(const Graph& g, const FusionSupport& s = {});
+Graph fuse_elementwise(const Graph& g, const FusionSupport& s = {});
 
 struct PassRecord {
   std::string name;

@@ -10,8 +10,10 @@ std::vector<NamedPass> default_passes() {
           {"algebraic simplification", wrap(simplify_algebra)},
           {"constant folding", [](const Graph& g, Backend& b) { return fold_constants(g, b); }},
           {"common-subexpression elimination", wrap(eliminate_common_subexpressions)},
-          {"bias + activation fusion", wrap(fuse_linear_activation)},
-          {"elementwise fusion", wrap(fuse_elementwise)},
+          {"bias + activation fusion",
+           [](const Graph& g, Backend& b) -> Result<Graph> { return fuse_linear_activation(g, FusionSupport::of(b)); }},
+          {"elementwise fusion",
+           [](const Graph& g, Backend& b) -> Result<Graph> { return fuse_elementwise(g, FusionSupport::of(b)); }},
           {"dead-code elimination", wrap(eliminate_dead_code)}};
 }
 

@@ -198,6 +198,8 @@ class Trainer {
   const std::vector<std::string>& param_names() const { return param_names_; }
   const TrainConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
+  // Whether init() (or restore) has run: fit() initialises on its own otherwise.
+  bool initialized() const { return opt_ != nullptr; }
   int64_t epochs_done() const { return epochs_done_; }
   int64_t steps_done() const { return step_; }
   bool regression() const { return !target_shape_.empty(); }
