@@ -30,8 +30,10 @@ gui: build
 # The GUI tests need an X display: one Xvfb serves the whole run. Then the unit tests under
 # AddressSanitizer + UBSan and the threaded ones under ThreadSanitizer (build-asan/,
 # build-tsan/), and every parser's fuzzer over a fixed set of inputs (from build-asan/ too).
+# The Vulkan tests run on Mesa's lavapipe under the validation layer, and must find it.
 test: build
-	@cd $(BUILD) && xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && MLS_REQUIRE_DEVICES=vulkan MLS_VULKAN_VALIDATION=1 \
+	  xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" ctest --output-on-failure -j $(JOBS)
 	@scripts/sanitize
 	@scripts/fuzz check
 
@@ -46,7 +48,7 @@ fuzz: setup
 # Side by side with PyTorch on CPU in one run: one epoch of the MLP and of LeNet-5, the
 # memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and
 # the engine's GEMM, and how fast the input pipeline delivers Fashion-MNIST batches.
-BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead dashboard_overhead
+BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead dashboard_overhead matmul_backends
 bench: build
 	@scripts/setup --bench
 	@cmake --build $(BUILD) --target $(BENCH_TOOLS)
@@ -59,6 +61,7 @@ bench: build
 	@$(BUILD)/bench/fma_peak
 	@$(BUILD)/bench/conv_kernels
 	@$(BUILD)/bench/pipeline_throughput
+	@$(BUILD)/bench/matmul_backends
 	@xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" $(BUILD)/bench/dashboard_overhead "" 5
 
 clean:

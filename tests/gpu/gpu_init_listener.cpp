@@ -1,0 +1,18 @@
+// Registers the CPU backend (the fallback) and every GPU backend this build has, once,
+// before any test runs.
+#define CATCH_CONFIG_EXTERNAL_INTERFACES
+#include <catch2/catch.hpp>
+
+#include "engine/cpu/cpu_backend.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace {
+struct GpuInit : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void testRunStarting(Catch::TestRunInfo const&) override {
+    mls::cpu::init();
+    mls::test::init_gpu_backends();
+  }
+};
+}  // namespace
+CATCH_REGISTER_LISTENER(GpuInit)
