@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "runner/backends.h"
 #include "engine/core/op.h"
 #include "engine/cpu/cpu_backend.h"
 #ifdef MLSTUDIO_WITH_GUI
@@ -214,6 +215,9 @@ int main(int argc, char** argv) {
                          "The data to train on, SOURCE[:PATH] (default: what an mlstudio export recorded)");
   import_cmd->add_flag("--force", imp.force, "Replace an existing project");
 
+  auto* devices_cmd = app.add_subcommand(
+      "devices", "List the devices this build and machine have (for --device and the editor's picker)");
+
   mls::app::LuaOptions lua;
   auto* lua_cmd =
       app.add_subcommand("lua", "Run a Lua script with the mls module, or open the Lua REPL");
@@ -261,8 +265,14 @@ int main(int argc, char** argv) {
     threads = 4 * cores;
   }
   if (threads > 0) mls::cpu::set_default_threads(threads);
-  mls::cpu::init();
+  // The CPU and the GPU backends this build has; each opens its device on first use.
+  mls::runner::init_backends();
 
+  if (*devices_cmd) {
+    for (const auto& d : mls::runner::describe_devices())
+      std::printf("%-10s %s%s\n", d.name.c_str(), d.available ? "" : "(unavailable) ", d.detail.c_str());
+    return 0;
+  }
   if (*lua_cmd) return mls::app::lua_command(lua);
   if (*graph_cmd) return mls::app::graph_command(graph);
   if (*eval_cmd) return mls::app::eval_command(eval);

@@ -14,6 +14,7 @@
 #include "engine/core/op.h"
 #include "tests/common/temp_dir.h"
 #include "engine/cpu/cpu_backend.h"
+#include "runner/backends.h"
 
 namespace mls::test {
 
@@ -25,7 +26,7 @@ inline QApplication& qt_app() {
     if (!std::getenv("DISPLAY")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
     QCoreApplication::setOrganizationName("mlstudio-tests");
     QSettings::setDefaultFormat(QSettings::IniFormat);
-    cpu::init();
+    runner::init_backends();  // as the app does: the device picker lists them
     return new QApplication(argc, argv);
   }();
   return *app;

@@ -1,0 +1,25 @@
+// The backends this build has, registered in one place: the CPU always, Vulkan and CUDA
+// where they were built (gpu/). The app, the editor's tests and the benchmarks call
+// init_backends() once; `--device`, a project's "device" and the editor's picker then find
+// them in backend_registry().
+//
+//   runner::init_backends();
+//   for (const DeviceLine& d : runner::describe_devices()) std::cout << d.name << " " << d.detail;
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mls::runner {
+
+void init_backends();
+
+// What `mlstudio devices` prints: every device each backend reports, with whether it opens.
+struct DeviceLine {
+  std::string name;    // "cpu", "vulkan", "vulkan:1", "cuda"
+  std::string detail;  // "llvmpipe (LLVM 15.0.6, 256 bits), CPU (software), 23.4 GiB" or why not
+  bool available = false;
+};
+std::vector<DeviceLine> describe_devices();
+
+}  // namespace mls::runner
