@@ -24,6 +24,11 @@ int profile_command(const GraphOptions& o) {
     std::fprintf(stderr, "mlstudio: %s\n", p.error().message.c_str());
     return 1;
   }
+  auto device = open_backend(*p);
+  if (!device) {
+    std::fprintf(stderr, "mlstudio: %s\n", device.error().message.c_str());
+    return 1;
+  }
   TrainConfig cfg = p->train_config();
   if (o.batch > 0) cfg.batch_size = o.batch;
   cfg.max_steps = o.profile;
@@ -32,7 +37,7 @@ int profile_command(const GraphOptions& o) {
   // schedule cannot be laid over three).
   cfg.early_stop.patience = 0;
   cfg.schedule = ScheduleConfig{};
-  Trainer t(cpu::backend(), p->builder(), cfg);
+  Trainer t(**device, p->builder(), cfg);
   t.set_profiling(true);
   auto r = t.fit(*p->train, nullptr, nullptr);
   if (!r) {
@@ -135,10 +140,17 @@ int graph_command(const GraphOptions& o) {
     std::fputs(m->graph.to_text().c_str(), stdout);
     return 0;
   }
-  // The very step the trainer compiles (engine/train/step_graph.h), loss scaling included.
+  // The very step the trainer compiles (engine/train/step_graph.h), loss scaling included,
+  // for the project's device (--device): its fusion and its plan, fallbacks included.
+  auto device = open_backend(*p);
+  if (!device) {
+    std::fprintf(stderr, "mlstudio: %s\n", device.error().message.c_str());
+    return 1;
+  }
+  Backend& be = **device;
   StepOptions so = step_options(cfg);
   so.keep_stages = true;
-  auto step = build_step(std::move(*m), cpu::backend(), so);
+  auto step = build_step(std::move(*m), be, so);
   if (!step) {
     std::fprintf(stderr, "mlstudio: %s\n", step.error().message.c_str());
     return 1;
@@ -147,7 +159,7 @@ int graph_command(const GraphOptions& o) {
     // Each stage: its IR, then its size; a summary at the end.
     std::string summary;
     for (const PassRecord& s : step->stages) {
-      auto plan = CompiledPlan::compile(s.graph, cpu::backend());
+      auto plan = CompiledPlan::compile(s.graph, be);
       if (!plan) {
         std::fprintf(stderr, "mlstudio: %s\n", plan.error().message.c_str());
         return 1;
@@ -166,7 +178,7 @@ int graph_command(const GraphOptions& o) {
   if (o.backward) std::fputs(step->stages.front().graph.to_text().c_str(), stdout);
   if (o.plan) {
     const Graph& g = step->graph();
-    auto plan = CompiledPlan::compile(g, cpu::backend());
+    auto plan = CompiledPlan::compile(g, be);
     if (!plan) {
       std::fprintf(stderr, "mlstudio: %s\n", plan.error().message.c_str());
       return 1;
@@ -176,8 +188,8 @@ int graph_command(const GraphOptions& o) {
     PlanOptions no_reuse, sequential;
     no_reuse.inplace = false;
     sequential.concurrent = false;
-    auto a = CompiledPlan::compile(g, cpu::backend(), no_reuse);
-    auto b = CompiledPlan::compile(g, cpu::backend(), sequential);
+    auto a = CompiledPlan::compile(g, be, no_reuse);
+    auto b = CompiledPlan::compile(g, be, sequential);
     if (a && b)
       std::printf(
           "without in-place reuse: arena %zu bytes; sequential: arena %zu bytes, %zu waves\n",

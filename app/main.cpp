@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
   graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)")
       ->check(kBatch);
+  graph_cmd->add_option("--device", graph.project.device,
+                        "The device whose step --plan, --passes and --profile show (default: the project's)");
   graph_cmd->add_option(
       "--precision", graph.project.precision,
       "f32, bf16 or f16: the forward as mixed-precision training compiles it, its matrix "

@@ -64,7 +64,7 @@ double device_peak(mls::Backend& b) {
   }
 #endif
 #ifdef MLSTUDIO_HAVE_CUDA
-  if (b.kind() == mls::DeviceKind::CUDA) return 0;  // TODO(cuda peak)
+  if (b.kind() == mls::DeviceKind::CUDA) return static_cast<mls::cuda::CudaBackend&>(b).measure_fma_peak_gflops();
 #endif
   return 0;
 }

@@ -438,4 +438,29 @@ void init() {
   });
 }
 
+double CudaBackend::measure_fma_peak_gflops() {
+  make_current();
+  int sms = 1;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index_), "cudaDeviceGetAttribute");
+  const int32_t blocks = sms * 32, iters = 100000;
+  Block out = acquire_block(static_cast<size_t>(blocks) * dev::kThreads * sizeof(float));
+  double best = 0;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    cudaEvent_t t0, t1;
+    check(cudaEventCreate(&t0), "cudaEventCreate");
+    check(cudaEventCreate(&t1), "cudaEventCreate");
+    check(cudaEventRecord(t0, stream()), "cudaEventRecord");
+    dev::fma_peak(static_cast<float*>(out.ptr), blocks, iters, stream());
+    check(cudaEventRecord(t1, stream()), "cudaEventRecord");
+    check(cudaEventSynchronize(t1), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    if (attempt > 0) best = std::max(best, 2.0 * 8 * iters * static_cast<double>(blocks) * dev::kThreads / (ms * 1e-3) / 1e9);
+  }
+  release_block(out);
+  return best;
+}
+
 }  // namespace mls::cuda

@@ -110,6 +110,10 @@ class CudaBackend final : public Backend {
   uint64_t launch_count() const { return launches_; }
   uint64_t replay_count() const { return replays_; }
 
+  // The device's fp32 FMA peak in GFLOP/s, measured with independent FMA chains in every
+  // thread of enough blocks to fill it (bench/matmul_backends).
+  double measure_fma_peak_gflops();
+
   // Memory held by the buffer cache for reuse (freed blocks of the same size class).
   size_t cached_bytes() const;
   void release_cached();

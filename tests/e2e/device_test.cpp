@@ -78,6 +78,25 @@ TEST_CASE("the Fashion-MNIST CNN trains on vulkan like on the CPU", "[e2e][vulka
   CHECK(v.err.find("run on the CPU") == std::string::npos);
 }
 
+TEST_CASE("a node vulkan has no kernel for runs on the CPU, with a warning that names it", "[e2e][vulkan]") {
+  // The MLP with its first ReLU replaced by dropout (no Vulkan kernel: the host runs it).
+  const std::string project = variant("dropout.mls", "\"type\": \"mls.relu\"", "\"type\": \"mls.dropout\"");
+  fs::path db = temp_dir() / "devices-dropout.db";
+  fs::remove(db);
+  const std::string common = " --epochs 1 --limit 640 --test-limit 200 --json --db " + db.string();
+  Output v = run("--run " + project + " --device vulkan" + common);
+  if (device_missing(v, "vulkan")) return;
+  INFO(v.err);
+  REQUIRE(v.code == 0);
+  CHECK(v.err.find("warning: vulkan has no kernel for 2 nodes of the training step; they run on the CPU with 6 "
+                   "transfers per step") != std::string::npos);
+  CHECK(v.err.find("dropout at f32 (relu1)") != std::string::npos);
+  Output c = run("--run " + project + " --device cpu" + common);
+  REQUIRE(c.code == 0);
+  // The same masks (drawn on the host either way), the same steps.
+  CHECK(max_relative(json_array(last_line(v.out), "step_losses"), json_array(last_line(c.out), "step_losses")) < 1e-4);
+}
+
 TEST_CASE("a device this build or machine lacks is refused with the devices it has", "[e2e][vulkan]") {
   Output o = run("--run " + example() + " --epochs 1 --device vulkan:7 -q");
   CHECK(o.code != 0);

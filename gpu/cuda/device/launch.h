@@ -195,4 +195,8 @@ struct BatchNormArgs {
 };
 void batch_norm_train(const BatchNormArgs& a, cudaStream_t stream);
 
+// The fp32 FMA peak: blocks x kThreads threads, each 8 chains of `iters` FMAs, into y
+// (blocks x kThreads floats).
+void fma_peak(float* y, int32_t blocks, int32_t iters, cudaStream_t stream);
+
 }  // namespace mls::cuda::dev
