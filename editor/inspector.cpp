@@ -131,6 +131,23 @@ void Inspector::buildNode(const nodes::NodeDoc& n) {
     refresh();
   });
   form_->addRow("Type", new QLabel(QString::fromStdString(def ? def->display_name + "  (" + n.type + ")" : n.type)));
+  // Where it runs when the project trains on a GPU: there, or on the CPU (with copies).
+  auto* device = new QComboBox;
+  device->setObjectName("inspector.device");
+  device->addItem("project's device", QString());
+  device->addItem("cpu", QString("cpu"));
+  device->setCurrentIndex(n.device == "cpu" ? 1 : 0);
+  device->setToolTip("Run this node on the project's device, or on the CPU while the rest trains on a GPU "
+                     "(its operands are copied there and back each step)");
+  connect(device, &QComboBox::currentIndexChanged, this, [this, device](int) {
+    auto r = model_->push(nodes::make_set_node_device(model_->doc(), node_id_, device->currentData().toString().toStdString()));
+    if (!r) {
+      Q_EMIT message(QString::fromStdString(r.error().message), true);
+      shown_ = nullptr;
+      refresh();
+    }
+  });
+  form_->addRow("Runs on", device);
   if (!def) return;
   for (const nodes::ParamDef& p : def->params) {
     const json value = n.params.contains(p.name) ? n.params[p.name] : p.default_value;

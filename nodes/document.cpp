@@ -151,7 +151,7 @@ class Parser : FieldReader {
 
   Result<void> node(const json& n, const std::string& path) {
     if (!n.is_object()) return fail(path, "must be an object");
-    if (auto r = known_keys(n, path, {"id", "type", "version", "params"}); !r) return r;
+    if (auto r = known_keys(n, path, {"id", "type", "version", "params", "device"}); !r) return r;
     NodeDoc out;
     if (!n.contains("id")) return fail(path, "missing 'id'");
     if (auto r = string_field(n, path, "id", out.id); !r) return r;
@@ -206,6 +206,17 @@ class Parser : FieldReader {
                         "): " + params.error().message);
     }
     out.params = std::move(*params);
+    if (n.contains("device")) {
+      if (auto r = string_field(n, path, "device", out.device); !r) return r;
+      // Only the host is a per-node choice: a second GPU in one plan is not supported.
+      if (!out.device.empty() && out.device != "cpu")
+        if (auto r = soft(fail(ptr(path, "device"), "a node's device is \"cpu\" (run it on the host while the "
+                                                    "project trains on a GPU) or absent, got '" + out.device + "'"),
+                          " (the project's device used)");
+            !r)
+          return r;
+      if (out.device != "cpu") out.device.clear();
+    }
     doc_.nodes.push_back(std::move(out));
     return {};
   }

@@ -66,6 +66,9 @@ struct NodeDoc {
   std::string type;  // a current catalogue id (renames already applied)
   int version = 1;
   nlohmann::json params = nlohmann::json::object();  // checked, defaults filled in
+  // Where the node runs when the project trains on a GPU: "" the project's device, "cpu"
+  // the host (its forward and backward; the plan copies its operands there and back).
+  std::string device;
   bool operator==(const NodeDoc&) const = default;
 };
 

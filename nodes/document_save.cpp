@@ -47,11 +47,13 @@ std::string serialize_document(const Document& doc, const NodeCatalogue& catalog
   root["dataset"] = data::dataset_spec_to_json(doc.dataset);
 
   ordered nodes = ordered::array();
-  for (const NodeDoc& n : doc.nodes)
+  for (const NodeDoc& n : doc.nodes) {
     nodes.push_back({{"id", n.id},
                      {"type", n.type},
                      {"version", n.version},
                      {"params", params_json(n, catalogue)}});
+    if (!n.device.empty()) nodes.back()["device"] = n.device;
+  }
   ordered links = ordered::array();
   for (const LinkDoc& l : doc.links)
     links.push_back(

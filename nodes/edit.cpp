@@ -265,6 +265,32 @@ class MoveNode final : public EditCommand {
   std::optional<json> old_entry_;
 };
 
+class SetNodeDevice final : public EditCommand {
+ public:
+  SetNodeDevice(std::string id, std::string device) : id_(std::move(id)), device_(std::move(device)) {}
+  Result<void> check(const Document& doc) const {
+    if (!find_node(doc, id_)) return make_error("cannot place node " + q(id_) + ": no such node");
+    if (!device_.empty() && device_ != "cpu")
+      return make_error("cannot place node " + q(id_) + " on " + q(device_) +
+                        ": a node runs on the project's device or on \"cpu\"");
+    return {};
+  }
+  Result<void> apply(Document& doc) override {
+    if (auto ok = check(doc); !ok) return ok;
+    NodeDoc& n = doc.nodes[*find_node(doc, id_)];
+    old_ = n.device;
+    n.device = device_;
+    return {};
+  }
+  void revert(Document& doc) override { doc.nodes[*find_node(doc, id_)].device = old_; }
+  std::string text() const override {
+    return device_.empty() ? "Run " + id_ + " on the project's device" : "Run " + id_ + " on the " + device_;
+  }
+
+ private:
+  std::string id_, device_, old_;
+};
+
 class SetFrames final : public EditCommand {
  public:
   SetFrames(json frames, std::string text) : frames_(std::move(frames)), text_(std::move(text)) {}
@@ -519,6 +545,10 @@ EditResult make_rename_node(const Document& doc, const std::string& id, const st
 
 EditResult make_move_node(const Document& doc, const std::string& id, LayoutPos pos) {
   return checked<MoveNode>(doc, id, pos);
+}
+
+EditResult make_set_node_device(const Document& doc, const std::string& id, const std::string& device) {
+  return checked<SetNodeDevice>(doc, id, device);
 }
 
 std::vector<CommentFrame> comment_frames(const Document& doc) {

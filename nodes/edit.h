@@ -84,6 +84,10 @@ EditResult make_disconnect(const Document& doc, const std::string& from, const s
 EditResult make_set_params(const Document& doc, const std::string& id, const nlohmann::json& patch,
                            const NodeCatalogue& catalogue = builtin_catalogue());
 
+// Where the node runs when the project trains on a GPU: "" the project's device, "cpu" the
+// host (NodeDoc::device).
+EditResult make_set_node_device(const Document& doc, const std::string& id, const std::string& device);
+
 // Renames a node; its links and layout entry follow.
 EditResult make_rename_node(const Document& doc, const std::string& id, const std::string& new_id);
 

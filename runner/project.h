@@ -36,7 +36,13 @@ struct Project {
   nodes::InferContext data;                              // sample shape, classes, targets
   std::vector<std::string> class_names;
   ModelBuilder builder() const;
-  TrainConfig train_config() const { return nodes::train_config(doc.training); }
+  // The training section's settings, and the nodes the project places on the host.
+  TrainConfig train_config() const {
+    TrainConfig c = nodes::train_config(doc.training);
+    for (const nodes::NodeDoc& n : doc.nodes)
+      if (n.device == "cpu") c.host_nodes.push_back(n.id);
+    return c;
+  }
 };
 
 Result<Project> open_project(const ProjectOptions& o);

@@ -337,6 +337,13 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     auto plan = trainer.training_plan(cfg.batch_size);
     if (!plan) return plan.error();
     const auto& fb = (*plan)->fallbacks();
+    if (!(*plan)->placed().empty()) {
+      std::string list;
+      for (const std::string& f : (*plan)->placed()) list += (list.empty() ? "" : ", ") + f;
+      say(events.message, std::to_string((*plan)->placed().size()) + " node" +
+                              ((*plan)->placed().size() == 1 ? "" : "s") +
+                              " of the training step run on the CPU, as the project places them: " + list);
+    }
     if (!fb.empty()) {
       std::string list;
       for (const std::string& f : fb) list += (list.empty() ? "" : ", ") + f;

@@ -69,12 +69,23 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
     for (Ref r : n.inputs) in_t.push_back(g.type_of(r));
     for (Ref r : n.outputs) out_t.push_back(g.type_of(r));
     DType kt = kernel_dtype(*n.op, in_t, out_t);
+    const std::string what = n.op->name + " at " + std::string(dtype_name(kt)) + (n.label.empty() ? "" : " (" + n.label + ")");
+    // Placed on the host by the caller (a project's per-node device): views stay views.
+    if (backend.kind() != DeviceKind::CPU && !n.op->view && !opt.host_labels.empty() &&
+        std::find(opt.host_labels.begin(), opt.host_labels.end(), n.label) != opt.host_labels.end()) {
+      if (!p.host_) p.host_ = backend_registry().host();
+      if (p.host_ && n.op->kernel(DeviceKind::CPU, kt)) {
+        p.on_host_[static_cast<size_t>(k)] = true;
+        p.placed_.push_back(what);
+        continue;
+      }
+    }
     if (n.op->kernel(backend.kind(), kt)) continue;
     // A device without this kernel: the host runs the node, if it has one.
     if (backend.kind() != DeviceKind::CPU && !p.host_) p.host_ = backend_registry().host();
     if (p.host_ && !n.op->view && n.op->kernel(DeviceKind::CPU, kt)) {
       p.on_host_[static_cast<size_t>(k)] = true;
-      p.fallbacks_.push_back(n.op->name + " at " + std::string(dtype_name(kt)) + (n.label.empty() ? "" : " (" + n.label + ")"));
+      p.fallbacks_.push_back(what);
       continue;
     }
     return make_error("node " + std::to_string(k) + " (" + n.op->name + (n.label.empty() ? "" : ", '" + n.label + "'") +
@@ -82,6 +93,7 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
                       " kernel for '" + n.op->name + "'" + (backend.kind() != DeviceKind::CPU ? ", nor has the host" : ""));
   }
   p.stats_.fallback_nodes = p.fallbacks_.size();
+  p.stats_.placed_nodes = p.placed_.size();
 
   // Waves, and the schedule in wave order (graph order within a wave). Sequential: one
   // node per wave. From here on a "time" is a wave.
@@ -490,7 +502,7 @@ void CompiledPlan::run() {
   // A device that records command buffers records the step once and replays it: the
   // bindings are fixed until the next bind(). Not while profiling (each kernel is timed) nor
   // with host steps between the device's.
-  if (!profiling_ && stats_.fallback_nodes == 0) {
+  if (!profiling_ && stats_.fallback_nodes + stats_.placed_nodes == 0) {
     if (capture_.id >= 0) {
       backend_->replay(capture_.id);
       return;
@@ -535,16 +547,16 @@ std::string CompiledPlan::to_text() const {
      << " bytes (" << stats_.unplanned_bytes << " without reuse), " << stats_.inplace_steps << " in place, "
      << stats_.waves << " waves (" << stats_.concurrent_waves << " run " << stats_.concurrent_steps
      << " kernels at once, marked *)";
-  if (stats_.fallback_nodes)
-    os << ", " << stats_.fallback_nodes << " on the host with " << stats_.transfers << " transfers ("
-       << stats_.transfer_bytes << " bytes)";
+  if (stats_.fallback_nodes + stats_.placed_nodes)
+    os << ", " << stats_.fallback_nodes + stats_.placed_nodes << " on the host with " << stats_.transfers
+       << " transfers (" << stats_.transfer_bytes << " bytes)";
   os << "\n";
   for (size_t s = 0; s < schedule_.size(); ++s) {
     const Node& n = g.nodes()[static_cast<size_t>(schedule_[s])];
     os << "  " << s << " w" << wave_[s] << (together[s] ? "*" : "") << ": " << n.op->name;
     if (!n.label.empty()) os << " [" << n.label << "]";
     if (on_host_[static_cast<size_t>(schedule_[s])])
-      os << " {on " << host_->name() << ": no " << backend_->name() << " kernel; inputs to_host, outputs to_device}";
+      os << " {on " << host_->name() << ": inputs to_host, outputs to_device}";
     for (Ref o : n.outputs) {
       auto i = static_cast<size_t>(o.id);
       os << "  " << g.value_name(o) << " " << type_str(g.type_of(o));

@@ -50,6 +50,9 @@ struct PlanOptions {
   // Off: plan only (schedule, placements, stats), allocating nothing; such a plan cannot
   // run. The pre-flight estimate (engine/train/preflight.h) sizes steps this way.
   bool allocate = true;
+  // Nodes whose label is listed run on the host although the device has their kernels (a
+  // project's per-node "device": "cpu"), with the same copies as a fallback.
+  std::vector<std::string> host_labels;
 };
 
 struct PlanStats {
@@ -63,6 +66,7 @@ struct PlanStats {
   size_t concurrent_waves = 0;  // waves that run two or more kernels at once
   size_t concurrent_steps = 0;  // the kernels they run at once
   size_t fallback_nodes = 0;    // nodes run on the host: the device has no kernel for them
+  size_t placed_nodes = 0;      // nodes run on the host because PlanOptions::host_labels asks
   size_t transfers = 0;         // copies between the device and the host per run
   size_t transfer_bytes = 0;    // their bytes per run
 };
@@ -91,8 +95,10 @@ class CompiledPlan {
   };
   const std::vector<StepTime>& step_times() const { return step_times_; }
   const PlanStats& stats() const { return stats_; }
-  // The nodes run on the host, as "op at dtype (label)", in schedule order.
+  // The nodes run on the host for want of a device kernel, as "op at dtype (label)", in
+  // schedule order; placed(): those run there because PlanOptions::host_labels asked.
   const std::vector<std::string>& fallbacks() const { return fallbacks_; }
+  const std::vector<std::string>& placed() const { return placed_; }
   Backend& backend() const { return *backend_; }
   const Graph& graph() const { return *graph_; }
   // The schedule with each value's placement, for `mlstudio graph --plan` and tests.
@@ -158,7 +164,7 @@ class CompiledPlan {
   bool allocated_ = true;
   Backend* host_ = nullptr;             // where fallback nodes run
   std::vector<bool> on_host_;           // per graph node: runs on the host
-  std::vector<std::string> fallbacks_;
+  std::vector<std::string> fallbacks_, placed_;
   // Per schedule entry of a node on the host: its inputs' and outputs' host copies.
   std::vector<std::vector<Tensor>> host_ins_, host_outs_;
   std::vector<Batch> step_batches_;     // batches_ over steps_ (a fallback adds copies)

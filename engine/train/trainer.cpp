@@ -188,7 +188,9 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   // tensors stay valid until the next step of the same plan.
   sp->mg.graph = std::move(step->graph());
   const Graph& pg = sp->mg.graph;
-  auto plan = CompiledPlan::compile(pg, backend_);
+  PlanOptions po;
+  po.host_labels = config_.host_nodes;  // the project's per-node "device": "cpu"
+  auto plan = CompiledPlan::compile(pg, backend_, po);
   if (!plan) return plan.error();
   sp->plan.emplace(std::move(*plan));
   sp->plan->set_profiling(profiling_);

@@ -73,6 +73,9 @@ struct TrainConfig {
   // (engine/train/mixed_precision.h).
   Precision precision = Precision::F32;
   LossScaleConfig loss_scale;
+  // Nodes placed on the host (the project's per-node "device": "cpu"), by label: on a GPU
+  // their forward and backward run on the CPU inside the static plans (PlanOptions).
+  std::vector<std::string> host_nodes;
 };
 
 // The settings a run records in the experiment store, as text: epochs, batch_size,

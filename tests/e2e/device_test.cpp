@@ -97,6 +97,23 @@ TEST_CASE("a node vulkan has no kernel for runs on the CPU, with a warning that 
   CHECK(max_relative(json_array(last_line(v.out), "step_losses"), json_array(last_line(c.out), "step_losses")) < 1e-4);
 }
 
+TEST_CASE("a project can place a node on the CPU while it trains on vulkan", "[e2e][vulkan]") {
+  const std::string project =
+      variant("placed.mls", "\"id\": \"fc2\",", "\"id\": \"fc2\", \"device\": \"cpu\",");
+  fs::path db = temp_dir() / "devices-placed.db";
+  fs::remove(db);
+  const std::string common = " --epochs 1 --limit 640 --test-limit 200 --json --db " + db.string();
+  Output v = run("--run " + project + " --device vulkan" + common);
+  if (device_missing(v, "vulkan")) return;
+  INFO(v.err);
+  REQUIRE(v.code == 0);
+  CHECK(v.err.find("run on the CPU, as the project places them: linear_act at f32 (fc2)") != std::string::npos);
+  CHECK(v.err.find("warning: vulkan has no kernel") == std::string::npos);
+  Output c = run("--run " + project + " --device cpu" + common);
+  REQUIRE(c.code == 0);
+  CHECK(max_relative(json_array(last_line(v.out), "step_losses"), json_array(last_line(c.out), "step_losses")) < 1e-4);
+}
+
 TEST_CASE("a device this build or machine lacks is refused with the devices it has", "[e2e][vulkan]") {
   Output o = run("--run " + example() + " --epochs 1 --device vulkan:7 -q");
   CHECK(o.code != 0);

@@ -164,6 +164,21 @@ TEST_CASE("the first window size fits the screen, also when a high-DPI scale shr
   CHECK(initial_window_size(QSize()) == QSize(1440, 900));
 }
 
+TEST_CASE("the inspector places the selected node on the cpu, as an undoable edit", "[editor]") {
+  EditorFixture fx;
+  fx.open_example("fashion-mnist-mlp.mls");
+  fx.window->scene()->selectNode("fc2");
+  QTest::qWait(20);
+  auto* device = fx.window->findChild<QComboBox*>("inspector.device");
+  REQUIRE(device);
+  CHECK(device->currentText() == "project's device");
+  device->setCurrentIndex(1);
+  const nodes::Document& doc = fx.window->model()->doc();
+  CHECK(doc.nodes[*nodes::find_node(doc, "fc2")].device == "cpu");
+  fx.window->model()->undoStack()->undo();
+  CHECK(fx.window->model()->doc().nodes[*nodes::find_node(fx.window->model()->doc(), "fc2")].device.empty());
+}
+
 TEST_CASE("the device picker offers the backends this build registered", "[editor]") {
   EditorFixture fx;
   auto* device = fx.window->findChild<QComboBox*>("run.device");

@@ -271,6 +271,38 @@ TEST_CASE("vulkan: a node the device has no kernel for runs on the host with exp
   CHECK(s.value(r).to_f64() == rows);
 }
 
+TEST_CASE("vulkan: nodes a plan is told to place on the host run there, with the same results", "[vulkan]") {
+  auto* vk = open_vulkan();
+  if (!vk) return;
+  Graph g("placed");
+  Ref x = g.add_input("x", {DType::F32, {16, 8}});
+  Ref w = g.add_param("w", {DType::F32, {8, 4}});
+  g.set_label("fc");
+  Ref h = matmul(g, x, w);
+  g.set_label("act");
+  Ref y = relu(g, h);
+  g.set_outputs({y});
+  PlanOptions po;
+  po.host_labels = {"fc"};
+  auto plan = CompiledPlan::compile(g, *vk, po);
+  REQUIRE(plan.ok());
+  CHECK(plan->fallbacks().empty());  // Vulkan has matmul: nothing falls back
+  REQUIRE(plan->placed().size() == 1);
+  CHECK(plan->placed()[0] == "matmul at f32 (fc)");
+  CHECK(plan->stats().transfers == 3);
+  const auto vx = randoms(16 * 8, 1), vw = randoms(8 * 4, 2);
+  REQUIRE(plan->bind(x, on(*vk, {16, 8}, vx)).ok());
+  REQUIRE(plan->bind(w, on(*vk, {8, 4}, vw)).ok());
+  plan->run();
+  CHECK_FALSE(plan->replaying());  // host steps between the device's: launched each run
+  auto cplan = CompiledPlan::compile(g, host());
+  REQUIRE(cplan.ok());
+  REQUIRE(cplan->bind(x, on(host(), {16, 8}, vx)).ok());
+  REQUIRE(cplan->bind(w, on(host(), {8, 4}, vw)).ok());
+  cplan->run();
+  CHECK(plan->tensor(y).to_f64() == cplan->tensor(y).to_f64());  // the same CPU kernels ran
+}
+
 TEST_CASE("vulkan: the fusion passes fuse only into kernels the device has, within its input limit", "[vulkan]") {
   auto* vk = open_vulkan();
   if (!vk) return;

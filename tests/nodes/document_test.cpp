@@ -156,6 +156,20 @@ TEST_CASE("save then load gives the same document", "[nodes]") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a node's device placement is read, checked and saved", "[nodes]") {
+  ordered j = example_json();
+  j["model"]["nodes"][2]["device"] = "cpu";  // fc1 on the host
+  Result<Document> doc = parse_document(j.dump(2), "P.mls");
+  REQUIRE(doc);
+  CHECK(doc->nodes[2].device == "cpu");
+  CHECK(doc->nodes[3].device.empty());
+  const ordered saved = ordered::parse(serialize_document(*doc));
+  CHECK(saved["model"]["nodes"][2]["device"] == "cpu");
+  CHECK_FALSE(saved["model"]["nodes"][3].contains("device"));  // absent: the project's device
+  j["model"]["nodes"][2]["device"] = "cuda";
+  CHECK_THAT(parse_error(j), Catch::StartsWith("P.mls: /model/nodes/2/device: a node's device is \"cpu\""));
+}
+
 TEST_CASE("a failed save names the path and leaves nothing behind", "[nodes]") {
   Result<Document> doc = load_document(kExample);
   REQUIRE(doc);

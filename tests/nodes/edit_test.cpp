@@ -313,6 +313,20 @@ TEST_CASE("rename, move and set params change what they name and undo exactly", 
   CHECK(doc == example());
 }
 
+TEST_CASE("placing a node on the cpu is one edit that saves and undoes", "[nodes][edit]") {
+  Document doc = example();
+  const std::string original = serialize_document(doc);
+  UndoStack stack;
+  push(stack, doc, make_set_node_device(doc, "fc2", "cpu"));
+  CHECK(doc.nodes[4].device == "cpu");
+  CHECK(stack.undo_text() == "Run fc2 on the cpu");
+  CHECK(serialize_document(doc).find("\"device\": \"cpu\"") != std::string::npos);
+  expect_refused(stack, doc, make_set_node_device(doc, "fc2", "vulkan"), {"a node runs on the project's device or on \"cpu\""});
+  expect_refused(stack, doc, make_set_node_device(doc, "ghost", "cpu"), {"no such node"});
+  stack.undo(doc);
+  CHECK(serialize_document(doc) == original);
+}
+
 TEST_CASE("a node added where a removed one left its layout entry gets it back on undo",
           "[nodes][edit]") {
   Document doc = example();
