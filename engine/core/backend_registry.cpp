@@ -84,6 +84,34 @@ Result<Backend*> BackendRegistry::open(std::string_view device) {
   return b;
 }
 
+std::function<Result<Backend*>(int)> open_once(std::function<Result<std::unique_ptr<Backend>>(int)> create) {
+  struct Devices {
+    std::mutex mu;
+    std::vector<Backend*> open;
+    std::vector<std::string> failed;
+  };
+  auto devices = std::make_shared<Devices>();
+  return [devices, create = std::move(create)](int index) -> Result<Backend*> {
+    constexpr int kMaxDevices = 64;
+    if (index < 0 || index >= kMaxDevices) return make_error("device index out of range");
+    std::lock_guard lock(devices->mu);
+    const auto i = static_cast<size_t>(index);
+    if (devices->open.size() <= i) {
+      devices->open.resize(i + 1, nullptr);
+      devices->failed.resize(i + 1);
+    }
+    if (devices->open[i]) return devices->open[i];
+    if (!devices->failed[i].empty()) return make_error(devices->failed[i]);
+    auto b = create(index);
+    if (!b) {
+      devices->failed[i] = b.error().message;
+      return b.error();
+    }
+    devices->open[i] = b->release();
+    return devices->open[i];
+  };
+}
+
 BackendRegistry& backend_registry() {
   static BackendRegistry reg;
   return reg;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -29,6 +30,13 @@ struct BackendFactory {
   // error says why (no such device, a driver that failed).
   std::function<Result<Backend*>(int index)> open;
 };
+
+// The `open` of a GPU backend's factory: device `index` is made by `create` on first use
+// and kept for the process (never destroyed: tensors in static storage may outlive any
+// destruction order, and the process's exit frees the device); a device that failed to open
+// fails again with the same message, without retrying the driver.
+std::function<Result<Backend*>(int index)> open_once(
+    std::function<Result<std::unique_ptr<Backend>>(int index)> create);
 
 class BackendRegistry {
  public:

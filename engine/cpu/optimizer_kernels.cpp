@@ -1,6 +1,7 @@
 // Optimizer steps (f32, in place).
 #include <cmath>
 
+#include "engine/ops/optimizer_scalars.h"
 #include "engine/cpu/kernels.h"
 
 namespace mls::cpu {
@@ -48,17 +49,13 @@ void adam_kernel(const KernelCall& c) {
   const float* g = in_ptr<float>(c, 1);
   float* m = in_ptr<float>(c, 2);
   float* v = in_ptr<float>(c, 3);
-  double lr = c.attrs.get_float("lr"), b1 = c.attrs.get_float("beta1"),
-         b2 = c.attrs.get_float("beta2");
   auto eps = static_cast<float>(c.attrs.get_float("eps"));
   auto wd = static_cast<float>(c.attrs.get_float("weight_decay"));
-  auto t = static_cast<double>(c.attrs.get_int("step"));
   bool decoupled = c.attrs.get_int("decoupled") != 0;
   // Bias corrections folded into two scalars, computed in double once per step.
-  auto step = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
-  auto vcorr = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(b2, t)));
-  auto fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
-  auto decay = static_cast<float>(1.0 - lr * wd);
+  const AdamScalars sc = adam_scalars(c.attrs);
+  const float step = sc.step, vcorr = sc.vcorr, decay = sc.decay;
+  auto fb1 = static_cast<float>(c.attrs.get_float("beta1")), fb2 = static_cast<float>(c.attrs.get_float("beta2"));
   int64_t n = c.inputs[0]->numel();
   pool_of(c).parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
@@ -96,10 +93,7 @@ void adagrad_kernel(const KernelCall& c) {
   float* p = in_ptr<float>(c, 0);
   const float* g = in_ptr<float>(c, 1);
   float* s = in_ptr<float>(c, 2);
-  auto t = static_cast<double>(c.attrs.get_int("step"));
-  // The decayed rate, computed in double once per step.
-  auto clr =
-      static_cast<float>(c.attrs.get_float("lr") / (1 + (t - 1) * c.attrs.get_float("lr_decay")));
+  const float clr = adagrad_rate(c.attrs);  // computed in double once per step
   auto eps = static_cast<float>(c.attrs.get_float("eps"));
   auto wd = static_cast<float>(c.attrs.get_float("weight_decay"));
   int64_t n = c.inputs[0]->numel();

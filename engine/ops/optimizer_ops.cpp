@@ -1,6 +1,7 @@
 // Optimizer steps as in-place ops, so every backend implements them as kernels and the
 // parameters never leave the device.
 #include "engine/ops/op_helpers.h"
+#include "engine/ops/optimizer_scalars.h"
 
 namespace mls::ops {
 
@@ -204,3 +205,20 @@ void register_optimizer_ops(OpRegistry& reg) {
 }
 
 }  // namespace mls::ops
+
+namespace mls {
+
+AdamScalars adam_scalars(const Attrs& a) {
+  const double lr = a.get_float("lr"), b1 = a.get_float("beta1"), b2 = a.get_float("beta2");
+  const auto t = static_cast<double>(a.get_int("step"));
+  return {static_cast<float>(lr / (1.0 - std::pow(b1, t))), static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(b2, t))),
+          static_cast<float>(1.0 - lr * a.get_float("weight_decay"))};
+}
+
+float adagrad_rate(const Attrs& a) {
+  const auto t = static_cast<double>(a.get_int("step"));
+  return static_cast<float>(a.get_float("lr") / (1 + (t - 1) * a.get_float("lr_decay")));
+}
+
+}  // namespace mls
+

@@ -1,7 +1,9 @@
-// The optimizers' in-place updates (shaders/optimizer.comp): the step-dependent scalars are
-// computed here in double, as the CPU kernels do, and the shader runs their float formula.
+// The optimizers' in-place updates (shaders/optimizer.comp): the step-dependent scalars come
+// from engine/ops/optimizer_scalars.h, as the CPU kernels', and the shader runs their float
+// formula.
 #include <cmath>
 
+#include "engine/ops/optimizer_scalars.h"
 #include "gpu/vulkan/vulkan_kernels.h"
 
 namespace mls::vulkan {
@@ -33,17 +35,16 @@ void sgd_kernel(const KernelCall& c) {
 
 void adam_kernel(const KernelCall& c) {
   const Attrs& a = c.attrs;
-  const double lr = a.get_float("lr"), b1 = a.get_float("beta1"), b2 = a.get_float("beta2");
-  const auto t = static_cast<double>(a.get_int("step"));
+  const AdamScalars s = adam_scalars(a);
   run(c, {.mode = 1,
           .flag = a.get_int("decoupled") != 0 ? 1u : 0u,
-          .lr = static_cast<float>(1.0 - lr * a.get_float("weight_decay")),
-          .a = static_cast<float>(b1),
-          .b = static_cast<float>(b2),
+          .lr = s.decay,
+          .a = f(a, "beta1"),
+          .b = f(a, "beta2"),
           .c = f(a, "eps"),
           .d = f(a, "weight_decay"),
-          .e = static_cast<float>(lr / (1.0 - std::pow(b1, t))),
-          .f = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(b2, t)))});
+          .e = s.step,
+          .f = s.vcorr});
 }
 
 void rmsprop_kernel(const KernelCall& c) {
@@ -53,9 +54,8 @@ void rmsprop_kernel(const KernelCall& c) {
 
 void adagrad_kernel(const KernelCall& c) {
   const Attrs& a = c.attrs;
-  const auto t = static_cast<double>(a.get_int("step"));
   run(c, {.mode = 3,
-          .lr = static_cast<float>(a.get_float("lr") / (1 + (t - 1) * a.get_float("lr_decay"))),
+          .lr = adagrad_rate(a),
           .a = f(a, "eps"),
           .b = f(a, "weight_decay")});
 }

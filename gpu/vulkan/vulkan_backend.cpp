@@ -772,27 +772,11 @@ void init() {
   std::call_once(once, [] {
     engine_init();
     register_kernels(op_registry());
-    backend_registry().add({"vulkan", DeviceKind::Vulkan, [](int index) -> Result<Backend*> {
-                              // Devices open on first use and live for the process.
-                              static std::mutex mu;
-                              // Never destroyed: tensors in static storage may outlive any
-                              // destruction order, and the process's exit frees the device.
-                              static std::vector<VulkanBackend*> open(16, nullptr);
-                              static std::vector<std::string> failed(16);
-                              std::lock_guard lock(mu);
-                              if (index < 0 || index >= 16) return make_error("device index out of range");
-                              auto& slot = open[static_cast<size_t>(index)];
-                              if (slot) return static_cast<Backend*>(slot);
-                              if (!failed[static_cast<size_t>(index)].empty())
-                                return make_error(failed[static_cast<size_t>(index)]);
+    backend_registry().add({"vulkan", DeviceKind::Vulkan, open_once([](int index) -> Result<std::unique_ptr<Backend>> {
                               auto b = VulkanBackend::create(index);
-                              if (!b) {
-                                failed[static_cast<size_t>(index)] = b.error().message;
-                                return b.error();
-                              }
-                              slot = b->release();
-                              return static_cast<Backend*>(slot);
-                            }});
+                              if (!b) return b.error();
+                              return std::unique_ptr<Backend>(std::move(*b));
+                            })});
   });
 }
 
