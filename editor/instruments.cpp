@@ -57,7 +57,8 @@ std::string duration(double s) {
 // bottom, what comes and goes above it, the arena's free part (grey) on top.
 constexpr MemCat kStackOrder[] = {MemCat::Parameter,  MemCat::OptimizerState, MemCat::Input,
                                   MemCat::Constant,   MemCat::Other,          MemCat::Gradient,
-                                  MemCat::Activation, MemCat::Backward,       MemCat::ArenaFree};
+                                  MemCat::Activation, MemCat::Backward,       MemCat::Workspace,
+                                  MemCat::ArenaFree};
 ImU32 cat_color(MemCat c) {
   switch (c) {
     case MemCat::Parameter:
@@ -76,6 +77,8 @@ ImU32 cat_color(MemCat c) {
       return IM_COL32(90, 200, 120, 255);
     case MemCat::Backward:
       return IM_COL32(240, 170, 60, 255);
+    case MemCat::Workspace:
+      return IM_COL32(220, 120, 170, 255);
     case MemCat::ArenaFree:
       return IM_COL32(95, 95, 100, 140);
   }

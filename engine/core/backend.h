@@ -74,6 +74,12 @@ struct KernelCall {
   std::span<const Tensor* const> inputs;
   std::span<Tensor* const> outputs;
   Backend& backend;
+  // Scratch memory the kernel declared (OpRegistry::register_workspace), placed by the
+  // compiled plan in its arena (AllocTag::Workspace) or allocated by the eager session for
+  // the call: on the kernel's own device. Empty where the caller gives none; the kernel then
+  // finds its own.
+  Buffer* workspace = nullptr;
+  size_t workspace_offset = 0, workspace_bytes = 0;
 };
 using KernelFn = void (*)(const KernelCall& call);
 

@@ -89,6 +89,11 @@ using ReferenceFn = std::function<std::vector<RefArray>(std::span<const RefArray
 // two): what the op profiler divides by time and the pre-flight estimate costs. Unset: one
 // per element of output 0 (elementwise work).
 using FlopsFn = double (*)(std::span<const ValueType> inputs, std::span<const ValueType> outputs, const Attrs&);
+// The scratch bytes one call of a backend's kernel needs beyond its outputs (packed or
+// padded copies of operands, per-thread partial sums): declared per (op, device, dtype) so
+// the compiled plan places it in its arena, where the memory profiler sees it.
+using WorkspaceFn = size_t (*)(std::span<const ValueType> inputs, std::span<const ValueType> outputs,
+                               const Attrs& attrs, const Backend& backend);
 
 enum class OpKind : uint8_t {
   Compute,  // differentiable (or piecewise so): must have vjp and jvp
@@ -122,6 +127,11 @@ struct OpDef {
   KernelFn kernel(DeviceKind d, DType t) const {
     return kernels[static_cast<size_t>(d)][static_cast<size_t>(t)];
   }
+  // The workspace each kernel declares (none: it needs none).
+  std::array<std::array<WorkspaceFn, 8>, kNumDeviceKinds> workspaces{};
+  WorkspaceFn workspace(DeviceKind d, DType t) const {
+    return workspaces[static_cast<size_t>(d)][static_cast<size_t>(t)];
+  }
 };
 
 class OpRegistry {
@@ -130,6 +140,7 @@ class OpRegistry {
   const OpDef* find(std::string_view name) const;
   std::vector<const OpDef*> all() const;
   void register_kernel(std::string_view op, DeviceKind device, DType dtype, KernelFn fn);
+  void register_workspace(std::string_view op, DeviceKind device, DType dtype, WorkspaceFn fn);
   bool supports(std::string_view op, DeviceKind device, DType dtype) const;
 
  private:

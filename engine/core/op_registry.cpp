@@ -32,6 +32,12 @@ void OpRegistry::register_kernel(std::string_view op, DeviceKind device, DType d
   (*it)->kernels[static_cast<size_t>(device)][static_cast<size_t>(dtype)] = fn;
 }
 
+void OpRegistry::register_workspace(std::string_view op, DeviceKind device, DType dtype, WorkspaceFn fn) {
+  auto it = std::find_if(ops_.begin(), ops_.end(), [&](const auto& o) { return o->name == op; });
+  MLS_CHECK(it != ops_.end(), "workspace registered for an unknown op");
+  (*it)->workspaces[static_cast<size_t>(device)][static_cast<size_t>(dtype)] = fn;
+}
+
 bool OpRegistry::supports(std::string_view op, DeviceKind device, DType dtype) const {
   const OpDef* d = find(op);
   return d && d->kernel(device, dtype) != nullptr;

@@ -75,12 +75,28 @@ ConvShape conv_shape(const Shape& x, const Shape& w, const Shape& y, const Attrs
 
 constexpr double kTaskMacs = 1 << 18;  // at least this much work per task
 
-// How many tasks to cut a batch of n samples into, each of `macs` multiply-adds.
-int64_t batch_tasks(const KernelCall& c, int64_t n, double macs) {
+// How many tasks to cut a batch of n samples into, each of `macs` multiply-adds, on a pool
+// of `threads`.
+int64_t batch_tasks(int64_t threads, int64_t n, double macs) {
   auto by_work = static_cast<int64_t>(macs * static_cast<double>(n) / kTaskMacs);
-  return std::clamp<int64_t>(by_work, 1,
-                             std::max<int64_t>(1, std::min<int64_t>(n, pool_of(c).size())));
+  return std::clamp<int64_t>(by_work, 1, std::max<int64_t>(1, std::min<int64_t>(n, threads)));
 }
+
+// The kernel's scratch: the workspace its caller placed for it (a compiled plan's arena, the
+// eager session's buffer), else a vector of its own for this call. The kernels below carve
+// it the way their workspace functions (conv_workspace) size it.
+struct Workspace {
+  float* base = nullptr;
+  std::vector<float> own;
+  Workspace(const KernelCall& c, size_t floats) {
+    if (c.workspace && c.workspace->host_ptr() && c.workspace_bytes >= floats * sizeof(float)) {
+      base = reinterpret_cast<float*>(static_cast<char*>(c.workspace->host_ptr()) + c.workspace_offset);
+    } else if (floats > 0) {
+      own.resize(floats);
+      base = own.data();
+    }
+  }
+};
 
 // fn(sample_lo, sample_hi, task) for `tasks` contiguous ranges of n samples.
 template <typename Fn>
@@ -292,10 +308,13 @@ constexpr std::array<WeightTile, sizeof...(I)> weight_table(std::integer_sequenc
 }
 constexpr auto kWeightTiles = weight_table(std::make_integer_sequence<int, kWeightRows * kWeightCols>{});
 
-// Per-task scratch: the padded input and an output (or gradient) buffer [cout, qr].
+// Per-task scratch: the padded input and an output (or gradient) buffer [cout, qr], at `at`
+// in the kernel's workspace.
+size_t scratch_floats(const Direct& d) { return d.padded_size + static_cast<size_t>(d.cout * d.qr); }
 struct Scratch {
-  std::vector<float> xp, yp;
-  explicit Scratch(const Direct& d) : xp(d.padded_size), yp(static_cast<size_t>(d.cout * d.qr)) {}
+  float* xp;
+  float* yp;
+  Scratch(const Direct& d, float* at) : xp(at), yp(at + d.padded_size) {}
 };
 
 // y[c, :] = act(y[c, :] + bias[c]) over `channels` planes: conv2d_act's epilogue, run on a
@@ -316,37 +335,44 @@ void direct_sample(const KernelCall& c, const float* x, const float* w, float* y
                    int64_t groups, Scratch& s, bool split, const float* bias, Activation act) {
   const int64_t vecs = d.qr / kLanes, units = (vecs + kForwardVecs - 1) / kForwardVecs;
   for (int64_t g = 0; g < groups; ++g) {
-    pad_input(x + g * d.cin * d.h * d.w, s.xp.data(), d);
+    pad_input(x + g * d.cin * d.h * d.w, s.xp, d);
     const float* wg = w + g * d.cout * d.k;
     if (split) {
       // Units of kForwardVecs vectors: whole micro-tiles.
       const int64_t grain = std::max<int64_t>(
           1, static_cast<int64_t>(kTaskMacs) / (kForwardVecs * kLanes * d.cout * d.k));
       pool_of(c).parallel_for(0, units, grain, [&](int64_t lo, int64_t hi) {
-        forward_tiles(wg, s.xp.data(), s.yp.data(), d, lo * kForwardVecs,
+        forward_tiles(wg, s.xp, s.yp, d, lo * kForwardVecs,
                       std::min(vecs, hi * kForwardVecs));
       });
     } else {
-      forward_tiles(wg, s.xp.data(), s.yp.data(), d, 0, vecs);
+      forward_tiles(wg, s.xp, s.yp, d, 0, vecs);
     }
     float* yg = y + g * d.cout * d.oh * d.ow;
     for (int64_t o = 0; o < d.cout; ++o)
       for (int64_t r = 0; r < d.oh; ++r)
-        copy_floats(yg + (o * d.oh + r) * d.ow, s.yp.data() + o * d.qr + r * d.wp, d.ow);
+        copy_floats(yg + (o * d.oh + r) * d.ow, s.yp + o * d.qr + r * d.wp, d.ow);
     bias_act(yg, d.cout, d.oh * d.ow, bias ? bias + g * d.cout : nullptr, act);
   }
 }
 
-// The stride-1 convolution of n samples: over samples, or over tiles when samples are few.
+// The stride-1 convolution of n samples: over samples, or over tiles when samples are few
+// (direct_split); a task's scratch at ws + task * scratch_floats(d).
+bool direct_split(int64_t threads, int64_t n, int64_t groups, const Direct& d) {
+  return n < threads && static_cast<double>(groups * d.cout * d.k * d.qr) >= 2 * kTaskMacs;
+}
+int64_t direct_tasks(int64_t threads, int64_t n, int64_t groups, const Direct& d) {
+  return direct_split(threads, n, groups, d) ? 1 : batch_tasks(threads, n, static_cast<double>(groups * d.cout * d.k * d.qr));
+}
 void direct_conv(const KernelCall& c, const float* x, const float* w, float* y, int64_t n,
-                 int64_t groups, const Direct& d, const float* bias = nullptr,
+                 int64_t groups, const Direct& d, float* ws, const float* bias = nullptr,
                  Activation act = Activation::None) {
-  double macs = static_cast<double>(groups * d.cout * d.k * d.qr);
-  bool split = n < pool_of(c).size() && macs >= 2 * kTaskMacs;
-  int64_t tasks = split ? 1 : batch_tasks(c, n, macs);
+  const int64_t threads = pool_of(c).size();
+  const bool split = direct_split(threads, n, groups, d);
+  const int64_t tasks = direct_tasks(threads, n, groups, d);
   const int64_t in_size = groups * d.cin * d.h * d.w, out_size = groups * d.cout * d.oh * d.ow;
-  for_sample_tasks(c, n, tasks, [&](int64_t lo, int64_t hi, int64_t) {
-    Scratch s(d);
+  for_sample_tasks(c, n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
+    Scratch s(d, ws + static_cast<size_t>(task) * scratch_floats(d));
     for (int64_t i = lo; i < hi; ++i)
       direct_sample(c, x + i * in_size, w, y + i * out_size, d, groups, s, split, bias, act);
   });
@@ -359,13 +385,18 @@ bool direct_input_ok(const ConvShape& s) {
          s.p.padding[1] <= s.p.dilation[1] * (s.kw - 1);
 }
 
-void direct_backward_input(const KernelCall& c, const ConvShape& s, const float* g, const float* w,
-                           float* dx) {
+Direct backward_input_direct(const ConvShape& s) {
   Pair2 pad{s.p.dilation[0] * (s.kh - 1) - s.p.padding[0],
             s.p.dilation[1] * (s.kw - 1) - s.p.padding[1]};
-  Direct d = make_direct(s.og, s.oh, s.ow, s.cg, s.kh, s.kw, pad, s.p.dilation);
+  return make_direct(s.og, s.oh, s.ow, s.cg, s.kh, s.kw, pad, s.p.dilation);
+}
+
+// Workspace: the flipped kernel wt [o*k], then direct_conv's per-task scratch.
+void direct_backward_input(const KernelCall& c, const ConvShape& s, const float* g, const float* w,
+                           float* dx, float* ws) {
+  Direct d = backward_input_direct(s);
   // wt[g][c][o, kh-1-i, kw-1-j] = w[g][o][c, i, j]
-  std::vector<float> wt(static_cast<size_t>(s.o * s.k()));
+  float* wt = ws;
   const int64_t taps = s.kh * s.kw;
   for (int64_t gi = 0; gi < s.groups; ++gi)
     for (int64_t o = 0; o < s.og; ++o)
@@ -373,38 +404,43 @@ void direct_backward_input(const KernelCall& c, const ConvShape& s, const float*
         for (int64_t t = 0; t < taps; ++t)
           wt[((gi * s.cg + ch) * s.og + o) * taps + (taps - 1 - t)] =
               w[((gi * s.og + o) * s.cg + ch) * taps + t];
-  direct_conv(c, g, wt.data(), dx, s.n, s.groups, d);
+  direct_conv(c, g, wt, dx, s.n, s.groups, d, ws + s.o * s.k());
 }
 
-// dw [groups*og, k] += the weight gradient of samples [lo, hi).
+// dw [groups*og, k] += the weight gradient of samples [lo, hi); ws: this task's
+// direct_weight_floats.
+size_t direct_weight_floats(const ConvShape& s, const Direct& d) {
+  return scratch_floats(d) + static_cast<size_t>(s.o * d.k * kLanes);
+}
 void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, const float* g,
-                           float* dw, int64_t lo, int64_t hi) {
-  Scratch sc(d);
+                           float* dw, int64_t lo, int64_t hi, float* ws) {
+  Scratch sc(d, ws);
   // Per-lane sums [groups*og, k, kLanes], added across lanes after the last sample.
-  std::vector<float> lanes(static_cast<size_t>(s.o * d.k * kLanes), 0.f);
+  float* lanes = ws + scratch_floats(d);
+  std::fill(lanes, lanes + s.o * d.k * kLanes, 0.f);
   for (int64_t n = lo; n < hi; ++n)
     for (int64_t gi = 0; gi < s.groups; ++gi) {
-      pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, sc.xp.data(), d);
+      pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, sc.xp, d);
       // gp [og, qr]: g in padded-width layout, zero in the dropped columns.
-      std::fill(sc.yp.begin(), sc.yp.end(), 0.f);
+      std::fill(sc.yp, sc.yp + d.cout * d.qr, 0.f);
       const float* gg = g + (n * s.o + gi * s.og) * s.pixels();
       for (int64_t o = 0; o < s.og; ++o)
         for (int64_t r = 0; r < s.oh; ++r)
-          copy_floats(sc.yp.data() + o * d.qr + r * d.wp, gg + (o * s.oh + r) * s.ow, s.ow);
-      float* lg = lanes.data() + gi * s.og * d.k * kLanes;
+          copy_floats(sc.yp + o * d.qr + r * d.wp, gg + (o * s.oh + r) * s.ow, s.ow);
+      float* lg = lanes + gi * s.og * d.k * kLanes;
       for (int64_t o = 0; o < s.og; o += kWeightRows) {
         const int64_t rows = std::min<int64_t>(kWeightRows, s.og - o);
         for (int64_t kk = 0; kk < d.k; kk += kWeightCols) {
           const int64_t cols = std::min<int64_t>(kWeightCols, d.k - kk);
           kWeightTiles[static_cast<size_t>((rows - 1) * kWeightCols + cols - 1)](
-              sc.yp.data() + o * d.qr, d.qr, sc.xp.data(), d.off.data() + kk,
+              sc.yp + o * d.qr, d.qr, sc.xp, d.off.data() + kk,
               lg + (o * d.k + kk) * kLanes, d.k);
         }
       }
     }
   for (int64_t i = 0; i < s.o * d.k; ++i) {
     float t = 0;
-    for (int l = 0; l < kLanes; ++l) t += lanes[static_cast<size_t>(i * kLanes + l)];
+    for (int l = 0; l < kLanes; ++l) t += lanes[i * kLanes + l];
     dw[i] += t;
   }
 }
@@ -480,10 +516,62 @@ void gemm(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k, c
 // cpu::gemm keeps a GEMM on the calling thread below M*N*K = kGemmParallelMacs.
 // Convolutions made of such GEMMs split their samples over our pool; larger ones run the
 // samples in turn and let gemm's threads share each GEMM.
-int64_t blas_tasks(const KernelCall& c, const ConvShape& s) {
+int64_t blas_tasks(int64_t threads, const ConvShape& s) {
   double mnk = static_cast<double>(s.og) * static_cast<double>(s.k() * s.pixels());
   if (mnk >= static_cast<double>(kGemmParallelMacs)) return 1;
-  return batch_tasks(c, s.n, mnk * static_cast<double>(s.groups));
+  return batch_tasks(threads, s.n, mnk * static_cast<double>(s.groups));
+}
+
+// An im2col path's per-task column matrix [k, oh*ow] (none for a pointwise convolution).
+size_t col_floats(const ConvShape& s) { return s.pointwise() ? 0 : static_cast<size_t>(s.k() * s.pixels()); }
+
+// [SECTION] Workspace: what each kernel carves from its workspace, from the shapes and the
+// pool's threads (the same choices the kernels make).
+
+bool forward_direct(const ConvShape& s) { return s.unit_stride() && !s.pointwise(); }
+Direct forward_direct_of(const ConvShape& s) {
+  return make_direct(s.cg, s.h, s.w, s.og, s.kh, s.kw, s.p.padding, s.p.dilation);
+}
+
+size_t forward_floats(const ConvShape& s, int64_t threads) {
+  if (forward_direct(s)) {
+    const Direct d = forward_direct_of(s);
+    return static_cast<size_t>(direct_tasks(threads, s.n, s.groups, d)) * scratch_floats(d);
+  }
+  return static_cast<size_t>(blas_tasks(threads, s)) * col_floats(s);
+}
+
+size_t backward_input_floats(const ConvShape& s, int64_t threads) {
+  if (direct_input_ok(s) && !s.pointwise()) {
+    const Direct d = backward_input_direct(s);
+    return static_cast<size_t>(s.o * s.k()) +
+           static_cast<size_t>(direct_tasks(threads, s.n, s.groups, d)) * scratch_floats(d);
+  }
+  return static_cast<size_t>(blas_tasks(threads, s)) * col_floats(s);
+}
+
+// (tasks - 1) partial sums of dw, then each task's scratch.
+struct WeightPlan {
+  bool direct;
+  Direct d;
+  int64_t tasks;
+  size_t per_task;
+};
+WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
+  WeightPlan wp{forward_direct(s), {}, 1, 0};
+  if (wp.direct) {
+    wp.d = forward_direct_of(s);
+    wp.tasks = batch_tasks(threads, s.n, static_cast<double>(s.o * s.k() * wp.d.qr));
+    wp.per_task = direct_weight_floats(s, wp.d);
+  } else {
+    wp.tasks = blas_tasks(threads, s);
+    wp.per_task = col_floats(s);
+  }
+  return wp;
+}
+size_t weight_floats(const ConvShape& s, int64_t threads) {
+  const WeightPlan wp = weight_plan(s, threads);
+  return static_cast<size_t>((wp.tasks - 1) * s.o * s.k()) + static_cast<size_t>(wp.tasks) * wp.per_task;
 }
 
 // [SECTION] Kernels
@@ -498,18 +586,17 @@ void conv2d_forward(const KernelCall& c, const float* bias, Activation act) {
   const float* x = in_ptr<float>(c, 0);
   const float* w = in_ptr<float>(c, 1);
   float* y = out_ptr<float>(c, 0);
-  if (s.unit_stride() && !s.pointwise())
-    return direct_conv(c, x, w, y, s.n, s.groups,
-                       make_direct(s.cg, s.h, s.w, s.og, s.kh, s.kw, s.p.padding, s.p.dilation),
-                       bias, act);
+  const int64_t threads = pool_of(c).size();
+  Workspace ws(c, forward_floats(s, threads));
+  if (forward_direct(s)) return direct_conv(c, x, w, y, s.n, s.groups, forward_direct_of(s), ws.base, bias, act);
   const int64_t k = s.k(), px = s.pixels();
-  for_sample_tasks(c, s.n, blas_tasks(c, s), [&](int64_t lo, int64_t hi, int64_t) {
-    std::vector<float> col(s.pointwise() ? 0 : static_cast<size_t>(k * px));
+  for_sample_tasks(c, s.n, blas_tasks(threads, s), [&](int64_t lo, int64_t hi, int64_t task) {
+    float* col = ws.base + static_cast<size_t>(task) * col_floats(s);
     for (int64_t n = lo; n < hi; ++n)
       for (int64_t g = 0; g < s.groups; ++g) {
         const float* xg = x + (n * s.c + g * s.cg) * s.h * s.w;
-        if (!s.pointwise()) im2col(xg, col.data(), s);
-        gemm(pool_of(c), false, false, s.og, px, k, w + g * s.og * k, k, s.pointwise() ? xg : col.data(), px,
+        if (!s.pointwise()) im2col(xg, col, s);
+        gemm(pool_of(c), false, false, s.og, px, k, w + g * s.og * k, k, s.pointwise() ? xg : col, px,
              0.f, y + (n * s.o + g * s.og) * px, px);
         bias_act(y + (n * s.o + g * s.og) * px, s.og, px, bias ? bias + g * s.og : nullptr, act);
       }
@@ -526,19 +613,21 @@ void conv2d_backward_input_kernel(const KernelCall& c) {
   const float* g = in_ptr<float>(c, 0);
   const float* w = in_ptr<float>(c, 1);
   float* dx = out_ptr<float>(c, 0);
-  if (direct_input_ok(s) && !s.pointwise()) return direct_backward_input(c, s, g, w, dx);
+  const int64_t threads = pool_of(c).size();
+  Workspace ws(c, backward_input_floats(s, threads));
+  if (direct_input_ok(s) && !s.pointwise()) return direct_backward_input(c, s, g, w, dx, ws.base);
   const int64_t k = s.k(), px = s.pixels(), plane = s.cg * s.h * s.w;
-  for_sample_tasks(c, s.n, blas_tasks(c, s), [&](int64_t lo, int64_t hi, int64_t) {
-    std::vector<float> col(s.pointwise() ? 0 : static_cast<size_t>(k * px));
+  for_sample_tasks(c, s.n, blas_tasks(threads, s), [&](int64_t lo, int64_t hi, int64_t task) {
+    float* col = ws.base + static_cast<size_t>(task) * col_floats(s);
     for (int64_t n = lo; n < hi; ++n)
       for (int64_t gi = 0; gi < s.groups; ++gi) {
         float* dxg = dx + (n * s.c + gi * s.cg) * s.h * s.w;
-        float* out = s.pointwise() ? dxg : col.data();
+        float* out = s.pointwise() ? dxg : col;
         gemm(pool_of(c), true, false, k, px, s.og, w + gi * s.og * k, k, g + (n * s.o + gi * s.og) * px, px,
              0.f, out, px);
         if (s.pointwise()) continue;
         std::fill(dxg, dxg + plane, 0.f);
-        col2im(col.data(), dxg, s);
+        col2im(col, dxg, s);
       }
   });
 }
@@ -553,29 +642,49 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
   const float* g = in_ptr<float>(c, 1);
   float* dw = out_ptr<float>(c, 0);
   const int64_t k = s.k(), px = s.pixels(), size = tdw.numel();
-  const bool direct = s.unit_stride() && !s.pointwise();
-  Direct d =
-      direct ? make_direct(s.cg, s.h, s.w, s.og, s.kh, s.kw, s.p.padding, s.p.dilation) : Direct{};
-  int64_t tasks =
-      direct ? batch_tasks(c, s.n, static_cast<double>(s.o * k * d.qr)) : blas_tasks(c, s);
+  const WeightPlan wp = weight_plan(s, pool_of(c).size());
+  const int64_t tasks = wp.tasks;
+  Workspace ws(c, weight_floats(s, pool_of(c).size()));
+  float* partial = ws.base;  // [tasks - 1, size], then each task's scratch
+  float* scratch = ws.base + (tasks - 1) * size;
   std::fill(dw, dw + size, 0.f);
-  std::vector<float> partial(static_cast<size_t>((tasks - 1) * size), 0.f);
+  std::fill(partial, partial + (tasks - 1) * size, 0.f);
   for_sample_tasks(c, s.n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
-    float* acc = task == 0 ? dw : partial.data() + (task - 1) * size;
-    if (direct) return direct_weight_samples(s, d, x, g, acc, lo, hi);
-    std::vector<float> col(s.pointwise() ? 0 : static_cast<size_t>(k * px));
+    float* acc = task == 0 ? dw : partial + (task - 1) * size;
+    float* mine = scratch + static_cast<size_t>(task) * wp.per_task;
+    if (wp.direct) return direct_weight_samples(s, wp.d, x, g, acc, lo, hi, mine);
     for (int64_t n = lo; n < hi; ++n)
       for (int64_t gi = 0; gi < s.groups; ++gi) {
         const float* xg = x + (n * s.c + gi * s.cg) * s.h * s.w;
-        if (!s.pointwise()) im2col(xg, col.data(), s);
+        if (!s.pointwise()) im2col(xg, mine, s);
         gemm(pool_of(c), false, true, s.og, k, px, g + (n * s.o + gi * s.og) * px, px,
-             s.pointwise() ? xg : col.data(), px, 1.f, acc + gi * s.og * k, k);
+             s.pointwise() ? xg : mine, px, 1.f, acc + gi * s.og * k, k);
       }
   });
   for (int64_t t = 1; t < tasks; ++t) {
-    const float* p = partial.data() + (t - 1) * size;
+    const float* p = partial + (t - 1) * size;
     for (int64_t i = 0; i < size; ++i) dw[i] += p[i];
   }
+}
+
+}  // namespace
+
+size_t conv2d_forward_workspace(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs& a,
+                                const Backend& b) {
+  return forward_floats(conv_shape(in[0].shape, in[1].shape, out[0].shape, a), b.num_threads()) * sizeof(float);
+}
+
+namespace {
+
+size_t backward_input_workspace(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs& a,
+                                const Backend& b) {  // (g, w) -> dx
+  return backward_input_floats(conv_shape(out[0].shape, in[1].shape, in[0].shape, a), b.num_threads()) *
+         sizeof(float);
+}
+
+size_t backward_weight_workspace(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs& a,
+                                 const Backend& b) {  // (x, g) -> dw
+  return weight_floats(conv_shape(in[0].shape, out[0].shape, in[1].shape, a), b.num_threads()) * sizeof(float);
 }
 
 }  // namespace
@@ -588,6 +697,10 @@ void register_conv_kernels(OpRegistry& reg) {
                       conv2d_backward_weight_kernel);
   reg.register_kernel("conv_transpose2d", DeviceKind::CPU, DType::F32,
                       conv2d_backward_input_kernel);
+  reg.register_workspace("conv2d", DeviceKind::CPU, DType::F32, conv2d_forward_workspace);
+  reg.register_workspace("conv2d_backward_input", DeviceKind::CPU, DType::F32, backward_input_workspace);
+  reg.register_workspace("conv_transpose2d", DeviceKind::CPU, DType::F32, backward_input_workspace);
+  reg.register_workspace("conv2d_backward_weight", DeviceKind::CPU, DType::F32, backward_weight_workspace);
   register_pool_kernels(reg);
 }
 

@@ -344,6 +344,7 @@ void register_fused_kernels(OpRegistry& reg) {
   reg.register_kernel("fused_elementwise", DeviceKind::CPU, DType::F32, fused_elementwise_kernel);
   reg.register_kernel("linear_act", DeviceKind::CPU, DType::F32, linear_act_kernel);
   reg.register_kernel("conv2d_act", DeviceKind::CPU, DType::F32, conv2d_act_kernel);
+  reg.register_workspace("conv2d_act", DeviceKind::CPU, DType::F32, conv2d_forward_workspace);
 }
 
 }  // namespace mls::cpu

@@ -204,7 +204,33 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
       reqs[static_cast<size_t>(q)].last = std::max(reqs[static_cast<size_t>(q)].last, hi);
     }
   }
+  // The kernels' declared workspace: a request per step, for its wave alone.
+  std::vector<int32_t> ws_req(p.schedule_.size(), -1);
+  std::vector<size_t> ws_bytes(p.schedule_.size(), 0);
+  for (size_t s = 0; s < p.schedule_.size(); ++s) {
+    const Node& n = g.nodes()[static_cast<size_t>(p.schedule_[s])];
+    if (n.op->view) continue;
+    std::vector<ValueType> in_t, out_t;
+    for (Ref r : n.inputs) in_t.push_back(g.type_of(r));
+    for (Ref r : n.outputs) out_t.push_back(g.type_of(r));
+    const bool host = p.on_host_[static_cast<size_t>(p.schedule_[s])];
+    Backend& runs_on = host ? *p.host_ : backend;
+    WorkspaceFn wf = n.op->workspace(runs_on.kind(), kernel_dtype(*n.op, in_t, out_t));
+    const size_t bytes = wf ? wf(in_t, out_t, n.attrs, runs_on) : 0;
+    if (bytes == 0) continue;
+    ws_bytes[s] = bytes;
+    p.stats_.workspace_bytes += bytes;
+    if (host) continue;  // a host step's workspace is a host buffer (below)
+    ws_req[s] = static_cast<int32_t>(reqs.size());
+    reqs.push_back({bytes, p.wave_[s], p.wave_[s], alignment});
+  }
   MemoryPlan mp = plan_memory(reqs, alignment);
+  p.workspace_of_.assign(p.schedule_.size(), -1);
+  for (size_t s = 0; s < p.schedule_.size(); ++s) {
+    if (ws_req[s] < 0) continue;
+    p.workspace_of_[s] = static_cast<int32_t>(p.workspaces_.size());
+    p.workspaces_.push_back({p.schedule_[s], mp.offsets[static_cast<size_t>(ws_req[s])], ws_bytes[s], p.wave_[s]});
+  }
   for (size_t i = 0; i < nv; ++i) {
     if (p.placement_[i] != kArena) continue;
     p.offset_[i] = mp.offsets[static_cast<size_t>(req_of[group[i]])];
@@ -224,9 +250,13 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   }
   try {
     if (mp.peak_bytes > 0) p.arena_ = backend.allocate(mp.peak_bytes, AllocTag::Activation);
-    // Host buffers for the nodes that run on the host: one per input and output.
+    // Host buffers for the nodes that run on the host: one per input and output, and the
+    // workspace their host kernel declares.
     p.host_ins_.resize(p.schedule_.size());
     p.host_outs_.resize(p.schedule_.size());
+    p.host_workspace_.resize(p.schedule_.size());
+    for (size_t s = 0; s < p.schedule_.size(); ++s)
+      if (ws_bytes[s] > 0 && ws_req[s] < 0) p.host_workspace_[s] = p.host_->allocate(ws_bytes[s], AllocTag::Workspace);
     for (size_t s = 0; s < p.schedule_.size(); ++s) {
       const Node& n = g.nodes()[static_cast<size_t>(p.schedule_[s])];
       if (!p.on_host_[static_cast<size_t>(p.schedule_[s])]) continue;
@@ -433,6 +463,15 @@ void CompiledPlan::materialise() {
     }
     st.fn = n.op->kernel(host ? DeviceKind::CPU : backend_->kind(), kernel_dtype(*n.op, in_t, out_t));
     st.attrs = &n.attrs;
+    if (host && host_workspace_[static_cast<size_t>(s)]) {
+      st.workspace = host_workspace_[static_cast<size_t>(s)].get();
+      st.workspace_bytes = st.workspace->size();
+    } else if (workspace_of_[static_cast<size_t>(s)] >= 0) {
+      const WorkspacePlacement& w = workspaces_[static_cast<size_t>(workspace_of_[static_cast<size_t>(s)])];
+      st.workspace = arena_.get();
+      st.workspace_offset = w.offset;
+      st.workspace_bytes = w.bytes;
+    }
     // An Update op on the host writes its inputs' host copies: they go back to the device.
     if (host)
       for (int m : n.op->mutated_inputs)
@@ -471,7 +510,8 @@ void CompiledPlan::materialise() {
   calls_.reserve(steps_.size());
   for (const Step& st : steps_)
     calls_.push_back(KernelCall{*st.attrs, std::span<const Tensor* const>(st.ins.data(), st.ins.size()),
-                                std::span<Tensor* const>(st.outs.data(), st.outs.size()), *st.backend});
+                                std::span<Tensor* const>(st.outs.data(), st.outs.size()), *st.backend,
+                                st.workspace, st.workspace_offset, st.workspace_bytes});
   for (size_t i = 0; i < steps_.size(); ++i)
     launches_.push_back({steps_[i].fn, &calls_[i], profiling_ ? &timings_[i] : nullptr});
   dirty_ = false;

@@ -67,6 +67,7 @@ struct PlanStats {
   size_t concurrent_steps = 0;  // the kernels they run at once
   size_t fallback_nodes = 0;    // nodes run on the host: the device has no kernel for them
   size_t placed_nodes = 0;      // nodes run on the host because PlanOptions::host_labels asks
+  size_t workspace_bytes = 0;   // the kernels' declared scratch, summed (each lives one wave)
   size_t transfers = 0;         // copies between the device and the host per run
   size_t transfer_bytes = 0;    // their bytes per run
 };
@@ -116,6 +117,14 @@ class CompiledPlan {
     Ref inplace_of = {};
   };
   const std::vector<Placement>& placements() const { return placements_; }
+  // The arena regions of the kernels' declared workspace (OpRegistry::register_workspace):
+  // one per step that declares any, alive during its wave only.
+  struct WorkspacePlacement {
+    int32_t node;
+    size_t offset, bytes;
+    int32_t wave;
+  };
+  const std::vector<WorkspacePlacement>& workspaces() const { return workspaces_; }
   // The wave of every graph node (-1: not scheduled).
   const std::vector<int32_t>& node_waves() const { return node_wave_; }
 
@@ -139,6 +148,8 @@ class CompiledPlan {
     Backend* backend = nullptr;  // where it runs (the host for a fallback and its copies)
     int32_t entry = -1;          // its schedule entry
     const char* transfer = nullptr;  // "to_host" / "to_device" for a copy, else null
+    Buffer* workspace = nullptr;     // the kernel's declared scratch (arena or host buffer)
+    size_t workspace_offset = 0, workspace_bytes = 0;
   };
 
   // Steps in run order: batches_ cut them into runs of one kernel or of kernels run at once.
@@ -172,6 +183,9 @@ class CompiledPlan {
   std::vector<KernelCall> calls_;       // one per step
   std::vector<KernelLaunch> launches_;  // one per step
   std::vector<Placement> placements_;
+  std::vector<WorkspacePlacement> workspaces_;
+  std::vector<int32_t> workspace_of_;  // schedule entry -> its entry in workspaces_ (-1: none)
+  std::vector<std::shared_ptr<Buffer>> host_workspace_;  // per schedule entry run on the host
   PlanStats stats_;
   bool dirty_ = true;
   bool profiling_ = false;

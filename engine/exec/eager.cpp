@@ -73,6 +73,7 @@ struct EagerSession::Caches {
     std::vector<size_t> out_bytes;
     KernelFn kernel = nullptr;
     KernelFn host_kernel = nullptr;  // the device has none: the host runs the op
+    size_t workspace_bytes = 0;      // what the kernel declares (OpRegistry::register_workspace)
   };
   static constexpr int kInferBits = 7;
   std::vector<Inferred> inferred;  // direct-mapped by key, sized on first use
@@ -170,6 +171,9 @@ Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, con
     inf.host_kernel = nullptr;
     if (inf.kernel == nullptr && !op->view && backend_.kind() != DeviceKind::CPU && backend_registry().host())
       inf.host_kernel = op->kernel(DeviceKind::CPU, kt);
+    inf.workspace_bytes = 0;
+    if (inf.kernel)
+      if (WorkspaceFn wf = op->workspace(backend_.kind(), kt)) inf.workspace_bytes = wf(inf.in, inf.out, attrs, backend_);
     if (inf.kernel == nullptr && inf.host_kernel == nullptr && !(op->view && inf.out.size() == 1) && defer_errors_)
       return fail(op, inputs, "no " + std::string(backend_.name()) + " kernel for these types", num_outputs);
     MLS_CHECK(inf.kernel != nullptr || inf.host_kernel != nullptr || (op->view && inf.out.size() == 1),
@@ -213,7 +217,13 @@ Ref EagerSession::run(std::string_view op_name, std::span<const Ref> inputs, con
     for (Ref r : inputs) ins_.push_back(&slots_[static_cast<size_t>(r.id)].value);
     outs_.clear();
     for (size_t k = 0; k < nout; ++k) outs_.push_back(&slots_[first + k].value);
-    if (inf.kernel)
+    if (inf.kernel && inf.workspace_bytes > 0) {
+      // The session's workspace buffer only grows; the calls use it in turn (a device's
+      // stream keeps them in order).
+      if (!workspace_ || workspace_->size() < inf.workspace_bytes)
+        workspace_ = backend_.allocate(inf.workspace_bytes, AllocTag::Workspace);
+      backend_.launch(inf.kernel, KernelCall{attrs, ins_, outs_, backend_, workspace_.get(), 0, inf.workspace_bytes});
+    } else if (inf.kernel)
       backend_.launch(inf.kernel, KernelCall{attrs, ins_, outs_, backend_});
     else
       run_on_host(*op, inf.host_kernel, attrs);
@@ -329,6 +339,7 @@ void EagerSession::reset() {
 size_t EagerSession::cached_bytes() const { return caches_->cached_bytes; }
 
 void EagerSession::release_cached_buffers() {
+  workspace_.reset();
   for (auto& list : caches_->free) list.clear();
   caches_->cached_bytes = 0;
 }

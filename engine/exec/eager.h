@@ -103,6 +103,7 @@ class EagerSession final : public Emitter {
   bool recording_ = true;
   bool defer_errors_ = false;
   std::string error_;
+  std::shared_ptr<Buffer> workspace_;  // kernels' declared scratch, grown as needed
   std::shared_ptr<Buffer> placeholder_;  // backs the f32 [0] placeholders
   std::vector<const Tensor*> ins_;  // scratch for a kernel call
   std::vector<Tensor*> outs_;

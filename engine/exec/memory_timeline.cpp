@@ -21,6 +21,8 @@ std::string_view mem_cat_name(MemCat c) {
       return "activations";
     case MemCat::Backward:
       return "backward temporaries";
+    case MemCat::Workspace:
+      return "kernel workspace";
     case MemCat::ArenaFree:
       return "arena, free";
     case MemCat::Other:
@@ -104,6 +106,19 @@ MemoryTimeline memory_timeline(const CompiledPlan& plan, const HeldBytes& held) 
     holder_of[static_cast<size_t>(p.value.id)] = static_cast<int32_t>(t.holders.size());
     t.holders.push_back(std::move(h));
   }
+  // The kernels' declared workspace: its step's wave only.
+  for (const CompiledPlan::WorkspacePlacement& w : plan.workspaces()) {
+    const Node& n = g.nodes()[static_cast<size_t>(w.node)];
+    MemoryTimeline::Holder h;
+    h.value = "workspace";
+    h.graph_node = w.node;
+    h.op = n.op->name;
+    h.node = n.label.empty() ? n.op->name : n.label;
+    h.cat = MemCat::Workspace;
+    h.bytes = static_cast<int64_t>(w.bytes);
+    h.first = h.last = w.wave;
+    t.holders.push_back(std::move(h));
+  }
   // A buffer taken over in place belongs to its new value from the wave that takes it.
   for (const CompiledPlan::Placement& p : plan.placements()) {
     if (!p.inplace_of.valid()) continue;
@@ -146,7 +161,7 @@ MemoryTimeline memory_timeline(const CompiledPlan& plan, const HeldBytes& held) 
   }
   for (MemoryTimeline::Sample& s : t.samples) {
     int64_t live_arena = 0;
-    for (MemCat c : {MemCat::Activation, MemCat::Backward}) live_arena += s.bytes[mem_cat_index(c)];
+    for (MemCat c : {MemCat::Activation, MemCat::Backward, MemCat::Workspace}) live_arena += s.bytes[mem_cat_index(c)];
     live_arena += s.bytes[mem_cat_index(MemCat::Gradient)] - held.gradient;
     // The planner never overlaps two live values, so the live ones fit in the arena.
     MLS_CHECK(live_arena <= t.arena_bytes, "memory_timeline: live values exceed the arena");

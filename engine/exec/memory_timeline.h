@@ -34,10 +34,11 @@ enum class MemCat : uint8_t {
   Constant,    // the step graph's constants (folded values, scalars)
   Activation,  // forward values kept for the backward pass
   Backward,    // the backward pass's temporaries (gradients of activations)
+  Workspace,   // kernels' declared scratch (packed or padded operands), for their wave
   ArenaFree,   // arena bytes no value holds at this wave
   Other,       // held by the backend outside this step (other plans, data)
 };
-inline constexpr int kNumMemCats = 9;
+inline constexpr int kNumMemCats = 10;
 constexpr int mem_cat_index(MemCat c) {
   return static_cast<int>(c);
 }

@@ -2,6 +2,7 @@
 // the pre-flight estimate against the measured peak, FLOPs per op, and the Chrome trace.
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "blobs_source.h"
@@ -160,6 +161,59 @@ TEST_CASE(
     CHECK_FALSE(small->fits);
     CHECK(small->max_batch < 64);
   }
+}
+
+TEST_CASE("the convolutions' declared workspace lives in the plan's arena and the memory timeline",
+          "[profile][memory]") {
+  cpu::CpuBackend be(2);
+  Trainer t(be, cnn_builder(), config(32, "sgd"));
+  Blobs data(320, 64, 3, 5);
+  REQUIRE(t.fit(data, nullptr, nullptr).ok());
+  auto plan = t.training_plan(32);
+  REQUIRE(plan.ok());
+  const CompiledPlan& p = **plan;
+  REQUIRE(!p.workspaces().empty());  // the forward conv and its weight gradient at least
+  size_t declared = 0;
+  std::set<std::string> ops;
+  for (const CompiledPlan::WorkspacePlacement& w : p.workspaces()) {
+    const Node& n = p.graph().nodes()[static_cast<size_t>(w.node)];
+    ops.insert(n.op->name);
+    std::vector<ValueType> in, out;
+    for (Ref r : n.inputs) in.push_back(p.graph().type_of(r));
+    for (Ref r : n.outputs) out.push_back(p.graph().type_of(r));
+    WorkspaceFn fn = n.op->workspace(DeviceKind::CPU, DType::F32);
+    REQUIRE(fn);
+    CHECK(w.bytes == fn(in, out, n.attrs, be));
+    CHECK(w.offset + w.bytes <= p.stats().arena_bytes);
+    declared += w.bytes;
+  }
+  CHECK(declared == p.stats().workspace_bytes);
+  CHECK(ops.count("conv2d_backward_weight") == 1);
+  CHECK((ops.count("conv2d") + ops.count("conv2d_act")) == 1);
+  // The timeline shows it at its wave, inside the arena's total.
+  auto tl = t.memory_timeline(32);
+  REQUIRE(tl.ok());
+  int64_t seen = 0;
+  for (const MemoryTimeline::Sample& s : tl->samples) seen = std::max(seen, s.bytes[mem_cat_index(MemCat::Workspace)]);
+  CHECK(seen > 0);
+  // A kernel given its workspace computes what it computes with scratch of its own.
+  Rng rng(3);
+  std::vector<float> vx(32 * 64), vw(4 * 9);
+  for (float& v : vx) v = static_cast<float>(rng.uniform(-1, 1));
+  for (float& v : vw) v = static_cast<float>(rng.uniform(-1, 1));
+  Tensor x = Tensor::from_f32(be, {32, 1, 8, 8}, vx), w = Tensor::from_f32(be, {4, 1, 3, 3}, vw);
+  Tensor y1 = Tensor::empty(be, DType::F32, {32, 4, 6, 6}, AllocTag::Other), y2 = y1.contiguous();
+  const OpDef* conv = op_registry().find("conv2d");
+  const Attrs a = conv2d_attrs({});
+  const std::vector<ValueType> in{{DType::F32, {32, 1, 8, 8}}, {DType::F32, {4, 1, 3, 3}}}, out{{DType::F32, {32, 4, 6, 6}}};
+  const size_t bytes = conv->workspace(DeviceKind::CPU, DType::F32)(in, out, a, be);
+  auto ws = be.allocate(bytes, AllocTag::Workspace);
+  const Tensor* ins[] = {&x, &w};
+  Tensor* outs1[] = {&y1};
+  Tensor* outs2[] = {&y2};
+  be.launch(conv->kernel(DeviceKind::CPU, DType::F32), KernelCall{a, ins, outs1, be, ws.get(), 0, bytes});
+  be.launch(conv->kernel(DeviceKind::CPU, DType::F32), KernelCall{a, ins, outs2, be});
+  CHECK(y1.to_f64() == y2.to_f64());
 }
 
 TEST_CASE("op_flops counts the multiply-adds of matmul and the convolutions by hand",
