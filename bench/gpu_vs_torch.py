@@ -16,10 +16,14 @@ import argparse, json, os, statistics, subprocess, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run(cmd):
+def run(cmd, fatal=True):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
-        sys.exit(f"bench: {' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-400:]}")
+        message = f"bench: {' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-400:]}"
+        if fatal:
+            sys.exit(message)
+        print(message, flush=True)
+        return None
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -38,8 +42,13 @@ def main():
         ours = {d: [] for d in args.devices.split(",")}
         theirs = []
         for r in range(args.rounds):
-            for d in ours:
-                ours[d].append(run([args.device_epochs, project, "--device", d, "--epochs", str(args.epochs)]))
+            for d in list(ours):
+                # A device that cannot train (no driver, say) is reported and left out.
+                result = run([args.device_epochs, project, "--device", d, "--epochs", str(args.epochs)], fatal=False)
+                if result is None:
+                    del ours[d]
+                else:
+                    ours[d].append(result)
             theirs.append(run([args.python, os.path.join(HERE, "torch_reference.py"), "--epochs", str(args.epochs),
                                "--model", model, "--device", "cuda", "--data", args.data]))
             line = ", ".join(f"{d} {ours[d][-1]['epoch_seconds']:.3f} s" for d in ours)
