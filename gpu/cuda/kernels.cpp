@@ -45,6 +45,7 @@ void register_kernels(OpRegistry& reg) {
   register_optimizer_kernels(reg);
   register_conv_kernels(reg);
   register_norm_kernels(reg);
+  register_precision_kernels(reg);
 }
 
 }  // namespace mls::cuda

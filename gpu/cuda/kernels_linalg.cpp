@@ -1,6 +1,7 @@
 // matmul and linear_act: cuBLAS's f32 GEMM (no TF32: the backend's handle keeps the default
 // math mode), batched over broadcast batch dims, then the bias and activation epilogue
-// (device/linalg.cu).
+// (device/linalg.cu). matmul_lowp: the same calls through cublasGemmStridedBatchedEx with
+// bf16 or f16 operands, f32 sums and an f32 result (the tensor cores' mixed precision).
 //
 // cuBLAS is column-major: a row-major C [M, N] is a column-major C^T, and C^T = op(B)^T
 // op(A)^T, so the call passes B first and A second, each with the transposition it has.
@@ -89,8 +90,9 @@ void gemm(const KernelCall& c, bool ta, bool tb, const Tensor* bias, EpilogueAct
                     stride_b = batch.empty() ? 0 : sb.back();
     const int64_t outer = count / run;
     const float one = 1.f, zero = 0.f;
-    const float* ap = dptr<float>(a);
-    const float* bp = dptr<float>(b);
+    const char* ap = dptr<const char>(a);
+    const char* bp = dptr<const char>(b);
+    const auto esize = static_cast<int64_t>(dtype_size(a.dtype()));
     for (int64_t o = 0; o < outer; ++o) {
       int64_t rest = o, aoff = 0, boff = 0;
       for (size_t d = first; d-- > 0;) {
@@ -99,12 +101,23 @@ void gemm(const KernelCall& c, bool ta, bool tb, const Tensor* bias, EpilogueAct
         aoff += i * sa[d];
         boff += i * sb[d];
       }
-      check(cublasSgemmStridedBatched(
-                be.cublas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                as_int(n), as_int(m), as_int(k), &one, bp + boff, as_int(tb ? k : n), stride_b,
-                ap + aoff, as_int(ta ? m : k), stride_a, &zero, yp + o * run * m * n, as_int(n),
-                static_cast<long long>(m * n), as_int(run)),
-            "cublasSgemmStridedBatched");
+      const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+      float* yo = yp + o * run * m * n;
+      if (a.dtype() == DType::F32) {
+        check(cublasSgemmStridedBatched(be.cublas(), op_b, op_a, as_int(n), as_int(m), as_int(k), &one,
+                                        reinterpret_cast<const float*>(bp) + boff, as_int(tb ? k : n), stride_b,
+                                        reinterpret_cast<const float*>(ap) + aoff, as_int(ta ? m : k), stride_a,
+                                        &zero, yo, as_int(n), static_cast<long long>(m * n), as_int(run)),
+              "cublasSgemmStridedBatched");
+      } else {
+        const cudaDataType_t t = a.dtype() == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+        check(cublasGemmStridedBatchedEx(be.cublas(), op_b, op_a, as_int(n), as_int(m), as_int(k), &one,
+                                         bp + boff * esize, t, as_int(tb ? k : n), stride_b, ap + aoff * esize, t,
+                                         as_int(ta ? m : k), stride_a, &zero, yo, CUDA_R_32F, as_int(n),
+                                         static_cast<long long>(m * n), as_int(run), CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT),
+              "cublasGemmStridedBatchedEx");
+      }
     }
   }
   dev::bias_act(yp, bias ? dptr<float>(*bias) : nullptr, count * m, n, static_cast<int32_t>(act),
@@ -121,9 +134,16 @@ void linear_act_kernel(const KernelCall& c) {
        c.inputs.size() > 2 ? c.inputs[2] : nullptr, epilogue_act_of(c.attrs));
 }
 
+void matmul_lowp_kernel(const KernelCall& c) {
+  MLS_CHECK(c.inputs[0]->dtype() == c.inputs[1]->dtype(), "cuda: matmul_lowp operands of two dtypes");
+  matmul_kernel(c);
+}
+
 }  // namespace
 
 void register_linalg_kernels(OpRegistry& reg) {
+  add_kernel(reg, "matmul_lowp", DType::BF16, matmul_lowp_kernel);
+  add_kernel(reg, "matmul_lowp", DType::F16, matmul_lowp_kernel);
   add_kernel(reg, "matmul", DType::F32, matmul_kernel);
   add_kernel(reg, "linear_act", DType::F32, linear_act_kernel);
 }

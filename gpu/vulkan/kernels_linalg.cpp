@@ -1,5 +1,6 @@
 // matmul and linear_act: one tiled GEMM shader (shaders/matmul.comp) with the bias and
-// activation epilogue, batched over broadcast batch dims.
+// activation epilogue, batched over broadcast batch dims; matmul_lowp: the same tiles over
+// bf16 or f16 operands with an f32 result (shaders/matmul_lowp.comp).
 #include "engine/ops/fused.h"
 #include "gpu/vulkan/vulkan_kernels.h"
 
@@ -10,6 +11,7 @@ namespace {
 struct GemmParams {
   uint32_t M, N, K, ta, tb, act, has_bias, batch_rank;
   uint32_t bdims[4], a_bstride[4], b_bstride[4];
+  uint32_t operand_type;  // matmul_lowp: the operands' DType (f16 or bf16)
 };
 
 // Batch strides (in elements) of a contiguous operand [batch..., r, c] read at the index of
@@ -36,6 +38,7 @@ void gemm(const KernelCall& c, bool ta, bool tb, const Tensor* bias, EpilogueAct
   const Shape& bs = b.shape();
   const Shape& ys = y.shape();
   GemmParams p{};
+  p.operand_type = static_cast<uint32_t>(a.dtype());
   p.M = u32(ys[ys.size() - 2]);
   p.N = u32(ys.back());
   p.K = u32(ta ? as[as.size() - 2] : as.back());
@@ -65,7 +68,9 @@ void gemm(const KernelCall& c, bool ta, bool tb, const Tensor* bias, EpilogueAct
   const Tensor* bt = bias ? bias : &y;
   // A software device: the register-blocked kernel (barriers are dear there), unless K
   // would take its invocations past the device's loop limit.
-  if (be.is_software() && p.K < VulkanBackend::kSoftwareLoopLimit)
+  if (a.dtype() != DType::F32)
+    be.dispatch(Shader::matmul_lowp, {&y, &a, &b, bt}, p, (p.N + 63) / 64, (p.M + 63) / 64, u32(count));
+  else if (be.is_software() && p.K < VulkanBackend::kSoftwareLoopLimit)
     be.dispatch(Shader::matmul_rows, {&y, &a, &b, bt}, p, (p.N + 255) / 256, (p.M + 7) / 8, u32(count));
   else
     be.dispatch(Shader::matmul, {&y, &a, &b, bt}, p, (p.N + 63) / 64, (p.M + 63) / 64, u32(count));
@@ -80,9 +85,16 @@ void linear_act_kernel(const KernelCall& c) {
        c.inputs.size() > 2 ? c.inputs[2] : nullptr, epilogue_act_of(c.attrs));
 }
 
+void matmul_lowp_kernel(const KernelCall& c) {
+  MLS_CHECK(c.inputs[0]->dtype() == c.inputs[1]->dtype(), "vulkan: matmul_lowp operands of two dtypes");
+  matmul_kernel(c);
+}
+
 }  // namespace
 
 void register_linalg_kernels(OpRegistry& reg) {
+  add_kernel(reg, "matmul_lowp", DType::BF16, matmul_lowp_kernel);
+  add_kernel(reg, "matmul_lowp", DType::F16, matmul_lowp_kernel);
   reg.register_kernel("matmul", DeviceKind::Vulkan, DType::F32, matmul_kernel);
   reg.register_kernel("linear_act", DeviceKind::Vulkan, DType::F32, linear_act_kernel);
 }

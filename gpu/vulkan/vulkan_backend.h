@@ -100,6 +100,9 @@ class VulkanBackend final : public Backend {
   // Groups of `local` invocations that cover n items, capped at the device's limit (the
   // shaders loop over the rest).
   uint32_t groups_for(int64_t n, uint32_t local = 256) const;
+  // The element offset a shader sees for `t` (its first element's index in the bound range,
+  // the push constant dispatch passes): kernels over packed narrow elements need it.
+  uint32_t element_offset(const Tensor& t) const { return bind(t).element; }
   // A device buffer of at least `bytes` that lives as long as the backend, for a kernel's
   // constant tables (a fused program's code), keyed by the caller.
   const Tensor& constant_table(const std::string& key, const std::vector<uint32_t>& words);

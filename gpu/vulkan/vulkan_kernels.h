@@ -39,5 +39,6 @@ void register_layout_kernels(OpRegistry& reg);
 void register_optimizer_kernels(OpRegistry& reg);
 void register_conv_kernels(OpRegistry& reg);
 void register_norm_kernels(OpRegistry& reg);
+void register_precision_kernels(OpRegistry& reg);
 
 }  // namespace mls::vulkan

@@ -124,6 +124,10 @@ struct CopyArgs {
 void copy(const CopyArgs& a, cudaStream_t stream);
 // n contiguous elements of elem_size bytes (4 or 8) set to the low bytes of `bits`.
 void fill(void* y, int64_t n, int32_t elem_size, uint64_t bits, cudaStream_t stream);
+
+// y = cast(x) for n contiguous elements; `from` and `to` are DType's numbers. False for a
+// pair it does not convert (to u8 or i8).
+bool cast(void* y, int32_t to, const void* x, int32_t from, int64_t n, cudaStream_t stream);
 // i64 labels [n] -> f32 [n, classes]; a label outside [0, classes) gives a row of zeros.
 void one_hot(float* y, const int64_t* labels, int64_t n, int64_t classes, cudaStream_t stream);
 
