@@ -31,7 +31,7 @@ int fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return fail("usage: device_epochs PROJECT.mls [--device D] [--epochs N] [--limit N] [--test-limit N]");
+  if (argc < 2) return fail("usage: device_epochs PROJECT.mls [--device D] [--epochs N] [--limit N] [--test-limit N] [--precision f32|bf16|f16]");
   mls::runner::ProjectOptions o;
   o.path = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
       o.epochs = std::atoll(value.c_str());
     else if (flag == "--limit")
       o.limit = std::atoll(value.c_str());
+    else if (flag == "--precision")
+      o.precision = value;
     else if (flag == "--test-limit")
       o.test_limit = std::atoll(value.c_str());
     else
