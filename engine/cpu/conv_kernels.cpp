@@ -507,10 +507,32 @@ void col2im(const float* col, float* x, const ConvShape& s) {
   });
 }
 
+// A task's GEMM scratch (packed panels), carved from the kernel's workspace: see gemm_floats.
+struct GemmScratch {
+  float* p = nullptr;
+  int64_t floats = 0;
+};
+
 void gemm(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, GemmScratch ws) {
   cpu::gemm(pool, GemmArgs{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda,
-                           .b = b, .ldb = ldb, .c = c, .ldc = ldc, .beta = beta});
+                           .b = b, .ldb = ldb, .c = c, .ldc = ldc, .beta = beta, .workspace = ws.p,
+                           .workspace_floats = ws.floats});
+}
+
+size_t round16(size_t floats) { return (floats + 15) / 16 * 16; }  // keeps 64-byte alignment
+
+// The GEMM scratch of one task of each BLAS path (cpu::gemm_workspace_floats), rounded so
+// each task's starts 64-byte aligned.
+enum class ConvGemm { Forward, BackwardInput, BackwardWeight };
+size_t gemm_floats(const ConvShape& s, ConvGemm which, int64_t threads) {
+  GemmArgs g;
+  switch (which) {
+    case ConvGemm::Forward: g = GemmArgs{.m = s.og, .n = s.pixels(), .k = s.k()}; break;
+    case ConvGemm::BackwardInput: g = GemmArgs{.trans_a = true, .m = s.k(), .n = s.pixels(), .k = s.og}; break;
+    case ConvGemm::BackwardWeight: g = GemmArgs{.trans_b = true, .m = s.og, .n = s.k(), .k = s.pixels()}; break;
+  }
+  return round16(static_cast<size_t>(gemm_workspace_floats(g, static_cast<int>(threads))));
 }
 
 // cpu::gemm keeps a GEMM on the calling thread below M*N*K = kGemmParallelMacs.
@@ -533,12 +555,23 @@ Direct forward_direct_of(const ConvShape& s) {
   return make_direct(s.cg, s.h, s.w, s.og, s.kh, s.kw, s.p.padding, s.p.dilation);
 }
 
+// The BLAS paths: each task's column matrix, then (64-byte aligned) each task's GEMM scratch.
+size_t blas_floats(const ConvShape& s, ConvGemm which, int64_t threads) {
+  const auto tasks = static_cast<size_t>(blas_tasks(threads, s));
+  return round16(tasks * col_floats(s)) + tasks * gemm_floats(s, which, threads);
+}
+GemmScratch blas_gemm_scratch(const ConvShape& s, ConvGemm which, int64_t threads, float* base, int64_t task) {
+  const auto tasks = static_cast<size_t>(blas_tasks(threads, s));
+  const size_t per = gemm_floats(s, which, threads);
+  return {base + round16(tasks * col_floats(s)) + static_cast<size_t>(task) * per, static_cast<int64_t>(per)};
+}
+
 size_t forward_floats(const ConvShape& s, int64_t threads) {
   if (forward_direct(s)) {
     const Direct d = forward_direct_of(s);
     return static_cast<size_t>(direct_tasks(threads, s.n, s.groups, d)) * scratch_floats(d);
   }
-  return static_cast<size_t>(blas_tasks(threads, s)) * col_floats(s);
+  return blas_floats(s, ConvGemm::Forward, threads);
 }
 
 size_t backward_input_floats(const ConvShape& s, int64_t threads) {
@@ -547,7 +580,7 @@ size_t backward_input_floats(const ConvShape& s, int64_t threads) {
     return static_cast<size_t>(s.o * s.k()) +
            static_cast<size_t>(direct_tasks(threads, s.n, s.groups, d)) * scratch_floats(d);
   }
-  return static_cast<size_t>(blas_tasks(threads, s)) * col_floats(s);
+  return blas_floats(s, ConvGemm::BackwardInput, threads);
 }
 
 // (tasks - 1) partial sums of dw, then each task's scratch.
@@ -569,9 +602,12 @@ WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
   }
   return wp;
 }
+// ... and, on the BLAS path, (64-byte aligned) each task's GEMM scratch.
 size_t weight_floats(const ConvShape& s, int64_t threads) {
   const WeightPlan wp = weight_plan(s, threads);
-  return static_cast<size_t>((wp.tasks - 1) * s.o * s.k()) + static_cast<size_t>(wp.tasks) * wp.per_task;
+  const size_t before = static_cast<size_t>((wp.tasks - 1) * s.o * s.k()) + static_cast<size_t>(wp.tasks) * wp.per_task;
+  if (wp.direct) return before;
+  return round16(before) + static_cast<size_t>(wp.tasks) * gemm_floats(s, ConvGemm::BackwardWeight, threads);
 }
 
 // [SECTION] Kernels
@@ -592,12 +628,13 @@ void conv2d_forward(const KernelCall& c, const float* bias, Activation act) {
   const int64_t k = s.k(), px = s.pixels();
   for_sample_tasks(c, s.n, blas_tasks(threads, s), [&](int64_t lo, int64_t hi, int64_t task) {
     float* col = ws.base + static_cast<size_t>(task) * col_floats(s);
+    const GemmScratch gs = blas_gemm_scratch(s, ConvGemm::Forward, threads, ws.base, task);
     for (int64_t n = lo; n < hi; ++n)
       for (int64_t g = 0; g < s.groups; ++g) {
         const float* xg = x + (n * s.c + g * s.cg) * s.h * s.w;
         if (!s.pointwise()) im2col(xg, col, s);
         gemm(pool_of(c), false, false, s.og, px, k, w + g * s.og * k, k, s.pointwise() ? xg : col, px,
-             0.f, y + (n * s.o + g * s.og) * px, px);
+             0.f, y + (n * s.o + g * s.og) * px, px, gs);
         bias_act(y + (n * s.o + g * s.og) * px, s.og, px, bias ? bias + g * s.og : nullptr, act);
       }
   });
@@ -619,12 +656,13 @@ void conv2d_backward_input_kernel(const KernelCall& c) {
   const int64_t k = s.k(), px = s.pixels(), plane = s.cg * s.h * s.w;
   for_sample_tasks(c, s.n, blas_tasks(threads, s), [&](int64_t lo, int64_t hi, int64_t task) {
     float* col = ws.base + static_cast<size_t>(task) * col_floats(s);
+    const GemmScratch gs = blas_gemm_scratch(s, ConvGemm::BackwardInput, threads, ws.base, task);
     for (int64_t n = lo; n < hi; ++n)
       for (int64_t gi = 0; gi < s.groups; ++gi) {
         float* dxg = dx + (n * s.c + gi * s.cg) * s.h * s.w;
         float* out = s.pointwise() ? dxg : col;
         gemm(pool_of(c), true, false, k, px, s.og, w + gi * s.og * k, k, g + (n * s.o + gi * s.og) * px, px,
-             0.f, out, px);
+             0.f, out, px, gs);
         if (s.pointwise()) continue;
         std::fill(dxg, dxg + plane, 0.f);
         col2im(col, dxg, s);
@@ -647,6 +685,8 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
   Workspace ws(c, weight_floats(s, pool_of(c).size()));
   float* partial = ws.base;  // [tasks - 1, size], then each task's scratch
   float* scratch = ws.base + (tasks - 1) * size;
+  const size_t gemm_per = wp.direct ? 0 : gemm_floats(s, ConvGemm::BackwardWeight, pool_of(c).size());
+  float* gemm_base = ws.base + round16(static_cast<size_t>((tasks - 1) * size) + static_cast<size_t>(tasks) * wp.per_task);
   std::fill(dw, dw + size, 0.f);
   std::fill(partial, partial + (tasks - 1) * size, 0.f);
   for_sample_tasks(c, s.n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
@@ -658,7 +698,8 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
         const float* xg = x + (n * s.c + gi * s.cg) * s.h * s.w;
         if (!s.pointwise()) im2col(xg, mine, s);
         gemm(pool_of(c), false, true, s.og, k, px, g + (n * s.o + gi * s.og) * px, px,
-             s.pointwise() ? xg : mine, px, 1.f, acc + gi * s.og * k, k);
+             s.pointwise() ? xg : mine, px, 1.f, acc + gi * s.og * k, k,
+             GemmScratch{gemm_base + static_cast<size_t>(task) * gemm_per, static_cast<int64_t>(gemm_per)});
       }
   });
   for (int64_t t = 1; t < tasks; ++t) {

@@ -312,26 +312,32 @@ void fused_elementwise_kernel(const KernelCall& c) {
 
 
 // One GEMM: a batch of x against a 2-D w folds into the rows (M = all of x's rows).
+GemmArgs linear_act_shape(const Shape& as, const Shape& bs, const Shape& ys, const Attrs& attrs) {
+  const bool ta = attrs.get_int_or("transpose_a", 0) != 0, tb = attrs.get_int_or("transpose_b", 0) != 0;
+  const int64_t n = ys.back(), k = ta ? as[as.size() - 2] : as.back();
+  return GemmArgs{.trans_a = ta, .trans_b = tb, .m = n > 0 ? numel(ys) / n : 0, .n = n, .k = k,
+                  .lda = as.back(), .ldb = bs.back(), .ldc = n};
+}
+
+size_t linear_act_workspace(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs& a,
+                            const Backend& be) {
+  const GemmArgs g = linear_act_shape(in[0].shape, in[1].shape, out[0].shape, a);
+  return static_cast<size_t>(gemm_workspace_floats(g, be.num_threads())) * sizeof(float);
+}
+
 void linear_act_kernel(const KernelCall& c) {
-  const Tensor &a = *c.inputs[0], &b = *c.inputs[1];
-  Tensor& y = *c.outputs[0];
-  const bool ta = c.attrs.get_int_or("transpose_a", 0) != 0, tb = c.attrs.get_int_or("transpose_b", 0) != 0;
+  GemmArgs g = linear_act_shape(c.inputs[0]->shape(), c.inputs[1]->shape(), c.outputs[0]->shape(), c.attrs);
   const bool bias = c.inputs.size() == 3;
-  const int64_t n = y.dim(-1), k = ta ? a.dim(-2) : a.dim(-1);
-  gemm(pool_of(c), GemmArgs{.trans_a = ta,
-                            .trans_b = tb,
-                            .m = n > 0 ? y.numel() / n : 0,
-                            .n = n,
-                            .k = k,
-                            .a = in_ptr<float>(c, 0),
-                            .lda = a.dim(-1),
-                            .b = in_ptr<float>(c, 1),
-                            .ldb = b.dim(-1),
-                            .c = out_ptr<float>(c, 0),
-                            .ldc = n,
-                            .bias = bias ? in_ptr<float>(c, 2) : nullptr,
-                            .bias_axis = bias ? BiasAxis::Col : BiasAxis::None,
-                            .act = epilogue_act_of(c.attrs)});
+  g.a = in_ptr<float>(c, 0);
+  g.b = in_ptr<float>(c, 1);
+  g.c = out_ptr<float>(c, 0);
+  g.bias = bias ? in_ptr<float>(c, 2) : nullptr;
+  g.bias_axis = bias ? BiasAxis::Col : BiasAxis::None;
+  g.act = epilogue_act_of(c.attrs);
+  const FloatSpan ws = workspace_of(c);
+  g.workspace = ws.p;
+  g.workspace_floats = ws.n;
+  gemm(pool_of(c), g);
 }
 
 void conv2d_act_kernel(const KernelCall& c) {
@@ -343,6 +349,7 @@ void conv2d_act_kernel(const KernelCall& c) {
 void register_fused_kernels(OpRegistry& reg) {
   reg.register_kernel("fused_elementwise", DeviceKind::CPU, DType::F32, fused_elementwise_kernel);
   reg.register_kernel("linear_act", DeviceKind::CPU, DType::F32, linear_act_kernel);
+  reg.register_workspace("linear_act", DeviceKind::CPU, DType::F32, linear_act_workspace);
   reg.register_kernel("conv2d_act", DeviceKind::CPU, DType::F32, conv2d_act_kernel);
   reg.register_workspace("conv2d_act", DeviceKind::CPU, DType::F32, conv2d_forward_workspace);
 }

@@ -33,6 +33,10 @@ void apply_activation(Activation act, float* x, int64_t n) {
   }
 }
 
+int64_t gemm_workspace_floats(const GemmArgs& g, int threads) {
+  return gemm_avx512_compiled() ? gemm_avx512_workspace_floats(g, threads) : 0;
+}
+
 void gemm(ThreadPool& pool, const GemmArgs& g) {
   if (gemm_avx512_compiled()) return gemm_avx512(pool, g);
   gemm_cblas(pool, g);

@@ -38,6 +38,11 @@ struct GemmArgs {
   const float* bias = nullptr;
   BiasAxis bias_axis = BiasAxis::None;
   Activation act = Activation::None;
+  // gemm_workspace_floats(*this, pool size) floats at a 64-byte aligned address, for the
+  // packed panels and partial sums: a kernel's declared workspace (the memory plan holds it).
+  // Null: per-thread buffers that only grow (engine/cpu/scratch.h), which no plan sees.
+  float* workspace = nullptr;
+  int64_t workspace_floats = 0;  // its size: a smaller one (another pool) is not used
 };
 
 // Products of fewer than this many multiply-adds (m n k) run on the calling thread: on the
@@ -46,6 +51,11 @@ struct GemmArgs {
 // cache traffic. Callers with many small products (batched matmul, convolutions) split
 // those over the pool themselves.
 inline constexpr int64_t kGemmParallelMacs = int64_t{1} << 22;
+
+// The scratch one gemm() of this shape takes on a pool of `threads`: packed 128 x 64 panels
+// of B (one per part that runs at once), split-K's second half of C, a GEMV's gathered x and
+// sums. 0 where CBLAS runs the product. Kernels that call gemm() declare it as workspace.
+int64_t gemm_workspace_floats(const GemmArgs& g, int threads);
 
 // Runs on the calling thread and the pool's workers. The engine's AVX-512 kernels where the
 // build has AVX-512F, else gemm_cblas.

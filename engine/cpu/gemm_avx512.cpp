@@ -48,6 +48,7 @@ namespace mls::cpu {
 
 bool gemm_avx512_compiled() { return false; }
 void gemm_avx512(ThreadPool&, const GemmArgs&) { std::abort(); }  // gemm.cpp checks first
+int64_t gemm_avx512_workspace_floats(const GemmArgs&, int) { return 0; }
 
 #else
 
@@ -66,7 +67,25 @@ constexpr int64_t kMinParallelGemv = int64_t{1} << 21;
 
 // [SECTION] Scratch and masks
 
-float* scratch(size_t floats, ScratchSlot slot) { return thread_scratch<float>(floats, slot); }
+constexpr int64_t kPanelFloats = kMaxKC * kNR;  // one packed panel of B: 32 KB, a 64-byte multiple
+
+int64_t round16(int64_t floats) { return (floats + 15) / 16 * 16; }  // keeps 64-byte alignment
+
+// Where a call's scratch lives: the caller's workspace (GemmArgs::workspace), laid out as the
+// panels of each part that runs at once followed by the auxiliary floats; or, without one,
+// this thread's buffers. gemm_workspace_floats() sizes the same layout.
+struct Scratch {
+  float* ws = nullptr;
+  int64_t panels = 0;
+  // Part `part`'s panel (a part runs on one thread at a time).
+  float* panel(int64_t part) const {
+    return ws ? ws + part * kPanelFloats : thread_scratch<float>(static_cast<size_t>(kPanelFloats), ScratchSlot::GemmPanel);
+  }
+  // The calling thread's auxiliary floats (split-K's partial C, a GEMV's gathered x).
+  float* aux(int64_t floats) const {
+    return ws ? ws + panels * kPanelFloats : thread_scratch<float>(static_cast<size_t>(floats), ScratchSlot::GemmAux);
+  }
+};
 
 // [SECTION] Micro-kernel
 
@@ -207,10 +226,10 @@ void pack_bt(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) 
 // [SECTION] Blocked GEMM
 
 // Rows [i0, i1) x columns [j0, j1) of C, on the calling thread.
-void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+// `panel`: kPanelFloats, 64-byte aligned, this call's alone.
+void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* panel) {
   const bool direct = !g.trans_b && i1 - i0 <= kDirectRows;
   const int64_t passes = (g.k + kMaxKC - 1) / kMaxKC, kstep = (g.k + passes - 1) / passes;
-  float* panel = direct ? nullptr : scratch(static_cast<size_t>(kstep * kNR), ScratchSlot::GemmPanel);
   for (int64_t p0 = 0; p0 < g.k; p0 += kstep) {
     const int64_t kc = std::min(kstep, g.k - p0);
     Tile t{g.beta, p0 == 0, p0 + kc == g.k, nullptr, g.bias ? g.bias_axis : BiasAxis::None, g.act};
@@ -250,9 +269,9 @@ constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
 // rows, the half that the optimizer's update (split the same way, by contiguous halves) left
 // in its cache. The halves are added, then the bias and activation: always in that order, on
 // any number of threads, so the bits do not depend on the thread count.
-void gemm_split_k(ThreadPool& pool, const GemmArgs& g, int parts) {
+void gemm_split_k(ThreadPool& pool, const GemmArgs& g, int parts, const Scratch& sc) {
   const int64_t k0 = (g.k / 2 + kMR - 1) / kMR * kMR;  // any split point works; keep it tidy
-  float* partial = scratch(static_cast<size_t>(g.m * g.n), ScratchSlot::GemmAux);
+  float* partial = sc.aux(g.m * g.n);
   GemmArgs lo = g, hi = g;
   lo.k = k0;
   lo.bias = nullptr;
@@ -268,7 +287,7 @@ void gemm_split_k(ThreadPool& pool, const GemmArgs& g, int parts) {
   pool.parallel_for(0, 2, 1, [&](int64_t first, int64_t last) {
     for (int64_t half = first; half < last; ++half) {
       const GemmArgs& h = half == 0 ? lo : hi;
-      gemm_block(h, 0, h.m, 0, h.n);
+      gemm_block(h, 0, h.m, 0, h.n, sc.panel(half));
     }
   });
   pool.parallel_for(0, g.m, std::max<int64_t>(1, (g.m + parts - 1) / parts), [&](int64_t r0, int64_t r1) {
@@ -286,13 +305,25 @@ void gemm_split_k(ThreadPool& pool, const GemmArgs& g, int parts) {
   });
 }
 
-void gemm_blocked(ThreadPool& pool, const GemmArgs& g) {
+int blocked_parts(const GemmArgs& g, int threads) {
   const int64_t macs = g.m * g.n * g.k;
-  const int parts = macs < kGemmParallelMacs ? 1 : static_cast<int>(std::min<int64_t>(pool.size(), macs / kGemmParallelMacs + 1));
-  // Decided by the shape alone, so that one thread computes the same bits as two.
-  if (macs >= kGemmParallelMacs && g.m <= kWholeColumnRows && g.n >= g.m && g.k >= kSplitK)
-    return gemm_split_k(pool, g, parts);
-  if (parts <= 1) return gemm_block(g, 0, g.m, 0, g.n);
+  return macs < kGemmParallelMacs ? 1 : static_cast<int>(std::min<int64_t>(threads, macs / kGemmParallelMacs + 1));
+}
+
+// Decided by the shape alone, so that one thread computes the same bits as two.
+bool split_k(const GemmArgs& g) {
+  return g.m * g.n * g.k >= kGemmParallelMacs && g.m <= kWholeColumnRows && g.n >= g.m && g.k >= kSplitK;
+}
+
+// The blocked product's scratch: a panel per part (split-K: one per half) and split-K's
+// partial C.
+int64_t blocked_panels(const GemmArgs& g, int threads) { return split_k(g) ? 2 : blocked_parts(g, threads); }
+int64_t blocked_aux(const GemmArgs& g) { return split_k(g) ? round16(g.m * g.n) : 0; }
+
+void gemm_blocked(ThreadPool& pool, const GemmArgs& g, const Scratch& sc) {
+  const int parts = blocked_parts(g, pool.size());
+  if (split_k(g)) return gemm_split_k(pool, g, parts, sc);
+  if (parts <= 1) return gemm_block(g, 0, g.m, 0, g.n, sc.panel(0));
   // Where B is the larger operand and A has few rows (a dense layer's forward: x [128, 784]
   // by W [784, 256]), tasks take all rows of their panels: each thread then reads only its
   // own columns of B, instead of both threads streaming all of it.
@@ -308,17 +339,18 @@ void gemm_blocked(ThreadPool& pool, const GemmArgs& g) {
     pool.parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t part = lo; part < hi; ++part) {
         const int64_t j0 = groups * part / parts * width, j1 = std::min(g.n, groups * (part + 1) / parts * width);
-        if (j0 < j1) gemm_block(g, 0, g.m, j0, j1);
+        if (j0 < j1) gemm_block(g, 0, g.m, j0, j1, sc.panel(part));
       }
     });
     return;
   }
   std::atomic<int64_t> next{0};
-  pool.parallel_for(0, parts, 1, [&](int64_t, int64_t) {
+  pool.parallel_for(0, parts, 1, [&](int64_t part, int64_t) {
+    float* panel = sc.panel(part);
     for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
       const int64_t j = t / blocks * width, i = t % blocks * rows;
       if (i < g.m)  // rounding rows up to whole tiles may leave the last block empty
-        gemm_block(g, i, std::min(g.m, i + rows), j, std::min(g.n, j + width));
+        gemm_block(g, i, std::min(g.m, i + rows), j, std::min(g.n, j + width), panel);
     }
   });
 }
@@ -403,9 +435,13 @@ struct Gemv {
   int64_t incb;
 };
 
-void gemv_range(const Gemv& v, const GemmArgs& g, int64_t lo, int64_t hi) {
+// `sums`: the outputs' sums where they cannot be written in place (indexed by output).
+void gemv_range(const Gemv& v, const GemmArgs& g, int64_t lo, int64_t hi, float* sums) {
   const bool in_place = v.incy == 1 && g.beta == 0.0f;
-  float* s = in_place ? v.y + lo : scratch(static_cast<size_t>(hi - lo), ScratchSlot::GemmPanel);  // GemmAux may hold x
+  // Without a workspace, this thread's panel buffer (GemmAux may hold x).
+  float* s = in_place ? v.y + lo
+             : sums   ? sums + lo
+                      : thread_scratch<float>(static_cast<size_t>(hi - lo), ScratchSlot::GemmPanel);
   if (v.w_kn) {
     for (int64_t j = lo; j < hi; j += kGemvCols) {
       const int64_t cols = std::min(kGemvCols, hi - j);
@@ -426,7 +462,14 @@ void gemv_range(const Gemv& v, const GemmArgs& g, int64_t lo, int64_t hi) {
   if (v.incy == 1) apply_activation(g.act, v.y + lo, hi - lo);
 }
 
-void gemv(ThreadPool& pool, const GemmArgs& g) {
+// A GEMV's scratch in a workspace: x gathered (strided x only), then a sum per output.
+int64_t gemv_x_floats(const GemmArgs& g) {
+  const bool strided = g.m == 1 ? g.trans_a : !g.trans_b;
+  return strided ? round16(g.k) : 0;
+}
+int64_t gemv_floats(const GemmArgs& g) { return gemv_x_floats(g) + round16(g.m == 1 ? g.n : g.m); }
+
+void gemv(ThreadPool& pool, const GemmArgs& g, float* ws) {
   Gemv v;
   const float* x;
   int64_t incx;
@@ -442,8 +485,9 @@ void gemv(ThreadPool& pool, const GemmArgs& g) {
     v = Gemv{g.m, g.k, nullptr, g.a, g.lda, g.trans_a, g.c, g.ldc, bias ? g.bias : nullptr,
              g.bias_axis == BiasAxis::Row ? 1 : 0};
   }
+  float* sums = ws ? ws + gemv_x_floats(g) : nullptr;
   if (incx != 1) {
-    float* xc = scratch(static_cast<size_t>(g.k), ScratchSlot::GemmAux);
+    float* xc = ws ? ws : thread_scratch<float>(static_cast<size_t>(g.k), ScratchSlot::GemmAux);
     for (int64_t p = 0; p < g.k; ++p) xc[p] = x[p * incx];
     x = xc;
   }
@@ -452,11 +496,12 @@ void gemv(ThreadPool& pool, const GemmArgs& g) {
   const int64_t unit = v.w_kn ? 16 : 8, units = (v.outs + unit - 1) / unit;
   const int parts = static_cast<int>(
       std::min<int64_t>({pool.size(), units, std::max<int64_t>(1, v.outs * v.k / kMinParallelGemv)}));
-  if (parts <= 1) return gemv_range(v, g, 0, v.outs);
+  if (parts <= 1) return gemv_range(v, g, 0, v.outs, sums);
   // A strided x was gathered into this thread's scratch: the workers read it from there.
   pool.parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t)
-      gemv_range(v, g, std::min(v.outs, units * t / parts * unit), std::min(v.outs, units * (t + 1) / parts * unit));
+      gemv_range(v, g, std::min(v.outs, units * t / parts * unit), std::min(v.outs, units * (t + 1) / parts * unit),
+                 sums);
   });
 }
 
@@ -478,11 +523,22 @@ void scale_only(const GemmArgs& g) {
 
 // [SECTION] Entry point
 
+int64_t gemm_avx512_workspace_floats(const GemmArgs& g, int threads) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return 0;
+  if (g.m == 1 || g.n == 1) return gemv_floats(g);
+  return blocked_panels(g, threads) * kPanelFloats + blocked_aux(g);
+}
+
 void gemm_avx512(ThreadPool& pool, const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) return scale_only(g);
-  if (g.m == 1 || g.n == 1) return gemv(pool, g);
-  gemm_blocked(pool, g);
+  // The caller's workspace where it is aligned and large enough for this pool; else this
+  // thread's buffers.
+  float* ws = g.workspace;
+  if (ws && (reinterpret_cast<uintptr_t>(ws) % 64 != 0 || g.workspace_floats < gemm_avx512_workspace_floats(g, pool.size())))
+    ws = nullptr;
+  if (g.m == 1 || g.n == 1) return gemv(pool, g, ws);
+  gemm_blocked(pool, g, Scratch{ws, ws ? blocked_panels(g, pool.size()) : 0});
 }
 
 #endif  // __AVX512F__

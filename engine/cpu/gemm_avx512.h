@@ -16,5 +16,7 @@ bool gemm_avx512_compiled();
 // C = op(A) op(B) (+ beta C) (+ bias), then the activation. Must not be called where
 // gemm_avx512_compiled() is false.
 void gemm_avx512(ThreadPool& pool, const GemmArgs& g);
+// gemm_workspace_floats() for these kernels (0 where they were not compiled).
+int64_t gemm_avx512_workspace_floats(const GemmArgs& g, int threads);
 
 }  // namespace mls::cpu

@@ -34,6 +34,18 @@ T* out_ptr(const KernelCall& c, size_t i) {
   return c.outputs[i]->data<T>();
 }
 
+// The workspace the caller placed for this call (OpRegistry::register_workspace), as
+// floats; {nullptr, 0} where it gave none.
+struct FloatSpan {
+  float* p = nullptr;
+  int64_t n = 0;
+};
+inline FloatSpan workspace_of(const KernelCall& c) {
+  if (!c.workspace || !c.workspace->host_ptr()) return {};
+  return {reinterpret_cast<float*>(static_cast<char*>(c.workspace->host_ptr()) + c.workspace_offset),
+          static_cast<int64_t>(c.workspace_bytes / sizeof(float))};
+}
+
 // Elements below which a loop is not worth splitting across threads.
 inline constexpr int64_t kParallelGrain = 1 << 15;
 

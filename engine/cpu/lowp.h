@@ -34,8 +34,15 @@ struct GemmBf16Args {
   int64_t ldb = 0;
   float* c = nullptr;
   int64_t ldc = 0;
+  // gemm_bf16_workspace_floats(*this, pool size) floats (4-byte words) at a 64-byte aligned
+  // address: packed operands (or their f32 copies) and GEMM panels, from a kernel's declared
+  // workspace. Null: per-thread buffers (engine/cpu/scratch.h) or, widened, allocations.
+  float* workspace = nullptr;
+  int64_t workspace_floats = 0;
 };
 void gemm_bf16(ThreadPool& pool, const GemmBf16Args& g);
+// The scratch gemm_bf16 of this shape takes on a pool of `threads`.
+int64_t gemm_bf16_workspace_floats(const GemmBf16Args& g, int threads);
 
 // Whether gemm_bf16 runs on AVX-512 BF16 dot products (else: widened to f32, then SGEMM).
 bool gemm_bf16_native();

@@ -102,20 +102,48 @@ void f16_to_f32_n(const uint16_t* x, float* y, int64_t n) {
 
 namespace {
 
-// The portable bf16 GEMM: both operands widened to f32 (exactly), then SGEMM.
-void gemm_bf16_widened(ThreadPool& pool, const GemmBf16Args& g) {
+int64_t round16(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+// The portable bf16 GEMM: both operands widened to f32 (exactly), then SGEMM. Its workspace:
+// the f32 copies of A and B, then the SGEMM's.
+struct Widened {
+  int64_t a, b;  // floats of each copy, rounded to 64 bytes
+  GemmArgs sgemm;
+};
+Widened widened_of(const GemmBf16Args& g) {
   const int64_t rows_a = g.trans_a ? g.k : g.m, rows_b = g.trans_b ? g.n : g.k;
-  std::vector<float> a(static_cast<size_t>(rows_a * g.lda)), b(static_cast<size_t>(rows_b * g.ldb));
-  bf16_to_f32_n(g.a, a.data(), static_cast<int64_t>(a.size()));
-  bf16_to_f32_n(g.b, b.data(), static_cast<int64_t>(b.size()));
-  gemm(pool, GemmArgs{.trans_a = g.trans_a, .trans_b = g.trans_b, .m = g.m, .n = g.n, .k = g.k, .a = a.data(),
-                      .lda = g.lda, .b = b.data(), .ldb = g.ldb, .c = g.c, .ldc = g.ldc});
+  return {round16(rows_a * g.lda), round16(rows_b * g.ldb),
+          GemmArgs{.trans_a = g.trans_a, .trans_b = g.trans_b, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda,
+                   .ldb = g.ldb, .c = g.c, .ldc = g.ldc}};
+}
+
+void gemm_bf16_widened(ThreadPool& pool, const GemmBf16Args& g) {
+  Widened w = widened_of(g);
+  const int64_t need = w.a + w.b + gemm_workspace_floats(w.sgemm, pool.size());
+  std::vector<float> own;
+  float* ws = g.workspace;
+  if (!ws || g.workspace_floats < need || reinterpret_cast<uintptr_t>(ws) % 64 != 0) {
+    own.resize(static_cast<size_t>(need));
+    ws = own.data();
+  }
+  const int64_t rows_a = g.trans_a ? g.k : g.m, rows_b = g.trans_b ? g.n : g.k;
+  bf16_to_f32_n(g.a, ws, rows_a * g.lda);
+  bf16_to_f32_n(g.b, ws + w.a, rows_b * g.ldb);
+  w.sgemm.a = ws;
+  w.sgemm.b = ws + w.a;
+  w.sgemm.workspace = ws + w.a + w.b;
+  w.sgemm.workspace_floats = need - w.a - w.b;
+  gemm(pool, w.sgemm);
 }
 
 }  // namespace
 
 bool gemm_bf16_native() { return false; }
 void gemm_bf16(ThreadPool& pool, const GemmBf16Args& g) { gemm_bf16_widened(pool, g); }
+int64_t gemm_bf16_workspace_floats(const GemmBf16Args& g, int threads) {
+  const Widened w = widened_of(g);
+  return w.a + w.b + gemm_workspace_floats(w.sgemm, threads);
+}
 
 #else
 
@@ -271,11 +299,28 @@ MicroFn micro_for(int64_t rows, int64_t cols) {
 
 // [SECTION] Blocked GEMM
 
-// Panels [q0, q1) (64 columns each) of rows [i0, i1) of C, every K pass.
-void gemm_block(const GemmBf16Args& g, int64_t q0, int64_t q1, int64_t i0, int64_t i1) {
+// How gemm_bf16 splits a product over `threads`: `slots` parts that run at once, each over
+// whole 64-column panels (all rows) or over blocks of rows (all panels). Each slot packs A's
+// rows (at most max_rows) and one B panel into its own part of the workspace.
+struct Split {
+  int64_t slots = 1, max_rows = 0;
+  bool by_panels = true;
+  int64_t a_words() const { return ((max_rows + kMR - 1) / kMR * (kKC / 2) * kMR + 15) / 16 * 16; }
+  static constexpr int64_t b_words() { return (kKC / 2) * kNR; }
+  int64_t slot_words() const { return a_words() + b_words(); }
+};
+Split split_of(const GemmBf16Args& g, int threads) {
+  const int64_t panels = (g.n + kNR - 1) / kNR, row_blocks = (g.m + kMR - 1) / kMR;
+  if (threads == 1 || g.m * g.n * g.k < kMinParallelMacs) return {1, g.m, true};
+  if (panels >= threads) return {threads, g.m, true};
+  const int64_t slots = std::min<int64_t>(threads, row_blocks);
+  return {slots, (row_blocks + slots - 1) / slots * kMR, false};
+}
+
+// Panels [q0, q1) (64 columns each) of rows [i0, i1) of C, every K pass; ap and bp: this
+// slot's packing buffers (Split).
+void gemm_block(const GemmBf16Args& g, int64_t q0, int64_t q1, int64_t i0, int64_t i1, uint32_t* ap, uint32_t* bp) {
   const int64_t rows = i1 - i0, blocks = (rows + kMR - 1) / kMR;
-  uint32_t* ap = thread_scratch<uint32_t>(static_cast<size_t>(blocks * (kKC / 2) * kMR), ScratchSlot::Bf16A);
-  uint32_t* bp = thread_scratch<uint32_t>(static_cast<size_t>((kKC / 2) * kNR), ScratchSlot::Bf16B);
   for (int64_t k0 = 0; k0 < g.k; k0 += kKC) {
     const int64_t kc = std::min(kKC, g.k - k0), kp = (kc + 1) / 2;
     pack_a(g, i0, rows, k0, kc, ap);
@@ -293,6 +338,12 @@ void gemm_block(const GemmBf16Args& g, int64_t q0, int64_t q1, int64_t i0, int64
 
 }  // namespace
 
+int64_t gemm_bf16_workspace_floats(const GemmBf16Args& g, int threads) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return 0;
+  const Split sp = split_of(g, threads);
+  return sp.slots * sp.slot_words();
+}
+
 void gemm_bf16(ThreadPool& pool, const GemmBf16Args& g) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) {
@@ -300,15 +351,24 @@ void gemm_bf16(ThreadPool& pool, const GemmBf16Args& g) {
     return;
   }
   const int64_t panels = (g.n + kNR - 1) / kNR, row_blocks = (g.m + kMR - 1) / kMR;
-  if (pool.size() == 1 || g.m * g.n * g.k < kMinParallelMacs) {
-    gemm_block(g, 0, panels, 0, g.m);
-  } else if (panels >= pool.size()) {
-    pool.parallel_for(0, panels, 1, [&](int64_t lo, int64_t hi) { gemm_block(g, lo, hi, 0, g.m); });
-  } else {
-    pool.parallel_for(0, row_blocks, 1, [&](int64_t lo, int64_t hi) {
-      gemm_block(g, 0, panels, lo * kMR, std::min(g.m, hi * kMR));
-    });
-  }
+  const Split sp = split_of(g, pool.size());
+  // The caller's workspace where it is aligned and large enough; else this thread's buffers.
+  auto* ws = reinterpret_cast<uint32_t*>(g.workspace);
+  if (ws && (reinterpret_cast<uintptr_t>(ws) % 64 != 0 || g.workspace_floats < sp.slots * sp.slot_words())) ws = nullptr;
+  auto run_slot = [&](int64_t s) {
+    uint32_t* ap = ws ? ws + s * sp.slot_words()
+                      : thread_scratch<uint32_t>(static_cast<size_t>(sp.a_words()), ScratchSlot::Bf16A);
+    uint32_t* bp = ws ? ap + sp.a_words() : thread_scratch<uint32_t>(static_cast<size_t>(Split::b_words()), ScratchSlot::Bf16B);
+    if (sp.by_panels)
+      gemm_block(g, panels * s / sp.slots, panels * (s + 1) / sp.slots, 0, g.m, ap, bp);
+    else
+      gemm_block(g, 0, panels, row_blocks * s / sp.slots * kMR, std::min(g.m, row_blocks * (s + 1) / sp.slots * kMR),
+                 ap, bp);
+  };
+  if (sp.slots == 1) return run_slot(0);
+  pool.parallel_for(0, sp.slots, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t s = lo; s < hi; ++s) run_slot(s);
+  });
 }
 
 #endif  // MLS_BF16_DOT
@@ -317,6 +377,46 @@ namespace {
 
 // [SECTION] matmul_lowp
 
+// How matmul_lowp runs a shape: one product (one matrix, or one B for the whole batch with
+// A's rows in order) or one per batch entry in turn; f16 operands are widened to f32 once
+// (exact), then the f32 GEMM. Its workspace: the widened copies (f16), then one product's
+// GEMM scratch.
+struct LowpPlan {
+  bool f16 = false;
+  int64_t rows = 0;  // of each product
+  int64_t wide_a = 0, wide_b = 0, gemm = 0;  // floats, each rounded to 64 bytes
+  int64_t total() const { return wide_a + wide_b + gemm; }
+};
+
+int64_t round16_floats(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+LowpPlan lowp_plan(DType t, const Shape& as, const Shape& bs, const Shape& ys, const Attrs& attrs, int threads) {
+  LowpPlan p;
+  const bool ta = attrs.get_int("transpose_a") != 0, tb = attrs.get_int("transpose_b") != 0;
+  const int64_t m = ys[ys.size() - 2], n = ys.back(), k = ta ? as[as.size() - 2] : as.back();
+  const int64_t batch = numel(ys) / std::max<int64_t>(m * n, 1);
+  const bool single = ys.size() == 2 || (numel(bs) == k * n && !ta && numel(as) == batch * m * k);
+  p.f16 = t == DType::F16;
+  p.rows = single ? batch * m : m;
+  if (p.f16) {
+    p.wide_a = round16_floats(numel(as));
+    p.wide_b = round16_floats(numel(bs));
+    p.gemm = round16_floats(gemm_workspace_floats(
+        GemmArgs{.trans_a = ta, .trans_b = tb, .m = p.rows, .n = n, .k = k, .lda = as.back(), .ldb = bs.back()}, threads));
+  } else {
+    p.gemm = round16_floats(gemm_bf16_workspace_floats(
+        GemmBf16Args{.trans_a = ta, .trans_b = tb, .m = p.rows, .n = n, .k = k, .lda = as.back(), .ldb = bs.back()},
+        threads));
+  }
+  return p;
+}
+
+size_t matmul_lowp_workspace(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs& a,
+                             const Backend& be) {
+  return static_cast<size_t>(lowp_plan(in[0].dtype, in[0].shape, in[1].shape, out[0].shape, a, be.num_threads()).total()) *
+         sizeof(float);
+}
+
 // C = op(A) op(B) over the last two dims with broadcast batch dims (as matmul), A and B
 // both bf16 or both f16, C f32.
 void matmul_lowp_kernel(const KernelCall& c) {
@@ -324,28 +424,38 @@ void matmul_lowp_kernel(const KernelCall& c) {
   const Tensor& b = *c.inputs[1];
   Tensor& y = *c.outputs[0];
   const bool ta = c.attrs.get_int("transpose_a") != 0, tb = c.attrs.get_int("transpose_b") != 0;
-  const bool f16 = a.dtype() == DType::F16;
   const uint16_t* pa = in_ptr<uint16_t>(c, 0);
   const uint16_t* pb = in_ptr<uint16_t>(c, 1);
   float* py = out_ptr<float>(c, 0);
   const int64_t m = y.dim(-2), n = y.dim(-1), k = ta ? a.dim(-2) : a.dim(-1);
   const int64_t lda = a.dim(-1), ldb = b.dim(-1);
-  // f16: both operands widened to f32 once (exact), then the f32 GEMM.
-  std::vector<float> wa, wb;
-  if (f16) {
-    wa.resize(static_cast<size_t>(a.numel()));
-    wb.resize(static_cast<size_t>(b.numel()));
-    f16_to_f32_n(pa, wa.data(), a.numel());
-    f16_to_f32_n(pb, wb.data(), b.numel());
-  }
   ThreadPool& pool = pool_of(c);
+  const LowpPlan plan = lowp_plan(a.dtype(), a.shape(), b.shape(), y.shape(), c.attrs, pool.size());
+  // The declared workspace, or (called without one) a buffer of the same layout.
+  const FloatSpan given = workspace_of(c);
+  std::vector<float> owned;
+  float* ws = given.p;
+  if (!ws || given.n < plan.total()) {
+    owned.resize(static_cast<size_t>(plan.total()));
+    ws = owned.data();
+  }
+  const bool f16 = plan.f16;
+  float* wa = ws;
+  float* wb = ws + plan.wide_a;
+  float* gemm_ws = ws + plan.wide_a + plan.wide_b;
+  if (f16) {
+    f16_to_f32_n(pa, wa, a.numel());
+    f16_to_f32_n(pb, wb, b.numel());
+  }
   auto product = [&](int64_t rows, int64_t off_a, int64_t off_b, float* out) {
     if (f16)
-      gemm(pool, GemmArgs{.trans_a = ta, .trans_b = tb, .m = rows, .n = n, .k = k, .a = wa.data() + off_a,
-                          .lda = lda, .b = wb.data() + off_b, .ldb = ldb, .c = out, .ldc = n});
+      gemm(pool, GemmArgs{.trans_a = ta, .trans_b = tb, .m = rows, .n = n, .k = k, .a = wa + off_a, .lda = lda,
+                          .b = wb + off_b, .ldb = ldb, .c = out, .ldc = n, .workspace = gemm_ws,
+                          .workspace_floats = plan.gemm});
     else
       gemm_bf16(pool, GemmBf16Args{.trans_a = ta, .trans_b = tb, .m = rows, .n = n, .k = k, .a = pa + off_a,
-                                   .lda = lda, .b = pb + off_b, .ldb = ldb, .c = out, .ldc = n});
+                                   .lda = lda, .b = pb + off_b, .ldb = ldb, .c = out, .ldc = n,
+                                   .workspace = gemm_ws, .workspace_floats = plan.gemm});
   };
   const int64_t batch = y.numel() / std::max<int64_t>(m * n, 1);
   // One matrix, or one B for the whole batch with A's rows in order: a single GEMM.
@@ -378,6 +488,8 @@ void matmul_lowp_kernel(const KernelCall& c) {
 void register_lowp_kernels(OpRegistry& reg) {
   reg.register_kernel("matmul_lowp", DeviceKind::CPU, DType::BF16, matmul_lowp_kernel);
   reg.register_kernel("matmul_lowp", DeviceKind::CPU, DType::F16, matmul_lowp_kernel);
+  reg.register_workspace("matmul_lowp", DeviceKind::CPU, DType::BF16, matmul_lowp_workspace);
+  reg.register_workspace("matmul_lowp", DeviceKind::CPU, DType::F16, matmul_lowp_workspace);
 }
 
 }  // namespace mls::cpu

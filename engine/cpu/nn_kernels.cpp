@@ -10,22 +10,62 @@ namespace mls::cpu {
 
 namespace {
 
+// How matmul runs a shape on `threads`: one GEMM (2-D, or a batch folded into M), or a batch
+// of GEMMs, split over `slots` parts of the pool when each is too small to thread (slot i
+// runs its entries in turn, each on one thread) or else run one after another. The
+// workspace is one GEMM's scratch per slot.
+struct MatmulPlan {
+  GemmArgs g;  // shape only, and one batch entry's where batched
+  int64_t batch = 1, slots = 1;
+  bool folded = true;
+  int64_t slot_floats = 0;
+};
+
+MatmulPlan matmul_plan(const Shape& as, const Shape& bs, const Shape& ys, const Attrs& attrs, int threads) {
+  MatmulPlan p;
+  const bool ta = attrs.get_int("transpose_a") != 0, tb = attrs.get_int("transpose_b") != 0;
+  const int64_t m = ys[ys.size() - 2], n = ys.back(), k = ta ? as[as.size() - 2] : as.back();
+  p.g = GemmArgs{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .lda = as.back(), .ldb = bs.back(), .ldc = n};
+  const int64_t batch = numel(ys) / std::max<int64_t>(m * n, 1);
+  // One B for the whole batch and A's rows in order: a single GEMM with the batch in M.
+  if (ys.size() > 2 && numel(bs) == k * n && !ta && numel(as) == batch * m * k) p.g.m = batch * m;
+  p.folded = ys.size() == 2 || p.g.m != m || batch <= 1;
+  if (!p.folded) {
+    p.batch = batch;
+    const int64_t macs = std::max<int64_t>(m * n * k, 1);
+    if (macs < kGemmParallelMacs)
+      p.slots = std::min<int64_t>({threads, batch, std::max<int64_t>(1, batch * macs * 4 / kGemmParallelMacs)});
+  }
+  p.slot_floats = (gemm_workspace_floats(p.g, threads) + 15) / 16 * 16;
+  return p;
+}
+
+size_t matmul_workspace(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs& a, const Backend& be) {
+  const MatmulPlan p = matmul_plan(in[0].shape, in[1].shape, out[0].shape, a, be.num_threads());
+  return static_cast<size_t>(p.slots * p.slot_floats) * sizeof(float);
+}
+
 void matmul_kernel(const KernelCall& c) {
   const Tensor& a = *c.inputs[0];
   const Tensor& b = *c.inputs[1];
   Tensor& y = *c.outputs[0];
-  const bool ta = c.attrs.get_int("transpose_a") != 0, tb = c.attrs.get_int("transpose_b") != 0;
-  const int64_t m = y.dim(-2), n = y.dim(-1), k = ta ? a.dim(-2) : a.dim(-1);
-  GemmArgs g{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = in_ptr<float>(c, 0), .lda = a.dim(-1),
-             .b = in_ptr<float>(c, 1), .ldb = b.dim(-1), .c = out_ptr<float>(c, 0), .ldc = n};
   ThreadPool& pool = pool_of(c);
-  if (y.rank() == 2) return gemm(pool, g);
-  const int64_t batch = y.numel() / std::max<int64_t>(m * n, 1);
-  // One B for the whole batch and A's rows in order: a single GEMM with the batch in M.
-  if (b.numel() == k * n && !ta && a.numel() == batch * m * k) {
-    g.m = batch * m;
+  const MatmulPlan plan = matmul_plan(a.shape(), b.shape(), y.shape(), c.attrs, pool.size());
+  GemmArgs g = plan.g;
+  g.a = in_ptr<float>(c, 0);
+  g.b = in_ptr<float>(c, 1);
+  g.c = out_ptr<float>(c, 0);
+  const FloatSpan ws = workspace_of(c);
+  const bool have_ws = ws.p && ws.n >= plan.slots * plan.slot_floats;
+  auto slot = [&](GemmArgs& gi, int64_t i) {
+    gi.workspace = have_ws ? ws.p + i * plan.slot_floats : nullptr;
+    gi.workspace_floats = have_ws ? plan.slot_floats : 0;
+  };
+  if (plan.folded) {
+    slot(g, 0);
     return gemm(pool, g);
   }
+  const int64_t m = g.m, n = g.n, batch = plan.batch;
   // Each operand's matrix offset per batch entry (0 strides where it broadcasts).
   Shape bshape(y.shape().begin(), y.shape().end() - 2);
   auto batch_strides = [&](const Tensor& t) {
@@ -43,22 +83,24 @@ void matmul_kernel(const KernelCall& c) {
   off_b.reserve(static_cast<size_t>(batch));
   for_each_offset(bshape, batch_strides(a), [&](int64_t o) { off_a.push_back(o); });
   for_each_offset(bshape, batch_strides(b), [&](int64_t o) { off_b.push_back(o); });
-  auto gemms = [&](int64_t lo, int64_t hi) {
+  auto gemms = [&](int64_t lo, int64_t hi, int64_t s) {
     for (int64_t i = lo; i < hi; ++i) {
       GemmArgs gi = g;
       gi.a += off_a[static_cast<size_t>(i)];
       gi.b += off_b[static_cast<size_t>(i)];
       gi.c += i * m * n;
+      slot(gi, s);
       gemm(pool, gi);  // inline when this runs as a pool job
     }
   };
-  // Products too small to thread on their own split the batch over the pool; larger ones
-  // run one after another, each threaded inside gemm.
-  const int64_t macs = std::max<int64_t>(m * n * k, 1);
-  if (macs < kGemmParallelMacs)
-    pool.parallel_for(0, batch, std::max<int64_t>(1, kGemmParallelMacs / macs / 4), gemms);
+  // Products too small to thread on their own split the batch over the pool's slots; larger
+  // ones run one after another, each threaded inside gemm.
+  if (plan.slots > 1)
+    pool.parallel_for(0, plan.slots, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t s = lo; s < hi; ++s) gemms(batch * s / plan.slots, batch * (s + 1) / plan.slots, s);
+    });
   else
-    gemms(0, batch);
+    gemms(0, batch, 0);
 }
 
 // Lines along `axis` as (outer, len, inner) with element (o, i, j) at (o*len + i)*inner + j.
@@ -122,6 +164,7 @@ void argmax_kernel(const KernelCall& c) {
 
 void register_nn_kernels(OpRegistry& reg) {
   reg.register_kernel("matmul", DeviceKind::CPU, DType::F32, matmul_kernel);
+  reg.register_workspace("matmul", DeviceKind::CPU, DType::F32, matmul_workspace);
   reg.register_kernel("log_softmax", DeviceKind::CPU, DType::F32, log_softmax_kernel);
   reg.register_kernel("one_hot", DeviceKind::CPU, DType::I64, one_hot_kernel);
   reg.register_kernel("argmax", DeviceKind::CPU, DType::F32, argmax_kernel);
