@@ -528,9 +528,17 @@ enum class ConvGemm { Forward, BackwardInput, BackwardWeight };
 size_t gemm_floats(const ConvShape& s, ConvGemm which, int64_t threads) {
   GemmArgs g;
   switch (which) {
-    case ConvGemm::Forward: g = GemmArgs{.m = s.og, .n = s.pixels(), .k = s.k()}; break;
-    case ConvGemm::BackwardInput: g = GemmArgs{.trans_a = true, .m = s.k(), .n = s.pixels(), .k = s.og}; break;
-    case ConvGemm::BackwardWeight: g = GemmArgs{.trans_b = true, .m = s.og, .n = s.k(), .k = s.pixels()}; break;
+    case ConvGemm::Forward:
+      g = GemmArgs{.m = s.og, .n = s.pixels(), .k = s.k(), .lda = s.k(), .ldb = s.pixels(), .ldc = s.pixels()};
+      break;
+    case ConvGemm::BackwardInput:
+      g = GemmArgs{.trans_a = true, .m = s.k(), .n = s.pixels(), .k = s.og, .lda = s.k(), .ldb = s.pixels(),
+                   .ldc = s.pixels()};
+      break;
+    case ConvGemm::BackwardWeight:  // accumulates (beta 1) over the task's samples
+      g = GemmArgs{.trans_b = true, .m = s.og, .n = s.k(), .k = s.pixels(), .lda = s.pixels(), .ldb = s.pixels(),
+                   .ldc = s.k(), .beta = 1.f};
+      break;
   }
   return round16(static_cast<size_t>(gemm_workspace_floats(g, static_cast<int>(threads))));
 }

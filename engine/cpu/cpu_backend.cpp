@@ -85,9 +85,19 @@ void CpuBackend::copy_device(const Buffer& src, size_t src_offset, Buffer& dst, 
 
 void set_default_threads(int threads) { g_default_threads = threads; }
 
+// The default pool: set_default_threads, else MLS_THREADS (a positive count), else one
+// thread per hardware thread.
+static int default_threads() {
+  if (g_default_threads > 0) return g_default_threads;
+  if (const char* env = std::getenv("MLS_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 CpuBackend& backend() {
-  static CpuBackend b(g_default_threads > 0 ? g_default_threads
-                                            : std::max(1u, std::thread::hardware_concurrency()));
+  static CpuBackend b(default_threads());
   return b;
 }
 

@@ -67,23 +67,28 @@ constexpr int64_t kMinParallelGemv = int64_t{1} << 21;
 
 // [SECTION] Scratch and masks
 
-constexpr int64_t kPanelFloats = kMaxKC * kNR;  // one packed panel of B: 32 KB, a 64-byte multiple
-
 int64_t round16(int64_t floats) { return (floats + 15) / 16 * 16; }  // keeps 64-byte alignment
 
+// K per pass for a product of depth k: passes of at most kMaxKC, as even as can be.
+int64_t k_step(int64_t k) {
+  const int64_t passes = (k + kMaxKC - 1) / kMaxKC;
+  return (k + passes - 1) / passes;
+}
+
 // Where a call's scratch lives: the caller's workspace (GemmArgs::workspace), laid out as the
-// panels of each part that runs at once followed by the auxiliary floats; or, without one,
-// this thread's buffers. gemm_workspace_floats() sizes the same layout.
+// panels of each part that runs at once (panel_floats each) followed by the auxiliary floats;
+// or, without one, this thread's buffers. gemm_workspace_floats() sizes the same layout.
 struct Scratch {
   float* ws = nullptr;
-  int64_t panels = 0;
-  // Part `part`'s panel (a part runs on one thread at a time).
+  int64_t panels = 0, panel_floats = 0;
+  // Part `part`'s panel (a part runs on one thread at a time): room for k_step(k) x kNR.
   float* panel(int64_t part) const {
-    return ws ? ws + part * kPanelFloats : thread_scratch<float>(static_cast<size_t>(kPanelFloats), ScratchSlot::GemmPanel);
+    return ws ? ws + part * panel_floats
+              : thread_scratch<float>(static_cast<size_t>(kMaxKC * kNR), ScratchSlot::GemmPanel);
   }
-  // The calling thread's auxiliary floats (split-K's partial C, a GEMV's gathered x).
+  // The calling thread's auxiliary floats (split-K's partial C).
   float* aux(int64_t floats) const {
-    return ws ? ws + panels * kPanelFloats : thread_scratch<float>(static_cast<size_t>(floats), ScratchSlot::GemmAux);
+    return ws ? ws + panels * panel_floats : thread_scratch<float>(static_cast<size_t>(floats), ScratchSlot::GemmAux);
   }
 };
 
@@ -226,10 +231,11 @@ void pack_bt(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) 
 // [SECTION] Blocked GEMM
 
 // Rows [i0, i1) x columns [j0, j1) of C, on the calling thread.
-// `panel`: kPanelFloats, 64-byte aligned, this call's alone.
+// `panel`: k_step(g.k) x kNR floats, 64-byte aligned, this call's alone (unused where the
+// block reads B in place).
 void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* panel) {
   const bool direct = !g.trans_b && i1 - i0 <= kDirectRows;
-  const int64_t passes = (g.k + kMaxKC - 1) / kMaxKC, kstep = (g.k + passes - 1) / passes;
+  const int64_t kstep = k_step(g.k);
   for (int64_t p0 = 0; p0 < g.k; p0 += kstep) {
     const int64_t kc = std::min(kstep, g.k - p0);
     Tile t{g.beta, p0 == 0, p0 + kc == g.k, nullptr, g.bias ? g.bias_axis : BiasAxis::None, g.act};
@@ -264,13 +270,16 @@ constexpr int64_t kWholeColumnRows = 256;
 constexpr int64_t kSplitK = 512;  // from this K on, whole-column products split K instead
 constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
 
+// Where split-K divides K: any point works; a multiple of the tile rows keeps it tidy.
+int64_t split_point(const GemmArgs& g) { return (g.k / 2 + kMR - 1) / kMR * kMR; }
+
 // A few rows of A against a tall B (a dense layer's forward, x [128, 784] W [784, 256]),
 // on two threads: each thread takes one half of K, so it reads one contiguous half of B's
 // rows, the half that the optimizer's update (split the same way, by contiguous halves) left
 // in its cache. The halves are added, then the bias and activation: always in that order, on
 // any number of threads, so the bits do not depend on the thread count.
 void gemm_split_k(ThreadPool& pool, const GemmArgs& g, int parts, const Scratch& sc) {
-  const int64_t k0 = (g.k / 2 + kMR - 1) / kMR * kMR;  // any split point works; keep it tidy
+  const int64_t k0 = split_point(g);
   float* partial = sc.aux(g.m * g.n);
   GemmArgs lo = g, hi = g;
   lo.k = k0;
@@ -315,9 +324,17 @@ bool split_k(const GemmArgs& g) {
   return g.m * g.n * g.k >= kGemmParallelMacs && g.m <= kWholeColumnRows && g.n >= g.m && g.k >= kSplitK;
 }
 
-// The blocked product's scratch: a panel per part (split-K: one per half) and split-K's
-// partial C.
-int64_t blocked_panels(const GemmArgs& g, int threads) { return split_k(g) ? 2 : blocked_parts(g, threads); }
+// The blocked product's scratch: a panel per part (split-K: one per half; none where every
+// block reads B in place) and split-K's partial C.
+int64_t blocked_panels(const GemmArgs& g, int threads) {
+  if (!g.trans_b && g.m <= kDirectRows) return 0;
+  return split_k(g) ? 2 : blocked_parts(g, threads);
+}
+int64_t blocked_panel_floats(const GemmArgs& g) {
+  // Split-K's halves are K's two parts: the larger's step covers both.
+  const int64_t k = split_k(g) ? std::max(split_point(g), g.k - split_point(g)) : g.k;
+  return round16(k_step(k) * kNR);
+}
 int64_t blocked_aux(const GemmArgs& g) { return split_k(g) ? round16(g.m * g.n) : 0; }
 
 void gemm_blocked(ThreadPool& pool, const GemmArgs& g, const Scratch& sc) {
@@ -462,12 +479,17 @@ void gemv_range(const Gemv& v, const GemmArgs& g, int64_t lo, int64_t hi, float*
   if (v.incy == 1) apply_activation(g.act, v.y + lo, hi - lo);
 }
 
-// A GEMV's scratch in a workspace: x gathered (strided x only), then a sum per output.
+// A GEMV's scratch in a workspace: x gathered where it is strided, then a sum per output
+// where they cannot be written in place (a strided y, or beta != 0). As gemv() decides.
 int64_t gemv_x_floats(const GemmArgs& g) {
-  const bool strided = g.m == 1 ? g.trans_a : !g.trans_b;
-  return strided ? round16(g.k) : 0;
+  const int64_t incx = g.m == 1 ? (g.trans_a ? g.lda : 1) : (g.trans_b ? 1 : g.ldb);
+  return incx != 1 ? round16(g.k) : 0;
 }
-int64_t gemv_floats(const GemmArgs& g) { return gemv_x_floats(g) + round16(g.m == 1 ? g.n : g.m); }
+int64_t gemv_floats(const GemmArgs& g) {
+  const int64_t incy = g.m == 1 ? 1 : g.ldc;
+  const bool in_place = incy == 1 && g.beta == 0.0f;
+  return gemv_x_floats(g) + (in_place ? 0 : round16(g.m == 1 ? g.n : g.m));
+}
 
 void gemv(ThreadPool& pool, const GemmArgs& g, float* ws) {
   Gemv v;
@@ -526,7 +548,7 @@ void scale_only(const GemmArgs& g) {
 int64_t gemm_avx512_workspace_floats(const GemmArgs& g, int threads) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return 0;
   if (g.m == 1 || g.n == 1) return gemv_floats(g);
-  return blocked_panels(g, threads) * kPanelFloats + blocked_aux(g);
+  return blocked_panels(g, threads) * blocked_panel_floats(g) + blocked_aux(g);
 }
 
 void gemm_avx512(ThreadPool& pool, const GemmArgs& g) {
@@ -538,7 +560,7 @@ void gemm_avx512(ThreadPool& pool, const GemmArgs& g) {
   if (ws && (reinterpret_cast<uintptr_t>(ws) % 64 != 0 || g.workspace_floats < gemm_avx512_workspace_floats(g, pool.size())))
     ws = nullptr;
   if (g.m == 1 || g.n == 1) return gemv(pool, g, ws);
-  gemm_blocked(pool, g, Scratch{ws, ws ? blocked_panels(g, pool.size()) : 0});
+  gemm_blocked(pool, g, Scratch{ws, ws ? blocked_panels(g, pool.size()) : 0, blocked_panel_floats(g)});
 }
 
 #endif  // __AVX512F__

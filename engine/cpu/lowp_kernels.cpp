@@ -402,10 +402,12 @@ LowpPlan lowp_plan(DType t, const Shape& as, const Shape& bs, const Shape& ys, c
     p.wide_a = round16_floats(numel(as));
     p.wide_b = round16_floats(numel(bs));
     p.gemm = round16_floats(gemm_workspace_floats(
-        GemmArgs{.trans_a = ta, .trans_b = tb, .m = p.rows, .n = n, .k = k, .lda = as.back(), .ldb = bs.back()}, threads));
+        GemmArgs{.trans_a = ta, .trans_b = tb, .m = p.rows, .n = n, .k = k, .lda = as.back(), .ldb = bs.back(), .ldc = n},
+        threads));
   } else {
     p.gemm = round16_floats(gemm_bf16_workspace_floats(
-        GemmBf16Args{.trans_a = ta, .trans_b = tb, .m = p.rows, .n = n, .k = k, .lda = as.back(), .ldb = bs.back()},
+        GemmBf16Args{.trans_a = ta, .trans_b = tb, .m = p.rows, .n = n, .k = k, .lda = as.back(), .ldb = bs.back(),
+                     .ldc = n},
         threads));
   }
   return p;

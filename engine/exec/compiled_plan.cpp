@@ -207,7 +207,7 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
   // The kernels' declared workspace: a request per step, for its wave alone.
   std::vector<int32_t> ws_req(p.schedule_.size(), -1);
   std::vector<size_t> ws_bytes(p.schedule_.size(), 0);
-  for (size_t s = 0; s < p.schedule_.size(); ++s) {
+  for (size_t s = 0; s < p.schedule_.size() && opt.kernel_workspace; ++s) {
     const Node& n = g.nodes()[static_cast<size_t>(p.schedule_[s])];
     if (n.op->view) continue;
     std::vector<ValueType> in_t, out_t;

@@ -53,6 +53,11 @@ struct PlanOptions {
   // Nodes whose label is listed run on the host although the device has their kernels (a
   // project's per-node "device": "cpu"), with the same copies as a fallback.
   std::vector<std::string> host_labels;
+  // The kernels' declared workspace (OpRegistry::register_workspace) placed in the arena for
+  // its wave. Off: the kernels find their own scratch (unplanned, unseen by the memory
+  // view); for comparing how two graphs' activations are placed, which scratch that no pass
+  // can shrink would blur.
+  bool kernel_workspace = true;
 };
 
 struct PlanStats {
