@@ -12,14 +12,8 @@
 #include <string>
 
 #include "engine/core/backend_registry.h"
-#include "engine/cpu/cpu_backend.h"
+#include "gpu/backends.h"
 #include "runner/project.h"
-#ifdef MLSTUDIO_HAVE_VULKAN
-#include "gpu/vulkan/vulkan_backend.h"
-#endif
-#ifdef MLSTUDIO_HAVE_CUDA
-#include "gpu/cuda/cuda_backend.h"
-#endif
 
 namespace {
 
@@ -49,13 +43,7 @@ int main(int argc, char** argv) {
     else
       return fail("unknown option " + flag);
   }
-  mls::cpu::init();
-#ifdef MLSTUDIO_HAVE_VULKAN
-  mls::vulkan::init();
-#endif
-#ifdef MLSTUDIO_HAVE_CUDA
-  mls::cuda::init();
-#endif
+  mls::gpu::init_backends();
   auto p = mls::runner::open_project(o);
   if (!p) return fail(p.error().message);
   auto backend = mls::runner::open_backend(*p);

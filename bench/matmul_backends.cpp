@@ -20,12 +20,7 @@
 #include "engine/core/backend_registry.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/exec/eager.h"
-#ifdef MLSTUDIO_HAVE_VULKAN
-#include "gpu/vulkan/vulkan_backend.h"
-#endif
-#ifdef MLSTUDIO_HAVE_CUDA
-#include "gpu/cuda/cuda_backend.h"
-#endif
+#include "gpu/backends.h"  // the Vulkan and CUDA backends' headers where this build has them
 
 namespace {
 
@@ -79,13 +74,7 @@ struct Product {
 
 int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
-  mls::cpu::init();
-#ifdef MLSTUDIO_HAVE_VULKAN
-  mls::vulkan::init();
-#endif
-#ifdef MLSTUDIO_HAVE_CUDA
-  mls::cuda::init();
-#endif
+  mls::gpu::init_backends();
   const Product products[] = {
       {"MLP fc1 forward", 128, 256, 784, false, false}, {"MLP fc1 dW", 784, 256, 128, true, false},
       {"square 512", 512, 512, 512, false, false},      {"square 1024", 1024, 1024, 1024, false, false},

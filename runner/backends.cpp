@@ -3,26 +3,12 @@
 #include <thread>
 
 #include "engine/core/backend_registry.h"
-#include "engine/cpu/cpu_backend.h"
+#include "gpu/backends.h"
 #include "runner/training_run.h"
-#ifdef MLSTUDIO_HAVE_VULKAN
-#include "gpu/vulkan/vulkan_backend.h"
-#endif
-#ifdef MLSTUDIO_HAVE_CUDA
-#include "gpu/cuda/cuda_backend.h"
-#endif
 
 namespace mls::runner {
 
-void init_backends() {
-  cpu::init();
-#ifdef MLSTUDIO_HAVE_VULKAN
-  vulkan::init();
-#endif
-#ifdef MLSTUDIO_HAVE_CUDA
-  cuda::init();
-#endif
-}
+void init_backends() { gpu::init_backends(); }
 
 std::vector<DeviceLine> describe_devices() {
   init_backends();

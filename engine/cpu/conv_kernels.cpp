@@ -82,21 +82,6 @@ int64_t batch_tasks(int64_t threads, int64_t n, double macs) {
   return std::clamp<int64_t>(by_work, 1, std::max<int64_t>(1, std::min<int64_t>(n, threads)));
 }
 
-// The kernel's scratch: the workspace its caller placed for it (a compiled plan's arena, the
-// eager session's buffer), else a vector of its own for this call. The kernels below carve
-// it the way their workspace functions (conv_workspace) size it.
-struct Workspace {
-  float* base = nullptr;
-  std::vector<float> own;
-  Workspace(const KernelCall& c, size_t floats) {
-    if (c.workspace && c.workspace->host_ptr() && c.workspace_bytes >= floats * sizeof(float)) {
-      base = reinterpret_cast<float*>(static_cast<char*>(c.workspace->host_ptr()) + c.workspace_offset);
-    } else if (floats > 0) {
-      own.resize(floats);
-      base = own.data();
-    }
-  }
-};
 
 // fn(sample_lo, sample_hi, task) for `tasks` contiguous ranges of n samples.
 template <typename Fn>
@@ -507,23 +492,15 @@ void col2im(const float* col, float* x, const ConvShape& s) {
   });
 }
 
-// A task's GEMM scratch (packed panels), carved from the kernel's workspace: see gemm_floats.
-struct GemmScratch {
-  float* p = nullptr;
-  int64_t floats = 0;
-};
-
 void gemm(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, GemmScratch ws) {
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, FloatSpan ws) {
   cpu::gemm(pool, GemmArgs{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = a, .lda = lda,
                            .b = b, .ldb = ldb, .c = c, .ldc = ldc, .beta = beta, .workspace = ws.p,
-                           .workspace_floats = ws.floats});
+                           .workspace_floats = ws.n});
 }
 
-size_t round16(size_t floats) { return (floats + 15) / 16 * 16; }  // keeps 64-byte alignment
-
-// The GEMM scratch of one task of each BLAS path (cpu::gemm_workspace_floats), rounded so
-// each task's starts 64-byte aligned.
+// The GEMM scratch of one task of each BLAS path (cpu::gemm_workspace_floats: a multiple of
+// 16 floats, so each task's starts 64-byte aligned).
 enum class ConvGemm { Forward, BackwardInput, BackwardWeight };
 size_t gemm_floats(const ConvShape& s, ConvGemm which, int64_t threads) {
   GemmArgs g;
@@ -540,7 +517,7 @@ size_t gemm_floats(const ConvShape& s, ConvGemm which, int64_t threads) {
                    .ldc = s.k(), .beta = 1.f};
       break;
   }
-  return round16(static_cast<size_t>(gemm_workspace_floats(g, static_cast<int>(threads))));
+  return static_cast<size_t>(gemm_workspace_floats(g, static_cast<int>(threads)));
 }
 
 // cpu::gemm keeps a GEMM on the calling thread below M*N*K = kGemmParallelMacs.
@@ -566,12 +543,12 @@ Direct forward_direct_of(const ConvShape& s) {
 // The BLAS paths: each task's column matrix, then (64-byte aligned) each task's GEMM scratch.
 size_t blas_floats(const ConvShape& s, ConvGemm which, int64_t threads) {
   const auto tasks = static_cast<size_t>(blas_tasks(threads, s));
-  return round16(tasks * col_floats(s)) + tasks * gemm_floats(s, which, threads);
+  return static_cast<size_t>(round_to_line(static_cast<int64_t>(tasks * col_floats(s)))) + tasks * gemm_floats(s, which, threads);
 }
-GemmScratch blas_gemm_scratch(const ConvShape& s, ConvGemm which, int64_t threads, float* base, int64_t task) {
+FloatSpan blas_gemm_scratch(const ConvShape& s, ConvGemm which, int64_t threads, float* base, int64_t task) {
   const auto tasks = static_cast<size_t>(blas_tasks(threads, s));
   const size_t per = gemm_floats(s, which, threads);
-  return {base + round16(tasks * col_floats(s)) + static_cast<size_t>(task) * per, static_cast<int64_t>(per)};
+  return {base + static_cast<size_t>(round_to_line(static_cast<int64_t>(tasks * col_floats(s)))) + static_cast<size_t>(task) * per, static_cast<int64_t>(per)};
 }
 
 size_t forward_floats(const ConvShape& s, int64_t threads) {
@@ -615,7 +592,7 @@ size_t weight_floats(const ConvShape& s, int64_t threads) {
   const WeightPlan wp = weight_plan(s, threads);
   const size_t before = static_cast<size_t>((wp.tasks - 1) * s.o * s.k()) + static_cast<size_t>(wp.tasks) * wp.per_task;
   if (wp.direct) return before;
-  return round16(before) + static_cast<size_t>(wp.tasks) * gemm_floats(s, ConvGemm::BackwardWeight, threads);
+  return static_cast<size_t>(round_to_line(static_cast<int64_t>(before))) + static_cast<size_t>(wp.tasks) * gemm_floats(s, ConvGemm::BackwardWeight, threads);
 }
 
 // [SECTION] Kernels
@@ -636,7 +613,7 @@ void conv2d_forward(const KernelCall& c, const float* bias, Activation act) {
   const int64_t k = s.k(), px = s.pixels();
   for_sample_tasks(c, s.n, blas_tasks(threads, s), [&](int64_t lo, int64_t hi, int64_t task) {
     float* col = ws.base + static_cast<size_t>(task) * col_floats(s);
-    const GemmScratch gs = blas_gemm_scratch(s, ConvGemm::Forward, threads, ws.base, task);
+    const FloatSpan gs = blas_gemm_scratch(s, ConvGemm::Forward, threads, ws.base, task);
     for (int64_t n = lo; n < hi; ++n)
       for (int64_t g = 0; g < s.groups; ++g) {
         const float* xg = x + (n * s.c + g * s.cg) * s.h * s.w;
@@ -664,7 +641,7 @@ void conv2d_backward_input_kernel(const KernelCall& c) {
   const int64_t k = s.k(), px = s.pixels(), plane = s.cg * s.h * s.w;
   for_sample_tasks(c, s.n, blas_tasks(threads, s), [&](int64_t lo, int64_t hi, int64_t task) {
     float* col = ws.base + static_cast<size_t>(task) * col_floats(s);
-    const GemmScratch gs = blas_gemm_scratch(s, ConvGemm::BackwardInput, threads, ws.base, task);
+    const FloatSpan gs = blas_gemm_scratch(s, ConvGemm::BackwardInput, threads, ws.base, task);
     for (int64_t n = lo; n < hi; ++n)
       for (int64_t gi = 0; gi < s.groups; ++gi) {
         float* dxg = dx + (n * s.c + gi * s.cg) * s.h * s.w;
@@ -694,7 +671,7 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
   float* partial = ws.base;  // [tasks - 1, size], then each task's scratch
   float* scratch = ws.base + (tasks - 1) * size;
   const size_t gemm_per = wp.direct ? 0 : gemm_floats(s, ConvGemm::BackwardWeight, pool_of(c).size());
-  float* gemm_base = ws.base + round16(static_cast<size_t>((tasks - 1) * size) + static_cast<size_t>(tasks) * wp.per_task);
+  float* gemm_base = ws.base + round_to_line((tasks - 1) * size + tasks * static_cast<int64_t>(wp.per_task));
   std::fill(dw, dw + size, 0.f);
   std::fill(partial, partial + (tasks - 1) * size, 0.f);
   for_sample_tasks(c, s.n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
@@ -707,7 +684,7 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
         if (!s.pointwise()) im2col(xg, mine, s);
         gemm(pool_of(c), false, true, s.og, k, px, g + (n * s.o + gi * s.og) * px, px,
              s.pointwise() ? xg : mine, px, 1.f, acc + gi * s.og * k, k,
-             GemmScratch{gemm_base + static_cast<size_t>(task) * gemm_per, static_cast<int64_t>(gemm_per)});
+             FloatSpan{gemm_base + static_cast<size_t>(task) * gemm_per, static_cast<int64_t>(gemm_per)});
       }
   });
   for (int64_t t = 1; t < tasks; ++t) {

@@ -52,9 +52,14 @@ struct GemmArgs {
 // those over the pool themselves.
 inline constexpr int64_t kGemmParallelMacs = int64_t{1} << 22;
 
-// The scratch one gemm() of this shape takes on a pool of `threads`: packed 128 x 64 panels
-// of B (one per part that runs at once), split-K's second half of C, a GEMV's gathered x and
-// sums. 0 where CBLAS runs the product. Kernels that call gemm() declare it as workspace.
+// `floats` rounded up to a multiple of 16 (64 bytes): regions of a workspace laid end to end
+// at such sizes all start 64-byte aligned, as the packed panels need.
+constexpr int64_t round_to_line(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+// The scratch one gemm() of this shape takes on a pool of `threads` (a multiple of 16
+// floats): packed k x 64 panels of B (one per part that runs at once), split-K's second half
+// of C, a GEMV's gathered x and sums. 0 where CBLAS runs the product. Kernels that call
+// gemm() declare it as workspace.
 int64_t gemm_workspace_floats(const GemmArgs& g, int threads);
 
 // Runs on the calling thread and the pool's workers. The engine's AVX-512 kernels where the

@@ -67,8 +67,6 @@ constexpr int64_t kMinParallelGemv = int64_t{1} << 21;
 
 // [SECTION] Scratch and masks
 
-int64_t round16(int64_t floats) { return (floats + 15) / 16 * 16; }  // keeps 64-byte alignment
-
 // K per pass for a product of depth k: passes of at most kMaxKC, as even as can be.
 int64_t k_step(int64_t k) {
   const int64_t passes = (k + kMaxKC - 1) / kMaxKC;
@@ -333,9 +331,9 @@ int64_t blocked_panels(const GemmArgs& g, int threads) {
 int64_t blocked_panel_floats(const GemmArgs& g) {
   // Split-K's halves are K's two parts: the larger's step covers both.
   const int64_t k = split_k(g) ? std::max(split_point(g), g.k - split_point(g)) : g.k;
-  return round16(k_step(k) * kNR);
+  return round_to_line(k_step(k) * kNR);
 }
-int64_t blocked_aux(const GemmArgs& g) { return split_k(g) ? round16(g.m * g.n) : 0; }
+int64_t blocked_aux(const GemmArgs& g) { return split_k(g) ? round_to_line(g.m * g.n) : 0; }
 
 void gemm_blocked(ThreadPool& pool, const GemmArgs& g, const Scratch& sc) {
   const int parts = blocked_parts(g, pool.size());
@@ -483,12 +481,12 @@ void gemv_range(const Gemv& v, const GemmArgs& g, int64_t lo, int64_t hi, float*
 // where they cannot be written in place (a strided y, or beta != 0). As gemv() decides.
 int64_t gemv_x_floats(const GemmArgs& g) {
   const int64_t incx = g.m == 1 ? (g.trans_a ? g.lda : 1) : (g.trans_b ? 1 : g.ldb);
-  return incx != 1 ? round16(g.k) : 0;
+  return incx != 1 ? round_to_line(g.k) : 0;
 }
 int64_t gemv_floats(const GemmArgs& g) {
   const int64_t incy = g.m == 1 ? 1 : g.ldc;
   const bool in_place = incy == 1 && g.beta == 0.0f;
-  return gemv_x_floats(g) + (in_place ? 0 : round16(g.m == 1 ? g.n : g.m));
+  return gemv_x_floats(g) + (in_place ? 0 : round_to_line(g.m == 1 ? g.n : g.m));
 }
 
 void gemv(ThreadPool& pool, const GemmArgs& g, float* ws) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/core/op.h"
 #include "engine/core/tensor.h"
@@ -45,6 +46,23 @@ inline FloatSpan workspace_of(const KernelCall& c) {
   return {reinterpret_cast<float*>(static_cast<char*>(c.workspace->host_ptr()) + c.workspace_offset),
           static_cast<int64_t>(c.workspace_bytes / sizeof(float))};
 }
+
+// A kernel's scratch of `floats`: the workspace its caller placed (a compiled plan's arena,
+// the eager session's buffer) where it is large enough, else a vector of its own for this
+// call (a kernel called directly). The kernel carves it as its workspace function sizes it.
+struct Workspace {
+  float* base = nullptr;
+  std::vector<float> own;
+  Workspace(const KernelCall& c, size_t floats) {
+    const FloatSpan given = workspace_of(c);
+    if (given.p && static_cast<size_t>(given.n) >= floats) {
+      base = given.p;
+    } else if (floats > 0) {
+      own.resize(floats);
+      base = own.data();
+    }
+  }
+};
 
 // Elements below which a loop is not worth splitting across threads.
 inline constexpr int64_t kParallelGrain = 1 << 15;

@@ -102,8 +102,6 @@ void f16_to_f32_n(const uint16_t* x, float* y, int64_t n) {
 
 namespace {
 
-int64_t round16(int64_t floats) { return (floats + 15) / 16 * 16; }
-
 // The portable bf16 GEMM: both operands widened to f32 (exactly), then SGEMM. Its workspace:
 // the f32 copies of A and B, then the SGEMM's.
 struct Widened {
@@ -112,7 +110,7 @@ struct Widened {
 };
 Widened widened_of(const GemmBf16Args& g) {
   const int64_t rows_a = g.trans_a ? g.k : g.m, rows_b = g.trans_b ? g.n : g.k;
-  return {round16(rows_a * g.lda), round16(rows_b * g.ldb),
+  return {round_to_line(rows_a * g.lda), round_to_line(rows_b * g.ldb),
           GemmArgs{.trans_a = g.trans_a, .trans_b = g.trans_b, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda,
                    .ldb = g.ldb, .c = g.c, .ldc = g.ldc}};
 }
@@ -305,7 +303,7 @@ MicroFn micro_for(int64_t rows, int64_t cols) {
 struct Split {
   int64_t slots = 1, max_rows = 0;
   bool by_panels = true;
-  int64_t a_words() const { return ((max_rows + kMR - 1) / kMR * (kKC / 2) * kMR + 15) / 16 * 16; }
+  int64_t a_words() const { return round_to_line((max_rows + kMR - 1) / kMR * (kKC / 2) * kMR); }
   static constexpr int64_t b_words() { return (kKC / 2) * kNR; }
   int64_t slot_words() const { return a_words() + b_words(); }
 };
@@ -384,11 +382,9 @@ namespace {
 struct LowpPlan {
   bool f16 = false;
   int64_t rows = 0;  // of each product
-  int64_t wide_a = 0, wide_b = 0, gemm = 0;  // floats, each rounded to 64 bytes
+  int64_t wide_a = 0, wide_b = 0, gemm = 0;  // floats, each a multiple of 64 bytes
   int64_t total() const { return wide_a + wide_b + gemm; }
 };
-
-int64_t round16_floats(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 LowpPlan lowp_plan(DType t, const Shape& as, const Shape& bs, const Shape& ys, const Attrs& attrs, int threads) {
   LowpPlan p;
@@ -399,16 +395,16 @@ LowpPlan lowp_plan(DType t, const Shape& as, const Shape& bs, const Shape& ys, c
   p.f16 = t == DType::F16;
   p.rows = single ? batch * m : m;
   if (p.f16) {
-    p.wide_a = round16_floats(numel(as));
-    p.wide_b = round16_floats(numel(bs));
-    p.gemm = round16_floats(gemm_workspace_floats(
+    p.wide_a = round_to_line(numel(as));
+    p.wide_b = round_to_line(numel(bs));
+    p.gemm = gemm_workspace_floats(
         GemmArgs{.trans_a = ta, .trans_b = tb, .m = p.rows, .n = n, .k = k, .lda = as.back(), .ldb = bs.back(), .ldc = n},
-        threads));
+        threads);
   } else {
-    p.gemm = round16_floats(gemm_bf16_workspace_floats(
+    p.gemm = gemm_bf16_workspace_floats(
         GemmBf16Args{.trans_a = ta, .trans_b = tb, .m = p.rows, .n = n, .k = k, .lda = as.back(), .ldb = bs.back(),
                      .ldc = n},
-        threads));
+        threads);
   }
   return p;
 }
@@ -434,13 +430,8 @@ void matmul_lowp_kernel(const KernelCall& c) {
   ThreadPool& pool = pool_of(c);
   const LowpPlan plan = lowp_plan(a.dtype(), a.shape(), b.shape(), y.shape(), c.attrs, pool.size());
   // The declared workspace, or (called without one) a buffer of the same layout.
-  const FloatSpan given = workspace_of(c);
-  std::vector<float> owned;
-  float* ws = given.p;
-  if (!ws || given.n < plan.total()) {
-    owned.resize(static_cast<size_t>(plan.total()));
-    ws = owned.data();
-  }
+  Workspace scratch(c, static_cast<size_t>(plan.total()));
+  float* ws = scratch.base;
   const bool f16 = plan.f16;
   float* wa = ws;
   float* wb = ws + plan.wide_a;

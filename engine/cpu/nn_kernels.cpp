@@ -36,7 +36,7 @@ MatmulPlan matmul_plan(const Shape& as, const Shape& bs, const Shape& ys, const 
     if (macs < kGemmParallelMacs)
       p.slots = std::min<int64_t>({threads, batch, std::max<int64_t>(1, batch * macs * 4 / kGemmParallelMacs)});
   }
-  p.slot_floats = (gemm_workspace_floats(p.g, threads) + 15) / 16 * 16;
+  p.slot_floats = gemm_workspace_floats(p.g, threads);  // a multiple of 64 bytes
   return p;
 }
 

@@ -3,15 +3,13 @@
 #define CATCH_CONFIG_EXTERNAL_INTERFACES
 #include <catch2/catch.hpp>
 
-#include "engine/cpu/cpu_backend.h"
-#include "tests/gpu/gpu_test_util.h"
+#include "gpu/backends.h"
 
 namespace {
 struct GpuInit : Catch::TestEventListenerBase {
   using TestEventListenerBase::TestEventListenerBase;
   void testRunStarting(Catch::TestRunInfo const&) override {
-    mls::cpu::init();
-    mls::test::init_gpu_backends();
+    mls::gpu::init_backends();
   }
 };
 }  // namespace

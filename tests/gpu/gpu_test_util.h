@@ -10,23 +10,9 @@
 #include <string>
 
 #include "engine/core/backend_registry.h"
-#ifdef MLSTUDIO_HAVE_VULKAN
-#include "gpu/vulkan/vulkan_backend.h"
-#endif
-#ifdef MLSTUDIO_HAVE_CUDA
-#include "gpu/cuda/cuda_backend.h"
-#endif
+#include "gpu/backends.h"
 
 namespace mls::test {
-
-inline void init_gpu_backends() {
-#ifdef MLSTUDIO_HAVE_VULKAN
-  vulkan::init();
-#endif
-#ifdef MLSTUDIO_HAVE_CUDA
-  cuda::init();
-#endif
-}
 
 // The device, or nullptr after a visible warning when this build or machine has none. Where
 // MLS_REQUIRE_DEVICES names it (make test: "vulkan", which lavapipe always provides), a

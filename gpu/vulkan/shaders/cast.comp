@@ -139,13 +139,8 @@ void main() {
     // A word of 2 or 4 narrow elements: those of this tensor replaced, the rest kept.
     const uint per = 4u / out_size, mask = out_size == 2u ? 0xffffu : 0xffu;
     const uint w = o / per + u;
-    uint word = 0u;
-    bool whole = true;
-    for (uint j = 0u; j < per; ++j) {
-      const uint e = w * per + j;
-      if (e < o || e >= o + n) whole = false;
-    }
-    if (!whole) word = y[w];
+    const bool whole = w * per >= o && w * per + per <= o + n;
+    uint word = whole ? 0u : y[w];
     for (uint j = 0u; j < per; ++j) {
       const uint e = w * per + j;
       if (e < o || e >= o + n) continue;
