@@ -19,14 +19,19 @@ uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
-float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+float bf16_to_f32(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  if ((u & 0x7FFFFFFF) > 0x7F800000) u |= 0x400000;  // a signaling NaN comes out quiet
+  return std::bit_cast<float>(u);
+}
 
 uint16_t f32_to_f16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
   uint32_t sign = (u >> 16) & 0x8000;
   int32_t exp = static_cast<int32_t>((u >> 23) & 0xFF) - 127 + 15;
   uint32_t mant = u & 0x7FFFFF;
-  if (((u >> 23) & 0xFF) == 0xFF) return static_cast<uint16_t>(sign | 0x7C00 | (mant ? 0x200 : 0));
+  // Infinity stays infinity; a NaN comes out quiet with its sign and the top of its payload.
+  if (((u >> 23) & 0xFF) == 0xFF) return static_cast<uint16_t>(sign | 0x7C00 | (mant ? 0x200 | (mant >> 13) : 0));
   if (exp >= 31) return static_cast<uint16_t>(sign | 0x7C00);  // overflow -> inf
   if (exp <= 0) {
     if (exp < -10) return static_cast<uint16_t>(sign);  // underflow -> signed zero
@@ -53,7 +58,7 @@ float f16_to_f32(uint16_t h) {
     float v = std::ldexp(static_cast<float>(mant), -24);  // subnormal
     return sign ? -v : v;
   }
-  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000 | (mant << 13));
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000 | (mant ? 0x400000 | (mant << 13) : 0));
   return std::bit_cast<float>(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 

@@ -49,7 +49,16 @@ constexpr bool dtype_is_float(DType t) {
 
 std::optional<DType> parse_dtype(std::string_view name);
 
-// Conversions for the 16-bit float formats (round to nearest even).
+// Conversions for the 16-bit float formats: the one definition every backend and every build
+// of the CPU kernels agrees with, bit for bit (tests/engine/dtype_test.cpp, and the GPU cast
+// tests against these):
+// - finite values round to nearest, ties to even; past the range they become infinity, and
+//   f32 -> f16 keeps subnormal halves (no flush to zero);
+// - infinities and signed zeros keep their sign;
+// - a NaN keeps its sign and the top of its payload and comes out QUIET (IEEE 754: an
+//   operation on a signaling NaN delivers a quiet one), as x86's F16C/AVX-512 conversion
+//   instructions and ARM's FCVT do, so a hardware path and the scalar code agree.
+// Float to integer (the cast kernels): truncate toward zero, saturate, NaN -> 0.
 uint16_t f32_to_bf16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);

@@ -34,7 +34,15 @@ const float kSpecial[] = {0.f, -0.f, 1.f, -1.f, 0.5f, 2.5f, -2.5f, 1.00390625f, 
                           65504.f, 65519.f, 65520.f, -65520.f, 6e-8f, 3e-8f, -2.9e-8f, 1e-45f, -1.2e-38f,
                           1e30f, -1e30f, 3e9f, -3e9f, 2147483520.f, 2147483648.f, -2147483904.f, -2147483648.f,
                           9.3e18f, -9.3e18f, 9.2233715e18f, kInf, -kInf, std::numeric_limits<float>::quiet_NaN(),
-                          -123.75f, 0.999f, 255.9f, -128.5f};
+                          -123.75f, 0.999f, 255.9f, -128.5f,
+                          // signaling and payload-carrying NaNs: every backend must quiet them
+                          // the same way (engine/core/dtype.h), whatever instructions it uses
+                          std::bit_cast<float>(0x7F800001u), std::bit_cast<float>(0xFFA00001u),
+                          std::bit_cast<float>(0x7FC12345u), std::bit_cast<float>(0xFFBFFFFFu)};
+
+// 16-bit patterns that no f32 rounds to: signaling NaNs with payloads, both signs.
+const uint16_t kSpecialF16[] = {0x7C01, 0xFC01, 0x7D55, 0x7E01, 0xFFFF, 0x7C00, 0x0001, 0x83FF};
+const uint16_t kSpecialBF16[] = {0x7F81, 0xFF81, 0x7FA5, 0x7FC1, 0xFFFF, 0x7F80, 0x0001, 0x807F};
 
 const int64_t kSpecialInt[] = {0, 1, -1, 2, 127, -128, 255, 16777216, 16777217, -16777217, 16777219,
                                (int64_t{1} << 31), -(int64_t{1} << 31) - 1, (int64_t{1} << 53) + 1,
@@ -53,12 +61,18 @@ std::vector<uint8_t> values_of(DType t, size_t n, uint64_t seed) {
   std::vector<uint8_t> bytes(n * dtype_size(t));
   for (size_t i = 0; i < n; ++i) {
     const bool special_f = i < std::size(kSpecial), special_i = i < std::size(kSpecialInt);
+    const size_t i16 = i - std::size(kSpecial);  // past the floats: the 16-bit patterns
+    const bool special_16 = !special_f && i16 < std::size(kSpecialF16);
     const float f = special_f ? kSpecial[i] : static_cast<float>(rng.uniform(-3e3, 3e3) * (i % 3 == 0 ? 1e-3 : 1.0));
     const int64_t k = special_i ? kSpecialInt[i] : static_cast<int64_t>(rng.next() >> (rng.next() % 64));
     switch (t) {
       case DType::F32: put(bytes, i, f); break;
-      case DType::F16: put(bytes, i, special_f ? f32_to_f16(f) : static_cast<uint16_t>(rng.next())); break;
-      case DType::BF16: put(bytes, i, special_f ? f32_to_bf16(f) : static_cast<uint16_t>(rng.next())); break;
+      case DType::F16:
+        put(bytes, i, special_f ? f32_to_f16(f) : special_16 ? kSpecialF16[i16] : static_cast<uint16_t>(rng.next()));
+        break;
+      case DType::BF16:
+        put(bytes, i, special_f ? f32_to_bf16(f) : special_16 ? kSpecialBF16[i16] : static_cast<uint16_t>(rng.next()));
+        break;
       case DType::I64: put(bytes, i, (i % 2 ? -k : k)); break;
       case DType::I32: put(bytes, i, static_cast<int32_t>(i % 2 ? -k : k)); break;
       case DType::U8: put(bytes, i, static_cast<uint8_t>(k)); break;

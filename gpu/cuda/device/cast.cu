@@ -1,7 +1,7 @@
 // cast's device side (gpu/vulkan/shaders/cast.comp does the same): every pair of the
 // engine's element types, converted as the CPU's cast kernels do (engine/cpu/math_kernels.cpp)
 // bit for bit: floats round to nearest even through f32 (the 16-bit conversions work on the
-// bits, as engine/core/dtype.cpp does, so NaNs keep their payload's quiet bit as there),
+// bits, as engine/core/dtype.cpp does, so a NaN comes out quiet, as there),
 // float to integer truncates toward zero and saturates (NaN -> 0), integer to float rounds
 // once, narrowing integers wrap, to bool is x != 0.
 #include <cstdint>
@@ -35,8 +35,13 @@ __device__ float f16_to_f32(uint16_t h) {
     const float v = static_cast<float>(m) * 5.9604644775390625e-8f;  // m 2^-24, exact
     return sign ? -v : v;
   }
-  if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));
+  if (e == 31) return bits_float(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));  // NaN: quiet
   return bits_float(sign | ((e - 15 + 127) << 23) | (m << 13));
+}
+
+__device__ float bf16_to_f32(uint16_t h) {
+  const uint32_t u = uint32_t{h} << 16;
+  return bits_float((u & 0x7fffffffu) > 0x7f800000u ? u | 0x400000u : u);  // NaN: quiet
 }
 
 __device__ uint16_t f32_to_f16(float f) {
@@ -44,7 +49,8 @@ __device__ uint16_t f32_to_f16(float f) {
   const uint32_t sign = (u >> 16) & 0x8000u;
   const int32_t e = static_cast<int32_t>((u >> 23) & 0xffu) - 127 + 15;
   uint32_t mant = u & 0x7fffffu;
-  if (((u >> 23) & 0xffu) == 0xffu) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  if (((u >> 23) & 0xffu) == 0xffu)  // infinity; a NaN comes out quiet with its payload's top
+    return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0u));
   if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
   if (e <= 0) {
     if (e < -10) return static_cast<uint16_t>(sign);
@@ -74,7 +80,7 @@ __device__ float widen(typename Storage<From>::type x) {
   else if constexpr (From == kF16)
     return f16_to_f32(x);
   else
-    return bits_float(uint32_t{x} << 16);
+    return bf16_to_f32(x);
 }
 
 // The integer range (std::numeric_limits is host code to nvcc without relaxed constexpr).

@@ -33,7 +33,7 @@ Value read_x(uint i) {
   switch (pc.from) {
     case F32: v.is_float = true; v.fbits = x[e]; break;
     case F16: v.is_float = true; v.fbits = f16_to_f32_bits(PACKED_READ(x, e, 2u)); break;
-    case BF16: v.is_float = true; v.fbits = PACKED_READ(x, e, 2u) << 16; break;
+    case BF16: v.is_float = true; v.fbits = bf16_to_f32_bits(PACKED_READ(x, e, 2u)); break;
     case I64: v.lo = x[2u * e]; v.hi = int(x[2u * e + 1u]); break;
     case I32: v.lo = x[e]; v.hi = int(v.lo) >> 31; break;
     case U8: v.lo = PACKED_READ(x, e, 1u); break;

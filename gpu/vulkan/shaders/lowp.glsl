@@ -1,6 +1,6 @@
 // Shared by the shaders that read or write 16-bit floats: conversions done on the bits, so
 // they round exactly as the CPU's (engine/core/dtype.cpp: to nearest even, overflow to
-// infinity, NaN kept quiet) and no device's handling of subnormals can change them. 16-bit
+// infinity, a NaN comes out quiet with its sign and payload's top) and no device's handling of subnormals can change them. 16-bit
 // and 8-bit elements live packed in 32-bit words, low half first.
 
 // Element `e` (counted in elements of `size` bytes, 1 or 2) of a word array, as the low bits.
@@ -15,15 +15,21 @@ uint f16_to_f32_bits(uint h) {
     const int p = findMSB(m);  // m * 2^-24 = 1.f * 2^(p - 24)
     return sign | (uint(p - 24 + 127) << 23) | ((m << uint(23 - p)) & 0x7fffffu);
   }
-  if (e == 31u) return sign | 0x7f800000u | (m << 13);
+  if (e == 31u) return sign | 0x7f800000u | (m != 0u ? 0x400000u | (m << 13) : 0u);  // NaN: quiet
   return sign | ((e - 15u + 127u) << 23) | (m << 13);
+}
+
+// f32 bits of a bf16 (exact; a NaN comes out quiet).
+uint bf16_to_f32_bits(uint h) {
+  const uint u = h << 16;
+  return (u & 0x7fffffffu) > 0x7f800000u ? u | 0x400000u : u;
 }
 
 // The f16 nearest (ties to even) to the float with bits u.
 uint f32_bits_to_f16(uint u) {
   const uint sign = (u >> 16) & 0x8000u, ebits = (u >> 23) & 0xffu;
   uint mant = u & 0x7fffffu;
-  if (ebits == 0xffu) return sign | 0x7c00u | (mant != 0u ? 0x200u : 0u);
+  if (ebits == 0xffu) return sign | 0x7c00u | (mant != 0u ? 0x200u | (mant >> 13) : 0u);  // NaN: quiet
   const int e = int(ebits) - 127 + 15;
   if (e >= 31) return sign | 0x7c00u;
   if (e <= 0) {

@@ -16,7 +16,7 @@ layout(push_constant) uniform P {
   uint operand_type;  // matmul_lowp.comp only: 1 f16, 2 bf16 (DType)
 } pc;
 
-float widen(uint h) { return uintBitsToFloat(pc.operand_type == 2u ? h << 16 : f16_to_f32_bits(h)); }
+float widen(uint h) { return uintBitsToFloat(pc.operand_type == 2u ? bf16_to_f32_bits(h) : f16_to_f32_bits(h)); }
 #define LOAD_A(i) widen(PACKED_READ(a, (i), 2u))
 #define LOAD_B(i) widen(PACKED_READ(b, (i), 2u))
 #include "matmul_body.glsl"
