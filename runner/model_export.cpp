@@ -180,6 +180,10 @@ std::string describe_input(const Project& p, const nodes::InputPreprocessing& pr
 Result<ExportReport> export_project(const ExportOptions& o, Backend& backend, const Say& say) {
   if (o.out.empty()) return make_error("give the output file: --onnx OUT.onnx");
   if (o.check_samples < 1) return make_error("--check-samples must be >= 1");
+  // Refused before the work (the writes refuse them again): a FIFO or a device at either.
+  for (const std::string& target : {o.out, o.save_outputs})
+    if (!target.empty())
+      if (auto ok = check_replaceable(target); !ok) return ok.error();
   ProjectOptions po = o.project;
   auto project = open_project(po);
   if (!project) return project.error();
@@ -453,6 +457,10 @@ Result<ImportReport> import_model(const ImportOptions& o, Backend& backend, cons
     fs::remove(tmp_weights, ec);
     fs::remove(tmp_project, ec);
   };
+  // Both targets are checked before anything is written: a project replaced and then its
+  // weights refused would leave a project without its weights.
+  for (const fs::path& target : {out, weights_file})
+    if (auto ok = check_replaceable(target.string()); !ok) return ok.error();
   Checkpoint c;
   c.strings["source"] = fs::path(o.model).filename().string();
   ImportReport rep;
@@ -470,9 +478,9 @@ Result<ImportReport> import_model(const ImportOptions& o, Backend& backend, cons
   if (!checked) return drop_tmp(), checked.error();
   im->doc.weights = weights_file.filename().string();
   if (auto s = nodes::save_document(im->doc, o.out); !s) return drop_tmp(), s.error();
+  if (auto w = replace_file(tmp_weights.string(), weights_file.string()); !w)
+    return drop_tmp(), make_error("cannot write " + weights_file.string() + ": " + w.error().message);
   std::error_code ec;
-  fs::rename(tmp_weights, weights_file, ec);
-  if (ec) return drop_tmp(), make_error("cannot write " + weights_file.string() + ": " + ec.message());
   fs::remove(tmp_project, ec);
   rep.project = o.out;
   rep.weights = weights_file.string();

@@ -27,12 +27,57 @@ bool write_all(int fd, const void* data, size_t size) {
   return true;
 }
 
+const char* file_type_name(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG:
+      return "a regular file";
+    case S_IFDIR:
+      return "a directory";
+    case S_IFIFO:
+      return "a FIFO";
+    case S_IFSOCK:
+      return "a socket";
+    case S_IFCHR:
+      return "a character device";
+    case S_IFBLK:
+      return "a block device";
+    case S_IFLNK:
+      return "a symlink";
+    default:
+      return "not a regular file";
+  }
+}
+
+Result<void> check_replaceable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    // Missing (or a dangling symlink): the rename creates it.
+    if (errno == ENOENT) return {};
+    return make_error("cannot access " + path + ": " + errno_text());
+  }
+  if (S_ISREG(st.st_mode)) return {};
+  struct stat link {};
+  const bool via_link = ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
+  return make_error(path + (via_link ? " (a symlink) points to " : " is ") +
+                    file_type_name(st.st_mode) +
+                    ", not a regular file; only a regular file is replaced");
+}
+
+Result<void> replace_file(const std::string& tmp, const std::string& path) {
+  if (auto ok = check_replaceable(path); !ok) return ok;
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return make_error("cannot replace " + path + ": " + errno_text());
+  return {};
+}
+
 Result<void> write_file_atomically(
     const std::string& path,
     const std::function<Result<void>(int fd, const std::string& tmp)>& body) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  // Refused before any work; checked again before the rename, as the body may take a while.
+  if (auto ok = check_replaceable(path); !ok) return ok;
   // A unique hidden name next to the target: rename() is atomic only within a filesystem.
   std::random_device rd;
   std::string tmp;
@@ -62,6 +107,10 @@ Result<void> write_file_atomically(
     std::string why = errno_text();
     ::unlink(tmp.c_str());
     return make_error("cannot close " + tmp + ": " + why);
+  }
+  if (auto ok = check_replaceable(path); !ok) {
+    ::unlink(tmp.c_str());
+    return ok;
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = errno_text();
