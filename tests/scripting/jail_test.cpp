@@ -1,0 +1,277 @@
+// The OS jail around untrusted code (scripting/jail.h): each wall is tried from inside a
+// jailed child, and the outcome the kernel gave is what the test checks. A wall this kernel
+// or build lacks is skipped with a WARN that names it, never passed in silence.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "scripting/jail.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mls::jail::JailLimits;
+using mls::jail::run_jailed;
+
+fs::path jail_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("mls-jail-" + std::to_string(::getpid())) / name;
+  fs::create_directories(d);
+  return d;
+}
+
+// The errno of opening `path` with `flags` (0: it opened).
+int open_errno(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ::close(fd);
+    return 0;
+  }
+  return errno;
+}
+
+bool have_landlock() {
+  const auto w = mls::jail::probe_walls();
+  if (w.landlock_abi == 0)
+    WARN("SKIPPED: this kernel has no Landlock; the file wall is untested here");
+  return w.landlock_abi > 0;
+}
+
+bool have_seccomp() {
+  const auto w = mls::jail::probe_walls();
+  if (!w.seccomp) WARN("SKIPPED: no seccomp (kernel, or a build without libseccomp)");
+  return w.seccomp;
+}
+
+}  // namespace
+
+TEST_CASE("jail: the walls this kernel and build have are reported", "[jail]") {
+  const auto w = mls::jail::probe_walls();
+  WARN("jail walls here: " << w.describe());
+  CHECK(w.describe().find(w.landlock_abi > 0 ? "Landlock ABI" : "Landlock NOT AVAILABLE") !=
+        std::string::npos);
+  CHECK(w.describe().find(w.seccomp ? "seccomp (no exec" : "seccomp NOT AVAILABLE") !=
+        std::string::npos);
+}
+
+TEST_CASE("jail: a normal callback runs and its exit code comes back", "[jail]") {
+  auto r = run_jailed(JailLimits{}, [] { return 7; });
+  CHECK(r.exited);
+  CHECK(r.exit_code == 7);
+  CHECK(r.reason.empty());
+  // Threads stay allowed (the engine's thread pool needs them).
+  r = run_jailed(JailLimits{}, [] {
+    std::atomic<int> ran{0};
+    std::thread t([&] { ran = 42; });
+    t.join();
+    return ran.load();
+  });
+  CHECK(r.exit_code == 42);
+  CHECK(r.reason.empty());
+}
+
+TEST_CASE("jail: exec is refused and names itself", "[jail]") {
+  if (!have_seccomp()) return;
+  auto r = run_jailed(JailLimits{}, [] {
+    char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+    ::execv("/bin/true", argv);
+    return 99;  // not reached: exec of /bin/true would exit 0, a refused exec dies
+  });
+  CHECK_FALSE(r.exited);
+  CHECK(r.signal == SIGSYS);
+  CHECK(r.reason == "killed by seccomp: execve");
+}
+
+TEST_CASE("jail: no network, while the same connect works outside", "[jail]") {
+  // A real listener on 127.0.0.1, so a refused connect is the jail's doing.
+  const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(server >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(server, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  REQUIRE(::listen(server, 4) == 0);
+  const auto try_connect = [addr]() -> int {
+    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return errno;
+    const int rc = ::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    const int e = rc == 0 ? 0 : errno;
+    ::close(s);
+    return e;
+  };
+  REQUIRE(try_connect() == 0);  // outside the jail it connects
+
+  const auto walls = mls::jail::probe_walls();
+  if (!walls.seccomp && walls.landlock_abi < 4) {
+    WARN("SKIPPED: neither seccomp nor Landlock ABI >= 4 here: the network is not walled");
+  } else {
+    auto r = run_jailed(JailLimits{}, try_connect);
+    CHECK(r.exited);
+    // seccomp refuses the socket (EPERM); Landlock alone refuses the connect (EACCES).
+    CHECK((r.exit_code == EPERM || r.exit_code == EACCES));
+    // A Unix socket is refused too.
+    r = run_jailed(JailLimits{}, [] { return ::socket(AF_UNIX, SOCK_STREAM, 0) < 0 ? errno : 0; });
+    if (walls.seccomp) CHECK(r.exit_code == EPERM);
+  }
+  ::close(server);
+}
+
+TEST_CASE("jail: files outside read_paths cannot be read, outside write_paths not written",
+          "[jail]") {
+  if (!have_landlock()) return;
+  const fs::path ro = jail_dir("ro"), rw = jail_dir("rw"), other = jail_dir("other");
+  std::ofstream(ro / "in.txt") << "x";
+  std::ofstream(other / "secret.txt") << "x";
+  JailLimits l;
+  l.read_paths = {ro.string()};
+  l.write_paths = {rw.string()};
+  REQUIRE(open_errno("/etc/passwd", O_RDONLY) == 0);  // readable outside the jail
+  auto r = run_jailed(l, [] { return open_errno("/etc/passwd", O_RDONLY); });
+  CHECK(r.exit_code == EACCES);
+  r = run_jailed(l, [&] { return open_errno((other / "secret.txt").string(), O_RDONLY); });
+  CHECK(r.exit_code == EACCES);
+  // Inside: read where allowed, write only in rw.
+  r = run_jailed(l, [&] { return open_errno((ro / "in.txt").string(), O_RDONLY); });
+  CHECK(r.exit_code == 0);
+  r = run_jailed(l, [&] { return open_errno((ro / "in.txt").string(), O_WRONLY); });
+  CHECK(r.exit_code == EACCES);
+  r = run_jailed(l, [&] { return open_errno((ro / "new.txt").string(), O_WRONLY | O_CREAT); });
+  CHECK(r.exit_code == EACCES);
+  r = run_jailed(l, [&] { return open_errno((other / "new.txt").string(), O_WRONLY | O_CREAT); });
+  CHECK(r.exit_code == EACCES);
+  CHECK_FALSE(fs::exists(other / "new.txt"));
+  r = run_jailed(l, [&] { return open_errno((rw / "out.txt").string(), O_WRONLY | O_CREAT); });
+  CHECK(r.exit_code == 0);
+  CHECK(fs::exists(rw / "out.txt"));
+  // A symlink in the writable folder leads nowhere new: Landlock checks where it lands.
+  fs::create_symlink(other / "via-link.txt", rw / "link.txt");
+  r = run_jailed(l, [&] { return open_errno((rw / "link.txt").string(), O_WRONLY | O_CREAT); });
+  CHECK(r.exit_code == EACCES);
+  CHECK_FALSE(fs::exists(other / "via-link.txt"));
+  // No device nodes in the writable folder (root could make one for the disk).
+  r = run_jailed(l, [&] {
+    return ::mknod((rw / "null").c_str(), S_IFCHR | 0600, makedev(1, 3)) == 0 ? 0 : errno;
+  });
+  CHECK(r.exit_code != 0);
+  CHECK_FALSE(fs::exists(rw / "null"));
+}
+
+TEST_CASE("jail: the address-space limit refuses 8 GiB", "[jail]") {
+  JailLimits l;
+  l.address_space_bytes = 1ull << 30;
+  auto r = run_jailed(l, [] {
+    void* p = std::malloc(8ull << 30);
+    const int got = p != nullptr;
+    std::free(p);
+    return got;
+  });
+  CHECK(r.exited);
+  CHECK(r.exit_code == 0);  // malloc returned null
+  // std::bad_alloc out of the body is reported as the memory limit.
+  r = run_jailed(l, [] {
+    volatile size_t size = 8ull << 30;  // not a constant the compiler may elide
+    std::vector<char> big(size, 1);
+    return static_cast<int>(big[size - 1]);
+  });
+  CHECK(r.reason == "memory limit of 1024 MiB reached");
+}
+
+TEST_CASE("jail: a busy loop stops at the CPU limit and at the wall limit", "[jail]") {
+  JailLimits l;
+  l.cpu_seconds = 1;
+  l.wall_seconds = 20;
+  auto spin = [] {
+    volatile uint64_t x = 0;
+    for (;;) x = x + 1;
+    return 0;
+  };
+  auto r = run_jailed(l, spin);
+  CHECK(r.signal == SIGXCPU);
+  CHECK(r.reason == "CPU limit of 1 s reached (SIGXCPU)");
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.wall_seconds < 10);  // a shared machine may give it less than a core
+
+  l = JailLimits{};
+  l.wall_seconds = 1;
+  r = run_jailed(l, spin);
+  CHECK(r.timed_out);
+  CHECK(r.signal == SIGKILL);
+  CHECK(r.reason == "time limit of 1 s reached");
+  CHECK(r.wall_seconds >= 1.0);
+  CHECK(r.wall_seconds < 3.0);
+}
+
+TEST_CASE("jail: a child blocked opening a FIFO is killed at the wall limit", "[jail]") {
+  const fs::path dir = jail_dir("fifo");
+  const fs::path fifo = dir / "pipe";
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  JailLimits l;
+  l.cpu_seconds = 5;  // blocked, it uses no CPU: only the wall clock can end it
+  l.wall_seconds = 1;
+  l.read_paths = {dir.string()};
+  auto r = run_jailed(l, [&] { return open_errno(fifo.string(), O_RDONLY); });
+  CHECK(r.timed_out);
+  CHECK(r.reason == "time limit of 1 s reached");
+  CHECK(r.wall_seconds < 3.0);
+}
+
+TEST_CASE("jail: no new processes (a fork bomb is contained), threads still run", "[jail]") {
+  if (!have_seccomp()) return;
+  auto r = run_jailed(JailLimits{}, [] {
+    const pid_t p = ::fork();
+    if (p == 0) ::_exit(0);  // only if the wall failed
+    if (p > 0) {
+      ::waitpid(p, nullptr, 0);
+      return 0;
+    }
+    return errno;
+  });
+  CHECK(r.exit_code == EPERM);
+  // A bomb that ignores the failures ends on its own, with nothing left behind.
+  r = run_jailed(JailLimits{}, [] {
+    int made = 0;
+    for (int i = 0; i < 1000; ++i) {
+      const pid_t p = ::fork();
+      if (p == 0) ::pause();
+      if (p > 0) ++made;
+    }
+    for (int i = 0; i < 4; ++i) {
+      std::thread t([] {});
+      t.join();
+    }
+    return made;
+  });
+  CHECK(r.exited);
+  CHECK(r.exit_code == 0);
+}
+
+TEST_CASE("jail: no signals to processes outside", "[jail]") {
+  if (!have_seccomp()) return;
+  const pid_t outside = ::getpid();
+  auto r = run_jailed(JailLimits{}, [outside] { return ::kill(outside, 0) == 0 ? 0 : errno; });
+  CHECK(r.exit_code == EPERM);
+  // Signals to itself still work (abort, raise).
+  r = run_jailed(JailLimits{}, [] {
+    ::raise(SIGUSR1);
+    return 0;
+  });
+  CHECK(r.signal == SIGUSR1);
+  CHECK(r.reason == "killed by signal 10 (SIGUSR1)");
+}
