@@ -15,6 +15,7 @@
 #include "runner/backends.h"
 #include "engine/core/op.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/onnx/onnx_file.h"
 #ifdef MLSTUDIO_WITH_GUI
 #include "editor/gui.h"
 #endif
@@ -194,7 +195,7 @@ int main(int argc, char** argv) {
       ->check(kId);
   export_cmd->add_option("--db", exp.db, "The run database (SQLite)")->capture_default_str();
   export_cmd->add_option("--checkpoint", exp.checkpoint, "best, last or auto")->capture_default_str();
-  export_cmd->add_option("--opset", exp.opset, "ONNX operator set")->capture_default_str()->check(CLI::Range(13, 17));
+  export_cmd->add_option("--opset", exp.opset, "ONNX operator set")->capture_default_str()->check(CLI::Range(int64_t{13}, mls::onnx::kNewestOpset));
   export_cmd->add_option("--check-samples", exp.check_samples, "Test samples the written file is run on and compared")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));

@@ -7,6 +7,7 @@
 
 #include "nodes/catalogue.h"
 #include "nodes/edit.h"
+#include "nodes/json_fields.h"
 
 namespace mls::nodes {
 
@@ -295,6 +296,18 @@ Result<ImportedModel> import_onnx(const onnx::Model& m, const std::string& sourc
   Importer im(m, source);
   im.out.doc.name = m.graph_name.empty() ? "imported model" : m.graph_name;
   im.out.doc.description = "Imported from " + source + (m.producer_name.empty() ? "" : " (written by " + m.producer_name + ")");
+
+  // An mlstudio export records the project's training settings; they are checked like the
+  // project's own "training" section, so the imported project trains as the original did.
+  if (std::string t = m.metadata_value("mlstudio.training"); !t.empty()) {
+    const std::string where = source + ": metadata 'mlstudio.training'";
+    json settings = json::parse(t, nullptr, false);
+    if (settings.is_discarded()) return make_error(where + ": not valid JSON");
+    if (auto r =
+            parse_training(FieldReader(where), json{{"training", settings}}, im.out.doc.training);
+        !r)
+      return r.error();
+  }
 
   // An mlstudio export starts with its input preprocessing; the project's dataset does that
   // again, so the model proper starts at the value the metadata names.

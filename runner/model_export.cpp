@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <map>
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "datasets/npy.h"
@@ -220,7 +222,8 @@ Result<ExportReport> export_project(const ExportOptions& o, Backend& backend, co
                    {"mlstudio.run_id", o.run_id ? std::to_string(*o.run_id) : ""},
                    {"mlstudio.input", describe_input(p, spec.input)},
                    {"mlstudio.classes", classes.dump()},
-                   {"mlstudio.dataset", data::dataset_spec_to_json(dataset).dump()}};
+                   {"mlstudio.dataset", data::dataset_spec_to_json(dataset).dump()},
+                   {"mlstudio.training", nodes::training_json(p.doc.training).dump()}};
   auto ex = nodes::export_onnx(p.doc, p.data, weights, spec, p.path);
   if (!ex) return ex.error();
   std::string input_id = ex->order.front();
@@ -410,10 +413,61 @@ Result<ImportCheck> check_import(const onnx::Model& model, const nodes::Imported
   return r;
 }
 
+// Whether two paths name one file (after every symlink): stat's device and inode.
+bool same_file(const fs::path& a, const fs::path& b) {
+  struct stat sa {
+  }, sb{};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+bool is_within(const fs::path& p, const fs::path& root) {
+  auto [r, q] = std::mismatch(root.begin(), root.end(), p.begin(), p.end());
+  return r == root.end() || (std::next(r) == root.end() && r->empty());  // "root/" ends in ""
+}
+
+// A dataset an ONNX file's metadata names is a stranger's word: it may only lead (after every
+// symlink and "..") into the model's own folder or the datasets folder, or importing would
+// read, and echo in messages, any file the user can read. Relative paths are the model
+// folder's; the spec gets the resolved absolute paths, so the project reads what was checked
+// wherever it is written.
+Result<void> confine_metadata_paths(data::DatasetSpec& spec, const std::string& model) {
+  std::error_code ec;
+  const fs::path model_dir = fs::weakly_canonical(fs::absolute(model).parent_path(), ec);
+  const fs::path datasets =
+      fs::weakly_canonical(fs::path(data::kDefaultDatasetPath).parent_path(), ec);
+  for (std::string* path : {&spec.path, &spec.npy.labels}) {
+    if (path->empty()) continue;
+    fs::path p(*path);
+    if (p.is_relative()) p = model_dir / p;
+    const fs::path resolved = fs::weakly_canonical(p, ec);
+    // A link left unresolved (its target missing) could be pointed anywhere later.
+    if (ec || fs::is_symlink(fs::symlink_status(resolved, ec)) ||
+        !(is_within(resolved, model_dir) || is_within(resolved, datasets)))
+      return make_error(model + ": metadata 'mlstudio.dataset' names '" + *path +
+                        "', which is outside the model's folder (" + model_dir.string() + ") and " +
+                        datasets.string() + "; give the data with --dataset SOURCE:PATH");
+    *path = resolved.string();
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<ImportReport> import_model(const ImportOptions& o, Backend& backend, const Say& say) {
   if (o.out.empty()) return make_error("give the project to write: -o OUT.mls");
+  // The project, its weights and their temporaries are written next to each other: none of
+  // them may be the model being read, whatever path or link names it (--force or not).
+  const fs::path out(o.out);
+  fs::path weights_file = out;
+  weights_file.replace_extension(".weights");
+  const fs::path dir = out.parent_path();
+  const fs::path tmp_weights = dir / ("." + weights_file.filename().string() + ".importing");
+  const fs::path tmp_project = dir / ("." + out.filename().string() + ".importing");
+  for (const fs::path& written : {out, weights_file, tmp_weights, tmp_project})
+    if (same_file(written, o.model))
+      return make_error("refusing to write " + written.string() +
+                        ": it is the model being imported (" + o.model + "); choose another -o");
   if (!o.force && fs::exists(o.out))
     return make_error(o.out + " exists; choose another name or pass --force to replace it");
   auto model = onnx::read_model(o.model);
@@ -442,16 +496,12 @@ Result<ImportReport> import_model(const ImportOptions& o, Backend& backend, cons
   }
   auto spec = data::parse_dataset_spec(dataset, o.model + ": dataset");
   if (!spec) return spec.error();
+  if (o.dataset.empty() && !model->metadata_value("mlstudio.dataset").empty())
+    if (auto c = confine_metadata_paths(*spec, o.model); !c) return c.error();
   im->doc.dataset = *spec;
 
   // Written under hidden names first and checked; only a model that passed replaces an
   // existing project (--force), so a failed import loses nothing.
-  const fs::path out(o.out);
-  fs::path weights_file = out;
-  weights_file.replace_extension(".weights");
-  const fs::path dir = out.parent_path();
-  const fs::path tmp_weights = dir / ("." + weights_file.filename().string() + ".importing");
-  const fs::path tmp_project = dir / ("." + out.filename().string() + ".importing");
   auto drop_tmp = [&] {
     std::error_code ec;
     fs::remove(tmp_weights, ec);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <onnx/checker.h>
@@ -94,9 +95,126 @@ pb::ModelProto to_proto(const Model& m) {
   return p;
 }
 
+// [SECTION] attributes checked before shape inference
+//
+// libonnx's shape inference trusts the window attributes of the ops it infers: a stride of 0
+// divides by zero inside it (SIGFPE, not an exception), and a negative or huge size feeds
+// its arithmetic. So every ONNX file, read or written, has these attributes checked first,
+// against one table of the ops mlstudio's importer and engine accept.
+
+// A list attribute: each entry in [min, kMaxAttribute], `per_axis` entries per spatial axis
+// (pads: a begin and an end for each).
+struct ListRule {
+  const char* name;
+  int64_t min;
+  size_t per_axis;
+};
+// A single integer attribute in [min, max].
+struct IntRule {
+  const char* name;
+  int64_t min, max;
+};
+struct OpRules {
+  std::vector<ListRule> lists;
+  std::vector<IntRule> ints;
+};
+
+// Far above any real window, stride or pad, and far below where int64 arithmetic on it
+// could overflow.
+constexpr int64_t kMaxAttribute = int64_t{1} << 20;
+
+const std::map<std::string, OpRules>& attribute_rules() {
+  static const std::map<std::string, OpRules> rules = [] {
+    const ListRule kernel{"kernel_shape", 1, 1}, strides{"strides", 1, 1},
+        dilations{"dilations", 1, 1}, pads{"pads", 0, 2};
+    const IntRule ceil_mode{"ceil_mode", 0, 1};
+    std::map<std::string, OpRules> r;
+    r["Conv"] = {{kernel, strides, dilations, pads}, {{"group", 1, kMaxAttribute}}};
+    r["ConvTranspose"] = {
+        {kernel, strides, dilations, pads, {"output_padding", 0, 1}, {"output_shape", 1, 1}},
+        {{"group", 1, kMaxAttribute}}};
+    r["MaxPool"] = {{kernel, strides, dilations, pads}, {ceil_mode, {"storage_order", 0, 1}}};
+    r["AveragePool"] = {{kernel, strides, pads}, {ceil_mode, {"count_include_pad", 0, 1}}};
+    r["LpPool"] = {{kernel, strides, pads}, {{"p", 1, kMaxAttribute}}};
+    r["Gemm"] = {{}, {{"transA", 0, 1}, {"transB", 0, 1}}};
+    return r;
+  }();
+  return rules;
+}
+
+std::string list_text(const pb::AttributeProto& a) {
+  std::string s = "[";
+  for (int i = 0; i < a.ints_size(); ++i) s += (i ? ", " : "") + std::to_string(a.ints(i));
+  return s + "]";
+}
+
+std::string node_name(const pb::NodeProto& n) {
+  if (!n.name().empty()) return n.name();
+  return n.output_size() > 0 ? n.output(0) : "?";
+}
+
+Result<void> check_attributes(const pb::GraphProto& g, const std::string& source) {
+  for (const pb::NodeProto& n : g.node()) {
+    const std::string where = source + ": node '" + node_name(n) + "' (" + n.op_type() + "): ";
+    // Subgraphs (If, Loop, Scan) are inferred too.
+    for (const pb::AttributeProto& a : n.attribute()) {
+      if (a.has_g())
+        if (auto r = check_attributes(a.g(), source); !r) return r;
+      for (const pb::GraphProto& sub : a.graphs())
+        if (auto r = check_attributes(sub, source); !r) return r;
+    }
+    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    auto rules = attribute_rules().find(n.op_type());
+    if (!default_domain || rules == attribute_rules().end()) continue;
+    size_t axes = 0;  // spatial axes, from the first list attribute present
+    std::string axes_from;
+    for (const ListRule& rule : rules->second.lists) {
+      const pb::AttributeProto* a = nullptr;
+      for (const auto& candidate : n.attribute())
+        if (candidate.name() == rule.name) a = &candidate;
+      if (!a) continue;
+      if (a->type() != pb::AttributeProto::INTS)
+        return make_error(where + rule.name + " must be a list of integers");
+      for (int64_t v : a->ints())
+        if (v < rule.min || v > kMaxAttribute)
+          return make_error(where + rule.name + " must hold integers in [" +
+                            std::to_string(rule.min) + ", " + std::to_string(kMaxAttribute) +
+                            "], got " + list_text(*a));
+      const size_t n_axes = static_cast<size_t>(a->ints_size()) / rule.per_axis;
+      if (a->ints_size() == 0 || static_cast<size_t>(a->ints_size()) % rule.per_axis != 0 ||
+          (axes != 0 && n_axes != axes))
+        return make_error(
+            where + rule.name + " has " + std::to_string(a->ints_size()) + " entries" +
+            (axes ? "; " + axes_from + " gives " + std::to_string(axes) +
+                        " spatial axes, so it needs " + std::to_string(axes * rule.per_axis)
+                  : ""));
+      if (axes == 0) axes = n_axes, axes_from = rule.name;
+    }
+    for (const IntRule& rule : rules->second.ints)
+      for (const auto& a : n.attribute()) {
+        if (a.name() != rule.name) continue;
+        if (a.type() != pb::AttributeProto::INT)
+          return make_error(where + rule.name + " must be an integer");
+        if (a.i() < rule.min || a.i() > rule.max)
+          return make_error(where + rule.name + " must be in [" + std::to_string(rule.min) + ", " +
+                            std::to_string(rule.max) + "], got " + std::to_string(a.i()));
+      }
+  }
+  return {};
+}
+
 Result<void> check(pb::ModelProto& p, const std::string& source) {
+  // Each op's meaning is fixed by its operator set: a newer one may mean something the
+  // importer would translate wrongly.
+  for (const auto& o : p.opset_import())
+    if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() > kNewestOpset)
+      return make_error(source + ": the model uses ONNX operator set " +
+                        std::to_string(o.version()) + "; the newest mlstudio supports is " +
+                        std::to_string(kNewestOpset) + " (export it again with opset " +
+                        std::to_string(kNewestOpset) + " or lower)");
   try {
     pb::checker::check_model(p);
+    if (auto a = check_attributes(p.graph(), source); !a) return a;
     pb::ShapeInferenceOptions options(/*check_type=*/true, /*strict=*/1, /*data_prop=*/false);
     pb::shape_inference::InferShapes(p, pb::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception& e) {

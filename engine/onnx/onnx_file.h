@@ -13,12 +13,17 @@
 
 namespace mls::onnx {
 
+// The newest ONNX operator set mlstudio reads and writes (libonnx 1.12's); a file that
+// imports a newer one is refused.
+constexpr int64_t kNewestOpset = 17;
+
 // The model as ONNX protobuf bytes, after the checker and shape inference accepted it.
 Result<std::string> serialize(const Model& m);
 // Checks, then writes atomically (a failure leaves an earlier file as it was).
 Result<void> write_model(const Model& m, const std::string& path);
 
-// Parses and checks; `source` names the bytes in messages.
+// Parses and checks (the operator set, the window attributes libonnx's shape inference
+// trusts, then libonnx's checker and inference); `source` names the bytes in messages.
 Result<Model> parse(const std::string& bytes, const std::string& source);
 Result<Model> read_model(const std::string& path);
 
