@@ -78,6 +78,7 @@ struct LuaOptions {
   std::string root;               // sandbox folder (default: the script's folder)
   int64_t instruction_limit = 0;
   double time_limit = 0;
+  int64_t memory_limit_mib = 4096;  // sandbox: the address space of the script's process
   std::string db = "mlstudio-runs.db";
 };
 int lua_command(const LuaOptions& o);

@@ -1,41 +1,115 @@
 // `mlstudio lua [FILE [ARGS...]]`: a Lua script with the mls module, or the REPL.
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "app/commands.h"
 #include "engine/cpu/cpu_backend.h"
+#include "scripting/jail.h"
 #include "scripting/lua_host.h"
 #include "scripting/repl.h"
 
 namespace mls::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int run_script(const LuaOptions& o, const lua::ScriptOptions& so) {
+  lua::LuaHost host(cpu::backend(), so);
+  auto r = host.run_file(o.file, o.args);
+  if (!r) {
+    std::fprintf(stderr, "mlstudio: %s\n", r.error().message.c_str());
+    if (o.memory_limit_mib > 0 && r.error().message.find("not enough memory") != std::string::npos)
+      std::fprintf(stderr, "mlstudio: the sandbox's memory limit is %lld MiB (--memory-limit)\n",
+                   static_cast<long long>(o.memory_limit_mib));
+    return 1;
+  }
+  return 0;
+}
+
+// The second wall around a sandboxed script, kept by the kernel (scripting/jail.h): what
+// the in-VM sandbox allows, and no more, in case the VM's own checks are ever got round.
+jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) {
+  jail::JailLimits l;
+  l.address_space_bytes = static_cast<uint64_t>(o.memory_limit_mib) << 20;
+  if (o.time_limit > 0) {
+    // The in-VM limit fires first with a traceback; the wall clock (a second later) stops
+    // what the VM cannot interrupt: a backtracking pattern, a blocking open, a long kernel.
+    l.wall_seconds = o.time_limit + 1 + 0.1 * o.time_limit;
+    // All threads together: the CPU limit is a backstop that must not beat the wall clock.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    l.cpu_seconds = std::ceil(l.wall_seconds * cores) + 1;
+  }
+  // What the process itself reads once jailed: libraries loaded late (iconv, NSS), the
+  // time zone, CPU counts, its own executable and /proc entries.
+  l.read_paths = {"/usr",           "/lib",
+                  "/lib64",         "/etc/ld.so.cache",
+                  "/etc/localtime", "/sys/devices/system/cpu",
+                  "/proc/self",     "/dev/urandom"};
+  char exe[4096];
+  if (const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1); n > 0)
+    l.read_paths.emplace_back(exe, static_cast<size_t>(n));
+  for (const auto& r : so.read_only_roots) l.read_paths.push_back(r);
+  l.write_paths = {so.root, "/dev/null"};
+  // The run database that mls.train and mls.log write (with its -wal/-journal beside it)
+  // is the host's, not the script's: its folder stays writable.
+  if (!so.db_path.empty()) l.write_paths.push_back(fs::absolute(so.db_path).parent_path().string());
+  return l;
+}
+
+}  // namespace
 
 int lua_command(const LuaOptions& o) {
   lua::ScriptOptions so;
   so.db_path = o.db;
   so.instruction_limit = o.instruction_limit;
   so.time_limit_s = o.time_limit;
-  if (o.instruction_limit < 0 || o.time_limit < 0) {
-    std::fprintf(stderr, "mlstudio: --instruction-limit and --time-limit must be >= 0\n");
+  if (o.instruction_limit < 0 || o.time_limit < 0 || o.memory_limit_mib < 0) {
+    std::fprintf(stderr,
+                 "mlstudio: --instruction-limit, --time-limit and --memory-limit must be >= 0\n");
     return 1;
   }
-  if (!o.file.empty()) {
-    // A script file runs sandboxed unless the user vouches for it: it may read and write
-    // only under its own folder (or --root), and read the installed datasets.
-    so.sandbox = !o.trust;
-    so.root = !o.root.empty() ? o.root : std::filesystem::absolute(o.file).parent_path().string();
-  }
-  lua::LuaHost host(cpu::backend(), so);
   if (o.file.empty()) {
+    lua::LuaHost host(cpu::backend(), so);
     const char* home = std::getenv("HOME");
     return lua::run_repl(host, std::string(home ? home : ".") + "/.mlstudio_history");
   }
-  auto r = host.run_file(o.file, o.args);
-  if (!r) {
-    std::fprintf(stderr, "mlstudio: %s\n", r.error().message.c_str());
+  // A script file runs sandboxed unless the user vouches for it: it may read and write
+  // only under its own folder (or --root), and read the installed datasets.
+  so.sandbox = !o.trust;
+  so.root = fs::absolute(!o.root.empty() ? fs::path(o.root) : fs::absolute(o.file).parent_path())
+                .lexically_normal()
+                .string();
+  if (o.trust) return run_script(o, so);
+
+  // Sandboxed: in a jailed child process. It forks before the host exists, so the child
+  // builds its own engine threads.
+  const jail::JailLimits limits = script_jail(o, so);
+  jail::Walls walls = jail::probe_walls();
+  std::fprintf(stderr, "mlstudio: sandbox: %s", walls.describe().c_str());
+  if (limits.address_space_bytes)
+    std::fprintf(stderr, ", memory %lld MiB", static_cast<long long>(o.memory_limit_mib));
+  if (limits.wall_seconds > 0) std::fprintf(stderr, ", time %g s", o.time_limit);
+  std::fprintf(stderr, " (--trust lifts it)\n");
+  const jail::JailResult r = jail::run_jailed(limits, [&] { return run_script(o, so); });
+  if (r.timed_out) {
+    std::fprintf(stderr,
+                 "mlstudio: %s: stopped by the sandbox: the script ran past its time limit of %g s "
+                 "and did not stop (killed after %.1f s)\n",
+                 o.file.c_str(), o.time_limit, r.wall_seconds);
     return 1;
   }
-  return 0;
+  if (!r.reason.empty()) {
+    std::fprintf(stderr, "mlstudio: %s: stopped by the sandbox: %s\n", o.file.c_str(),
+                 r.reason.c_str());
+    return 1;
+  }
+  return r.exit_code;
 }
 
 }  // namespace mls::app

@@ -239,6 +239,11 @@ int main(int argc, char** argv) {
   lua_cmd
       ->add_option("--time-limit", lua.time_limit, "Stop the script after S seconds (0: no limit)")
       ->check(finite(true));
+  lua_cmd
+      ->add_option("--memory-limit", lua.memory_limit_mib,
+                   "Sandbox: the script's address space in MiB (0: no limit)")
+      ->capture_default_str()
+      ->check(kCount);
   lua_cmd->add_option("--db", lua.db, "The run database that mls.train and mls.log write to")
       ->capture_default_str();
   lua_cmd->prefix_command(false);
