@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/core/atomic_file.h"
+
 namespace mls::data {
 namespace {
 
@@ -58,16 +60,11 @@ std::optional<double> parse_number(std::string_view cell) {
   return v;
 }
 
-Result<std::string> read_text_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return make_error(path + ": file not found");
-  if (std::filesystem::is_directory(path, ec)) return make_error(path + ": is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return make_error(path + ": read failed");
-  return ss.str();
+Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes) {
+  auto bytes = read_whole_file(path, max_bytes);
+  if (!bytes) return bytes.error();
+  return catching_bad_alloc(
+      path, [&]() -> Result<std::string> { return std::string(bytes->begin(), bytes->end()); });
 }
 
 Result<CsvTable> parse_csv(std::string_view text, const std::string& name, char delimiter) {
@@ -80,8 +77,14 @@ Result<CsvTable> parse_csv(std::string_view text, const std::string& name, char 
   size_t i = 0;
 
   // Ends the current record; a blank line between records is skipped.
+  uint64_t cells = 0;
   auto end_record = [&]() -> Result<void> {
     record.push_back(std::move(cell));
+    cells += record.size();
+    if (cells > kMaxCsvCells)
+      return at_line(name, record_line,
+                     "more than " + std::to_string(kMaxCsvCells) +
+                         " cells in all, the most a CSV file may have here");
     cell.clear();
     const bool blank = record.size() == 1 && trim(record[0]).empty() && !quoted;
     quoted = false;
@@ -113,6 +116,8 @@ Result<CsvTable> parse_csv(std::string_view text, const std::string& name, char 
 
   while (i < text.size()) {
     const char ch = text[i];
+    if (ch == '\0')
+      return at_line(name, line, "a NUL byte: this is not a text file (binary or sparse?)");
     if (in_quotes) {
       if (ch == '"') {
         if (i + 1 < text.size() && text[i + 1] == '"') {
@@ -134,6 +139,10 @@ Result<CsvTable> parse_csv(std::string_view text, const std::string& name, char 
     } else if (ch == delimiter) {
       record.push_back(std::move(cell));
       cell.clear();
+      if (record.size() >= kMaxCsvColumns)
+        return at_line(name, record_line,
+                       "more than " + std::to_string(kMaxCsvColumns) +
+                           " fields in one row, the most a CSV row may have here");
     } else if (ch == '\n' || ch == '\r') {
       if (auto r = end_record(); !r) return r.error();
       if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
@@ -160,7 +169,7 @@ Result<CsvTable> parse_csv(std::string_view text, const std::string& name, char 
 Result<CsvTable> read_csv(const std::string& path, char delimiter) {
   Result<std::string> text = read_text_file(path);
   if (!text) return text.error();
-  return parse_csv(*text, path, delimiter);
+  return catching_bad_alloc(path, [&] { return parse_csv(*text, path, delimiter); });
 }
 
 }  // namespace mls::data

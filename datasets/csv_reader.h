@@ -26,7 +26,14 @@ struct CsvTable {
   std::optional<size_t> column(std::string_view name) const;
 };
 
-// Every error names `name` and the line: "data.csv:5: expected 4 fields, found 3".
+// Stated limits, so that memory follows the real content: a cell costs a string (32 bytes)
+// however short, so a file of commas would otherwise take 30 times its size.
+inline constexpr uint64_t kMaxCsvBytes = uint64_t{1} << 30;  // 1 GiB of text
+inline constexpr uint64_t kMaxCsvCells = uint64_t{1} << 25;  // 33.5 million cells (~1 GiB)
+inline constexpr uint64_t kMaxCsvColumns = 1 << 16;
+
+// Every error names `name` and the line: "data.csv:5: expected 4 fields, found 3". A NUL
+// byte (a binary or sparse file) and the limits above are errors too.
 Result<CsvTable> parse_csv(std::string_view text, const std::string& name, char delimiter = ',');
 Result<CsvTable> read_csv(const std::string& path, char delimiter = ',');
 
@@ -36,7 +43,8 @@ bool is_missing_cell(std::string_view cell);
 // A finite number in the whole cell (surrounding spaces and a leading '+' allowed).
 std::optional<double> parse_number(std::string_view cell);
 
-// Reads a whole file; errors start with `path`.
-Result<std::string> read_text_file(const std::string& path);
+// Reads a whole regular file of at most `max_bytes`; errors start with `path`. A FIFO, a
+// device or a directory is refused unread.
+Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes = kMaxCsvBytes);
 
 }  // namespace mls::data

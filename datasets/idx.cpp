@@ -12,6 +12,8 @@
 #include <memory>
 #include <system_error>
 
+#include "engine/core/atomic_file.h"
+
 namespace mls::data {
 namespace {
 
@@ -27,33 +29,39 @@ std::string hex_byte(uint8_t b) {
   return buf;
 }
 
-Result<Bytes> read_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory)
-    return file_error(path, "cannot access: " + ec.message());
-  if (!fs::exists(st)) return file_error(path, "file not found");
-  if (fs::is_directory(st)) return file_error(path, "is a directory, not an IDX file");
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) return file_error(path, "cannot read size: " + ec.message());
-
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return file_error(path, std::string("cannot open: ") + std::strerror(errno));
-  Bytes bytes(static_cast<size_t>(size));
-  if (std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
-    return file_error(path, "read failed (file changed while reading?)");
-  return bytes;
-}
-
 // The gzip trailer stores the uncompressed size mod 2^32. A corrupt trailer must not make
-// us allocate gigabytes, so the hint is capped at deflate's best possible ratio (~1032:1).
-size_t gzip_size_hint(const Bytes& in) {
+// us allocate gigabytes, so the hint is capped at deflate's best possible ratio (~1032:1)
+// and at what the IDX header allows.
+size_t gzip_size_hint(const Bytes& in, uint64_t limit) {
   constexpr size_t kMin = size_t{1} << 16;
   if (in.size() < 18) return kMin;
   const uint8_t* t = in.data() + in.size() - 4;
   const size_t isize = size_t{t[0]} | size_t{t[1]} << 8 | size_t{t[2]} << 16 | size_t{t[3]} << 24;
-  return std::clamp(isize, kMin, std::max(kMin, in.size() * 1032));
+  // The buffer doubles past the hint, so a modest first guess costs little.
+  constexpr uint64_t kMaxHint = uint64_t{256} << 20;
+  const size_t cap =
+      static_cast<size_t>(std::min({uint64_t{in.size()} * 1032, limit + 1, kMaxHint}));
+  return std::clamp(isize, kMin, std::max(kMin, cap));
+}
+
+uint32_t read_be32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
+}
+
+// The file size an IDX header declares (header plus dims x 1 byte), from the first bytes
+// decompressed so far; kMaxIdxBytes until the header is complete or when it is malformed
+// (parse_idx then says what is wrong).
+uint64_t declared_idx_size(const uint8_t* b, size_t n) {
+  if (n < 4) return kMaxIdxBytes;
+  const int ndims = b[3];
+  const size_t header = 4 + 4 * static_cast<size_t>(ndims);
+  if (ndims < 1 || ndims > 4 || n < header) return kMaxIdxBytes;
+  uint64_t total = 1;
+  for (int i = 0; i < ndims; ++i) {
+    total *= read_be32(b + 4 + 4 * i);
+    if (total > kMaxIdxBytes) return kMaxIdxBytes;
+  }
+  return std::min<uint64_t>(total + header, kMaxIdxBytes);
 }
 
 struct InflateStream {
@@ -68,6 +76,8 @@ bool is_gzip(const Bytes& b, size_t at) {
   return b.size() - at >= 2 && b[at] == 0x1f && b[at + 1] == 0x8b;
 }
 
+// Decompresses no more than the header declares: a few megabytes that unpack to gigabytes
+// (a "gzip bomb") are refused after the declared size, not unpacked into memory.
 Result<Bytes> gunzip(const std::string& path, const Bytes& in) {
   InflateStream s;
   if (inflateInit2(&s.zs, 15 + 16) != Z_OK)  // 15 + 16: gzip wrapper, largest window
@@ -76,10 +86,18 @@ Result<Bytes> gunzip(const std::string& path, const Bytes& in) {
 
   // zlib counts in 32-bit uInt, so large buffers are fed in chunks.
   constexpr size_t kChunk = size_t{1} << 30;
-  Bytes out(gzip_size_hint(in));
+  Bytes out(gzip_size_hint(in, kMaxIdxBytes));
   size_t consumed = 0, produced = 0;
   for (;;) {
-    if (produced == out.size()) out.resize(out.size() * 2);
+    const uint64_t limit = declared_idx_size(out.data(), produced);
+    if (produced > limit)
+      return file_error(path,
+                        "decompresses to more than the " + std::to_string(limit) +
+                            " bytes its header declares" +
+                            (limit == kMaxIdxBytes ? " (or the most an IDX file may have)" : ""));
+    // One byte past the limit is enough to know the data is too long.
+    if (produced == out.size())
+      out.resize(static_cast<size_t>(std::min<uint64_t>(out.size() * 2, limit + 1)));
     const size_t in_chunk = std::min(in.size() - consumed, kChunk);
     const size_t out_chunk = std::min(out.size() - produced, kChunk);
     s.zs.next_in = in.data() + consumed;
@@ -131,10 +149,6 @@ const char* type_name(uint8_t code) {
   }
 }
 
-uint32_t read_be32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
-}
-
 // Takes the bytes by value so the header can be stripped in place: the data is the bulk
 // of the file, and copying 47 MB of Fashion-MNIST pixels would be wasted time.
 Result<IdxArray> parse_idx(const std::string& path, Bytes bytes) {
@@ -181,10 +195,8 @@ Result<IdxArray> parse_idx(const std::string& path, Bytes bytes) {
   return a;
 }
 
-}  // namespace
-
-Result<IdxArray> read_idx(const std::string& path) {
-  Result<Bytes> raw = read_file(path);
+Result<IdxArray> read_idx_unguarded(const std::string& path) {
+  Result<Bytes> raw = read_whole_file(path, kMaxIdxBytes);
   if (!raw) return raw.error();
   if (!is_gzip(*raw, 0)) return parse_idx(path, std::move(*raw));
   Result<Bytes> plain = gunzip(path, *raw);
@@ -192,6 +204,12 @@ Result<IdxArray> read_idx(const std::string& path) {
   raw->clear();
   raw->shrink_to_fit();  // free the compressed copy before parsing
   return parse_idx(path, std::move(*plain));
+}
+
+}  // namespace
+
+Result<IdxArray> read_idx(const std::string& path) {
+  return catching_bad_alloc(path, [&] { return read_idx_unguarded(path); });
 }
 
 }  // namespace mls::data

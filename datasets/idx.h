@@ -21,8 +21,12 @@ struct IdxArray {
   std::vector<uint8_t> data;  // row-major, product(dims) bytes
 };
 
+// The largest IDX file read, compressed or decompressed: 4 GiB (Fashion-MNIST's training
+// images are 47 MB). Decompression also stops at the size the header declares.
+inline constexpr uint64_t kMaxIdxBytes = uint64_t{4} << 30;
+
 // Reads the whole file; gzip is detected by its magic bytes, not the file name. Every
-// error message starts with `path`.
+// error message starts with `path`; a FIFO, a device or a directory is refused unread.
 Result<IdxArray> read_idx(const std::string& path);
 
 }  // namespace mls::data

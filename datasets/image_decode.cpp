@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "engine/core/atomic_file.h"
 #include "engine/core/check.h"
 
 namespace mls::data {
@@ -49,11 +50,11 @@ std::optional<Error> too_large(int ok, int w, int h, const std::string& name) {
 
 Result<Image> decode_image_file(const std::string& path, int channels) {
   MLS_CHECK(channels == 1 || channels == 3, "images decode to 1 or 3 channels");
-  int w = 0, h = 0, n = 0;
-  const int known = stbi_info(path.c_str(), &w, &h, &n);  // before w and h are read
-  if (auto big = too_large(known, w, h, path)) return *big;
-  unsigned char* data = stbi_load(path.c_str(), &w, &h, &n, channels);
-  return from_stb(data, w, h, channels, path);
+  // Read here rather than by stb's fopen, which would block on a FIFO and read /dev/zero.
+  auto bytes = read_whole_file(path, kMaxImageFileBytes);
+  if (!bytes) return bytes.error();
+  return catching_bad_alloc(
+      path, [&] { return decode_image_memory(bytes->data(), bytes->size(), channels, path); });
 }
 
 Result<Image> decode_image_memory(const uint8_t* bytes, size_t size, int channels,

@@ -22,6 +22,8 @@ struct Image {
 // `channels` is 1 (grey: stb's luma of a colour image) or 3 (RGB: grey is replicated, alpha
 // dropped). Errors name the file and give stb's reason ("cat.png: cannot decode image:
 // bad png sig").
+// A file larger than kMaxImageFileBytes, or not a regular file, is refused unread.
+inline constexpr uint64_t kMaxImageFileBytes = uint64_t{256} << 20;
 Result<Image> decode_image_file(const std::string& path, int channels);
 Result<Image> decode_image_memory(const uint8_t* data, size_t size, int channels,
                                   const std::string& name);

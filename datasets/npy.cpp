@@ -4,10 +4,7 @@
 
 #include <bit>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 
 namespace mls::data {
@@ -240,23 +237,13 @@ Result<NpyArray> parse_npy(std::vector<uint8_t> bytes, const std::string& name) 
 }
 
 Result<std::vector<uint8_t>> read_binary_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return make_error(path + ": file not found");
-  if (std::filesystem::is_directory(path, ec)) return make_error(path + ": is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error(path + ": cannot open: " + std::strerror(errno));
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return make_error(path + ": cannot read size: " + ec.message());
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  if (!f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
-    return make_error(path + ": read failed (file changed while reading?)");
-  return bytes;
+  return read_whole_file(path, kMaxDataFileBytes);
 }
 
 Result<NpyArray> read_npy(const std::string& path) {
   auto bytes = read_binary_file(path);
   if (!bytes) return bytes.error();
-  return parse_npy(std::move(*bytes), path);
+  return catching_bad_alloc(path, [&] { return parse_npy(std::move(*bytes), path); });
 }
 
 Result<void> write_npy_f32(const std::string& path, const Shape& shape, const std::vector<float>& values) {

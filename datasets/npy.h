@@ -42,7 +42,12 @@ Result<NpyArray> read_npy(const std::string& path);
 // Writes f32 values of `shape` as a version 1.0 .npy file, atomically; errors name the path.
 Result<void> write_npy_f32(const std::string& path, const Shape& shape, const std::vector<float>& values);
 
-// Reads a whole binary file; errors start with `path`.
+// The largest data file (.npy, .npz, IDX, an input for predict) read into memory: 16 GiB.
+// A file larger than this, or than memory allows, is refused with a message naming it.
+inline constexpr uint64_t kMaxDataFileBytes = uint64_t{16} << 30;
+
+// Reads a whole regular file of at most kMaxDataFileBytes (a FIFO, a device or a directory
+// is refused at once, never read); errors start with `path`.
 Result<std::vector<uint8_t>> read_binary_file(const std::string& path);
 
 }  // namespace mls::data

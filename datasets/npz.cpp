@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "datasets/npy.h"
+#include "engine/core/atomic_file.h"
+
 namespace mls::data {
 namespace {
 
@@ -25,11 +28,18 @@ Error fail(const std::string& path, const std::string& what) {
   return make_error(path + ": " + what);
 }
 
-Result<File> open_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return fail(path, "file not found");
-  File f(std::fopen(path.c_str(), "rb"), &std::fclose);
+// A regular file only (a FIFO would block, /dev/zero never ends); `size` receives its size.
+Result<File> open_file(const std::string& path, uint64_t& size) {
+  auto r = open_for_reading(path);
+  if (!r) return r.error();
+  if (r->size() > kMaxDataFileBytes)
+    return fail(path, "is " + std::to_string(r->size()) + " bytes, more than the " +
+                          std::to_string(kMaxDataFileBytes) +
+                          " bytes a file of this kind may have");
+  size = r->size();
+  File f(::fdopen(r->fd(), "rb"), &std::fclose);
   if (!f) return fail(path, std::string("cannot open: ") + std::strerror(errno));
+  r->release();  // the FILE owns the descriptor now
   return f;
 }
 
@@ -68,11 +78,9 @@ Result<std::pair<uint64_t, uint64_t>> find_central_directory(std::FILE* f, const
 }  // namespace
 
 Result<std::vector<ZipEntry>> list_zip(const std::string& path) {
-  auto f = open_file(path);
+  uint64_t size = 0;
+  auto f = open_file(path, size);
   if (!f) return f.error();
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) return fail(path, "cannot read size: " + ec.message());
   auto cd = find_central_directory(f->get(), path, size);
   if (!cd) return cd.error();
   auto [offset, count] = *cd;
@@ -120,7 +128,8 @@ Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEn
   if (e.method != 0 && e.method != 8)
     return fail(where, "compression method " + std::to_string(e.method) +
                            " is not supported (only stored and deflate)");
-  auto f = open_file(path);
+  uint64_t file_size = 0;
+  auto f = open_file(path, file_size);
   if (!f) return f.error();
   uint8_t h[30];
   if (!read_at(f->get(), e.local_offset, h, 30) || le(h, 4) != kLocal)
@@ -128,9 +137,7 @@ Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEn
   const uint64_t data_at = e.local_offset + 30 + le(h + 26, 2) + le(h + 28, 2);
   // Sizes come from the archive: checked against the file before anything that large is
   // allocated (a corrupt or hostile header may claim gigabytes).
-  std::error_code ec;
-  const uint64_t file_size = std::filesystem::file_size(path, ec);
-  if (ec || data_at > file_size || e.compressed_size > file_size - data_at)
+  if (data_at > file_size || e.compressed_size > file_size - data_at)
     return fail(where, "truncated: the member claims " + std::to_string(e.compressed_size) +
                            " bytes, past the end of the archive");
   // Deflate expands at most 1032 to 1; a larger claim is a corrupt header.
@@ -175,7 +182,9 @@ Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEn
   return out;
 }
 
-Result<NpyArray> read_npz_array(const std::string& path, const std::string& key) {
+namespace {
+
+Result<NpyArray> read_npz_array_unguarded(const std::string& path, const std::string& key) {
   auto entries = list_zip(path);
   if (!entries) return entries.error();
   std::string keys;
@@ -190,6 +199,13 @@ Result<NpyArray> read_npz_array(const std::string& path, const std::string& key)
   }
   return fail(path,
               "no array '" + key + "' (the archive holds " + (keys.empty() ? "none" : keys) + ")");
+}
+
+}  // namespace
+
+// A member whose header claims more than memory holds is an error naming the archive.
+Result<NpyArray> read_npz_array(const std::string& path, const std::string& key) {
+  return catching_bad_alloc(path, [&] { return read_npz_array_unguarded(path, key); });
 }
 
 }  // namespace mls::data

@@ -125,6 +125,57 @@ Result<void> write_file_atomically(
   return {};
 }
 
+ReadableFile::~ReadableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<ReadableFile> open_for_reading(const std::string& path) {
+  auto fail = [&](const std::string& why) { return make_error(path + ": " + why); };
+  auto not_regular = [&](unsigned mode) {
+    return fail(std::string("is ") + file_type_name(mode) + ", not a regular file");
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return fail(errno == ENOENT ? "file not found" : "cannot access: " + errno_text());
+  if (!S_ISREG(st.st_mode)) return not_regular(st.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return fail(errno == ENOENT ? "file not found" : "cannot open: " + errno_text());
+  auto give_up = [&](const Error& e) {
+    ::close(fd);
+    return e;
+  };
+  if (::fstat(fd, &st) != 0) return give_up(fail("cannot stat: " + errno_text()));
+  if (!S_ISREG(st.st_mode)) return give_up(not_regular(st.st_mode));
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    return give_up(fail("cannot open: " + errno_text()));
+  return ReadableFile(fd, static_cast<uint64_t>(st.st_size));
+}
+
+Error out_of_memory_reading(const std::string& path) {
+  return make_error(path + ": not enough memory to read it");
+}
+
+Result<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t max_bytes) {
+  auto f = open_for_reading(path);
+  if (!f) return f.error();
+  const uint64_t size = f->size();
+  if (size > max_bytes)
+    return make_error(path + ": is " + std::to_string(size) + " bytes, more than the " +
+                      std::to_string(max_bytes) + " bytes a file of this kind may have");
+  return catching_bad_alloc(path, [&]() -> Result<std::vector<uint8_t>> {
+    std::vector<uint8_t> bytes(static_cast<size_t>(size));
+    for (size_t done = 0; done < bytes.size();) {
+      const ssize_t n = ::read(f->fd(), bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return make_error(path + ": read failed: " + errno_text());
+      if (n == 0) return make_error(path + ": read failed (file changed while reading?)");
+      done += static_cast<size_t>(n);
+    }
+    return bytes;
+  });
+}
+
 Result<void> write_text_atomically(const std::string& path, std::string_view text) {
   return write_file_atomically(path, [&](int fd, const std::string& tmp) -> Result<void> {
     if (!write_all(fd, text.data(), text.size()))

@@ -13,9 +13,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <new>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/core/result.h"
 
@@ -50,5 +53,63 @@ const char* file_type_name(unsigned mode);
 bool write_all(int fd, const void* data, size_t size);
 
 std::string errno_text();  // strerror(errno)
+
+// [SECTION] Reading: regular files only, never blocking, bounded
+//
+// Every reader of user-named files (datasets, weights, checkpoints, hashed inputs) opens
+// them here. A FIFO would block open(2) or read(2) forever, /dev/zero never ends, and a
+// directory reads as an error much later: all are refused at once by name.
+//
+//   auto f = open_for_reading("run-3/last.ckpt");       // "x: is a FIFO, not a regular file"
+//   if (!f) return f.error();
+//   pread(f->fd(), buf, n, 0);  f->size();
+//   auto bytes = read_whole_file("x.npy", kMaxBytes);   // refuses a file larger than that
+
+// An open regular file, closed on destruction.
+class ReadableFile {
+ public:
+  ReadableFile(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  ReadableFile(ReadableFile&& o) noexcept : fd_(o.fd_), size_(o.size_) { o.fd_ = -1; }
+  ReadableFile& operator=(ReadableFile&&) = delete;
+  ReadableFile(const ReadableFile&) = delete;
+  ~ReadableFile();
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }  // st_size when opened
+  // Hands the descriptor over (to fdopen, say); the caller closes it.
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+  uint64_t size_;
+};
+
+// Opens `path` read-only if it is a regular file (symlinks followed): the type is checked
+// with stat before opening (a device is never opened) and with fstat after an O_NONBLOCK
+// open (a FIFO swapped in meanwhile cannot block), then O_NONBLOCK is cleared. Messages:
+// "PATH: file not found", "PATH: is a FIFO, not a regular file", "PATH: cannot open: why".
+Result<ReadableFile> open_for_reading(const std::string& path);
+
+// The whole of the regular file `path`, refused when it is larger than `max_bytes` (the
+// message names the file, its size and the limit). Out of memory is an error naming the
+// file, not an exception.
+Result<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t max_bytes);
+
+// The message for running out of memory while reading `path`.
+Error out_of_memory_reading(const std::string& path);
+
+// Runs `read` (returning a Result) and turns std::bad_alloc into out_of_memory_reading:
+// a header that declares gigabytes must not abort the program.
+template <typename F>
+auto catching_bad_alloc(const std::string& path, F&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const std::bad_alloc&) {
+    return out_of_memory_reading(path);
+  }
+}
 
 }  // namespace mls

@@ -452,16 +452,13 @@ uint64_t load_le(const uint8_t* p, int n) {
   return v;
 }
 
-}  // namespace
-
-Result<Checkpoint> read_checkpoint(const std::string& path) {
+Result<Checkpoint> read_checkpoint_unguarded(const std::string& path) {
   auto fail = [&](const std::string& why) { return make_error(path + ": " + why); };
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) return fail("cannot open: " + errno_text());
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0) return fail("cannot stat: " + errno_text());
-  if (!S_ISREG(st.st_mode)) return fail("not a regular file");
-  const auto size = static_cast<uint64_t>(st.st_size);
+  // A regular file only: open(2) of a FIFO named last.ckpt would block --resume forever.
+  auto file = open_for_reading(path);
+  if (!file) return file.error();
+  Fd f{file->release()};
+  const uint64_t size = file->size();
 
   // The header: magic, version, declared size, header CRC.
   uint8_t h[kHeaderSize];
@@ -536,6 +533,14 @@ Result<Checkpoint> read_checkpoint(const std::string& path) {
     return fail("malformed: the " + p.section + " run past the end of the data");
   if (!p.malformed.empty()) return fail("malformed: " + p.malformed);
   return c;
+}
+
+}  // namespace
+
+Result<Checkpoint> read_checkpoint(const std::string& path) {
+  // Tensor sizes are checked against the file's size before they are allocated, but a
+  // large file may still not fit in memory: that is an error naming it, not an abort.
+  return catching_bad_alloc(path, [&] { return read_checkpoint_unguarded(path); });
 }
 
 }  // namespace mls

@@ -186,5 +186,5 @@ TEST_CASE("read_idx names a missing file or a directory", "[idx]") {
   TempDir dir;
   const std::string missing = dir.file("nope-idx1-ubyte.gz");
   CHECK(error_of(read_idx(missing)) == missing + ": file not found");
-  CHECK(error_of(read_idx(dir.str())) == dir.str() + ": is a directory, not an IDX file");
+  CHECK(error_of(read_idx(dir.str())) == dir.str() + ": is a directory, not a regular file");
 }

@@ -4,7 +4,6 @@
 // refused at once instead of blocking forever.
 #include <sys/stat.h>
 
-#include "../common/deadline.h"
 #include "cli_util.h"
 
 using namespace mls::e2e;
@@ -71,4 +70,68 @@ TEST_CASE("import -o --force whose weights path is a FIFO is refused and replace
   CHECK(o.err.find(weights.string() + " is a FIFO, not a regular file") != std::string::npos);
   CHECK(still_a_fifo(weights));
   CHECK(read_file(project.string()) == "old project");
+}
+
+namespace {
+
+// run() under timeout(1): a reader that blocks shows as exit code 124, not a hung test.
+Output run_bounded(const std::string& args, int seconds = 60) {
+  fs::path err = temp_dir() / "stderr-bounded.txt";
+  std::string cmd = "timeout -s KILL " + std::to_string(seconds) + " " + std::string(MLS_EXE) +
+                    " " + args + " 2>" + err.string();
+  Output o;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  const int status = ::pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  o.err = read_file(err.string());
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a FIFO as the project's weights is refused at once by --run, naming it",
+          "[e2e][hostile]") {
+  const fs::path fifo = make_fifo("weights.fifo");
+  const std::string project =
+      variant("fifo-weights.mls", "\"nodes\": [", "\"weights\": \"weights.fifo\", \"nodes\": [");
+  Output o = run_bounded("--run " + project + " --epochs 1 --limit 64 --test-limit 32 --db " +
+                         (temp_dir() / "fifo-weights.db").string());
+  INFO(o.err);
+  CHECK(o.code != 0);
+  CHECK(o.code != 137);  // killed by timeout: blocked on the FIFO
+  CHECK(o.err.find(fifo.string() + ": is a FIFO, not a regular file") != std::string::npos);
+  CHECK(still_a_fifo(fifo));
+}
+
+TEST_CASE("a FIFO as a run's checkpoints is refused at once by --resume and eval",
+          "[e2e][hostile]") {
+  const fs::path db = temp_dir() / "fifo-ckpt.db";
+  fs::remove(db);
+  fs::remove_all(temp_dir() / "fifo-ckpt.checkpoints");
+  const std::string common = " --limit 64 --test-limit 32 --db " + db.string();
+  Output a = run("--run " + example() + " --epochs 2 --stop-after-epochs 1" + common);
+  INFO(a.err);
+  REQUIRE(a.code == 0);
+  const fs::path dir = temp_dir() / "fifo-ckpt.checkpoints" / "run-1";
+  REQUIRE(fs::exists(dir / "last.ckpt"));
+  for (const char* name : {"last.ckpt", "best.ckpt"}) {
+    fs::remove(dir / name);
+    REQUIRE(::mkfifo((dir / name).c_str(), 0600) == 0);
+  }
+  Output r = run_bounded("--run " + example() + " --resume 1" + common);
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(r.code != 137);
+  CHECK(r.err.find((dir / "last.ckpt").string() + ": is a FIFO, not a regular file") !=
+        std::string::npos);
+  Output e = run_bounded("eval " + example() + " --run 1 --db " + db.string());
+  INFO(e.err);
+  CHECK(e.code != 0);
+  CHECK(e.code != 137);
+  CHECK(e.err.find(": is a FIFO, not a regular file") != std::string::npos);
+  CHECK(still_a_fifo(dir / "last.ckpt"));
 }

@@ -1,6 +1,7 @@
 // The atomic write replaces only regular files: a FIFO, a socket, a directory or a symlink
 // to a device at the target is refused with a message naming the path and what it is, and
-// is left exactly as it was (renaming over it would replace the node itself).
+// is left exactly as it was (renaming over it would replace the node itself). The reading
+// side opens only regular files, without ever blocking (a checkpoint that is a FIFO).
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,8 +12,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/deadline.h"
 #include "../common/temp_dir.h"
 #include "engine/core/atomic_file.h"
+#include "engine/train/checkpoint.h"
 
 using namespace mls;
 using namespace mls::test;
@@ -35,6 +38,11 @@ bool no_temporary_files(const std::string& dir) {
   return true;
 }
 
+bool still_fifo(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
 mode_t lmode(const std::string& path) {
   struct stat st {};
   REQUIRE(::lstat(path.c_str(), &st) == 0);
@@ -43,7 +51,8 @@ mode_t lmode(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("atomic write: a regular file, a missing path and a dangling symlink are written", "[atomic_file]") {
+TEST_CASE("atomic write: a regular file, a missing path and a dangling symlink are written",
+          "[atomic_file]") {
   TempDir dir("mls_atomic");
   const std::string file = dir.file("a.txt");
   std::ofstream(file) << "old";
@@ -84,7 +93,8 @@ TEST_CASE("atomic write: a directory at the path is refused and named", "[atomic
   CHECK(no_temporary_files(dir.str()));
 }
 
-TEST_CASE("atomic write: a unix socket at the path is refused and stays a socket", "[atomic_file]") {
+TEST_CASE("atomic write: a unix socket at the path is refused and stays a socket",
+          "[atomic_file]") {
   TempDir dir("mls_atomic");
   const std::string sock = dir.file("s.sock");
   sockaddr_un addr{};
@@ -113,7 +123,8 @@ TEST_CASE("atomic write: a symlink to /dev/null is refused and stays a symlink",
   });
   REQUIRE_FALSE(r);
   INFO(r.error().message);
-  CHECK(r.error().message.find(link + " (a symlink) points to a character device") != std::string::npos);
+  CHECK(r.error().message.find(link + " (a symlink) points to a character device") !=
+        std::string::npos);
   CHECK(called == 0);  // refused before any work
   CHECK(lmode(link) == S_IFLNK);
   CHECK(fs::read_symlink(link) == "/dev/null");
@@ -132,4 +143,48 @@ TEST_CASE("replace_file renames over a regular file but refuses a FIFO", "[atomi
   REQUIRE_FALSE(r);
   CHECK(r.error().message.find(dir.file("pipe") + " is a FIFO") != std::string::npos);
   CHECK(lmode(dir.file("pipe")) == S_IFIFO);
+}
+
+TEST_CASE(
+    "open_for_reading: a regular file opens; a FIFO, /dev/zero, a directory are refused at once",
+    "[atomic_file]") {
+  TempDir dir("mls_atomic");
+  std::ofstream(dir.file("f")) << "12345";
+  auto f = open_for_reading(dir.file("f"));
+  REQUIRE(f);
+  CHECK(f->size() == 5);
+  char buf[8] = {};
+  CHECK(::read(f->fd(), buf, sizeof buf) == 5);  // blocking mode again: a normal descriptor
+  CHECK(std::string(buf) == "12345");
+
+  const std::string fifo = dir.file("p");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string msg;
+  REQUIRE(finishes_within(std::chrono::seconds(5),
+                          [&] { msg = open_for_reading(fifo).error().message; }));
+  CHECK(msg == fifo + ": is a FIFO, not a regular file");
+  CHECK(open_for_reading("/dev/zero").error().message ==
+        "/dev/zero: is a character device, not a regular file");
+  CHECK(open_for_reading(dir.str()).error().message ==
+        dir.str() + ": is a directory, not a regular file");
+  CHECK(open_for_reading(dir.file("none")).error().message ==
+        dir.file("none") + ": file not found");
+  CHECK(read_whole_file(dir.file("f"), 4).error().message ==
+        dir.file("f") + ": is 5 bytes, more than the 4 bytes a file of this kind may have");
+  auto all = read_whole_file(dir.file("f"), 5);
+  REQUIRE(all);
+  CHECK(std::string(all->begin(), all->end()) == "12345");
+}
+
+TEST_CASE("read_checkpoint of a FIFO (last.ckpt) is refused at once instead of blocking",
+          "[atomic_file][checkpoint]") {
+  TempDir dir("mls_atomic");
+  const std::string fifo = dir.file("last.ckpt");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string msg;
+  // Before the fix open(2) waited for a writer that never comes.
+  REQUIRE(finishes_within(std::chrono::seconds(5),
+                          [&] { msg = read_checkpoint(fifo).error().message; }));
+  CHECK(msg == fifo + ": is a FIFO, not a regular file");
+  CHECK(still_fifo(fifo));
 }
