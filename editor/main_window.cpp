@@ -452,9 +452,7 @@ void MainWindow::buildToolbar() {
   batch_->setObjectName("toolbar.batch");
   tb->addWidget(batch_);
   tb->addWidget(new QLabel("  LR "));
-  lr_ = new QDoubleSpinBox;
-  lr_->setDecimals(5);
-  lr_->setRange(1e-5, 10);
+  lr_ = new RealSpinBox;  // any rate the document takes, none capped
   lr_->setSingleStep(0.001);
   lr_->setObjectName("toolbar.lr");
   tb->addWidget(lr_);
