@@ -32,11 +32,25 @@ int run_script(const LuaOptions& o, const lua::ScriptOptions& so) {
   return 0;
 }
 
+// The address space this process maps now (/proc/self/statm's first field, in pages).
+uint64_t mapped_bytes() {
+  unsigned long long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
 // The second wall around a sandboxed script, kept by the kernel (scripting/jail.h): what
 // the in-VM sandbox allows, and no more, in case the VM's own checks are ever got round.
 jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) {
   jail::JailLimits l;
-  l.address_space_bytes = static_cast<uint64_t>(o.memory_limit_mib) << 20;
+  // The limit is what the script may add: the process already maps about 1 GB before any
+  // script runs (libraries, malloc arenas, OpenBLAS's buffers), and a limit below that would
+  // only stop the engine's own start-up.
+  if (o.memory_limit_mib > 0)
+    l.address_space_bytes = mapped_bytes() + (static_cast<uint64_t>(o.memory_limit_mib) << 20);
   if (o.time_limit > 0) {
     // The in-VM limit fires first with a traceback; the wall clock (a second later) stops
     // what the VM cannot interrupt: a backtracking pattern, a blocking open, a long kernel.
@@ -102,6 +116,14 @@ int lua_command(const LuaOptions& o) {
                  "mlstudio: %s: stopped by the sandbox: the script ran past its time limit of %g s "
                  "and did not stop (killed after %.1f s)\n",
                  o.file.c_str(), o.time_limit, r.wall_seconds);
+    return 1;
+  }
+  if (r.reason.rfind("memory limit", 0) == 0 ||
+      r.reason.find("(the memory limit") != std::string::npos) {
+    std::fprintf(stderr,
+                 "mlstudio: %s: stopped by the sandbox: %s; the script may use %lld MiB "
+                 "(--memory-limit)\n",
+                 o.file.c_str(), r.reason.c_str(), static_cast<long long>(o.memory_limit_mib));
     return 1;
   }
   if (!r.reason.empty()) {

@@ -349,7 +349,9 @@ std::string explain(const JailLimits& l, const JailResult& r, const std::string&
   if (r.signal == SIGSYS) return "killed by seccomp";
   if (r.signal != 0) {
     std::string s = "killed by " + signal_name(r.signal);
-    if ((r.signal == SIGSEGV || r.signal == SIGBUS || r.signal == SIGABRT) &&
+    // Out of address space, libraries fail in their own ways: a segfault on a stack or
+    // guard page, abort() from a library that cannot go on, OpenBLAS raises SIGINT.
+    if ((r.signal == SIGSEGV || r.signal == SIGBUS || r.signal == SIGABRT || r.signal == SIGINT) &&
         l.address_space_bytes > 0)
       s += " (the memory limit is " + mib() + ")";
     return s;
