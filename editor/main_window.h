@@ -85,7 +85,8 @@ class MainWindow : public QMainWindow {
   void autosave();
   QString autosavePath() const;
   // Autosaves that editors which are gone left behind (a crash), newest first; recovering
-  // one opens it as unsaved work on the file it came from and removes it.
+  // one opens it as unsaved work on the file it came from and keeps it as this editor's
+  // autosave, until the next autosave or a save replaces it.
   QStringList leftoverAutosaves() const;
   Result<void> recoverAutosave(const QString& file);
   void discardAutosave(const QString& file);

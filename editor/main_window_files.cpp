@@ -180,8 +180,16 @@ Result<void> MainWindow::recoverAutosave(const QString& file) {
     return make_error(msg);
   }
   model_.reset(std::move(*doc), origin.toStdString(), /*saved=*/false);
-  QFile::remove(file);
-  QSettings().remove(key);
+  // The recovered copy becomes this editor's autosave rather than going away: a crash before
+  // the next autosave would otherwise lose the work a second time. The next autosave
+  // replaces it, a save removes it. Where it cannot be moved, it stays where it is.
+  const QString mine = autosavePath();
+  QDir().mkpath(QFileInfo(mine).path());
+  QFile::remove(mine);
+  if (QFile::rename(file, mine)) {
+    QSettings().remove(key);
+    QSettings().setValue("autosave/" + QFileInfo(mine).fileName(), origin);
+  }
   showStatus("recovered unsaved work" + (origin.isEmpty() ? QString() : " of " + origin) +
              " (save to keep it)");
   view_->fitAll();
