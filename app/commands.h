@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runner/model_export.h"
@@ -11,7 +12,12 @@
 
 namespace mls::app {
 
-// "mlstudio: MSG" on stderr; returns the exit code of a failed command (1).
+// Text from a file or the database (node ids, run and class names, messages quoting them)
+// made safe to print: control characters but newline and tab, DEL and the C1 controls come
+// out as \xNN, so a name cannot move the cursor, clear the screen or retitle the window.
+// Every line the CLI prints that holds such text goes through this.
+std::string terminal_safe(std::string_view text);
+// "mlstudio: MSG" on stderr (terminal_safe); returns the exit code of a failed command (1).
 int fail(const std::string& msg);
 // With --json, a failure's last stdout line: {"status": "failed", "error": MSG}.
 void print_json_failure(const std::string& msg);

@@ -63,7 +63,7 @@ int eval_command(const EvalOptions& o) {
   }
   std::printf("loss %.4f  accuracy %.4f  macro F1 %.4f  top-5 %.4f\n\n", ev->loss, ev->accuracy,
               ev->macro_f1, ev->top5);
-  std::printf("%s", ev->confusion.to_text(p.class_names).c_str());
+  std::printf("%s", terminal_safe(ev->confusion.to_text(p.class_names)).c_str());
   return 0;
 }
 

@@ -21,12 +21,12 @@ int profile_command(const GraphOptions& o) {
   po.epochs = 1;
   auto p = open_project(po);
   if (!p) {
-    std::fprintf(stderr, "mlstudio: %s\n", p.error().message.c_str());
+    std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(p.error().message).c_str());
     return 1;
   }
   auto device = open_backend(*p);
   if (!device) {
-    std::fprintf(stderr, "mlstudio: %s\n", device.error().message.c_str());
+    std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(device.error().message).c_str());
     return 1;
   }
   TrainConfig cfg = p->train_config();
@@ -41,12 +41,12 @@ int profile_command(const GraphOptions& o) {
   t.set_profiling(true);
   auto r = t.fit(*p->train, nullptr, nullptr);
   if (!r) {
-    std::fprintf(stderr, "mlstudio: %s\n", r.error().message.c_str());
+    std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(r.error().message).c_str());
     return 1;
   }
   auto plan = t.training_plan(cfg.batch_size);
   if (!plan) {
-    std::fprintf(stderr, "mlstudio: %s\n", plan.error().message.c_str());
+    std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(plan.error().message).c_str());
     return 1;
   }
   const auto& times = (*plan)->step_times();
@@ -113,7 +113,7 @@ std::string conflicting_flags(const GraphOptions& o) {
 
 int graph_command(const GraphOptions& o) {
   if (const std::string why = conflicting_flags(o); !why.empty()) {
-    std::fprintf(stderr, "mlstudio: graph: %s\n", why.c_str());
+    std::fprintf(stderr, "mlstudio: graph: %s\n", terminal_safe(why).c_str());
     return 1;
   }
   if (o.profile > 0) return profile_command(o);
@@ -121,13 +121,13 @@ int graph_command(const GraphOptions& o) {
   po.load_data = false;
   auto p = open_project(po);
   if (!p) {
-    std::fprintf(stderr, "mlstudio: %s\n", p.error().message.c_str());
+    std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(p.error().message).c_str());
     return 1;
   }
   int64_t batch = o.batch > 0 ? o.batch : p->doc.training.batch_size;
   auto m = p->builder()(batch, true);
   if (!m) {
-    std::fprintf(stderr, "mlstudio: %s\n", m.error().message.c_str());
+    std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(m.error().message).c_str());
     return 1;
   }
   const TrainConfig cfg = p->train_config();
@@ -144,7 +144,7 @@ int graph_command(const GraphOptions& o) {
   // for the project's device (--device): its fusion and its plan, fallbacks included.
   auto device = open_backend(*p);
   if (!device) {
-    std::fprintf(stderr, "mlstudio: %s\n", device.error().message.c_str());
+    std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(device.error().message).c_str());
     return 1;
   }
   Backend& be = **device;
@@ -152,7 +152,7 @@ int graph_command(const GraphOptions& o) {
   so.keep_stages = true;
   auto step = build_step(std::move(*m), be, so);
   if (!step) {
-    std::fprintf(stderr, "mlstudio: %s\n", step.error().message.c_str());
+    std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(step.error().message).c_str());
     return 1;
   }
   if (o.passes) {
@@ -161,7 +161,7 @@ int graph_command(const GraphOptions& o) {
     for (const PassRecord& s : step->stages) {
       auto plan = CompiledPlan::compile(s.graph, be);
       if (!plan) {
-        std::fprintf(stderr, "mlstudio: %s\n", plan.error().message.c_str());
+        std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(plan.error().message).c_str());
         return 1;
       }
       char line[160];
@@ -180,7 +180,7 @@ int graph_command(const GraphOptions& o) {
     const Graph& g = step->graph();
     auto plan = CompiledPlan::compile(g, be);
     if (!plan) {
-      std::fprintf(stderr, "mlstudio: %s\n", plan.error().message.c_str());
+      std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(plan.error().message).c_str());
       return 1;
     }
     std::fputs(plan->to_text().c_str(), stdout);

@@ -3,6 +3,7 @@
 // `predict` use a trained run.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,10 +13,12 @@
 #include <thread>
 
 #include "app/commands.h"
-#include "runner/backends.h"
 #include "engine/core/op.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/onnx/onnx_file.h"
+#include "engine/core/field_text.h"
+#include "nodes/training_spec.h"
+#include "runner/backends.h"
 #ifdef MLSTUDIO_WITH_GUI
 #include "editor/gui.h"
 #endif
@@ -23,11 +26,29 @@
 namespace {
 
 // Every number a user types is checked before anything runs: a count in its range, a rate
-// finite and positive. (CLI11's own conversion refuses text and values that overflow.)
-const CLI::Range kEpochs(int64_t{1}, int64_t{10'000'000}, "1..10000000");
-const CLI::Range kBatch(int64_t{1}, int64_t{1} << 24, "1..16777216");
-const CLI::Range kCount(int64_t{0}, std::numeric_limits<int64_t>::max(), ">= 0");
-const CLI::Range kId(int64_t{1}, std::numeric_limits<int64_t>::max(), ">= 1");
+// finite and positive.
+
+// A whole number in [lo, hi], read exactly from the text: CLI11's own conversion clamps a
+// number past its type (a --seed of 99999999999999999999999 became 2^64 - 1, a run id of 2^63
+// became 2^63 - 1) and takes "+1"; this refuses those, and CLI11 names the flag.
+template <typename Int>
+CLI::Validator whole(Int lo, Int hi) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        Int v{};
+        const char* end = text.data() + text.size();
+        auto [at, ec] = std::from_chars(text.data(), end, v);
+        if (ec == std::errc() && at == end && v >= lo && v <= hi) return {};
+        return "must be a whole number in " + range + ", got '" + text + "'";
+      },
+      range);
+}
+
+const CLI::Validator kEpochs = whole<int64_t>(1, mls::nodes::kMaxEpochs);
+const CLI::Validator kBatch = whole<int64_t>(1, mls::nodes::kMaxBatchSize);
+const CLI::Validator kCount = whole<int64_t>(0, std::numeric_limits<int64_t>::max());
+const CLI::Validator kId = whole<int64_t>(1, std::numeric_limits<int64_t>::max());
 
 CLI::Validator finite(bool allow_zero) {
   return CLI::Validator(
@@ -48,14 +69,7 @@ void add_project_overrides(CLI::App& c, mls::app::ProjectOptions& p) {
   c.add_option("--batch-size", p.batch_size, "Override the training batch size")->check(kBatch);
   c.add_option("--lr", p.lr, "Override the learning rate")->check(finite(false));
   c.add_option("--seed", p.seed, "Override the seed (initialisation and shuffling)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            // (An unsigned conversion would quietly wrap "-1" to 2^64 - 1.)
-            if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-              return "must be a whole number >= 0, got '" + text + "'";
-            return {};
-          },
-          "UINT"));
+      ->check(whole<uint64_t>(0, std::numeric_limits<uint64_t>::max()));
   c.add_option("--device", p.device, "cpu; vulkan or cuda where this build has them (a second GPU: vulkan:1)");
   c.add_option("--mode", p.mode, "static (compiled graph) or eager (define-by-run)");
   c.add_option(
@@ -69,6 +83,24 @@ void add_project_overrides(CLI::App& c, mls::app::ProjectOptions& p) {
       ->check(kCount);
   c.add_option("--test-limit", p.test_limit, "Evaluate on the first N test samples only (0: all)")
       ->check(kCount);
+}
+
+// A command given no subcommand, or one it does not have: say which, and list the valid ones.
+int unknown_subcommand(CLI::App* cmd) {
+  std::vector<std::string> names;
+  for (const CLI::App* s : cmd->get_subcommands([](CLI::App*) { return true; }))
+    names.push_back(s->get_name());
+  std::string given;
+  for (const std::string& word : cmd->remaining())
+    if (!word.empty() && word[0] != '-') {
+      given = word;
+      break;
+    }
+  const std::string valid = mls::quoted_list(names);
+  return mls::app::fail(cmd->get_name() + ": " +
+                        (given.empty()
+                             ? "give a subcommand: " + valid
+                             : "unknown subcommand '" + given + "' (expected " + valid + ")"));
 }
 
 }  // namespace
@@ -91,7 +123,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", run.json, "End with one JSON line of results on stdout");
   app.add_flag("--quiet,-q", run.quiet, "No progress output");
   app.add_option("--threads", threads, "CPU threads (default: all cores)")
-      ->check(CLI::Range(1, 1 << 16));
+      ->check(whole<int64_t>(1, 1 << 16));
   app.add_option("--resume", run.resume,
                  "Continue run ID from its last checkpoint, up to its planned epochs (or --epochs, "
                  "the total)")
@@ -119,7 +151,7 @@ int main(int argc, char** argv) {
       ->add_option(
           "--profile", graph.profile,
           "Train N steps on the project's data with every kernel timed; print time per op and node")
-      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
+      ->check(whole<int64_t>(1, 1'000'000));
   graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)")
       ->check(kBatch);
   graph_cmd->add_option("--device", graph.project.device,
@@ -137,7 +169,10 @@ int main(int argc, char** argv) {
 
   mls::app::RunsOptions runs;
   auto* runs_cmd = app.add_subcommand("runs", "Read the experiment database");
-  runs_cmd->require_subcommand(1);
+  // A missing or unknown subcommand is named by unknown_subcommand(), not CLI11's "A
+  // subcommand is required": the word goes to the extras.
+  runs_cmd->require_subcommand(0, 1);
+  runs_cmd->allow_extras();
   auto* runs_list = runs_cmd->add_subcommand("list", "One line per run");
   auto* runs_show = runs_cmd->add_subcommand("show", "A run's params and metrics (last, min, max)");
   runs_show->add_option("id", runs.run_id, "Run id")->required()->check(kId);
@@ -179,7 +214,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   predict_cmd->add_option("--top", predict.top, "How many classes to list per sample")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1'000'000));
+      ->check(whole<int64_t>(1, 1'000'000));
   predict_cmd->add_flag("--json", predict.json, "JSON output");
 
   mls::runner::ExportOptions exp;
@@ -195,15 +230,21 @@ int main(int argc, char** argv) {
       ->check(kId);
   export_cmd->add_option("--db", exp.db, "The run database (SQLite)")->capture_default_str();
   export_cmd->add_option("--checkpoint", exp.checkpoint, "best, last or auto")->capture_default_str();
-  export_cmd->add_option("--opset", exp.opset, "ONNX operator set")->capture_default_str()->check(CLI::Range(int64_t{13}, mls::onnx::kNewestOpset));
-  export_cmd->add_option("--check-samples", exp.check_samples, "Test samples the written file is run on and compared")
+  export_cmd->add_option("--opset", exp.opset, "ONNX operator set")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(whole<int64_t>(13, mls::onnx::kNewestOpset));
+  export_cmd
+      ->add_option("--check-samples", exp.check_samples,
+                   "Test samples the written file is run on and compared")
+      ->capture_default_str()
+      ->check(whole<int64_t>(1, 100000));
   export_cmd->add_flag("--int8", exp.int8,
                        "Post-training int8 quantization (QDQ): int8 weights, uint8 activations calibrated on training batches");
-  export_cmd->add_option("--calibration-batches", exp.calibration_batches, "With --int8: batches of 64 to calibrate on")
+  export_cmd
+      ->add_option("--calibration-batches", exp.calibration_batches,
+                   "With --int8: batches of 64 to calibrate on")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(whole<int64_t>(1, 100000));
   export_cmd->add_option("--save-outputs", exp.save_outputs,
                          "Also write mlstudio's outputs on the test split to this NPY file (to compare other runtimes)");
   export_cmd->add_option("--test-limit", exp.project.test_limit, "Use the first N test samples only")->check(kCount);
@@ -288,6 +329,7 @@ int main(int argc, char** argv) {
   if (*export_cmd) return mls::app::export_command(exp, export_json);
   if (*import_cmd) return mls::app::import_command(imp);
   if (*runs_cmd) {
+    if (!*runs_list && !*runs_show) return unknown_subcommand(runs_cmd);
     runs.action = *runs_list ? "list" : "show";
     return mls::app::runs_command(runs);
   }

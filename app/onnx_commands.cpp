@@ -15,7 +15,7 @@ using runner::bytes_text;
 
 int export_command(const runner::ExportOptions& o, bool json) {
   auto say = [json](const std::string& s) {
-    if (!json) std::printf("%s\n", s.c_str());
+    if (!json) std::printf("%s\n", terminal_safe(s).c_str());
   };
   auto r = runner::export_project(o, cpu::backend(), say);
   if (!r) {
@@ -70,7 +70,10 @@ int export_command(const runner::ExportOptions& o, bool json) {
 }
 
 int import_command(const runner::ImportOptions& o) {
-  auto r = runner::import_model(o, cpu::backend(), [](const std::string& s) { std::printf("%s\n", s.c_str()); });
+  // The notes quote the model's node names, which its author chose.
+  auto r = runner::import_model(o, cpu::backend(), [](const std::string& s) {
+    std::printf("%s\n", terminal_safe(s).c_str());
+  });
   if (!r) return fail(r.error().message);
   std::printf("wrote %s (%lld nodes, %lld parameters) and its weights %s\n", r->project.c_str(),
               static_cast<long long>(r->nodes), static_cast<long long>(r->parameters), r->weights.c_str());

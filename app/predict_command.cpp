@@ -24,6 +24,19 @@ std::vector<double> softmax_row(const float* z, int64_t n) {
   return p;
 }
 
+// The model answers any numbers with a class; a NaN or an infinity in the input is no sample,
+// so it is refused, named where it is, before anything runs.
+Result<void> check_inputs(const HostBatch& b, const std::string& input) {
+  if (b.size < 1) return make_error(input + ": no rows to predict for");
+  const size_t per = b.x.size() / static_cast<size_t>(b.size);
+  for (size_t i = 0; i < b.x.size(); ++i)
+    if (!std::isfinite(b.x[i]))
+      return make_error(input + ": sample " + std::to_string(i / per) + ", value " +
+                        std::to_string(i % per) + " is " + (std::isnan(b.x[i]) ? "nan" : "inf") +
+                        "; predict needs finite inputs");
+  return {};
+}
+
 }  // namespace
 
 int predict_command(const PredictOptions& o) {
@@ -34,6 +47,7 @@ int predict_command(const PredictOptions& o) {
   if (!p.encoder) return fail(p.path + ": this dataset source cannot prepare prediction inputs");
   auto batch = p.encoder->encode(o.input);
   if (!batch) return fail(batch.error().message);
+  if (auto c = check_inputs(*batch, o.input); !c) return fail(c.error().message);
   auto backend = runner::open_backend(p);
   if (!backend) return fail(backend.error().message);
   Trainer trainer(**backend, p.builder(), p.train_config());
@@ -66,6 +80,8 @@ int predict_command(const PredictOptions& o) {
                    ? p.class_names[static_cast<size_t>(k)]
                    : std::to_string(k);
       };
+      // Class names come from the data (a CSV's values, folder names).
+      auto shown = [&](int64_t k) { return terminal_safe(name(k)); };
       j["class"] = order[0];
       j["label"] = name(order[0]);
       nlohmann::json top = nlohmann::json::array();
@@ -77,11 +93,11 @@ int predict_command(const PredictOptions& o) {
       j["top"] = top;
       if (!o.json) {
         std::printf("sample %lld: %s (class %lld, p=%.3f)", static_cast<long long>(r),
-                    name(order[0]).c_str(), static_cast<long long>(order[0]),
+                    shown(order[0]).c_str(), static_cast<long long>(order[0]),
                     prob[static_cast<size_t>(order[0])]);
         for (int64_t i = 1; i < std::min(o.top, cols); ++i) {
           int64_t k = order[static_cast<size_t>(i)];
-          std::printf("; %s %.3f", name(k).c_str(), prob[static_cast<size_t>(k)]);
+          std::printf("; %s %.3f", shown(k).c_str(), prob[static_cast<size_t>(k)]);
         }
         std::printf("\n");
       }

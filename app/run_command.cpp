@@ -67,10 +67,10 @@ int run_command(const RunOptions& o) {
   ev.cancel = &g_cancel;
   if (!o.quiet) {
     ev.message = [](const std::string& line) {
-      std::fprintf(stderr, "mlstudio: %s\n", line.c_str());
+      std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(line).c_str());
     };
     ev.warning = [](const std::string& line) {
-      std::fprintf(stderr, "mlstudio: warning: %s\n", line.c_str());
+      std::fprintf(stderr, "mlstudio: warning: %s\n", terminal_safe(line).c_str());
     };
     ev.progress = [&](const ProgressInfo& i) { bar.update(i); };
     ev.epoch_end = [&](const EpochReport& rep) {

@@ -54,8 +54,8 @@ int runs_command(const RunsOptions& o) {
       auto acc = s.metrics(r.id, "test/accuracy");
       std::string a = acc && !acc->empty() ? std::to_string(acc->back().value).substr(0, 6) : "-";
       std::printf("%-5lld %-12s %-25s %-8s %-10s %s\n", static_cast<long long>(r.id),
-                  shown_status(r).c_str(), r.started.c_str(), r.device.c_str(), a.c_str(),
-                  r.name.c_str());
+                  terminal_safe(shown_status(r)).c_str(), terminal_safe(r.started).c_str(),
+                  terminal_safe(r.device).c_str(), a.c_str(), terminal_safe(r.name).c_str());
     }
     return 0;
   }
@@ -86,17 +86,21 @@ int runs_command(const RunsOptions& o) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("run %lld  %s  (%s)\n", static_cast<long long>(r->id), r->name.c_str(),
-              r->status.c_str());
+  // Everything here was read from the database, which a stranger may have written.
+  auto safe = [](const std::string& s) { return terminal_safe(s); };
+  std::printf("run %lld  %s  (%s)\n", static_cast<long long>(r->id), safe(r->name).c_str(),
+              safe(r->status).c_str());
   std::printf("  project  %s  [%s]\n  started  %s\n  ended    %s\n  device   %s   seed %llu\n",
-              r->project_path.c_str(), r->project_hash.c_str(), r->started.c_str(),
-              r->ended.c_str(), r->device.c_str(), static_cast<unsigned long long>(r->seed));
+              safe(r->project_path).c_str(), safe(r->project_hash).c_str(),
+              safe(r->started).c_str(), safe(r->ended).c_str(), safe(r->device).c_str(),
+              static_cast<unsigned long long>(r->seed));
   std::printf("  params\n");
-  for (const auto& [k, v] : *params) std::printf("    %-16s %s\n", k.c_str(), v.c_str());
+  for (const auto& [k, v] : *params)
+    std::printf("    %-16s %s\n", safe(k).c_str(), safe(v).c_str());
   std::printf("  metrics %-22s %12s %12s %12s %8s\n", "", "last", "min", "max", "points");
   if (j.contains("metrics"))
     for (auto& [k, v] : j["metrics"].items())
-      std::printf("    %-28s %12.6g %12.6g %12.6g %8zu\n", k.c_str(), v["last"].get<double>(),
+      std::printf("    %-28s %12.6g %12.6g %12.6g %8zu\n", safe(k).c_str(), v["last"].get<double>(),
                   v["min"].get<double>(), v["max"].get<double>(), v["count"].get<size_t>());
   return 0;
 }

@@ -118,8 +118,10 @@ Result<void> parse_training(const FieldReader& r, const json& root, TrainingSpec
                              "activation_checkpointing"});
       !e)
     return e;
-  if (auto e = r.int_field(t, path, "epochs", kAtLeastOne, out.epochs); !e) return e;
-  if (auto e = r.int_field(t, path, "batch_size", kAtLeastOne, out.batch_size); !e) return e;
+  const Range epochs{1.0, static_cast<double>(kMaxEpochs)},
+      batch{1.0, static_cast<double>(kMaxBatchSize)};
+  if (auto e = r.int_field(t, path, "epochs", epochs, out.epochs); !e) return e;
+  if (auto e = r.int_field(t, path, "batch_size", batch, out.batch_size); !e) return e;
   if (auto e = r.int_field(t, path, "seed", kNonNegative, out.seed); !e) return e;
   if (auto e = r.choice_field(t, path, "device", "device", {"cpu", "cuda", "vulkan"}, out.device); !e) return e;
   std::string mode = std::string(to_string(out.mode));

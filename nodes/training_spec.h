@@ -39,6 +39,11 @@ namespace mls::nodes {
 
 class FieldReader;
 
+// The limits of epochs and batch size: the .mls reader and the command line's --epochs and
+// --batch-size check these same numbers.
+constexpr int64_t kMaxEpochs = 10'000'000;
+constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
+
 enum class OptimizerType { Sgd, Adam, AdamW, RMSprop, Adagrad };
 
 struct OptimizerSpec {

@@ -10,6 +10,8 @@
 #include <tuple>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "runner/checkpoints.h"
 #include "runner/model_export.h"
 #include "store/file_hash.h"
@@ -214,6 +216,16 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
   auto project = open_project(options);
   if (!project) return project.error();
   Project& p = *project;
+  // A validation share that leaves less than one batch to train on is almost surely a typo
+  // (0.9999999 for 0.1): the run goes on, but says so.
+  if (const double v = p.doc.dataset.validation;
+      v > 0 && p.train->num_samples() < p.doc.training.batch_size) {
+    const int64_t n = p.train->num_samples();
+    say(events.warning, p.path + ": /dataset/validation " + nlohmann::json(v).dump() + " leaves " +
+                            std::to_string(n) + " training sample" + (n == 1 ? "" : "s") +
+                            ", fewer than one batch (" + std::to_string(p.doc.training.batch_size) +
+                            ")");
+  }
   auto opened = open_backend(p);  // registered (open_project checked); a driver may still fail
   if (!opened) return opened.error();
   Backend& backend = **opened;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -44,6 +45,9 @@ inline std::string quoted_list(const std::vector<std::string>& items, const char
 }
 
 inline std::string format_number(double v) {
+  // Whole numbers in full ("[1, 16777216]", not "[1, 1.67772e+07]").
+  if (v == static_cast<double>(static_cast<int64_t>(v)) && v > -1e15 && v < 1e15)
+    return std::to_string(static_cast<int64_t>(v));
   std::ostringstream os;
   os << v;
   return os.str();

@@ -227,9 +227,9 @@ TEST_CASE("bad input: a clear message naming the file, node or line, and a non-z
   SECTION("numbers out of range are refused before anything runs, naming the option") {
     const std::string db = " --db " + (temp_dir() / "bad.db").string();
     for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
-             {"--threads 0", "--threads: Value 0 not in range"},
+             {"--threads 0", "--threads: must be a whole number in 1..65536, got '0'"},
              {"--threads -3", "--threads"},
-             {"--epochs 0", "--epochs: Value 0 not in range"},
+             {"--epochs 0", "--epochs: must be a whole number in 1..10000000, got '0'"},
              {"--epochs 99999999999999999999999", "--epochs"},
              {"--batch-size 0", "--batch-size"},
              {"--lr nan", "--lr: must be a finite number, got 'nan'"},
@@ -237,7 +237,7 @@ TEST_CASE("bad input: a clear message naming the file, node or line, and a non-z
              {"--lr -0.1", "--lr: must be > 0"},
              {"--limit -5", "--limit"},
              {"--resume 0", "--resume"},
-             {"--seed -1", "--seed: must be a whole number >= 0, got '-1'"}}) {
+             {"--seed -1", "--seed: must be a whole number in 0..18446744073709551615, got '-1'"}}) {
       INFO(args);
       Output o = run("--run " + example() + " " + args + db);
       CHECK(o.code == 1);

@@ -383,9 +383,13 @@ TEST_CASE("training and dataset settings are checked", "[nodes]") {
     j[section][key] = std::move(value);
     return parse_error(j);
   };
-  CHECK(with("training", "epochs", 0) == "P.mls: /training/epochs: must be an integer >= 1");
+  CHECK(with("training", "epochs", 0) ==
+        "P.mls: /training/epochs: must be an integer in [1, 10000000]");
   CHECK(with("training", "batch_size", -4) ==
-        "P.mls: /training/batch_size: must be an integer >= 1");
+        "P.mls: /training/batch_size: must be an integer in [1, 16777216]");
+  // The command line's limits (--epochs, --batch-size), not only >= 1.
+  CHECK(with("training", "batch_size", int64_t{1} << 40) ==
+        "P.mls: /training/batch_size: must be an integer in [1, 16777216]");
   CHECK(with("training", "device", "tpu") ==
         "P.mls: /training/device: unknown device 'tpu' (expected 'cpu', 'cuda' or 'vulkan')");
   CHECK(with("training", "mode", "lazy") ==
@@ -416,7 +420,7 @@ TEST_CASE("training and dataset settings are checked", "[nodes]") {
         "P.mls: /dataset/source: unknown dataset source 'cifar10' (expected 'fashion-mnist', "
         "'mnist', 'csv', 'npy', 'npz', 'image-folder' or 'synthetic')");
   CHECK(with("training", "epochs", 18446744073709551615ull) ==
-        "P.mls: /training/epochs: must be an integer >= 1");
+        "P.mls: /training/epochs: must be an integer in [1, 10000000]");
   CHECK(with("dataset", "limit", -1) == "P.mls: /dataset/limit: must be an integer >= 0");
 
   ordered j = example_json();

@@ -212,7 +212,7 @@ TEST_CASE("refused edits name the node and port and leave the document unchanged
     expect_refused(stack, doc, make_move_node(doc, "ghost", {1, 2}),
                    {"cannot move node 'ghost': no such node"});
     expect_refused(stack, doc, make_set_training(doc, {{"epochs", 0}}),
-                   {"cannot set training: /training/epochs: must be an integer >= 1"});
+                   {"cannot set training: /training/epochs: must be an integer in [1, 10000000]"});
     expect_refused(stack, doc, make_set_training(doc, {{"optimizer", {{"type", "adam"}}}}),
                    {"/training/optimizer/momentum: unknown key 'momentum' for optimizer 'adam'"});
     expect_refused(stack, doc, make_set_dataset(doc, {{"limit", -1}}),
