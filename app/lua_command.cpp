@@ -119,7 +119,7 @@ int lua_command(const LuaOptions& o) {
     return 1;
   }
   if (r.reason.rfind("memory limit", 0) == 0 ||
-      r.reason.find("(the memory limit") != std::string::npos) {
+      r.reason.find("perhaps out of memory") != std::string::npos) {
     std::fprintf(stderr,
                  "mlstudio: %s: stopped by the sandbox: %s; the script may use %lld MiB "
                  "(--memory-limit)\n",

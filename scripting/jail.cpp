@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -270,13 +271,47 @@ void apply_seccomp(const JailLimits& l) {
 }
 #endif
 
+// Only stdin, stdout, stderr, the notes pipe and what the caller lists stay open: a file
+// the parent opened for writing would otherwise be a way past Landlock, which checks opens.
+void close_other_fds(const JailLimits& l) {
+  std::vector<int> keep = {0, 1, 2, g_note_fd};
+  keep.insert(keep.end(), l.keep_fds.begin(), l.keep_fds.end());
+  std::sort(keep.begin(), keep.end());
+  int from = 0;
+  for (const int fd : keep) {
+    if (fd > from && ::syscall(SYS_close_range, from, fd - 1, 0) != 0)
+      for (int f = from; f < fd; ++f) ::close(f);  // a kernel before 5.9
+    from = std::max(from, fd + 1);
+  }
+  if (::syscall(SYS_close_range, from, ~0U, 0) != 0)
+    for (int f = from; f < 65536; ++f) ::close(f);
+}
+
+// A script that reads the terminal must own it: in its own process group but in the
+// background, its first read would stop it (SIGTTIN) until the wall clock ends it.
+bool holds_terminal() {
+  return ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+}
+
+void hand_terminal_to(pid_t pgrp) {
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);  // a background group may not set the foreground otherwise
+  ::sigprocmask(SIG_BLOCK, &ttou, &old);
+  ::tcsetpgrp(STDIN_FILENO, pgrp);
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
 [[noreturn]] void child_main(const JailLimits& l, const Walls& walls,
                              const std::function<int()>& body, pid_t parent) {
   // Its own process group, so the parent's kill reaches anything it started; and it dies
   // with the parent, so a killed supervisor leaves no script running.
+  const bool terminal = holds_terminal();
   ::setpgid(0, 0);
+  if (terminal) hand_terminal_to(::getpid());
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail_setup("prctl(PR_SET_PDEATHSIG)");
   if (::getppid() != parent) ::_exit(125);
+  close_other_fds(l);
   apply_rlimits(l);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail_setup("prctl(PR_SET_NO_NEW_PRIVS)");
   apply_landlock(l, walls.landlock_abi);
@@ -347,13 +382,14 @@ std::string explain(const JailLimits& l, const JailResult& r, const std::string&
       (r.signal == SIGKILL && l.cpu_seconds > 0 && r.cpu_seconds >= std::ceil(l.cpu_seconds)))
     return "CPU limit of " + seconds_text(std::ceil(l.cpu_seconds)) + " s reached (SIGXCPU)";
   if (r.signal == SIGSYS) return "killed by seccomp";
+  if (r.signal == SIGINT) return "interrupted (SIGINT)";  // Ctrl-C: it owns the terminal
   if (r.signal != 0) {
     std::string s = "killed by " + signal_name(r.signal);
     // Out of address space, libraries fail in their own ways: a segfault on a stack or
-    // guard page, abort() from a library that cannot go on, OpenBLAS raises SIGINT.
-    if ((r.signal == SIGSEGV || r.signal == SIGBUS || r.signal == SIGABRT || r.signal == SIGINT) &&
+    // guard page, abort() from a library that cannot go on.
+    if ((r.signal == SIGSEGV || r.signal == SIGBUS || r.signal == SIGABRT) &&
         l.address_space_bytes > 0)
-      s += " (the memory limit is " + mib() + ")";
+      s += " (perhaps out of memory: the address-space limit is " + mib() + ")";
     return s;
   }
   return "";
@@ -402,6 +438,7 @@ JailResult run_jailed(const JailLimits& limits, const std::function<int()>& body
   }
   std::fflush(nullptr);  // what the caller buffered is printed once, not by both processes
   const pid_t parent = ::getpid();
+  const bool terminal = holds_terminal();
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -417,6 +454,7 @@ JailResult run_jailed(const JailLimits& limits, const std::function<int()>& body
   }
   ::close(notes[1]);
   ::setpgid(pid, pid);  // both sides set it: no window where a kill misses the group
+  if (terminal) hand_terminal_to(pid);
 
   // The wall clock: poll, since a blocked child (a FIFO, a backtracking pattern) never
   // reports. 5 ms is well under any limit a user gives and costs nothing measurable.
@@ -439,6 +477,7 @@ JailResult run_jailed(const JailLimits& limits, const std::function<int()>& body
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Anything left in its group (there should be nothing: no new processes) goes too.
   ::kill(-pid, SIGKILL);
+  if (terminal) hand_terminal_to(::getpgrp());
 
   ::fcntl(notes[0], F_SETFL, O_NONBLOCK);
   const std::string text = read_notes(notes[0]);

@@ -38,6 +38,8 @@ struct JailLimits {
   std::vector<std::string> read_paths;   // files and folders the child may read
   std::vector<std::string> write_paths;  // ... and may also create, write and remove in
   bool allow_network = false;            // false: no sockets (socketpair stays allowed)
+  // Descriptors the child keeps besides stdin, stdout and stderr (all others are closed).
+  std::vector<int> keep_fds;
 };
 
 // What this kernel and build can enforce, and after a run, what was applied.

@@ -275,3 +275,21 @@ TEST_CASE("jail: no signals to processes outside", "[jail]") {
   CHECK(r.signal == SIGUSR1);
   CHECK(r.reason == "killed by signal 10 (SIGUSR1)");
 }
+
+TEST_CASE("jail: descriptors the parent opened are closed in the child", "[jail]") {
+  // An open, writable file outside write_paths would be a way past Landlock.
+  const fs::path outside = jail_dir("fds") / "parent-owned.txt";
+  const int fd = ::open(outside.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);  // no O_CLOEXEC
+  REQUIRE(fd > 2);
+  const auto write_to_fd = [fd] { return ::write(fd, "x", 1) == 1 ? 0 : errno; };
+  auto r = run_jailed(JailLimits{}, write_to_fd);
+  CHECK(r.exit_code == EBADF);
+  CHECK(fs::file_size(outside) == 0);
+  // Unless the caller hands it over on purpose.
+  JailLimits keep;
+  keep.keep_fds = {fd};
+  r = run_jailed(keep, write_to_fd);
+  CHECK(r.exit_code == 0);
+  CHECK(fs::file_size(outside) == 1);
+  ::close(fd);
+}
