@@ -231,8 +231,10 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
   // WAL lets the GUI read while training writes; synchronous=NORMAL is durable across an
   // application crash (only power loss can drop the last commits) and makes each flush
   // cheap. A filesystem without WAL support keeps its journal mode: slower, still correct.
-  Result<void> r =
-      db->exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
+  // The switch to WAL needs the file to itself: two processes creating it at once collide
+  // there, and SQLite reports that at once instead of waiting (see exec_retrying_busy).
+  if (Result<void> w = db->exec_retrying_busy("PRAGMA journal_mode = WAL"); !w) return w.error();
+  Result<void> r = db->exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
   if (!r) return r.error();
 
   {

@@ -2,7 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <utility>
 
 #include "engine/core/check.h"
@@ -10,8 +15,6 @@
 namespace mls::store {
 
 namespace {
-
-constexpr int kBusyTimeoutMs = 5000;
 
 std::string sqlite_message(sqlite3* db) {
   return db ? sqlite3_errmsg(db) : "out of memory";
@@ -77,6 +80,19 @@ Result<void> Db::exec(const std::string& sql) {
   std::string text = msg ? msg : sqlite3_errstr(rc);
   sqlite3_free(msg);
   return make_error(path_ + ": " + text + " (in: " + sql + ")");
+}
+
+Result<void> Db::exec_retrying_busy(const std::string& sql) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  // A little jitter per process, so two that collided do not retry in lockstep.
+  int pause_ms = 2 + static_cast<int>(::getpid() % 7);
+  for (;;) {
+    Result<void> r = exec(sql);
+    if (r || errcode() != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    pause_ms = std::min(pause_ms * 2, 50);
+  }
 }
 
 Result<Stmt> Db::prepare(std::string_view sql) {

@@ -32,6 +32,9 @@ namespace mls::store {
 
 class Stmt;
 
+// How long a connection waits for another process's lock before SQLITE_BUSY.
+inline constexpr int kBusyTimeoutMs = 5000;
+
 class Db {
  public:
   // Opens read-write, creating the file if missing. Sets a 5 s busy timeout so a second
@@ -53,6 +56,10 @@ class Db {
 
   // Runs one or more statements that return no rows we need (DDL, pragmas, BEGIN).
   Result<void> exec(const std::string& sql);
+  // exec, retried for up to kBusyTimeoutMs while it fails with SQLITE_BUSY. SQLite answers
+  // BUSY at once, without calling the busy handler, where waiting could deadlock: switching
+  // the journal mode while another process creates the same file is such a case.
+  Result<void> exec_retrying_busy(const std::string& sql);
   Result<Stmt> prepare(std::string_view sql);
 
   // "PATH: what (sqlite message)" for the connection's most recent failure.
