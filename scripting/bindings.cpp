@@ -1,15 +1,70 @@
 #include "scripting/bindings.h"
 
 #include <new>
+#include <stdexcept>
 
 namespace mls::lua {
 
+namespace {
+
+// Every binding runs inside this: a C++ exception (std::length_error from a negative size,
+// bad_alloc, ...) becomes a Lua error with its message at the caller's line. Without it, Lua
+// (built as C++) catches it as an error without a message. Lua's own errors are not
+// std::exceptions, so they pass through untouched.
+int guarded(lua_State* L) {
+  const auto f = reinterpret_cast<lua_CFunction>(lua_touserdata(L, lua_upvalueindex(3)));
+  std::string msg;
+  try {
+    return f(L);
+  } catch (const std::bad_alloc&) {
+    msg = "out of memory";
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  return luaL_error(L, "%s", msg.c_str());
+}
+
+void push_binding(lua_State* L, lua_CFunction f) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushvalue(L, lua_upvalueindex(2));
+  lua_pushlightuserdata(L, reinterpret_cast<void*>(f));
+  lua_pushcclosure(L, guarded, 3);
+}
+
+}  // namespace
+
 void set_funcs(lua_State* L, const luaL_Reg* funcs) {
   for (; funcs->name; ++funcs) {
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_pushvalue(L, lua_upvalueindex(2));
-    lua_pushcclosure(L, funcs->func, 2);
+    push_binding(L, funcs->func);
     lua_setfield(L, -2, funcs->name);
+  }
+}
+
+void protect_metatable(lua_State* L) {
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+}
+
+std::string shape_text(const std::vector<int64_t>& dims) {
+  std::string s = "{";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "}";
+}
+
+void check_shape_size(lua_State* L, const std::vector<int64_t>& dims, bool allow_infer) {
+  // 2^34 elements (64 GiB of f32): past any real tensor, and far from int64 overflow in
+  // byte counts.
+  constexpr int64_t kMax = int64_t{1} << 34;
+  int64_t n = 1;
+  int infer = 0;
+  for (int64_t d : dims) {
+    if (d == -1 && allow_infer && infer++ == 0) continue;
+    if (d < 0)
+      luaL_error(L, "shape %s: sizes must be >= 0%s", shape_text(dims).c_str(),
+                 allow_infer ? " (or one -1)" : "");
+    if (d != 0 && n > kMax / d)
+      luaL_error(L, "shape %s: too many elements (at most 2^34)", shape_text(dims).c_str());
+    n *= d;
   }
 }
 
@@ -39,6 +94,7 @@ LuaTensor* push_tensor(lua_State* L) {
 LuaTensor* push_value(lua_State* L, Tensor value) {
   LuaTensor* t = push_tensor(L);
   t->value = std::move(value);
+  if (!runtime(L).charge(*t)) raise(L);
   // Lua sees a small userdata; tell its collector about the memory behind it, so that a
   // loop of large temporaries is collected as often as their size asks for.
   const size_t kb = t->value.defined() ? t->value.nbytes() >> 10 : 0;
@@ -58,15 +114,14 @@ void push_traced(lua_State* L, uint32_t trace_id, Ref r) {
 void register_class(lua_State* L, const char* name, const luaL_Reg* methods, lua_CFunction tostring,
                     lua_CFunction gc) {
   luaL_newmetatable(L, name);
+  protect_metatable(L);
   lua_newtable(L);
   set_funcs(L, methods);
   lua_setfield(L, -2, "__index");
   const luaL_Reg meta[] = {{"__tostring", tostring}, {"__gc", gc}};
   for (const luaL_Reg& m : meta) {
     if (m.func == nullptr) continue;
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_pushvalue(L, lua_upvalueindex(2));
-    lua_pushcclosure(L, m.func, 2);
+    push_binding(L, m.func);
     lua_setfield(L, -2, m.name);
   }
   lua_pop(L, 1);
@@ -237,6 +292,10 @@ void push_result(lua_State* L, Runtime& rt, const Target& t, Ref r) {
     return;
   }
   rt.adopt_output(*out, r);
+  if (!rt.charge(*out)) {
+    rt.forget(*out);
+    raise(L);
+  }
   const size_t kb = out->value.nbytes() >> 10;
   if (kb >= 64) lua_gc(L, LUA_GCSTEP, static_cast<int>(std::min<size_t>(kb, 1 << 20)));
 }

@@ -17,7 +17,9 @@
 #include <lua.hpp>
 
 #include <array>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/core/dtype.h"
 #include "scripting/runtime.h"
@@ -29,7 +31,55 @@ inline Runtime& runtime(lua_State* L) {
 }
 
 // Registers `funcs` into the table on the top of the stack with the two shared upvalues.
+// Each runs guarded: a C++ exception it throws becomes a Lua error with the exception's
+// message.
 void set_funcs(lua_State* L, const luaL_Reg* funcs);
+
+// Sets __metatable in the metatable on the top of the stack, so getmetatable() gives a
+// script `false`, not the table (whose __gc it could call by hand) nor a way to change it.
+// Every metatable of a userdata the mls module makes is protected so.
+void protect_metatable(lua_State* L);
+
+// C++ objects in userdata (datasets, optimizers, projects, graphs, traced functions). The
+// userdata holds a pointer: Lua may finalise an object a script can still reach (a
+// finaliser that runs later brings it back to life), so __gc deletes the object and clears
+// the pointer, and check_object raises "the NAME was closed" for a cleared one instead of
+// touching freed memory.
+template <typename T>
+T* push_object(lua_State* L, const char* meta, std::unique_ptr<T> obj, int user_values = 0) {
+  auto** slot = static_cast<T**>(lua_newuserdatauv(L, sizeof(T*), user_values));
+  *slot = nullptr;
+  luaL_setmetatable(L, meta);
+  *slot = obj.release();
+  return *slot;
+}
+template <typename T>
+T* check_object(lua_State* L, int idx, const char* meta, const char* name) {
+  T* p = *static_cast<T**>(luaL_checkudata(L, idx, meta));
+  if (p == nullptr) luaL_error(L, "the %s was closed (collected as garbage)", name);
+  return p;
+}
+// The object at `idx`, or null for anything else or a closed one.
+template <typename T>
+T* test_object(lua_State* L, int idx, const char* meta) {
+  auto** slot = static_cast<T**>(luaL_testudata(L, idx, meta));
+  return slot ? *slot : nullptr;
+}
+// Deletes the object once; null when there was none (already closed).
+template <typename T>
+std::unique_ptr<T> take_object(lua_State* L, int idx, const char* meta) {
+  auto** slot = static_cast<T**>(luaL_testudata(L, idx, meta));
+  if (slot == nullptr) return nullptr;
+  std::unique_ptr<T> p(*slot);
+  *slot = nullptr;
+  return p;
+}
+
+// "{2, 3}"; raises "shape {..}: ..." when a size is negative (one -1 allowed when
+// `allow_infer`) or the element count would pass 2^34 (the product is checked, so it never
+// wraps).
+std::string shape_text(const std::vector<int64_t>& dims);
+void check_shape_size(lua_State* L, const std::vector<int64_t>& dims, bool allow_infer = false);
 
 // The tensor at `idx`, or null when it is something else.
 LuaTensor* to_tensor(lua_State* L, int idx);

@@ -37,7 +37,7 @@ struct GraphBox {
 };
 
 GraphBox* check_graph(lua_State* L, int idx) {
-  return static_cast<GraphBox*>(luaL_checkudata(L, idx, kGraphMeta));
+  return check_object<GraphBox>(L, idx, kGraphMeta, "graph");
 }
 
 Trace* live_trace(lua_State* L, GraphBox* g) {
@@ -49,11 +49,9 @@ Trace* live_trace(lua_State* L, GraphBox* g) {
 
 int l_graph_new(lua_State* L) {
   const std::string name = luaL_optstring(L, 1, "graph");
-  void* p = lua_newuserdatauv(L, sizeof(GraphBox), 0);
-  auto* g = new (p) GraphBox();
+  GraphBox* g = push_object(L, kGraphMeta, std::make_unique<GraphBox>());
   g->trace_id = runtime(L).begin_trace(name).id;
   runtime(L).find_trace(g->trace_id)->capture_params = false;  // eager tensors read are constants
-  luaL_setmetatable(L, kGraphMeta);
   return 1;
 }
 
@@ -225,10 +223,9 @@ int l_graph_run(lua_State* L) {
 }
 
 int l_graph_gc(lua_State* L) {
-  GraphBox* g = check_graph(L, 1);
-  if (g->trace_id)
+  std::unique_ptr<GraphBox> g = take_object<GraphBox>(L, 1, kGraphMeta);
+  if (g && g->trace_id)
     if (Trace* t = runtime(L).find_trace(g->trace_id)) runtime(L).end_trace(*t);
-  g->~GraphBox();
   return 0;
 }
 
@@ -242,7 +239,7 @@ struct FnBox {
 };
 
 FnBox* check_fn(lua_State* L, int idx) {
-  return static_cast<FnBox*>(luaL_checkudata(L, idx, kFnMeta));
+  return check_object<FnBox>(L, idx, kFnMeta, "traced function");
 }
 
 // The TracedFunction's body: calls the Lua function on traced stand-ins for its inputs.
@@ -280,8 +277,7 @@ Refs call_lua(FnBox* box, Runtime* rt, Emitter& e, std::span<const Ref> in) {
 int make_fn(lua_State* L, bool grad) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   Runtime* rt = &runtime(L);
-  void* p = lua_newuserdatauv(L, sizeof(FnBox), 0);
-  auto* box = new (p) FnBox();
+  FnBox* box = push_object(L, kFnMeta, std::make_unique<FnBox>());
   box->grad = grad;
   box->L = L;
   lua_pushvalue(L, 1);
@@ -290,7 +286,6 @@ int make_fn(lua_State* L, bool grad) {
       rt->backend,
       [box, rt](Emitter& e, std::span<const Ref> in) { return call_lua(box, rt, e, in); },
       TraceOptions{.name = grad ? "grad" : "jit"});
-  luaL_setmetatable(L, kFnMeta);
   return 1;
 }
 
@@ -353,9 +348,8 @@ int l_fn_stats(lua_State* L) {
 }
 
 int l_fn_gc(lua_State* L) {
-  FnBox* box = check_fn(L, 1);
-  luaL_unref(L, LUA_REGISTRYINDEX, box->ref);
-  box->~FnBox();
+  std::unique_ptr<FnBox> box = take_object<FnBox>(L, 1, kFnMeta);
+  if (box) luaL_unref(L, LUA_REGISTRYINDEX, box->ref);
   return 0;
 }
 

@@ -4,9 +4,18 @@
 // [SECTION] running         files, strings, REPL entries, completion
 #include "scripting/lua_host.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "scripting/bindings.h"
 #include "scripting/libs.h"
@@ -22,8 +31,7 @@ struct HostData {
   ScriptOptions* options;
   Runtime* rt;
   int64_t instructions = 0;
-  std::chrono::steady_clock::time_point start;
-  bool tripped = false;
+  bool tripped = false;  // a limit was hit: the hook runs at every instruction
 };
 const char kHostKey = 'H';
 
@@ -64,37 +72,141 @@ int open_mls(lua_State* L) {
 // [SECTION] limits
 
 constexpr int kHookEvery = 1000;
+// Coroutines: Lua keeps a hook count per thread, and a thread that ends before its count
+// runs out is never counted. So each new thread is charged its count up front and runs with
+// a smaller one: what a coroutine runs is always counted, at most this much too high.
+constexpr int kThreadHookEvery = 250;
 
 void limit_hook(lua_State* L, lua_Debug*) {
   HostData& h = host_data(L);
-  h.instructions += h.tripped ? 1 : kHookEvery;
-  const ScriptOptions& o = *h.options;
-  const bool over_count = o.instruction_limit > 0 && h.instructions > o.instruction_limit;
-  const bool over_time =
-      o.time_limit_s > 0 &&
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - h.start).count() >
-          o.time_limit_s;
-  const bool cancelled = h.rt->cancelled();
-  if (!over_count && !over_time && !cancelled) return;
-  if (!h.tripped) {
+  Runtime& rt = *h.rt;
+  h.instructions += lua_gethookcount(L);
+  if (rt.stop.empty()) {
+    const ScriptOptions& o = *h.options;
+    char msg[160];
+    if (rt.cancelled()) {
+      rt.stop = "interrupted (stopped by the user)";
+    } else if (o.instruction_limit > 0 && h.instructions > o.instruction_limit) {
+      std::snprintf(msg, sizeof msg, "stopped: the script ran past its limit of %lld instructions",
+                    static_cast<long long>(o.instruction_limit));
+      rt.stop = msg;
+    } else if (o.time_limit_s > 0 && rt.past_deadline()) {
+      std::snprintf(msg, sizeof msg, "stopped: the script ran past its time limit of %.14g s",
+                    o.time_limit_s);
+      rt.stop = msg;
+    } else {
+      return;
+    }
+  }
+  if (lua_gethookcount(L) != 1) {
     // From now on every instruction raises, so a script cannot swallow the error with pcall
     // and go on: the first instruction outside the pcall raises again.
     h.tripped = true;
     lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
   }
-  if (cancelled) luaL_error(L, "interrupted (stopped by the user)");
-  if (over_count)
-    luaL_error(L, "stopped: the script ran past its limit of %I instructions",
-               static_cast<lua_Integer>(o.instruction_limit));
-  luaL_error(L, "stopped: the script ran past its time limit of %f s", o.time_limit_s);
+  luaL_error(L, "%s", rt.stop.c_str());
 }
 
 // The count hook runs while there is a limit or an interrupt flag to watch.
 void install_hook(lua_State* L) {
   const HostData& h = host_data(L);
-  const bool watch =
-      h.options->instruction_limit > 0 || h.options->time_limit_s > 0 || h.rt->cancel;
+  const bool watch = h.options->instruction_limit > 0 || h.options->time_limit_s > 0 ||
+                     h.rt->cancel || h.rt->memory_limit > 0;
   lua_sethook(L, watch ? limit_hook : nullptr, watch ? LUA_MASKCOUNT : 0, kHookEvery);
+}
+
+// After a coroutine returned to `L`: a limit hit inside it is raised again here, in the
+// thread that resumed it, with that thread's hook at every instruction too. Without this a
+// resume or a wrap would turn the stop into a return value and the script would go on.
+void rethrow_stop(lua_State* L) {
+  HostData& h = host_data(L);
+  if (h.rt->stop.empty()) return;
+  h.tripped = true;
+  lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
+  luaL_error(L, "%s", h.rt->stop.c_str());
+}
+
+// coroutine.create(f): the new thread runs under the limit hook (see kThreadHookEvery).
+int co_create(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  HostData& h = host_data(L);
+  lua_State* co = lua_newthread(L);
+  lua_pushvalue(L, 1);
+  lua_xmove(L, co, 1);
+  if (lua_gethook(L) != nullptr) {
+    h.instructions += kThreadHookEvery;
+    lua_sethook(co, limit_hook, LUA_MASKCOUNT, h.tripped ? 1 : kThreadHookEvery);
+  }
+  return 1;
+}
+
+// coroutine.resume(co, ...): Lua's, then any stop raised again.
+int co_resume(lua_State* L) {
+  const int n = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+  rethrow_stop(L);
+  return lua_gettop(L);
+}
+
+int co_wrap_call(lua_State* L) {
+  const int n = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));  // the real coroutine.resume
+  lua_pushvalue(L, lua_upvalueindex(2));  // the thread
+  lua_rotate(L, 1, 2);
+  lua_call(L, n + 1, LUA_MULTRET);
+  rethrow_stop(L);
+  if (lua_toboolean(L, 1)) return lua_gettop(L) - 1;
+  // As Lua's wrap: the error goes on to the caller, a message with the caller's position.
+  lua_settop(L, 2);
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    luaL_where(L, 1);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+  }
+  return lua_error(L);
+}
+
+// coroutine.wrap(f): a function that resumes a thread made by co_create.
+int co_wrap(lua_State* L) {
+  lua_settop(L, 1);
+  co_create(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, -2);
+  lua_pushcclosure(L, co_wrap_call, 2);
+  return 1;
+}
+
+// The Lua heap under ScriptOptions::memory_limit (with the script's tensors, see
+// Runtime::charge). A refused allocation is a Lua memory error, and sets the stop that the
+// hook raises from then on. After the stop, a small reserve lets the error and its
+// traceback be built.
+void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+  auto* rt = static_cast<Runtime*>(ud);
+  const int64_t old = ptr ? static_cast<int64_t>(osize) : 0;
+  if (nsize == 0) {
+    std::free(ptr);
+    rt->lua_bytes -= old;
+    return nullptr;
+  }
+  const int64_t grow = static_cast<int64_t>(nsize) - old;
+  constexpr int64_t kReserve = 4 << 20;
+  const int64_t room =
+      rt->memory_limit - rt->lua_bytes - rt->tensor_bytes + (rt->stop.empty() ? 0 : kReserve);
+  if (grow > 0 && rt->memory_limit > 0 && grow > room) {
+    rt->memory_exceeded();
+    return nullptr;
+  }
+  void* p = std::realloc(ptr, nsize);
+  if (p) rt->lua_bytes += grow;
+  return p;
+}
+
+int at_panic(lua_State* L) {
+  const char* msg = lua_tostring(L, -1);
+  std::fprintf(stderr, "mlstudio: Lua panic: %s\n", msg ? msg : "(error object is not a string)");
+  return 0;  // Lua aborts
 }
 
 // [SECTION] sandbox
@@ -124,31 +236,152 @@ int refuse(lua_State* L) {
       lua_tostring(L, lua_upvalueindex(1)));
 }
 
-// io.open(path [, mode]) under the sandbox's folders.
-int sb_io_open(lua_State* L) {
-  const int base = lua_gettop(L);
-  const char* path = luaL_checkstring(L, 1);
-  const char* mode = luaL_optstring(L, 2, "r");
-  const bool write = std::strpbrk(mode, "wa+") != nullptr;
-  std::string p = checked(L, path, write);
-  lua_pushvalue(L, lua_upvalueindex(1));  // the real io.open
-  lua_pushstring(L, p.c_str());
-  lua_pushstring(L, mode);
-  lua_call(L, 2, LUA_MULTRET);
-  return lua_gettop(L) - base;
+// The files a script opens itself (io.open, io.lines, loadfile, dofile, require) go
+// through open_checked: the path sandbox_path allows (every link resolved, so it names the
+// real file), opened without following a link at its last part (one made after the check
+// cannot redirect the open), non-blocking, and kept only when it is a regular file (a FIFO
+// or a device would block past the time limit or never end).
+
+// Lua's io library's modes: "r", "w", "a", with "+" and "b".
+int open_flags(lua_State* L, const char* mode) {
+  const char* m = mode;
+  int flags = 0;
+  switch (*m++) {
+    case 'r':
+      flags = O_RDONLY;
+      break;
+    case 'w':
+      flags = O_WRONLY | O_CREAT | O_TRUNC;
+      break;
+    case 'a':
+      flags = O_WRONLY | O_CREAT | O_APPEND;
+      break;
+    default:
+      return luaL_argerror(L, 2, "invalid mode");
+  }
+  if (*m == '+') {
+    flags = (flags & ~O_WRONLY) | O_RDWR;
+    ++m;
+  }
+  while (*m == 'b') ++m;
+  if (*m != '\0') return luaL_argerror(L, 2, "invalid mode");
+  return flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
 }
 
-int sb_io_lines(lua_State* L) {
-  const int n = lua_gettop(L);
-  if (n >= 1 && !lua_isnil(L, 1)) {
-    std::string p = checked(L, luaL_checkstring(L, 1), false);
-    lua_pushstring(L, p.c_str());
-    lua_replace(L, 1);
+int close_stream(lua_State* L) {
+  auto* p = static_cast<luaL_Stream*>(luaL_checkudata(L, 1, LUA_FILEHANDLE));
+  errno = 0;
+  return luaL_fileresult(L, std::fclose(p->f) == 0, nullptr);
+}
+
+// Pushes an io file for `path` (checked) opened with `mode`; or, when the open fails as
+// io.open's would (no such file, permission), nil, the message and errno. Raises for a
+// path the sandbox refuses and for a file that is not regular. Returns whether it opened.
+bool open_checked(lua_State* L, const char* path, const char* mode) {
+  const int flags = open_flags(L, mode);
+  const bool write = (flags & (O_WRONLY | O_RDWR)) != 0;
+  const std::string p = checked(L, path, write);
+  auto* stream = static_cast<luaL_Stream*>(lua_newuserdatauv(L, sizeof(luaL_Stream), 0));
+  stream->f = nullptr;
+  stream->closef = nullptr;  // a closed file until it is open
+  luaL_setmetatable(L, LUA_FILEHANDLE);
+  const int fd = ::open(p.c_str(), flags, 0666);
+  if (fd < 0) {
+    const int err = errno;
+    lua_pop(L, 1);
+    errno = err;
+    luaL_fileresult(L, 0, path);
+    return false;
   }
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, n, LUA_MULTRET);
-  return lua_gettop(L);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    luaL_error(L, "'%s' is not a regular file: a sandboxed script opens only regular files", path);
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  stream->f = ::fdopen(fd, mode);
+  if (stream->f == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    lua_pop(L, 1);
+    errno = err;
+    luaL_fileresult(L, 0, path);
+    return false;
+  }
+  stream->closef = close_stream;
+  return true;
+}
+
+// io.open(path [, mode]) under the sandbox's folders.
+int sb_io_open(lua_State* L) {
+  const char* path = luaL_checkstring(L, 1);
+  const char* mode = luaL_optstring(L, 2, "r");
+  return open_checked(L, path, mode) ? 1 : 3;
+}
+
+// io.lines(path, ...): the file's lines, closed when the loop ends (the fourth value is
+// the generic for's to-be-closed variable, as with Lua's io.lines). io.lines() reads
+// standard input, as Lua's.
+int sb_io_lines(lua_State* L) {
+  if (lua_isnoneornil(L, 1)) {
+    const int n = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+  }
+  const char* path = luaL_checkstring(L, 1);
+  if (!open_checked(L, path, "r")) {  // as Lua's io.lines: an error, not nil
+    lua_pop(L, 1);
+    return lua_error(L);
+  }
+  lua_replace(L, 1);  // the file
+  const int n = lua_gettop(L);
+  luaL_getmetafield(L, 1, "__index");
+  lua_getfield(L, -1, "lines");
+  lua_remove(L, -2);
+  for (int i = 1; i <= n; ++i) lua_pushvalue(L, i);
+  lua_call(L, n, 1);  // file:lines(...)
+  lua_pushnil(L);
+  lua_pushnil(L);
+  lua_pushvalue(L, 1);
+  return 4;
+}
+
+// Loads a Lua text file through open_checked, as luaL_loadfilex does (a first line starting
+// with # is skipped). Returns the status of the load, with the chunk or the message pushed.
+int load_checked(lua_State* L, const char* path) {
+  if (!open_checked(L, path, "r")) {
+    lua_pop(L, 1);  // errno
+    lua_pushfstring(L, "cannot open %s", lua_tostring(L, -1));
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+    return LUA_ERRFILE;
+  }
+  FILE* f = static_cast<luaL_Stream*>(lua_touserdata(L, -1))->f;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);  // counted by the Lua allocator, so under the memory limit
+  char chunk[4096];
+  size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) luaL_addlstring(&b, chunk, n);
+  const bool failed = std::ferror(f) != 0;
+  luaL_pushresult(&b);
+  if (failed) {
+    lua_pop(L, 1);
+    lua_pushfstring(L, "cannot read %s", path);
+    lua_replace(L, -2);
+    return LUA_ERRFILE;
+  }
+  size_t len = 0;
+  const char* text = lua_tolstring(L, -1, &len);
+  std::string body(text, len);
+  if (!body.empty() && body[0] == '#') body.insert(0, "--");  // keeps the line numbers
+  const std::string name = std::string("@") + path;
+  const int status = luaL_loadbufferx(L, body.data(), body.size(), name.c_str(), "t");
+  // Leave only the chunk (or the message): drop the file and its text.
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+  return status;
 }
 
 // load(chunk [, name [, mode [, env]]]) with text chunks only: precompiled bytecode can
@@ -157,8 +390,8 @@ int sb_load(lua_State* L) {
   lua_settop(L, 4);
   if (lua_type(L, 1) == LUA_TSTRING && lua_rawlen(L, 1) > 0 && lua_tostring(L, 1)[0] == '\x1b')
     return luaL_error(L, "load: binary chunks are not allowed in a sandboxed script");
-  if (!lua_isnil(L, 3) && std::strcmp(lua_tostring(L, 3), "t") != 0 &&
-      std::strchr(lua_tostring(L, 3), 'b'))
+  const char* mode = luaL_optstring(L, 3, "t");
+  if (std::strchr(mode, 'b') != nullptr)
     return luaL_error(L, "load: binary chunks are not allowed in a sandboxed script");
   lua_pushstring(L, "t");
   lua_replace(L, 3);
@@ -168,19 +401,29 @@ int sb_load(lua_State* L) {
   return lua_gettop(L);
 }
 
+// loadfile(path [, mode [, env]]): text only.
 int sb_loadfile(lua_State* L) {
-  std::string p = checked(L, luaL_checkstring(L, 1), false);
-  if (luaL_loadfilex(L, p.c_str(), "t") != LUA_OK) {
+  const char* path = luaL_checkstring(L, 1);
+  const char* mode = luaL_optstring(L, 2, "t");
+  if (std::strchr(mode, 'b') != nullptr)
+    return luaL_error(L, "loadfile: binary chunks are not allowed in a sandboxed script");
+  const bool has_env = !lua_isnone(L, 3);
+  if (load_checked(L, path) != LUA_OK) {
     lua_pushnil(L);
     lua_insert(L, -2);
     return 2;
+  }
+  if (has_env) {
+    lua_pushvalue(L, 3);
+    if (lua_setupvalue(L, -2, 1) == nullptr) lua_pop(L, 1);
   }
   return 1;
 }
 
 int sb_dofile(lua_State* L) {
-  std::string p = checked(L, luaL_checkstring(L, 1), false);
-  if (luaL_loadfilex(L, p.c_str(), "t") != LUA_OK) return lua_error(L);
+  const char* path = luaL_checkstring(L, 1);
+  lua_settop(L, 1);
+  if (load_checked(L, path) != LUA_OK) return lua_error(L);
   lua_call(L, 0, LUA_MULTRET);
   return lua_gettop(L) - 1;
 }
@@ -189,6 +432,7 @@ int sb_dofile(lua_State* L) {
 // sandbox's folder. No C modules, no search path the script can point elsewhere.
 int sb_require(lua_State* L) {
   const char* name = luaL_checkstring(L, 1);
+  lua_settop(L, 1);
   lua_getglobal(L, "package");
   if (lua_istable(L, -1)) {
     lua_getfield(L, -1, "loaded");
@@ -206,16 +450,18 @@ int sb_require(lua_State* L) {
   for (char& c : rel)
     if (c == '.') c = '/';
   const fs::path root = opts(L).root.empty() ? fs::current_path() : fs::path(opts(L).root);
-  std::string p = checked(L, (root / (rel + ".lua")).string().c_str(), false);
-  if (!fs::exists(p))
+  const std::string file = (root / (rel + ".lua")).string();
+  const std::string p = checked(L, file.c_str(), false);
+  std::error_code ec;
+  if (!fs::exists(p, ec))
     return luaL_error(
         L, "module '%s' not found: a sandboxed script loads modules only from its folder (no %s)",
         name, p.c_str());
-  if (luaL_loadfilex(L, p.c_str(), "t") != LUA_OK) return lua_error(L);
+  if (load_checked(L, file.c_str()) != LUA_OK) return lua_error(L);
   lua_pushstring(L, name);
   lua_call(L, 1, 1);
-  if (lua_istable(L, -3)) {  // package: remember it
-    lua_getfield(L, -3, "loaded");
+  if (lua_istable(L, 2)) {  // package: remember it
+    lua_getfield(L, 2, "loaded");
     lua_pushvalue(L, -2);
     lua_setfield(L, -2, name);
     lua_pop(L, 1);
@@ -256,18 +502,62 @@ int traceback(lua_State* L) {
 
 }  // namespace
 
-Result<std::string> sandbox_path(const ScriptOptions& o, const std::string& path, bool write) {
+Result<std::string> resolve_links(const std::string& path) {
   std::error_code ec;
-  const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  const fs::path abs = fs::absolute(path, ec);
   if (ec) return make_error("cannot resolve '" + path + "': " + ec.message());
+  std::vector<std::string> todo;  // the parts still to walk, the next one last
+  auto push = [&todo](const fs::path& p) {
+    std::vector<std::string> parts;
+    for (const fs::path& c : p.relative_path()) parts.push_back(c.string());
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push(abs);
+  fs::path cur = "/";
+  int links = 0;
+  while (!todo.empty()) {
+    const std::string c = std::move(todo.back());
+    todo.pop_back();
+    if (c.empty() || c == ".") continue;
+    if (c == "..") {  // `cur` has no links left, so its parent is the real one
+      cur = cur.parent_path();
+      continue;
+    }
+    fs::path next = cur / c;
+    struct stat st {};
+    if (::lstat(next.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      if (++links > 40) return make_error("'" + path + "': too many levels of symbolic links");
+      char buf[PATH_MAX];
+      const ssize_t n = ::readlink(next.c_str(), buf, sizeof buf);
+      if (n < 0 || n == static_cast<ssize_t>(sizeof buf))
+        return make_error("cannot resolve '" + path + "': cannot read the link " + next.string());
+      const fs::path target(std::string(buf, static_cast<size_t>(n)));
+      if (target.is_absolute()) cur = "/";
+      push(target);
+      continue;
+    }
+    cur = std::move(next);
+  }
+  return cur.string();
+}
+
+Result<std::string> sandbox_path(const ScriptOptions& o, const std::string& path, bool write) {
+  // Checked where it really is, links (dangling ones too) followed: a link in the folder
+  // that points out of it is outside.
+  auto resolved = resolve_links(path);
+  if (!resolved) return resolved.error();
+  if (!o.sandbox) return *resolved;
+  const fs::path p = *resolved;
   auto under = [&](const std::string& root) {
-    const fs::path r =
-        fs::weakly_canonical(fs::absolute(root.empty() ? fs::current_path() : fs::path(root)));
-    auto [a, b] = std::mismatch(r.begin(), r.end(), p.begin(), p.end());
-    return a == r.end();
+    auto r = resolve_links(root.empty() ? fs::current_path().string() : root);
+    if (!r) return false;
+    const fs::path rp = *r;
+    auto [a, b] = std::mismatch(rp.begin(), rp.end(), p.begin(), p.end());
+    (void)b;
+    return a == rp.end();
   };
   const std::string root = o.root.empty() ? fs::current_path().string() : o.root;
-  if (!o.sandbox || under(root)) return p.string();
+  if (under(root)) return p.string();
   if (!write)
     for (const std::string& r : o.read_only_roots)
       if (under(r)) return p.string();
@@ -278,8 +568,12 @@ Result<std::string> sandbox_path(const ScriptOptions& o, const std::string& path
 
 LuaHost::LuaHost(Backend& backend, ScriptOptions options)
     : options_(std::move(options)), rt_(std::make_unique<Runtime>(backend)) {
-  L_ = luaL_newstate();
-  MLS_CHECK(L_ != nullptr, "luaL_newstate failed");
+  if (options_.memory_limit == 0 && options_.sandbox) options_.memory_limit = int64_t{1} << 30;
+  rt_->memory_limit = options_.memory_limit;
+  rt_->time_limit_s = options_.time_limit_s;
+  L_ = lua_newstate(capped_alloc, rt_.get());
+  MLS_CHECK(L_ != nullptr, "lua_newstate failed");
+  lua_atpanic(L_, at_panic);
   rt_->db_path = options_.db_path;
   if (options_.sandbox) {
     rt_->check_path = [this](const std::string& p, bool write) {
@@ -325,6 +619,17 @@ void LuaHost::open_libs() {
   lua_pushvalue(L, -2);
   lua_setfield(L, -2, "mls");
   lua_pop(L, 2);
+  // Coroutines under the same limits as the main thread (see co_create).
+  lua_getglobal(L, LUA_COLIBNAME);
+  lua_pushcfunction(L, co_create);
+  lua_setfield(L, -2, "create");
+  lua_getfield(L, -1, "resume");
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, co_resume, 1);
+  lua_setfield(L, -3, "resume");
+  lua_pushcclosure(L, co_wrap, 1);
+  lua_setfield(L, -2, "wrap");
+  lua_pop(L, 1);
   install_hook(L);
 }
 
@@ -363,7 +668,12 @@ void LuaHost::set_interrupt(const std::atomic<bool>* flag) {
 Result<void> LuaHost::call(int nargs, int nresults) {
   HostData& h = host_data(L_);
   h.instructions = 0;
-  h.start = std::chrono::steady_clock::now();
+  rt_->stop.clear();
+  rt_->deadline = options_.time_limit_s > 0
+                      ? std::chrono::steady_clock::now() +
+                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(options_.time_limit_s))
+                      : std::chrono::steady_clock::time_point::max();
   if (h.tripped) {
     h.tripped = false;
     install_hook(L_);
@@ -377,9 +687,15 @@ Result<void> LuaHost::call(int nargs, int nresults) {
     h.tripped = false;
     install_hook(L_);
   }
+  const std::string stop = std::move(rt_->stop);
+  rt_->stop.clear();
+  rt_->deadline = std::chrono::steady_clock::time_point::max();
   if (status != LUA_OK) {
     std::string msg = lua_tostring(L_, -1) ? lua_tostring(L_, -1) : "(error)";
     lua_pop(L_, 1);
+    // A limit reached where Lua could only say "not enough memory" (or where a script's
+    // handler replaced the message): the limit's own words.
+    if (!stop.empty() && msg.find(stop) == std::string::npos) msg = stop + "\n" + msg;
     rt_->end_run("failed");
     return make_error(msg);
   }

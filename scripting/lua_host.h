@@ -31,8 +31,10 @@ struct ScriptOptions {
   bool sandbox = false;
   std::string root;  // sandbox: the folder a script may read and write ("" : the working directory)
   std::vector<std::string> read_only_roots = {"/usr/share/datasets"};
-  int64_t instruction_limit = 0;             // VM instructions per run or REPL entry; 0: no limit
-  double time_limit_s = 0;                   // seconds per run or REPL entry; 0: no limit
+  int64_t instruction_limit = 0;  // VM instructions per run or REPL entry; 0: no limit
+  double time_limit_s = 0;        // seconds per run or REPL entry; 0: no limit
+  // Bytes of Lua heap plus tensor data a script may hold; 0: 1 GiB in a sandbox, else none.
+  int64_t memory_limit = 0;
   std::string db_path = "mlstudio-runs.db";  // where mls.train and mls.log record runs
 };
 
@@ -73,8 +75,16 @@ class LuaHost {
   lua_State* L_ = nullptr;
 };
 
-// Where files may be opened under `o`: the canonical path, or an error naming the path and
-// the folder it must be under. Shared by the sandbox's io functions and mls.data/mls.project.
+// The path `path` really names: every symbolic link followed, dangling ones included (the
+// target of a dangling link is where a write would create the file), "." and ".." applied
+// to real folders as the kernel does. Nothing is opened or created. An error for a link
+// loop.
+Result<std::string> resolve_links(const std::string& path);
+
+// Where files may be opened under `o`: the resolved path (resolve_links), or an error naming
+// the path and the folder it must be under. The one check of every path a script names: the
+// sandbox's io functions, loadfile, dofile and require, and mls.data (every path field of a
+// dataset) and mls.project, which then open the resolved path.
 Result<std::string> sandbox_path(const ScriptOptions& o, const std::string& path, bool write);
 
 }  // namespace mls::lua

@@ -33,7 +33,7 @@ struct ProjectBox {
 };
 
 ProjectBox* check_project(lua_State* L, int idx) {
-  return static_cast<ProjectBox*>(luaL_checkudata(L, idx, kProjectMeta));
+  return check_object<ProjectBox>(L, idx, kProjectMeta, "project");
 }
 
 json params_json(lua_State* L, int idx) {
@@ -105,6 +105,8 @@ int l_open(lua_State* L) {
       if (!c) {
         rt.error = c.error().message;
         ok = false;
+      } else {
+        p = *c;
       }
     }
     auto doc = ok ? nodes::load_document(p, nodes::GraphCheck::Draft)
@@ -113,22 +115,19 @@ int l_open(lua_State* L) {
       rt.error = "mls.project.open: " + doc.error().message;
       ok = false;
     } else {
-      void* mem = lua_newuserdatauv(L, sizeof(ProjectBox), 0);
       auto owned = std::make_unique<nodes::OwnedHistory>(std::move(*doc));
       nodes::DocumentHistory* h = owned.get();
-      new (mem) ProjectBox{p, std::move(owned), h, false};
-      luaL_setmetatable(L, kProjectMeta);
+      push_object(L, kProjectMeta,
+                  std::make_unique<ProjectBox>(ProjectBox{p, std::move(owned), h, false}));
     }
   }
   return ok ? 1 : raise(L);
 }
 
 int l_new(lua_State* L) {
-  void* mem = lua_newuserdatauv(L, sizeof(ProjectBox), 0);
   auto owned = std::make_unique<nodes::OwnedHistory>();
   nodes::DocumentHistory* h = owned.get();
-  new (mem) ProjectBox{"", std::move(owned), h, false};
-  luaL_setmetatable(L, kProjectMeta);
+  push_object(L, kProjectMeta, std::make_unique<ProjectBox>(ProjectBox{"", std::move(owned), h, false}));
   return 1;
 }
 
@@ -138,9 +137,8 @@ int l_current(lua_State* L) {
   if (!rt.project)
     return luaL_error(L, "mls.project.current: no project is open here (it is the editor's open project; "
                          "use mls.project.open(path) for a file)");
-  void* mem = lua_newuserdatauv(L, sizeof(ProjectBox), 0);
-  new (mem) ProjectBox{rt.project_path, nullptr, rt.project, true};
-  luaL_setmetatable(L, kProjectMeta);
+  push_object(L, kProjectMeta,
+              std::make_unique<ProjectBox>(ProjectBox{rt.project_path, nullptr, rt.project, true}));
   return 1;
 }
 
@@ -285,7 +283,9 @@ int l_save(lua_State* L) {
       }
     }
     if (ok) {
-      if (auto r = nodes::save_document(p->doc(), path); !r) {
+      // The resolved path: a link planted in the folder is not followed out of it.
+      const std::string target = rt.check_path ? *rt.check_path(path, true) : path;
+      if (auto r = nodes::save_document(p->doc(), target); !r) {
         rt.error = "save: " + r.error().message;
         ok = false;
       } else {
@@ -301,7 +301,7 @@ int l_save(lua_State* L) {
 }
 
 int l_gc(lua_State* L) {
-  check_project(L, 1)->~ProjectBox();
+  take_object<ProjectBox>(L, 1, kProjectMeta);
   return 0;
 }
 

@@ -151,6 +151,24 @@ void Runtime::adopt_output(LuaTensor& t, Ref r) {
   if (t.counted) ++live_outputs;
 }
 
+void Runtime::memory_exceeded() {
+  if (stop.empty()) stop = "memory limit of " + std::to_string(memory_limit >> 20) + " MiB reached";
+  error = stop;
+}
+
+bool Runtime::charge(LuaTensor& t) {
+  uncharge(t);
+  const int64_t bytes = t.value.defined() ? static_cast<int64_t>(t.value.nbytes()) : 0;
+  if (!fits(bytes)) {
+    t.value = Tensor();
+    memory_exceeded();
+    return false;
+  }
+  t.charged = bytes;
+  tensor_bytes += bytes;
+  return true;
+}
+
 void Runtime::forget(LuaTensor& t) {
   if (t.gen != gen) return;
   if (t.counted) {

@@ -22,6 +22,7 @@
 #include "nodes/edit.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -51,6 +52,7 @@ struct LuaTensor {
   int32_t leaf_slot = -1;  // index in Runtime::grad_leaves (this generation)
   Tensor grad;             // accumulated by backward (leaves)
   ParamInit init;          // parameters: how a traced graph re-initialises them
+  int64_t charged = 0;     // bytes counted in Runtime::tensor_bytes for `value`
 };
 
 // A graph being recorded from Lua (mls.graph, mls.jit, mls.grad, mls.train). An Emitter,
@@ -169,6 +171,29 @@ class Runtime {
   // raises "interrupted" at the next instruction and mls.train stops after its current step.
   const std::atomic<bool>* cancel = nullptr;
   bool cancelled() const { return cancel && cancel->load(std::memory_order_relaxed); }
+  // The limits of the running entry (set by the host). A limit that is hit sets `stop`, its
+  // message: the host's hook raises it again at every instruction until the entry ends, so
+  // neither pcall nor coroutine.resume can swallow it.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  double time_limit_s = 0;
+  bool past_deadline() const { return std::chrono::steady_clock::now() > deadline; }
+  std::string stop;
+  // The memory cap (0: none) on the Lua heap (counted by the host's allocator) plus the data
+  // of the tensors the script holds. charge() counts a tensor's value; false (with `stop`
+  // and `error` set to "memory limit of N MiB reached") when it does not fit.
+  int64_t memory_limit = 0;
+  int64_t lua_bytes = 0;
+  int64_t tensor_bytes = 0;
+  bool fits(int64_t bytes) const {
+    return memory_limit <= 0 || (bytes >= 0 && bytes <= memory_limit - lua_bytes - tensor_bytes);
+  }
+  void memory_exceeded();
+  bool charge(LuaTensor& t);
+  void uncharge(LuaTensor& t) {
+    tensor_bytes -= t.charged;
+    t.charged = 0;
+  }
+
   // Where mls.train's start, epoch and end lines go; unset: stderr (with a progress bar on a
   // terminal). The editor's console shows them in its output.
   std::function<void(const std::string&)> report;

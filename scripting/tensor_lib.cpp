@@ -50,16 +50,26 @@ Shape read_shape(lua_State* L, int idx, int* next) {
     while (lua_type(L, i) == LUA_TNUMBER) s.push_back(luaL_checkinteger(L, i++));
     *next = i;
   }
-  for (int64_t d : s)
-    if (d < 0) luaL_argerror(L, idx, "a shape's sizes must be >= 0");
-  if (numel(s) > (int64_t{1} << 34)) luaL_argerror(L, idx, "tensor too large");
+  check_shape_size(L, s);
   return s;
+}
+
+// Raises the memory limit's message when a new tensor of `n` elements of `dt` would not fit,
+// before anything is allocated.
+void check_fits(lua_State* L, int64_t n, DType dt) {
+  Runtime& rt = runtime(L);
+  if (rt.fits(n * static_cast<int64_t>(dtype_size(dt)))) return;
+  lua_gc(L, LUA_GCCOLLECT);  // tensors the script dropped give their bytes back
+  if (rt.fits(n * static_cast<int64_t>(dtype_size(dt)))) return;
+  rt.memory_exceeded();
+  raise(L);
 }
 
 int make_filled(lua_State* L, double value, int first) {
   int next = first;
   Shape s = read_shape(L, first, &next);
   DType dt = check_dtype(L, next, DType::F32);
+  check_fits(L, numel(s), dt);
   Runtime& rt = runtime(L);
   Tensor t = Tensor::zeros(rt.backend, dt, std::move(s), AllocTag::Activation);
   if (value != 0.0)
@@ -83,6 +93,7 @@ int l_full(lua_State* L) {
 int random_tensor(lua_State* L, bool normal) {
   int next = 1;
   Shape s = read_shape(L, 1, &next);
+  check_fits(L, numel(s), DType::F32);
   Runtime& rt = runtime(L);
   std::vector<float> v(static_cast<size_t>(numel(s)));
   for (size_t i = 0; i < v.size(); ++i) {
@@ -118,6 +129,7 @@ int l_arange(lua_State* L) {
   const double count = std::ceil((b - a) / step);
   if (!(count < 1e9)) luaL_error(L, "arange(%f, %f, %f): too many elements", a, b, step);
   const DType dt = check_dtype(L, lua_isnoneornil(L, 2) ? 2 : 4, DType::F32);
+  check_fits(L, static_cast<int64_t>(count), DType::F32);
   std::vector<float> v;
   for (int64_t i = 0; i < static_cast<int64_t>(count); ++i)
     v.push_back(static_cast<float>(a + step * static_cast<double>(i)));
@@ -447,6 +459,7 @@ int l_reshape(lua_State* L) {
     }
     return out;
   }();
+  check_shape_size(L, s, true);
   (void)next;
   // One -1 takes what the others leave.
   const Shape in = type_of(runtime(L), *x).shape;
@@ -528,6 +541,7 @@ int l_squeeze(lua_State* L) {
 int l_expand(lua_State* L) {
   LuaTensor* x = check_tensor(L, 1);
   IntList s = check_ints(L, 2, "shape");
+  check_shape_size(L, s.vec(), true);
   return emit_op(L, &x, 1, [&](Emitter& e, const Ref* r) { return expand(e, r[0], s.vec()); });
 }
 
@@ -668,6 +682,7 @@ int l_close(lua_State* L) {
   LuaTensor* t = to_tensor(L, 1);
   if (t && !t->closed) {
     runtime(L).forget(*t);
+    runtime(L).uncharge(*t);
     t->value = Tensor();
     t->grad = Tensor();
     t->closed = true;
@@ -677,13 +692,19 @@ int l_close(lua_State* L) {
 
 int l_gc(lua_State* L) {
   LuaTensor* t = to_tensor(L, 1);
-  if (t) {
+  // Idempotent, and the userdata stays a valid closed tensor: a finaliser that runs after
+  // this one may bring it back to life, and every use of a closed tensor raises.
+  if (t && !t->closed) {
     Runtime& rt = runtime(L);
     rt.forget(*t);
+    rt.uncharge(*t);
     if (t->value.defined()) rt.session.recycle(t->value.release_buffer());
     rt.keep_spare(std::move(t->value));
-    t->~LuaTensor();
+    t->value = Tensor();
+    t->grad = Tensor();
+    t->closed = true;
   }
+  if (t) t->init = ParamInit();
   return 0;
 }
 
@@ -983,6 +1004,7 @@ void open_tensor_lib(lua_State* L) {
   set_funcs(L, kMeta);
   lua_pushstring(L, "mls.Tensor");
   lua_setfield(L, -2, "__name");
+  protect_metatable(L);
   lua_pop(L, 1);
 }
 

@@ -93,7 +93,13 @@ struct Dataset {
 };
 
 Dataset* check_dataset(lua_State* L, int idx) {
-  return static_cast<Dataset*>(luaL_checkudata(L, idx, kDatasetMeta));
+  return check_object<Dataset>(L, idx, kDatasetMeta, "dataset");
+}
+
+// Every field of a dataset spec that names a file or folder: a sandbox checks each (and
+// the reader then opens the resolved path). A new path field of DatasetSpec goes here.
+std::vector<std::string*> path_fields(data::DatasetSpec& s) {
+  return {&s.path, &s.npy.labels};
 }
 
 // mls.data.open{source = "fashion-mnist", limit = 1000, validation = 0.1, transforms = {...}}
@@ -112,9 +118,16 @@ int l_data_open(lua_State* L) {
         j ? data::parse_dataset_spec(*j, "mls.data.open") : Result<data::DatasetSpec>(j.error());
     std::string base = std::filesystem::current_path().string();
     if (spec && rt.check_path) {
-      const std::string p = spec->path.empty() ? data::kDefaultDatasetPath : spec->path;
-      auto allowed = rt.check_path(p, false);
-      if (!allowed) spec = allowed.error();
+      for (std::string* p : path_fields(*spec)) {
+        const bool dflt = p == &spec->path && p->empty();  // the default dataset's folder
+        if (p->empty() && !dflt) continue;
+        auto allowed = rt.check_path(dflt ? data::kDefaultDatasetPath : *p, false);
+        if (!allowed) {
+          spec = allowed.error();
+          break;
+        }
+        if (!dflt) *p = *allowed;  // the reader opens what was checked, links resolved
+      }
     }
     Result<data::DatasetSplits> s = spec ? data::open_dataset(*spec, base, seed, true)
                                          : Result<data::DatasetSplits>(spec.error());
@@ -122,9 +135,7 @@ int l_data_open(lua_State* L) {
       rt.error = "mls.data: " + s.error().message;
       ok = false;
     } else {
-      void* p = lua_newuserdatauv(L, sizeof(Dataset), 0);
-      new (p) Dataset{std::move(*s)};
-      luaL_setmetatable(L, kDatasetMeta);
+      push_object(L, kDatasetMeta, std::make_unique<Dataset>(Dataset{std::move(*s)}));
     }
   }
   return ok ? 1 : raise(L);
@@ -205,9 +216,10 @@ int l_data_batches(lua_State* L) {
   lua_pushinteger(L, bs);
   void* p = lua_newuserdatauv(L, sizeof(HostBatch), 0);
   new (p) HostBatch();
-  lua_createtable(L, 0, 1);
+  lua_createtable(L, 0, 2);
   lua_pushcfunction(L, hostbatch_gc);
   lua_setfield(L, -2, "__gc");
+  protect_metatable(L);
   lua_setmetatable(L, -2);
   lua_pushcclosure(L, batches_next, 6);
   return 1;
@@ -251,7 +263,7 @@ int l_data_tostring(lua_State* L) {
 }
 
 int l_data_gc(lua_State* L) {
-  check_dataset(L, 1)->~Dataset();
+  take_object<Dataset>(L, 1, kDatasetMeta);
   return 0;
 }
 
@@ -264,7 +276,7 @@ struct Optim {
 };
 
 Optim* check_optim(lua_State* L, int idx) {
-  return static_cast<Optim*>(luaL_checkudata(L, idx, kOptimMeta));
+  return check_object<Optim>(L, idx, kOptimMeta, "optimizer");
 }
 
 // mls.optim.SGD(params, {lr = 0.05, momentum = 0.9}) and Adam, AdamW, RMSprop, Adagrad.
@@ -297,10 +309,7 @@ int make_optim(lua_State* L, const char* type) {
       rt.error = "optimizer: " + o.error().message;
       ok = false;
     } else {
-      void* p = lua_newuserdatauv(L, sizeof(Optim), 1);
-      auto* opt = new (p) Optim{c, std::move(*o), {}};
-      (void)opt;
-      luaL_setmetatable(L, kOptimMeta);
+      push_object(L, kOptimMeta, std::make_unique<Optim>(Optim{c, std::move(*o), {}}), 1);
       lua_pushvalue(L, 1);
       lua_setiuservalue(L, -2, 1);  // the parameter list
     }
@@ -390,7 +399,7 @@ int l_optim_tostring(lua_State* L) {
 }
 
 int l_optim_gc(lua_State* L) {
-  check_optim(L, 1)->~Optim();
+  take_object<Optim>(L, 1, kOptimMeta);
   return 0;
 }
 
@@ -684,7 +693,9 @@ int l_train(lua_State* L) {
   const int model = lua_gettop(L);
   if (!lua_istable(L, model)) return luaL_error(L, "mls.train: 'model' must be a module (mls.nn)");
   lua_getfield(L, 1, "data");
-  Dataset* ds = static_cast<Dataset*>(luaL_testudata(L, -1, kDatasetMeta));
+  if (test_object<Dataset>(L, -1, kDatasetMeta) == nullptr && luaL_testudata(L, -1, kDatasetMeta))
+    return luaL_error(L, "mls.train: the dataset was closed (collected as garbage)");
+  Dataset* ds = test_object<Dataset>(L, -1, kDatasetMeta);
   if (!ds) return luaL_error(L, "mls.train: 'data' must be a dataset (mls.data.open{...})");
   lua_getfield(L, 1, "optimizer");
   Optim* o = lua_isnil(L, -1) ? nullptr : check_optim(L, lua_gettop(L));
