@@ -19,6 +19,7 @@
 
 #include "scripting/bindings.h"
 #include "scripting/libs.h"
+#include "scripting/patterns.h"
 
 namespace mls::lua {
 
@@ -113,6 +114,11 @@ void install_hook(lua_State* L) {
   const bool watch = h.options->instruction_limit > 0 || h.options->time_limit_s > 0 ||
                      h.rt->cancel || h.rt->memory_limit > 0;
   lua_sethook(L, watch ? limit_hook : nullptr, watch ? LUA_MASKCOUNT : 0, kHookEvery);
+}
+
+// The limits checked from C code that runs long without the hook (the pattern matcher).
+void check_limits(lua_State* L) {
+  if (lua_gethook(L) != nullptr) limit_hook(L, nullptr);
 }
 
 // After a coroutine returned to `L`: a limit hit inside it is raised again here, in the
@@ -619,6 +625,7 @@ void LuaHost::open_libs() {
   lua_pushvalue(L, -2);
   lua_setfield(L, -2, "mls");
   lua_pop(L, 2);
+  open_checked_patterns(L, check_limits);
   // Coroutines under the same limits as the main thread (see co_create).
   lua_getglobal(L, LUA_COLIBNAME);
   lua_pushcfunction(L, co_create);

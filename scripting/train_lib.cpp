@@ -9,9 +9,11 @@
 // [SECTION] mls.train   the batch mode's training loop for a Lua model
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -819,11 +821,25 @@ int l_train(lua_State* L) {
                       std::string(rt.backend.name()).c_str(), rt.backend.num_threads());
         say(buf);
         Progress bar(!rt.report && isatty(STDERR_FILENO) != 0);
+        // The trainer stops after its current step when the host's flag is set or the
+        // script's time limit passes (the VM's hook does not run while C++ trains).
+        std::atomic<bool> stop_training{false};
+        bool past_deadline = false;
+        std::jthread watch([&](std::stop_token st) {
+          while (!st.stop_requested()) {
+            if (rt.cancelled() || rt.past_deadline()) {
+              past_deadline = !rt.cancelled();
+              stop_training.store(true);
+              return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+        });
         FitInputs in{.train = *ds->splits.train,
                      .validation = ds->splits.validation.get(),
                      .test = ds->splits.test.get(),
                      .sink = rt.store.get(),
-                     .cancel = rt.cancel};
+                     .cancel = &stop_training};
         if (!quiet && !rt.report) in.progress = [&](const ProgressInfo& i) { bar.update(i); };
         if (rt.report)
           in.on_epoch_end = [&say](const EpochReport& e) -> Result<void> {
@@ -842,6 +858,8 @@ int l_train(lua_State* L) {
               "out of memory: the model or a batch does not fit (try a smaller batch size or "
               "layer)");
         }
+        watch.request_stop();
+        watch.join();
         if (!r) {
           rt.end_run("failed");
           rt.error = "mls.train: " + r.error().message + " (run " + std::to_string(run_id) +
@@ -850,7 +868,15 @@ int l_train(lua_State* L) {
         } else if (r->interrupted) {
           // Stopped by the host (the editor's Stop): the weights stay as they were.
           rt.end_run("interrupted");
-          rt.error = "mls.train: interrupted after " + std::to_string(r->steps) + " steps (run " +
+          if (past_deadline) {
+            char limit[120];
+            std::snprintf(limit, sizeof limit,
+                          "stopped: the script ran past its time limit of %.14g s",
+                          rt.time_limit_s);
+            rt.stop = limit;  // raised again by the hook: a pcall cannot go on training
+          }
+          rt.error = "mls.train: " + (past_deadline ? rt.stop : std::string("interrupted")) +
+                     " after " + std::to_string(r->steps) + " steps (run " +
                      std::to_string(run_id) + " recorded as interrupted)";
           ok = false;
         } else {
