@@ -39,8 +39,14 @@ std::vector<RunChoice> export_run_choices(const std::string& db, const std::stri
   return out;
 }
 
+QString project_weights_label(const std::string& weights_file) {
+  if (weights_file.empty()) return "initial weights (not trained)";
+  return "the project's weights (" +
+         QString::fromStdString(std::filesystem::path(weights_file).filename().string()) + ")";
+}
+
 ExportDialog::ExportDialog(QWidget* parent, const QString& out, const std::vector<RunChoice>& runs,
-                           int64_t preferred_run)
+                           int64_t preferred_run, const std::string& project_weights)
     : QDialog(parent) {
   setWindowTitle("Export to ONNX");
   auto* form = new QFormLayout;
@@ -59,7 +65,7 @@ ExportDialog::ExportDialog(QWidget* parent, const QString& out, const std::vecto
 
   weights_ = new QComboBox;
   for (const RunChoice& r : runs) weights_->addItem(r.label, QVariant::fromValue<qlonglong>(r.id));
-  weights_->addItem("initial weights (not trained)", QVariant::fromValue<qlonglong>(0));
+  weights_->addItem(project_weights_label(project_weights), QVariant::fromValue<qlonglong>(0));
   for (int i = 0; i < weights_->count(); ++i)
     if (weights_->itemData(i).toLongLong() == preferred_run) weights_->setCurrentIndex(i);
   form->addRow("Weights:", weights_);

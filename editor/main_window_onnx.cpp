@@ -23,7 +23,7 @@ void MainWindow::showExportDialog() {
   int64_t preferred = runs.empty() ? 0 : runs.front().id;
   for (const RunChoice& r : runs)
     if (r.id == last_run_id_) preferred = r.id;
-  ExportDialog d(this, out, runs, preferred);
+  ExportDialog d(this, out, runs, preferred, model_.doc().weights);
   if (d.exec() == QDialog::Accepted) (void)exportOnnx(d.choice());
 }
 
@@ -48,7 +48,7 @@ bool MainWindow::exportOnnx(const ExportChoice& choice) {
   run_log_->appendPlainText(
       "exporting " + QString::fromStdString(o.project.path) + " to " + choice.out +
       (choice.run_id > 0 ? QString(" with the weights of run %1").arg(choice.run_id)
-                         : QString(" with the initial weights")) +
+                         : " with " + project_weights_label(model_.doc().weights)) +
       (choice.int8 ? ", int8" : ""));
   showStatus("exporting to " + QFileInfo(choice.out).fileName() + "…");
   progress_->setRange(0, 0);  // busy: the check has no steps to count
