@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <limits>
+#include <tuple>
 
 namespace mls::editor {
 
@@ -135,6 +136,17 @@ std::optional<size_t> nearest_index(std::span<const double> xs, double x) {
   if (it == xs.end()) return xs.size() - 1;
   const size_t i = size_t(it - xs.begin());
   return x - xs[i - 1] <= xs[i] - x ? i - 1 : i;
+}
+
+std::pair<double, double> linear_y_range(double lo, double hi) {
+  if (lo == hi) {
+    // Relative to the value: a fixed pad of 1 would flatten every small constant.
+    const double pad = lo == 0 ? 1.0 : std::fabs(lo) * 0.1;
+    lo -= pad, hi += pad;
+  }
+  // Out to the ticks on either side, so the top and bottom grid lines are labelled.
+  const double step = nice_step(hi - lo);
+  return {std::floor(lo / step + 1e-9) * step, std::ceil(hi / step - 1e-9) * step};
 }
 
 // --- Drawing ---
@@ -420,14 +432,7 @@ void fill_band(ImDrawList* dl, const std::vector<float>& xs, const std::vector<f
 }
 
 Axes linear_y(Axes ax, double lo, double hi) {
-  if (lo == hi) {
-    const double pad = std::max(1.0, std::fabs(lo) * 0.1);
-    lo -= pad, hi += pad;
-  }
-  // Out to the ticks on either side, so the top and bottom grid lines are labelled.
-  const double step = nice_step(hi - lo);
-  ax.y0 = std::floor(lo / step + 1e-9) * step;
-  ax.y1 = std::ceil(hi / step - 1e-9) * step;
+  std::tie(ax.y0, ax.y1) = linear_y_range(lo, hi);
   return ax;
 }
 

@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mls::editor {
@@ -82,6 +83,10 @@ std::vector<double> nice_ticks(double lo, double hi, int target = 5);
 // Ticks for a log axis over [lo, hi] (values, not logs; lo > 0): powers of ten when three or
 // more fall inside (every n-th, at most target + 1, over many decades), else 1, 2, 5 x 10^k.
 std::vector<double> log_ticks(double lo, double hi, int target = 5);
+// The span of a linear y axis over values in [lo, hi], out to the ticks on either side. A
+// constant series gets a band of 10% of its size around it (1 around 0), so a learning rate
+// of 0.001 fills the chart instead of lying flat between -1 and 1.
+std::pair<double, double> linear_y_range(double lo, double hi);
 // Three significant digits with a k, M, G, T suffix: 1234 -> "1.23k", 3.4e6 -> "3.4M",
 // 0.001 -> "0.001", 1e-5 -> "1e-05"; no trailing zeros.
 std::string format_compact(double v);
