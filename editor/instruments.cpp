@@ -123,6 +123,7 @@ InstrumentsPanel::InstrumentsPanel(QWidget* parent) : ImGuiHost(parent) {
 void InstrumentsPanel::setLive(std::shared_ptr<const Telemetry> telemetry) {
   if (!telemetry) return;
   live_ = std::move(telemetry);
+  phase_ = RunPhase::Training;
   for (auto* v : {&step_x_, &loss_, &smooth_, &lr_, &rate_, &mem_, &time_x_, &epoch_x_,
                   &epoch_loss_, &val_loss_, &val_acc_})
     v->clear();
@@ -214,24 +215,68 @@ void InstrumentsPanel::draw() {
 
 // [SECTION] dashboard
 
-void InstrumentsPanel::drawDashboard() {
-  const StepPoint* last = live_ ? live_->steps.last() : nullptr;
-  if (!last) {
-    ImGui::TextDisabled(
-        "No run yet: press Train (Ctrl+R). Curves, rate and memory appear here as it runs.");
-  } else {
-    const bool running = live_->running.load();
-    const int64_t epochs = live_->planned_epochs.load();
-    ImGui::Text(
-        "%s  epoch %lld/%lld  step %lld  loss %.4f  lr %.3g  %.0f samples/s  ETA %s  memory %s "
-        "(peak %s)",
-        running ? "training" : "done", static_cast<long long>(last->epoch),
-        static_cast<long long>(epochs), static_cast<long long>(last->step),
-        static_cast<double>(last->loss), static_cast<double>(last->lr),
-        static_cast<double>(last->samples_per_s), running ? duration(last->eta_s).c_str() : "-",
-        mib(static_cast<double>(last->memory_bytes)).c_str(),
-        mib(static_cast<double>(live_->allocator_peak())).c_str());
+const char* to_string(RunPhase phase) {
+  switch (phase) {
+    case RunPhase::Training:
+      return "training";
+    case RunPhase::Paused:
+      return "paused";
+    case RunPhase::Done:
+      return "done";
+    case RunPhase::Stopped:
+      return "stopped";
+    case RunPhase::Failed:
+      return "failed";
+    case RunPhase::Diverged:
+      return "diverged";
   }
+  return "?";
+}
+
+std::string dashboard_status(RunPhase phase, const StepPoint* last, int64_t planned_epochs,
+                             int64_t peak_bytes, const std::string& train_key) {
+  if (!last)
+    return "No run yet: press Train (" + train_key +
+           "). Curves, rate and memory appear here as it runs.";
+  // A loss that is no longer finite is a divergence, whatever the run's end was called.
+  if (!std::isfinite(last->loss) && phase != RunPhase::Training && phase != RunPhase::Paused)
+    phase = RunPhase::Diverged;
+  const bool going = phase == RunPhase::Training;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "%s  epoch %lld/%lld  step %lld  loss %.4g  lr %.3g  %.0f samples/s  ETA %s  "
+                "memory %s (peak %s)",
+                to_string(phase), static_cast<long long>(last->epoch),
+                static_cast<long long>(planned_epochs), static_cast<long long>(last->step),
+                static_cast<double>(last->loss), static_cast<double>(last->lr),
+                static_cast<double>(last->samples_per_s),
+                going ? duration(last->eta_s).c_str() : "-",
+                mib(static_cast<double>(last->memory_bytes)).c_str(),
+                mib(static_cast<double>(peak_bytes)).c_str());
+  return buf;
+}
+
+void InstrumentsPanel::setPhase(RunPhase phase) {
+  phase_ = phase;
+  update();
+}
+
+std::string InstrumentsPanel::statusLine() const {
+  const StepPoint* last = live_ ? live_->steps.last() : nullptr;
+  RunPhase phase = phase_;
+  // The run ended before the window heard of it: not "training" any more.
+  if (last && !live_->running.load() && (phase == RunPhase::Training || phase == RunPhase::Paused))
+    phase = RunPhase::Done;
+  return dashboard_status(phase, last, live_ ? live_->planned_epochs.load() : 0,
+                          live_ ? live_->allocator_peak() : 0, train_key_);
+}
+
+void InstrumentsPanel::drawDashboard() {
+  const std::string line = statusLine();
+  if (!live_ || !live_->steps.last())
+    ImGui::TextDisabled("%s", line.c_str());
+  else
+    ImGui::TextUnformatted(line.c_str());
   float s = static_cast<float>(smoothing_);
   ImGui::SetNextItemWidth(160);
   if (ImGui::SliderFloat("smoothing", &s, 0.0f, 0.99f, "%.2f")) smoothing_ = s;

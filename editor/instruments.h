@@ -37,6 +37,16 @@ struct RunCurves {
   std::vector<double> epochs, val_loss, val_accuracy;
 };
 
+// Where the run the dashboard follows stands (the main window tells it).
+enum class RunPhase { Training, Paused, Done, Stopped, Failed, Diverged };
+const char* to_string(RunPhase phase);
+
+// The dashboard's status line for the last step of a run: its phase ("diverged" for a loss
+// that became NaN or infinite, not "done"), epoch, step and numbers to four significant
+// digits (a loss of 1e30 is "1e+30", not 31 digits). `train_key`: the shortcut that trains.
+std::string dashboard_status(RunPhase phase, const StepPoint* last, int64_t planned_epochs,
+                             int64_t peak_bytes, const std::string& train_key);
+
 class InstrumentsPanel : public ImGuiHost {
   Q_OBJECT
  public:
@@ -49,6 +59,13 @@ class InstrumentsPanel : public ImGuiHost {
   void setRuns(std::vector<RunCurves> runs);
   const std::vector<RunCurves>& runs() const { return runs_; }
   std::shared_ptr<const PreflightEstimate> preflight() const { return preflight_; }
+  // The followed run's phase (setLive() starts one as Training) and the key that trains,
+  // named in the hint before the first run.
+  void setPhase(RunPhase phase);
+  RunPhase phase() const { return phase_; }
+  void setTrainKey(const QString& key) { train_key_ = key.toStdString(); }
+  // The dashboard's first line, as drawn: the hint before a run, then dashboard_status().
+  std::string statusLine() const;
   // Shows the tab by name: "Dashboard", "Memory", "Ops" or "Pre-flight".
   void showTab(const QString& name);
 
@@ -92,6 +109,8 @@ class InstrumentsPanel : public ImGuiHost {
   int estimate_batch_ = 0;
   int tab_request_ = -1;
   int ops_by_op_ = 0;  // 0: per node, 1: per op
+  RunPhase phase_ = RunPhase::Done;
+  std::string train_key_ = "F5";
 };
 
 }  // namespace mls::editor

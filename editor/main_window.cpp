@@ -148,22 +148,23 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     progress_->setRange(0, static_cast<int>(i.batches * i.epochs));
     progress_->setValue(static_cast<int>((i.epoch - 1) * i.batches + i.batch));
     progress_->setFormat(
-        QString("epoch %1/%2 · loss %3").arg(i.epoch).arg(i.epochs).arg(i.loss, 0, 'f', 4));
-    status_label_->setText(
-        QString("training: epoch %1/%2, step %3/%4, loss %5, %6 samples/s, ETA %7")
-            .arg(i.epoch)
-            .arg(i.epochs)
-            .arg(i.batch)
-            .arg(i.batches)
-            .arg(i.loss, 0, 'f', 4)
-            .arg(i.samples_per_s, 0, 'f', 0)
-            .arg(QString::fromStdString(format_duration(i.eta_s))));
+        QString("epoch %1/%2 · loss %3").arg(i.epoch).arg(i.epochs).arg(i.loss, 0, 'g', 4));
+    // Steps reported before a pause arrive after it: the status says what the run does now.
+    status_label_->setText(QString("%1: epoch %2/%3, step %4/%5, loss %6, %7 samples/s, ETA %8")
+                               .arg(trainer_.paused() ? "paused" : "training")
+                               .arg(i.epoch)
+                               .arg(i.epochs)
+                               .arg(i.batch)
+                               .arg(i.batches)
+                               .arg(i.loss, 0, 'g', 4)
+                               .arg(i.samples_per_s, 0, 'f', 0)
+                               .arg(QString::fromStdString(format_duration(i.eta_s))));
   });
   connect(&trainer_, &TrainController::epochEnded, this, [this](const EpochReport& r) {
     QString line = QString("epoch %1/%2: train loss %3 (%4 s)")
                        .arg(r.epoch)
                        .arg(r.epochs)
-                       .arg(r.train_loss, 0, 'f', 4)
+                       .arg(r.train_loss, 0, 'g', 4)
                        .arg(r.seconds, 0, 'f', 2);
     if (r.has_validation)
       line += ", validation " + QString::fromStdString(runner::eval_text(r.validation));
@@ -174,12 +175,13 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     QString line = QString("run %1 %2: final loss %3")
                        .arg(o.run_id)
                        .arg(QString::fromStdString(o.status))
-                       .arg(o.result.final_loss, 0, 'f', 4);
+                       .arg(o.result.final_loss, 0, 'g', 4);
     if (o.result.has_test)
       line += ", test " + QString::fromStdString(runner::eval_text(o.result.test));
     line += ", recorded in " + QString::fromStdString(o.db);
     run_log_->appendPlainText(line);
     scene_->setRunInsights(run_insights(o));
+    instruments_->setPhase(o.status == "finished" ? RunPhase::Done : RunPhase::Stopped);
     if (!o.inspect_note.empty())
       run_log_->appendPlainText(QString::fromStdString("note: " + o.inspect_note));
     showStatus(line);
@@ -189,6 +191,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   connect(&trainer_, &TrainController::failed, this, [this](const QString& m) {
     run_log_->appendPlainText("error: " + m);
     showStatus(m, true);
+    instruments_->setPhase(is_divergence(m) ? RunPhase::Diverged : RunPhase::Failed);
     progress_->hide();
     updateRunState();
   });
@@ -360,15 +363,17 @@ void MainWindow::buildActions() {
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
 
   QMenu* run = menuBar()->addMenu("&Run");
-  train_act_ = withIcon(
-      run->addAction("&Train", QKeySequence(Qt::Key_F5), this, [this] { (void)train(); }), "train");
-  pause_act_ = withIcon(run->addAction("&Pause", QKeySequence(Qt::Key_F6)), "pause");
+  train_act_ =
+      withIcon(run->addAction("&Train", train_key(), this, [this] { (void)train(); }), "train");
+  pause_act_ = withIcon(run->addAction("&Pause", pause_key()), "pause");
   pause_act_->setCheckable(true);
   connect(pause_act_, &QAction::toggled, this, [this](bool on) {
     trainer_.setPaused(on);
+    if (!trainer_.running()) return;
+    instruments_->setPhase(on ? RunPhase::Paused : RunPhase::Training);
     showStatus(on ? "paused between steps (Pause again to go on)" : "training");
   });
-  stop_act_ = withIcon(run->addAction("&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5), this,
+  stop_act_ = withIcon(run->addAction("&Stop", stop_key(), this,
                                       [this] {
                                         trainer_.stop();
                                         showStatus("stopping after this step…");
@@ -380,8 +385,10 @@ void MainWindow::buildActions() {
     QMessageBox::about(this, "mlstudio",
                        "<b>mlstudio " MLSTUDIO_VERSION
                        "</b><br>Build, train and inspect neural networks.<br><br>"
-                       "Drag nodes from the palette, link outputs to inputs, press Train (F5).<br>"
-                       "Headless: <code>mlstudio --run project.mls</code>");
+                       "Drag nodes from the palette, link outputs to inputs, press Train (" +
+                           train_key().toString(QKeySequence::NativeText) +
+                           ").<br>"
+                           "Headless: <code>mlstudio --run project.mls</code>");
   });
 }
 

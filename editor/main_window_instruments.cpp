@@ -14,6 +14,7 @@
 namespace mls::editor {
 
 void MainWindow::buildInstruments() {
+  instruments_->setTrainKey(train_key().toString(QKeySequence::NativeText));
   connect(instruments_, &InstrumentsPanel::nodeClicked, this, [this](const QString& label) {
     if (!nodes::find_node(model_.doc(), label.toStdString())) {
       showStatus("'" + label + "' is a step of the compiled graph, not a node of the model");

@@ -1,5 +1,6 @@
 #include "editor/train_controller.h"
 
+#include <QRegularExpression>
 #include <chrono>
 #include <memory>
 
@@ -70,6 +71,12 @@ bool TrainController::start(const runner::RunRequest& request) {
         Qt::QueuedConnection);
   });
   return true;
+}
+
+bool is_divergence(const QString& failure) {
+  static const QRegularExpression re("the loss became -?(nan|inf)",
+                                     QRegularExpression::CaseInsensitiveOption);
+  return re.match(failure).hasMatch();
 }
 
 void TrainController::setPaused(bool paused) { paused_ = paused && running_; }

@@ -5,6 +5,7 @@
 // second through queued signals.
 #pragma once
 
+#include <QKeySequence>
 #include <QObject>
 #include <QString>
 #include <atomic>
@@ -14,6 +15,21 @@
 #include "runner/training_run.h"
 
 namespace mls::editor {
+
+// The Run menu's keys, defined once for the menu, the tooltips and every hint that names them.
+inline QKeySequence train_key() {
+  return QKeySequence(Qt::Key_F5);
+}
+inline QKeySequence pause_key() {
+  return QKeySequence(Qt::Key_F6);
+}
+inline QKeySequence stop_key() {
+  return QKeySequence(Qt::SHIFT | Qt::Key_F5);
+}
+
+// A failure of the training loop because the loss stopped being finite (the trainer's
+// "the loss became nan at step N ..."): the run diverged, it did not just fail.
+bool is_divergence(const QString& failure);
 
 class TrainController : public QObject {
   Q_OBJECT
