@@ -381,10 +381,20 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     o.telemetry->running.store(false);
   }
   if (!result) {
+    // Say what the database holds, read back: when the failure was the database itself (a
+    // lock held past the busy timeout), recording the failure can fail too, and the run is
+    // then closed as interrupted by the next open.
     auto e = (*store)->end_run(run_id, "failed");
-    (void)e;
-    return make_error(result.error().message + " (run " + std::to_string(run_id) +
-                      " recorded as failed in " + o.db + ")");
+    auto stored = (*store)->get_run(run_id);
+    const std::string id = "run " + std::to_string(run_id);
+    if (stored && stored->status == "failed")
+      return make_error(result.error().message + " (" + id + " recorded as failed in " + o.db +
+                        ")");
+    return make_error(
+        result.error().message + " (" + id + " could not be recorded as failed in " + o.db + ": " +
+        (e ? std::string("its status reads '") + (stored ? stored->status : "unknown") + "'"
+           : e.error().message) +
+        "; the next run or open marks it interrupted)");
   }
   RunOutcome out;
   out.run_id = run_id;

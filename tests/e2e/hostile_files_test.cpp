@@ -1,10 +1,14 @@
 // Hostile files at the paths mlstudio writes and reads, as a user would meet them on the
 // command line: a FIFO where a trace, an ONNX file, saved outputs or imported weights go is
 // refused by name and stays a FIFO; a FIFO where weights or a checkpoint are read is
-// refused at once instead of blocking forever.
+// refused at once instead of blocking forever. A run failed by a database lock reports what
+// the database really holds.
+#include <signal.h>
 #include <sys/stat.h>
 
 #include "cli_util.h"
+#include "store/run_store.h"
+#include "store/sqlite.h"
 
 using namespace mls::e2e;
 
@@ -134,4 +138,38 @@ TEST_CASE("a FIFO as a run's checkpoints is refused at once by --resume and eval
   CHECK(e.code != 137);
   CHECK(e.err.find(": is a FIFO, not a regular file") != std::string::npos);
   CHECK(still_a_fifo(dir / "last.ckpt"));
+}
+
+TEST_CASE("a run failed by a database lock says what the database holds, not 'recorded as failed'",
+          "[e2e][hostile][store]") {
+  const fs::path db = temp_dir() / "locked.db", err = temp_dir() / "locked.err";
+  fs::remove(db);
+  const pid_t pid = start_run(db, err, "1000", "256");
+  wait_for(err, "epoch 1/1000");
+  // Another process's write lock, held past every busy timeout of the run's writes.
+  auto holder = mls::store::Db::open(db.string());
+  REQUIRE(holder.ok());
+  REQUIRE(holder->exec("BEGIN EXCLUSIVE").ok());
+  int status = 0;
+  for (int i = 0; i < 600 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) ::usleep(100 * 1000);
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL("the run did not stop within 60 s of the lock");
+  }
+  REQUIRE(holder->exec("ROLLBACK").ok());
+  const std::string text = read_file(err.string());
+  INFO(text);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) != 0);
+  CHECK(text.find("database is locked") != std::string::npos);
+  // The message and the database agree: not recorded as failed, and interrupted once reopened.
+  CHECK(text.find("(run 1 recorded as failed") == std::string::npos);
+  CHECK(text.find("run 1 could not be recorded as failed in " + db.string()) != std::string::npos);
+  auto ro = mls::store::RunStore::open_read_only(db.string());
+  REQUIRE(ro.ok());
+  CHECK((*ro)->get_run(1)->status == "running");
+  auto rw = mls::store::RunStore::open(db.string());
+  REQUIRE(rw.ok());
+  CHECK((*rw)->get_run(1)->status == "interrupted");
 }
