@@ -6,10 +6,13 @@
 #include <QKeyEvent>
 #include <QMimeData>
 #include <QPainter>
+#include <QPainterPathStroker>
 #include <QScrollBar>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -53,13 +56,199 @@ std::optional<QPointF> layout_pos(const nodes::Document& doc, const std::string&
   return QPointF((*it)["x"].get<double>(), (*it)["y"].get<double>());
 }
 
+constexpr double kColumnGap = 80;  // between layout columns: room for wires and their labels
+constexpr double kRowGap = 60;
+constexpr double kClear = 14;      // how far a wire routed around a node keeps from it
+constexpr double kStub = 20;       // a routed wire leaves and enters its ports horizontally
+constexpr double kMinZoom = 0.02;  // Fit goes as far out as a graph needs, down to this
+
+// The editor's layered layout: a column per step from the inputs (the longest path), a node
+// on its first predecessor's row so a chain reads as one line, a node with no inputs (the
+// labels) in the column just before the first node that reads it. Columns are as wide as
+// their widest node plus a gap; rows as high as the tallest node plus a gap.
+std::map<std::string, QPointF> layered_positions(const nodes::Document& doc,
+                                                 const std::map<std::string, NodeItem*>& items) {
+  std::map<std::string, std::vector<std::string>> preds, succs;
+  for (const nodes::LinkDoc& l : doc.links) {
+    preds[l.to_node].push_back(l.from_node);
+    succs[l.from_node].push_back(l.to_node);
+  }
+  std::map<std::string, int> depth;
+  for (const auto& n : doc.nodes) depth[n.id] = 0;
+  // Longest path by relaxation; at most as many rounds as nodes (a cycle cannot loop it).
+  for (size_t round = 0; round < doc.nodes.size(); ++round) {
+    bool moved = false;
+    for (const nodes::LinkDoc& l : doc.links)
+      if (depth.count(l.from_node) && depth.count(l.to_node) &&
+          depth[l.to_node] < depth[l.from_node] + 1) {
+        depth[l.to_node] = depth[l.from_node] + 1;
+        moved = true;
+      }
+    if (!moved) break;
+  }
+  for (const auto& n : doc.nodes) {
+    if (!preds[n.id].empty() || succs[n.id].empty()) continue;
+    int first = std::numeric_limits<int>::max();
+    for (const std::string& s : succs[n.id])
+      if (depth.count(s)) first = std::min(first, depth[s]);
+    depth[n.id] = std::max(0, first - 1);
+  }
+  auto size_of = [&](const std::string& id) {
+    auto it = items.find(id);
+    return it != items.end() && it->second ? it->second->bodySceneRect().size()
+                                           : QSizeF(NodeItem::kWidth, 100);
+  };
+  std::map<int, double> col_width;
+  double row_height = 0;
+  for (const auto& n : doc.nodes) {
+    col_width[depth[n.id]] = std::max(col_width[depth[n.id]], size_of(n.id).width());
+    row_height = std::max(row_height, size_of(n.id).height());
+  }
+  std::map<int, double> col_x;
+  double x = 40;
+  for (const auto& [col, w] : col_width) {
+    col_x[col] = x;
+    x += std::ceil((w + kColumnGap) / CanvasScene::kGrid) * CanvasScene::kGrid;
+  }
+  const double row_step =
+      std::ceil((row_height + kRowGap) / CanvasScene::kGrid) * CanvasScene::kGrid;
+  // Rows column by column: nodes fed by others first, each at its first predecessor's row or
+  // the next free one below; then the nodes without inputs.
+  std::map<std::string, int> row;
+  std::map<int, std::set<int>> taken;
+  for (const auto& [col, w] : col_width) {
+    for (int pass = 0; pass < 2; ++pass)
+      for (const auto& n : doc.nodes) {
+        if (depth[n.id] != col || (pass == 0) == preds[n.id].empty()) continue;
+        int want = 0;
+        if (!preds[n.id].empty() && row.count(preds[n.id][0])) want = row[preds[n.id][0]];
+        while (taken[col].count(want)) ++want;
+        taken[col].insert(want);
+        row[n.id] = want;
+      }
+  }
+  std::map<std::string, QPointF> out;
+  for (const auto& n : doc.nodes)
+    out[n.id] = QPointF(col_x[depth[n.id]], 60 + row_step * row[n.id]);
+  return out;
+}
+
+std::vector<NodeBody> bodies_of(const std::map<std::string, NodeItem*>& items) {
+  std::vector<NodeBody> out;
+  for (const auto& [id, item] : items)
+    if (item) out.push_back({id, item->bodySceneRect()});
+  return out;
+}
+
+// A polyline with its corners rounded.
+QPainterPath rounded_polyline(std::vector<QPointF> pts, double radius) {
+  pts.erase(std::unique(pts.begin(), pts.end()), pts.end());
+  QPainterPath p(pts.front());
+  for (size_t i = 1; i + 1 < pts.size(); ++i) {
+    const QPointF a = pts[i - 1], b = pts[i], c = pts[i + 1];
+    const double ab = QLineF(a, b).length(), bc = QLineF(b, c).length();
+    const double r = std::min({radius, ab / 2, bc / 2});
+    p.lineTo(b + (a - b) * (r / ab));
+    p.quadTo(b, b + (c - b) * (r / bc));
+  }
+  p.lineTo(pts.back());
+  return p;
+}
+
+// The nodes' bodies a path passes through (a stroke a few pixels wide): all but the wire's
+// own ends, and those too for `middle` (the part away from the ports).
+std::vector<QRectF> bodies_crossed(const QPainterPath& path, const QPainterPath* middle,
+                                   const std::string& from, const std::string& to,
+                                   const std::vector<NodeBody>& bodies) {
+  QPainterPathStroker s;
+  s.setWidth(6);
+  const QPainterPath stroke = s.createStroke(path);
+  const QPainterPath middle_stroke = middle ? s.createStroke(*middle) : QPainterPath();
+  std::vector<QRectF> hit;
+  for (const NodeBody& b : bodies) {
+    const bool end = b.id == from || b.id == to;
+    if (end ? middle && middle_stroke.intersects(b.rect) : stroke.intersects(b.rect))
+      hit.push_back(b.rect);
+  }
+  return hit;
+}
+
+// A wire's path: the usual curve where it crosses no other node; else a channel above or below
+// the nodes in its way (whichever is the shorter detour), so no wire looks like it feeds a node
+// it passes, and a skip connection shows beside the block it skips.
+QPainterPath route_wire(QPointF f, QPointF t, const std::string& from, const std::string& to,
+                        const std::vector<NodeBody>& bodies) {
+  QPainterPath direct = WireItem::curve(f, t);
+  const std::vector<QRectF> blocked = bodies_crossed(direct, nullptr, from, to, bodies);
+  if (blocked.empty()) return direct;
+  std::optional<QPainterPath> best;
+  double best_cost = 0;
+  for (const int dir : {-1, 1}) {  // above first: it wins a tie
+    double level = dir < 0 ? std::min(f.y(), t.y()) : std::max(f.y(), t.y());
+    auto beyond = [&](const std::vector<QRectF>& rects) {
+      for (const QRectF& r : rects)
+        level = dir < 0 ? std::min(level, r.top() - kClear) : std::max(level, r.bottom() + kClear);
+    };
+    beyond(blocked);
+    for (int i = 0; i < 16; ++i) {
+      const double x1 = f.x() + kStub, x2 = t.x() - kStub;
+      const QPainterPath path =
+          rounded_polyline({f, {x1, f.y()}, {x1, level}, {x2, level}, {x2, t.y()}, t}, 10);
+      const QPainterPath middle =
+          rounded_polyline({{x1, f.y()}, {x1, level}, {x2, level}, {x2, t.y()}}, 10);
+      const std::vector<QRectF> hit = bodies_crossed(path, &middle, from, to, bodies);
+      if (hit.empty()) {
+        const double cost = std::abs(level - f.y()) + std::abs(level - t.y());
+        if (!best || cost < best_cost) best = path, best_cost = cost;
+        break;
+      }
+      beyond(hit);
+    }
+  }
+  return best ? *best : direct;
+}
+
+// Where a wire's label goes: on the wire's middle, else just above or below it, else moved up
+// past the nodes it would cover (between close nodes the nodes would hide it).
+QRectF place_label(QSizeF size, const QPainterPath& path, const std::vector<NodeBody>& bodies) {
+  if (size.isEmpty()) return {};
+  auto free = [&](const QRectF& r) {
+    for (const NodeBody& b : bodies)
+      if (b.rect.intersects(r)) return false;
+    return true;
+  };
+  const QPointF mid = path.pointAtPercent(0.5);
+  QRectF r(QPointF(), size);
+  r.moveCenter(mid);
+  QRectF above = r, below = r;
+  above.moveBottom(mid.y() - 4);
+  below.moveTop(mid.y() + 4);
+  for (const QRectF& c : {r, above, below})
+    if (free(c)) return c;
+  QRectF c = above;
+  for (int i = 0; i < 16; ++i) {
+    double top = c.bottom();
+    bool hit = false;
+    for (const NodeBody& b : bodies)
+      if (b.rect.intersects(c)) top = std::min(top, b.rect.top()), hit = true;
+    if (!hit) return c;
+    c.moveBottom(top - 4);
+  }
+  return r;
+}
+
 }  // namespace
 
 CanvasScene::CanvasScene(DocumentModel* model, QObject* parent)
     : QGraphicsScene(parent), model_(model) {
   setSceneRect(-2000, -2000, 6000, 5000);
   connect(model_, &DocumentModel::changed, this, &CanvasScene::sync);
-  connect(model_, &DocumentModel::reloaded, this, [this] { setRunInsights({}); });
+  connect(model_, &DocumentModel::reloaded, this, [this] {
+    // Another document: its nodes are placed afresh, even where an id is the same.
+    for (auto& [id, item] : items_) delete item;
+    items_.clear();
+    setRunInsights({});
+  });
   connect(this, &QGraphicsScene::selectionChanged, this, [this] {
     auto ids = selectedNodeIds();
     Q_EMIT selectionChangedTo(ids.size() == 1 ? ids[0] : std::string());
@@ -102,18 +291,12 @@ void CanvasScene::sync() {
       ++it;
     }
   }
-  int unplaced = 0;
   for (const auto& n : doc.nodes) {
     NodeItem*& item = items_[n.id];
     if (!item) {
       item = new NodeItem(n.id, cat.find(n.type));
       addItem(item);
     }
-    if (auto p = layout_pos(doc, n.id))
-      item->setPos(*p);
-    else if (!item->data(0).toBool())
-      item->setPos(40 + 200.0 * unplaced++, 400);
-    item->setData(0, true);
     auto na = a.nodes.find(n.id);
     item->setAnalysis(na == a.nodes.end() ? nodes::NodeAnalysis{} : na->second);
     const nodes::NodeTypeDef* type = cat.find(n.type);
@@ -123,8 +306,45 @@ void CanvasScene::sync() {
     auto ri = run_info_.find(n.id);
     item->setRunInfo(ri == run_info_.end() ? std::nullopt : std::optional<NodeRunInfo>(ri->second));
   }
+  // Positions, once the sizes are known. A document without a layout (the examples, a
+  // script's graph) is laid out in layers.
+  std::vector<std::string> unplaced;
+  QRectF placed;
+  bool any_in_doc = false;
+  for (const auto& n : doc.nodes) any_in_doc = any_in_doc || layout_pos(doc, n.id).has_value();
+  if (!any_in_doc && !doc.nodes.empty()) {
+    // Laid out again on every change until a node is moved (then all keep their places): the
+    // sizes grow when the data's shapes arrive.
+    const auto pos = layered_positions(doc, items_);
+    for (const auto& n : doc.nodes) {
+      items_[n.id]->setPos(pos.at(n.id));
+      items_[n.id]->setData(0, true);
+    }
+    Q_EMIT laidOut();
+  }
+  for (const auto& n : doc.nodes) {
+    NodeItem* item = items_[n.id];
+    if (auto p = layout_pos(doc, n.id)) {
+      item->setPos(*p);
+      item->setData(0, true);
+    } else if (!item->data(0).toBool()) {
+      unplaced.push_back(n.id);
+      continue;
+    }
+    placed = placed.united(item->bodySceneRect());
+  }
+  // A node added without a position (a script's) goes below the placed ones.
+  double x = placed.isNull() ? 40 : placed.left();
+  const double y = placed.isNull() ? 60 : placed.bottom() + kRowGap;
+  for (const std::string& id : unplaced) {
+    items_[id]->setPos(snap(x), snap(y));
+    items_[id]->setData(0, true);
+    x += items_[id]->bodySceneRect().width() + kColumnGap;
+  }
   rebuildFrames();
   rebuildWires();
+  // The scene grows with the graph, so every node can be scrolled to.
+  setSceneRect(sceneRect().united(itemsBoundingRect().adjusted(-1000, -1000, 1000, 1000)));
 }
 
 void CanvasScene::rebuildFrames() {
@@ -202,13 +422,20 @@ void CanvasScene::setRunInsights(std::map<std::string, NodeRunInfo> info) {
 }
 
 void CanvasScene::followNodes() {
-  for (WireItem* w : wires_) {
-    const nodes::LinkDoc& l = w->link();
-    NodeItem* from = nodeItem(l.from_node);
-    NodeItem* to = nodeItem(l.to_node);
-    if (from && to)
-      w->setEnds(from->portScenePos(true, l.from_port), to->portScenePos(false, l.to_port));
-  }
+  const std::vector<NodeBody> bodies = bodies_of(items_);
+  for (WireItem* w : wires_) routeWire(w, bodies);
+}
+
+void CanvasScene::routeWire(WireItem* w, const std::vector<NodeBody>& bodies) {
+  const nodes::LinkDoc& l = w->link();
+  NodeItem* from = nodeItem(l.from_node);
+  NodeItem* to = nodeItem(l.to_node);
+  if (!from || !to) return;
+  QPainterPath path =
+      route_wire(from->portScenePos(true, l.from_port), to->portScenePos(false, l.to_port),
+                 l.from_node, l.to_node, bodies);
+  const QRectF label = place_label(w->labelSize(), path, bodies);
+  w->setRoute(std::move(path), label);
 }
 
 void CanvasScene::rebuildWires() {
@@ -222,6 +449,7 @@ void CanvasScene::rebuildWires() {
     delete w;
   }
   wires_.clear();
+  const std::vector<NodeBody> bodies = bodies_of(items_);
   for (const nodes::LinkDoc& l : doc.links) {
     NodeItem* from = nodeItem(l.from_node);
     NodeItem* to = nodeItem(l.to_node);
@@ -240,6 +468,7 @@ void CanvasScene::rebuildWires() {
     auto* w = new WireItem(l, from->portScenePos(true, l.from_port),
                            to->portScenePos(false, l.to_port), label, ok);
     addItem(w);
+    routeWire(w, bodies);
     if (selected.count({l.from_node + ":" + l.from_port, l.to_node + ":" + l.to_port}))
       w->setSelected(true);
     wires_.push_back(w);
@@ -386,9 +615,10 @@ void CanvasScene::paste() {
 }
 
 void CanvasScene::autoLayout() {
-  const auto positions = nodes::layered_layout(model_->doc());
+  const auto positions = layered_positions(model_->doc(), items_);
   model_->beginMacro("Auto-layout");
-  for (const auto& [id, pos] : positions) (void)model_->push(nodes::make_move_node(model_->doc(), id, pos));
+  for (const auto& [id, pos] : positions)
+    (void)model_->push(nodes::make_move_node(model_->doc(), id, {pos.x(), pos.y()}));
   model_->endMacro();
 }
 
@@ -492,6 +722,9 @@ void CanvasScene::drawBackground(QPainter* p, const QRectF& rect) {
 
 CanvasView::CanvasView(CanvasScene* scene, QWidget* parent)
     : QGraphicsView(scene, parent), scene_(scene) {
+  connect(scene_, &CanvasScene::laidOut, this, [this] {
+    if (fitted_) fitAll();
+  });
   setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
   setDragMode(RubberBandDrag);
   setAcceptDrops(true);
@@ -505,23 +738,30 @@ Result<void> CanvasView::dropNodeType(const std::string& type, QPointF scene_pos
 }
 
 void CanvasView::zoomBy(double factor) {
+  // Out of range only further out (or in): zooming back from a Fit below the range works.
+  fitted_ = false;
   const double current = transform().m11();
-  if (current * factor < 0.2 || current * factor > 4) return;
+  if ((factor < 1 && current * factor < 0.1) || (factor > 1 && current * factor > 4)) return;
   scale(factor, factor);
 }
 
 void CanvasView::fitAll() {
   QRectF r = scene_->itemsBoundingRect();
   if (r.isEmpty()) return;
-  fitInView(r.adjusted(-40, -40, 40, 40), Qt::KeepAspectRatio);
-  // Text stays readable: no smaller than 75 %, no larger than 100 %; scroll for the rest.
-  const double s = std::clamp(transform().m11(), 0.75, 1.0);
+  r.adjust(-40, -40, 40, 40);
+  fitInView(r, Qt::KeepAspectRatio);
+  // The whole graph, however small that makes it (zoom in to read); a small graph is not
+  // blown up past 100 %.
+  const double s = std::clamp(transform().m11(), kMinZoom, 1.0);
   setTransform(QTransform::fromScale(s, s));
-  // A model wider than the view starts at its inputs, on the left, as it is read.
-  const QRectF shown = mapToScene(viewport()->rect()).boundingRect();
-  const double x =
-      shown.width() < r.width() + 80 ? r.left() - 40 + shown.width() / 2 : r.center().x();
-  centerOn(x, r.center().y());
+  centerOn(r.center());
+  fitted_ = true;
+}
+
+void CanvasView::resizeEvent(QResizeEvent* e) {
+  const bool fitted = fitted_;
+  QGraphicsView::resizeEvent(e);
+  if (fitted) fitAll();
 }
 
 void CanvasView::dragEnterEvent(QDragEnterEvent* e) {
@@ -546,12 +786,14 @@ void CanvasView::dropEvent(QDropEvent* e) {
 }
 
 void CanvasView::wheelEvent(QWheelEvent* e) {
+  fitted_ = false;
   if (e->modifiers() & Qt::ShiftModifier) return QGraphicsView::wheelEvent(e);  // scroll
   zoomBy(std::pow(1.0015, e->angleDelta().y()));
   e->accept();
 }
 
 void CanvasView::keyPressEvent(QKeyEvent* e) {
+  fitted_ = false;
   // Space held: drag to pan.
   if (e->key() == Qt::Key_Space && !e->isAutoRepeat()) {
     setDragMode(ScrollHandDrag);
@@ -569,6 +811,7 @@ void CanvasView::keyReleaseEvent(QKeyEvent* e) {
 }
 
 void CanvasView::mousePressEvent(QMouseEvent* e) {
+  fitted_ = false;  // the user works on the canvas: a resize keeps what they see
   // The middle button pans, as in most node editors.
   if (e->button() == Qt::MiddleButton) {
     setDragMode(ScrollHandDrag);

@@ -22,6 +22,12 @@ namespace mls::editor {
 // The MIME type of a palette drag: the node type id as UTF-8.
 inline constexpr const char* kNodeTypeMime = "application/x-mlstudio-node-type";
 
+// A node's body on the canvas, by id: what wires are routed around.
+struct NodeBody {
+  std::string id;
+  QRectF rect;
+};
+
 class CanvasScene : public QGraphicsScene {
   Q_OBJECT
  public:
@@ -62,6 +68,8 @@ class CanvasScene : public QGraphicsScene {
   void selectionChangedTo(const std::string& node_id);  // "" when none or several
   // A frame's title was double-clicked: the window asks for the new title.
   void frameRenameRequested(int index);
+  // The nodes were placed by the automatic layout (a document without positions).
+  void laidOut();
 
  public Q_SLOTS:
   void sync();
@@ -78,6 +86,9 @@ class CanvasScene : public QGraphicsScene {
   void rebuildWires();
   void rebuildFrames();
   void followNodes();  // wires' ends to their nodes' current positions
+  // The wire's path around the nodes in its way (`bodies`: every node's rectangle, by id),
+  // and its label where no node hides it.
+  void routeWire(WireItem* w, const std::vector<NodeBody>& bodies);
   void clearHighlights();
 
   DocumentModel* model_;
@@ -98,6 +109,9 @@ class CanvasView : public QGraphicsView {
   // Adds a node of `type` at a scene position (what a palette drop does).
   Result<void> dropNodeType(const std::string& type, QPointF scene_pos);
   void zoomBy(double factor);
+  // Shows the whole graph (zooming out as far as that takes, in no further than 100 %); it
+  // stays fitted through resizes and automatic layouts until the user works on the canvas (a click,
+  // a key, the wheel).
   void fitAll();
 
  protected:
@@ -109,9 +123,11 @@ class CanvasView : public QGraphicsView {
   void keyReleaseEvent(QKeyEvent* e) override;
   void mousePressEvent(QMouseEvent* e) override;
   void mouseReleaseEvent(QMouseEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
 
  private:
   CanvasScene* scene_;
+  bool fitted_ = false;
 };
 
 }  // namespace mls::editor

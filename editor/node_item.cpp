@@ -4,11 +4,13 @@
 #include <map>
 
 #include <QApplication>
+#include <QFontMetricsF>
 #include <QPainter>
 #include <QPalette>
 #include <QStringList>
 #include <QStyleOptionGraphicsItem>
 #include <algorithm>
+#include <cmath>
 
 namespace mls::editor {
 
@@ -37,6 +39,7 @@ QString shapeText(const Shape& s) {
 }  // namespace
 
 NodeItem::NodeItem(std::string id, const nodes::NodeTypeDef* def) : id_(std::move(id)), def_(def) {
+  updateWidth();
   setFlags(ItemIsMovable | ItemIsSelectable | ItemSendsGeometryChanges);
   setAcceptHoverEvents(true);
   setZValue(1);
@@ -46,6 +49,55 @@ double NodeItem::height() const {
   size_t rows = def_ ? std::max(def_->inputs.size(), def_->outputs.size()) : 1;
   return kHeader + static_cast<double>(std::max<size_t>(rows, 1)) * kRow + kFooter +
          (run_ ? 2 * kFooter : 0);
+}
+
+void NodeItem::updateWidth() {
+  const QFontMetricsF title(titleFont()), foot(footerFont());
+  const double badge_w = export_problem_ ? 44 : 0;
+  const QString type = QString::fromStdString(def_ ? def_->display_name : "unknown type");
+  double w = kWidth;
+  w = std::max(w, std::ceil(title.horizontalAdvance(QString::fromStdString(id_))) + 37);
+  w = std::max(w, std::ceil(foot.horizontalAdvance(type)) + 17 + badge_w);
+  w = std::max(w, std::ceil(foot.horizontalAdvance(footerText())) + 17);
+  w = std::min(w, 3 * kWidth);  // a long error is elided (the tooltip has all of it)
+  if (w == width_) return;
+  prepareGeometryChange();
+  width_ = w;
+}
+
+QFont NodeItem::titleFont() {
+  QFont f = QApplication::font();
+  f.setBold(true);
+  f.setPointSizeF(9.5);
+  return f;
+}
+
+QFont NodeItem::footerFont() {
+  QFont f = QApplication::font();
+  f.setPointSizeF(8);
+  return f;
+}
+
+QRectF NodeItem::titleRect() const {
+  return QRectF(8, 3, width() - 36, 17);
+}
+
+QRectF NodeItem::footerRect() const {
+  return QRectF(8, height() - kFooter, width() - 16, kFooter - 3);
+}
+
+QRectF NodeItem::badgeRect() const {
+  return export_problem_ ? QRectF(width() - 6 - 44, 21, 44, 13) : QRectF();
+}
+
+QString NodeItem::footerText() const {
+  if (!analysis_.error.empty()) return "⚠ " + QString::fromStdString(analysis_.error);
+  if (!analysis_.inferred) return QString::fromStdString(analysis_.waiting);
+  QString line;
+  if (!analysis_.outputs.empty()) line = shapeText(analysis_.outputs[0]);
+  if (analysis_.params > 0)
+    line += (line.isEmpty() ? "" : "  ·  ") + withThousands(analysis_.params) + " params";
+  return line;
 }
 
 void NodeItem::setRunInfo(const std::optional<NodeRunInfo>& info) {
@@ -71,11 +123,11 @@ QString NodeItem::runText() const {
 }
 
 QRectF NodeItem::boundingRect() const {
-  return QRectF(-kPortRadius - 2, -2, kWidth + 2 * kPortRadius + 4, height() + 4);
+  return QRectF(-kPortRadius - 2, -2, width() + 2 * kPortRadius + 4, height() + 4);
 }
 
 QPointF NodeItem::portLocalPos(bool output, size_t index) const {
-  return QPointF(output ? kWidth : 0, kHeader + (static_cast<double>(index) + 0.5) * kRow);
+  return QPointF(output ? width() : 0, kHeader + (static_cast<double>(index) + 0.5) * kRow);
 }
 
 QPointF NodeItem::portScenePos(bool output, const std::string& port) const {
@@ -98,12 +150,14 @@ std::optional<PortRef> NodeItem::portAt(const QPointF& scene_pos) const {
 void NodeItem::setExportProblem(std::optional<std::string> problem) {
   if (problem == export_problem_) return;  // the scene syncs often; repaint only on a change
   export_problem_ = std::move(problem);
+  updateWidth();
   updateToolTip();
   update();
 }
 
 void NodeItem::setAnalysis(const nodes::NodeAnalysis& a) {
   analysis_ = a;
+  updateWidth();
   updateToolTip();
   update();
 }
@@ -117,8 +171,9 @@ void NodeItem::updateToolTip() {
   else if (!analysis_.waiting.empty())
     tip += "\n\n" + QString::fromStdString(analysis_.waiting);
   if (export_problem_)
-    tip += export_problem_->empty() ? QString("\n\nONNX: exports")
-                                    : "\n\nONNX: does not export: " + QString::fromStdString(*export_problem_);
+    tip += export_problem_->empty()
+               ? QString("\n\nONNX: exports")
+               : "\n\nONNX: does not export: " + QString::fromStdString(*export_problem_);
   if (run_) {
     tip += "\n\nLast run";
     if (run_->time_share >= 0)
@@ -140,7 +195,7 @@ void NodeItem::updateToolTip() {
 void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget*) {
   const QPalette pal = QApplication::palette();
   const bool dark = pal.color(QPalette::Window).lightness() < 128;
-  const QRectF body(0, 0, kWidth, height());
+  const QRectF body(0, 0, width(), height());
   const bool selected = option->state & QStyle::State_Selected;
   const bool failed = !analysis_.error.empty();
   p->setRenderHint(QPainter::Antialiasing);
@@ -157,39 +212,38 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   // Header in the category's colour.
   const QColor head = categoryColor(def_ ? def_->category : "");
   QPainterPath hp;
-  hp.addRoundedRect(QRectF(0, 0, kWidth, kHeader), 7, 7);
+  hp.addRoundedRect(QRectF(0, 0, width(), kHeader), 7, 7);
   QPainterPath cut;
-  cut.addRect(QRectF(0, kHeader - 8, kWidth, 8));
+  cut.addRect(QRectF(0, kHeader - 8, width(), 8));
   p->setPen(Qt::NoPen);
   p->setBrush(head);
   p->drawPath(hp.united(cut));
   p->setPen(Qt::white);
-  QFont f = p->font();
-  f.setBold(true);
-  f.setPointSizeF(9.5);
+  QFont f = titleFont();
   p->setFont(f);
-  p->drawText(QRectF(8, 3, kWidth - 36, 17), Qt::AlignLeft | Qt::AlignVCenter,
+  const QRectF title = titleRect();
+  p->drawText(title, Qt::AlignLeft | Qt::AlignVCenter,
               QFontMetrics(f).elidedText(QString::fromStdString(id_), Qt::ElideRight,
-                                         static_cast<int>(kWidth - 36)));
+                                         static_cast<int>(title.width())));
   // The category's icon, white on the header (drawn from SVG at the view's scale).
   static std::map<std::string, QIcon> header_icons;
   const std::string category = def_ ? def_->category : "";
   auto icon_it = header_icons.find(category);
   if (icon_it == header_icons.end())
     icon_it = header_icons.emplace(category, category_icon(category, Qt::white)).first;
-  icon_it->second.paint(p, QRect(static_cast<int>(kWidth) - 26, 4, 18, 18));
-  f.setBold(false);
-  f.setPointSizeF(8);
+  icon_it->second.paint(p, QRect(static_cast<int>(width()) - 26, 4, 18, 18));
+  f = footerFont();
   p->setFont(f);
   p->setPen(QColor(255, 255, 255, 210));
   const double badge_w = export_problem_ ? 44 : 0;
-  p->drawText(QRectF(8, 19, kWidth - 16 - badge_w, 15), Qt::AlignLeft | Qt::AlignVCenter,
-              QFontMetrics(f).elidedText(QString::fromStdString(def_ ? def_->display_name : "unknown type"),
-                                         Qt::ElideRight, static_cast<int>(kWidth - 16 - badge_w)));
+  p->drawText(
+      QRectF(8, 19, width() - 16 - badge_w, 15), Qt::AlignLeft | Qt::AlignVCenter,
+      QFontMetrics(f).elidedText(QString::fromStdString(def_ ? def_->display_name : "unknown type"),
+                                 Qt::ElideRight, static_cast<int>(width() - 16 - badge_w)));
   // The ONNX badge: a quiet outline when the layer exports, red when it does not.
   if (export_problem_) {
     const bool exports = export_problem_->empty();
-    const QRectF badge(kWidth - 6 - badge_w, 21, badge_w, 13);
+    const QRectF badge = badgeRect();
     p->setPen(QPen(QColor(255, 255, 255, exports ? 150 : 0), 1));
     p->setBrush(exports ? QColor(255, 255, 255, 40) : QColor(0xd6, 0x3c, 0x3c));
     p->drawRoundedRect(badge, 6, 6);
@@ -213,8 +267,8 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
     p->setBrush(lit ? QColor(0xf0, 0xb4, 0x29) : pc);
     p->drawEllipse(c, kPortRadius, kPortRadius);
     p->setPen(text);
-    const QRectF r = output ? QRectF(kWidth / 2, c.y() - 9, kWidth / 2 - 10, 18)
-                            : QRectF(10, c.y() - 9, kWidth / 2 - 10, 18);
+    const QRectF r = output ? QRectF(width() / 2, c.y() - 9, width() / 2 - 10, 18)
+                            : QRectF(10, c.y() - 9, width() / 2 - 10, 18);
     p->drawText(r, (output ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter,
                 QString::fromStdString(port.name));
   };
@@ -225,7 +279,7 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
 
   // The last run's line: a bar for the time share under the figures.
   if (run_) {
-    const QRectF time_line(8, height() - 3 * kFooter + 2, kWidth - 16, kFooter - 3);
+    const QRectF time_line(8, height() - 3 * kFooter + 2, width() - 16, kFooter - 3);
     const QRectF stats_line = time_line.translated(0, kFooter - 2);
     if (run_->time_share >= 0) {
       QRectF bar = time_line;
@@ -245,24 +299,13 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   }
 
   // Footer: the output shape and parameter count, or why there is none.
-  const QRectF foot(8, height() - kFooter, kWidth - 16, kFooter - 3);
-  QString line;
-  QColor lc = text;
-  if (failed) {
-    line = "⚠ " + QString::fromStdString(analysis_.error);
-    lc = QColor(0xd6, 0x3c, 0x3c);
-  } else if (analysis_.inferred) {
-    if (!analysis_.outputs.empty()) line = shapeText(analysis_.outputs[0]);
-    if (analysis_.params > 0)
-      line += (line.isEmpty() ? "" : "  ·  ") + withThousands(analysis_.params) + " params";
-  } else {
-    line = QString::fromStdString(analysis_.waiting);
-    lc = pal.color(QPalette::PlaceholderText);
-  }
-  p->setPen(lc);
-  p->drawText(
-      foot, Qt::AlignLeft | Qt::AlignVCenter,
-      QFontMetrics(p->font()).elidedText(line, Qt::ElideRight, static_cast<int>(foot.width())));
+  const QRectF foot = footerRect();
+  p->setPen(failed               ? QColor(0xd6, 0x3c, 0x3c)
+            : analysis_.inferred ? text
+                                 : pal.color(QPalette::PlaceholderText));
+  p->drawText(foot, Qt::AlignLeft | Qt::AlignVCenter,
+              QFontMetrics(p->font()).elidedText(footerText(), Qt::ElideRight,
+                                                 static_cast<int>(foot.width())));
 }
 
 WireItem::WireItem(nodes::LinkDoc link, QPointF from, QPointF to, QString label, bool ok)
@@ -275,8 +318,33 @@ WireItem::WireItem(nodes::LinkDoc link, QPointF from, QPointF to, QString label,
 }
 
 void WireItem::setEnds(QPointF from, QPointF to) {
+  setRoute(curve(from, to), QRectF());
+}
+
+void WireItem::setRoute(QPainterPath path, QRectF label_rect) {
   prepareGeometryChange();
-  path_ = curve(from, to);
+  path_ = std::move(path);
+  label_rect_ = label_rect;
+}
+
+QFont WireItem::labelFont() {
+  QFont f = QApplication::font();
+  f.setPointSizeF(7.5);
+  return f;
+}
+
+QSizeF WireItem::labelSize() const {
+  if (label_.isEmpty()) return {};
+  const QFontMetricsF fm(labelFont());
+  return QSizeF(std::ceil(fm.horizontalAdvance(label_)) + 10, std::ceil(fm.height()) + 2);
+}
+
+QRectF WireItem::labelRect() const {
+  if (label_.isEmpty()) return {};
+  if (!label_rect_.isNull()) return label_rect_;
+  QRectF r(QPointF(), labelSize());
+  r.moveCenter(path_.pointAtPercent(0.5));
+  return r;
 }
 
 QPainterPath WireItem::curve(QPointF from, QPointF to) {
@@ -287,7 +355,7 @@ QPainterPath WireItem::curve(QPointF from, QPointF to) {
 }
 
 QRectF WireItem::boundingRect() const {
-  return path_.boundingRect().adjusted(-60, -20, 60, 20);
+  return path_.boundingRect().adjusted(-4, -4, 4, 4).united(labelRect().adjusted(-2, -2, 2, 2));
 }
 
 QPainterPath WireItem::shape() const {
@@ -307,16 +375,8 @@ void WireItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   p->setBrush(Qt::NoBrush);
   p->drawPath(path_);
   if (label_.isEmpty()) return;
-  QFont f = p->font();
-  f.setPointSizeF(7.5);
-  p->setFont(f);
-  const QPointF mid = path_.pointAtPercent(0.5);
-  const QFontMetrics fm(f);
-  QRectF r(0, 0, fm.horizontalAdvance(label_) + 10, fm.height() + 2);
-  r.moveCenter(mid);
-  // On a short wire between close nodes the label would cover the port names: lift it.
-  const QPointF span = path_.pointAtPercent(1) - path_.pointAtPercent(0);
-  if (std::abs(span.x()) < r.width() + 24) r.moveBottom(mid.y() - 12);
+  p->setFont(labelFont());
+  const QRectF r = labelRect();
   p->setPen(Qt::NoPen);
   p->setBrush(dark ? QColor(0x1e, 0x1f, 0x22, 230) : QColor(0xff, 0xff, 0xff, 235));
   p->drawRoundedRect(r, 4, 4);

@@ -4,7 +4,9 @@
 // of its own beyond what the scene copied in on the last sync.
 #pragma once
 
+#include <QFont>
 #include <QGraphicsItem>
+#include <QPainterPath>
 #include <QString>
 #include <optional>
 #include <string>
@@ -44,6 +46,7 @@ class NodeItem : public QGraphicsItem {
   const nodes::NodeTypeDef* def() const { return def_; }
   void setId(std::string id) {
     id_ = std::move(id);
+    updateWidth();
     update();
   }
   void setAnalysis(const nodes::NodeAnalysis& a);
@@ -57,6 +60,18 @@ class NodeItem : public QGraphicsItem {
   // The run footer's text, as drawn ("31.2% time · mean 0.42 · std 0.91 · 48% zeros").
   QString runText() const;
 
+  // The node's body (without the ports' overhang) in scene coordinates: what a wire must not
+  // cross.
+  QRectF bodySceneRect() const { return mapRectToScene(QRectF(0, 0, width(), height())); }
+  // The footer's line (the output shape and parameter count, or the error, or what it waits
+  // for) and the rectangles the footer and the title are drawn in, in item coordinates.
+  QString footerText() const;
+  QRectF footerRect() const;
+  QRectF titleRect() const;
+  QRectF badgeRect() const;  // the ONNX badge, in item coordinates (null: none)
+  static QFont titleFont();
+  static QFont footerFont();
+
   // The port under a scene position (within a few pixels), if any.
   std::optional<PortRef> portAt(const QPointF& scene_pos) const;
   QPointF portScenePos(bool output, const std::string& port) const;
@@ -68,6 +83,10 @@ class NodeItem : public QGraphicsItem {
 
  private:
   double height() const;
+  double width() const { return width_; }
+  // Wide enough for the title, the type and the footer's line (kWidth at least), so the
+  // shape and parameter count are never cut off.
+  void updateWidth();
   void updateToolTip();  // the type's documentation, the analysis, the last run
   QPointF portLocalPos(bool output, size_t index) const;
 
@@ -77,6 +96,7 @@ class NodeItem : public QGraphicsItem {
   std::optional<NodeRunInfo> run_;
   std::optional<std::string> export_problem_;
   std::optional<PortRef> highlight_;
+  double width_ = kWidth;
 };
 
 // A link, drawn as a cubic curve from an output port to an input port, with the shape
@@ -92,13 +112,22 @@ class WireItem : public QGraphicsItem {
   const nodes::LinkDoc& link() const { return link_; }
   // Moves the ends (a node being dragged); the label and link stay.
   void setEnds(QPointF from, QPointF to);
+  // The path as routed by the scene (around nodes) and where its label goes (scene
+  // coordinates; null: at the path's middle).
+  void setRoute(QPainterPath path, QRectF label_rect);
   const QString& label() const { return label_; }
+  // The label's size, and where it is drawn (scene coordinates; empty without a label).
+  QSizeF labelSize() const;
+  QRectF labelRect() const;
+  static QFont labelFont();
+  const QPainterPath& path() const { return path_; }
   static QPainterPath curve(QPointF from, QPointF to);
 
  private:
   nodes::LinkDoc link_;
   QPainterPath path_;
   QString label_;
+  QRectF label_rect_;  // null: centred on the path's middle
   bool ok_;
 };
 

@@ -66,10 +66,11 @@ TEST_CASE("every layer shows whether it exports to ONNX before anyone presses Ex
   CHECK(g->toolTip().contains("ONNX: does not export"));
 
   // The badge is drawn red in the node's header.
+  fx.window->view()->setTransform(QTransform());  // at 100 % (an opened graph is fitted)
   fx.window->view()->centerOn(g);
   QTest::qWait(50);
   const QImage shot = fx.window->view()->viewport()->grab().toImage();
-  const QPointF badge_centre = g->mapToScene(NodeItem::kWidth - 6 - 22, 27.5);
+  const QPointF badge_centre = g->mapToScene(g->badgeRect().center());
   const QPoint at = fx.window->view()->mapFromScene(badge_centre);
   REQUIRE(shot.rect().contains(at));
   int red = 0;
