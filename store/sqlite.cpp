@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "engine/core/atomic_file.h"
 #include "engine/core/check.h"
 
 namespace mls::store {
@@ -20,11 +22,20 @@ std::string sqlite_message(sqlite3* db) {
   return db ? sqlite3_errmsg(db) : "out of memory";
 }
 
+// A missing file or a regular one: SQLite would block reading a FIFO's header forever.
+Result<void> check_regular_or_missing(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return {};
+  return make_error(path + ": is " + file_type_name(st.st_mode) +
+                    ", not a regular file (a run database must be one)");
+}
+
 }  // namespace
 
 // [Db] -----------------------------------------------------------------------------------
 
 Result<Db> Db::open(const std::string& path) {
+  if (auto ok = check_regular_or_missing(path); !ok) return ok.error();
   Db db;
   db.path_ = path;
   int rc =
@@ -36,6 +47,7 @@ Result<Db> Db::open(const std::string& path) {
 }
 
 Result<Db> Db::open_read_only(const std::string& path, bool immutable) {
+  if (auto ok = check_regular_or_missing(path); !ok) return ok.error();
   Db db;
   db.path_ = path;
   std::string uri = "file:";
