@@ -36,14 +36,18 @@ test: build
 	  xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" ctest --output-on-failure -j $(JOBS)
 	@scripts/sanitize
 	@scripts/fuzz check
+	@scripts/monkey 2000 24
 
 sanitize: setup
 	@scripts/sanitize
 
-# Every fuzz target for 10 minutes (FUZZ_SECONDS to change it).
+# Every fuzz target for 10 minutes (FUZZ_SECONDS to change it), then the GUI monkey under
+# ASan for as long (MONKEY_SEED to change its seed).
 FUZZ_SECONDS ?= 600
+MONKEY_SEED ?= 1
 fuzz: setup
 	@scripts/fuzz $(FUZZ_SECONDS)
+	@scripts/monkey $(FUZZ_SECONDS)s $(MONKEY_SEED)
 
 # Side by side with PyTorch on CPU in one run: one epoch of the MLP and of LeNet-5, the
 # memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and
@@ -65,4 +69,4 @@ bench: build
 	@xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" $(BUILD)/bench/dashboard_overhead "" 5
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-asan-gui
