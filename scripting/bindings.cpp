@@ -179,6 +179,21 @@ IntList check_ints(lua_State* L, int idx, const char* what) {
   return l;
 }
 
+void check_fits(lua_State* L, int64_t n, DType dt) {
+  Runtime& rt = runtime(L);
+  if (rt.fits(n * static_cast<int64_t>(dtype_size(dt)))) return;
+  lua_gc(L, LUA_GCCOLLECT);  // tensors the script dropped give their bytes back
+  if (rt.fits(n * static_cast<int64_t>(dtype_size(dt)))) return;
+  rt.memory_exceeded();
+  raise(L);
+}
+
+IntList check_shape(lua_State* L, int idx) {
+  IntList l = check_ints(L, idx, "shape");
+  check_shape_size(L, l.vec());
+  return l;
+}
+
 bool opt_ints(lua_State* L, int idx, const char* what, IntList* out) {
   if (lua_isnoneornil(L, idx)) return false;
   *out = check_ints(L, idx, what);

@@ -80,6 +80,9 @@ std::unique_ptr<T> take_object(lua_State* L, int idx, const char* meta) {
 // wraps).
 std::string shape_text(const std::vector<int64_t>& dims);
 void check_shape_size(lua_State* L, const std::vector<int64_t>& dims, bool allow_infer = false);
+// Raises the memory limit's message when a new tensor of `n` elements of `dt` would not fit
+// (after a full collection), before anything is allocated.
+void check_fits(lua_State* L, int64_t n, DType dt);
 
 // The tensor at `idx`, or null when it is something else.
 LuaTensor* to_tensor(lua_State* L, int idx);
@@ -112,6 +115,8 @@ struct IntList {
   std::vector<int64_t> vec() const { return {v.begin(), v.begin() + n}; }
 };
 IntList check_ints(lua_State* L, int idx, const char* what);
+// A shape argument (check_ints) whose sizes check_shape_size accepts.
+IntList check_shape(lua_State* L, int idx);
 // Optional: `def` when the argument is absent or nil.
 bool opt_ints(lua_State* L, int idx, const char* what, IntList* out);
 DType check_dtype(lua_State* L, int idx, DType def);

@@ -59,7 +59,7 @@ int l_graph_new(lua_State* L) {
 int l_graph_input(lua_State* L) {
   GraphBox* g = check_graph(L, 1);
   const std::string name = luaL_checkstring(L, 2);
-  IntList s = check_ints(L, 3, "shape");
+  IntList s = check_shape(L, 3);
   const DType dt = check_dtype(L, 4, DType::F32);
   Trace* t = live_trace(L, g);
   push_traced(L, t->id, t->graph().add_input(name, {dt, s.vec()}));
@@ -70,7 +70,7 @@ int l_graph_input(lua_State* L) {
 int l_graph_param(lua_State* L) {
   GraphBox* g = check_graph(L, 1);
   const std::string name = luaL_checkstring(L, 2);
-  IntList s = check_ints(L, 3, "shape");
+  IntList s = check_shape(L, 3);
   const std::string init = opt_string(L, 4, "init", "kaiming_uniform");
   Trace* t = live_trace(L, g);
   ParamInit pi{init, s.n ? s.v[0] : 1, s.n > 1 ? s.v[1] : 1};

@@ -364,13 +364,16 @@ int load_checked(lua_State* L, const char* path) {
     lua_pop(L, 1);
     return LUA_ERRFILE;
   }
-  FILE* f = static_cast<luaL_Stream*>(lua_touserdata(L, -1))->f;
+  auto* stream = static_cast<luaL_Stream*>(lua_touserdata(L, -1));
+  FILE* f = stream->f;
   luaL_Buffer b;
   luaL_buffinit(L, &b);  // counted by the Lua allocator, so under the memory limit
   char chunk[4096];
   size_t n = 0;
   while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) luaL_addlstring(&b, chunk, n);
   const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  stream->closef = nullptr;  // closed now, not when collected
   luaL_pushresult(&b);
   if (failed) {
     lua_pop(L, 1);

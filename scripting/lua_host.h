@@ -9,8 +9,15 @@
 // The sandbox (ScriptOptions::sandbox): no os.execute, io.popen, package.loadlib, C modules,
 // binary chunks or debug library; files (io.open, io.lines, dofile, loadfile, require,
 // mls.data, mls.project) only under `root` (and, for reading, the dataset folders Debian
-// installs); an instruction limit and a time limit stop a runaway loop. Each refusal raises a
-// Lua error that says what was refused and why.
+// installs), checked where they really are (links followed, see sandbox_path) and opened
+// only when regular; a memory limit (1 GiB unless set) on the Lua heap and the script's
+// tensors. Each refusal raises a Lua error that says what was refused and why.
+//
+// Limits (sandboxed or not): the instruction and time limits hold in every coroutine, in
+// the pattern matcher and in mls.train; once one is reached it is raised again at every
+// instruction until the entry ends, so neither pcall nor coroutine.resume can swallow it.
+// The userdata the mls module makes have protected metatables and survive a finaliser that
+// revives them (closed: every use raises), and a C++ exception in a binding is a Lua error.
 #pragma once
 
 #include <atomic>

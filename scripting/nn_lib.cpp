@@ -22,11 +22,12 @@ namespace {
 // requires grad, initialised now from the script's generator (mls.manual_seed). The scheme
 // is kept, so a trained graph re-initialises it the way the node graph would.
 int l_parameter(lua_State* L) {
-  IntList s = check_ints(L, 1, "shape");
+  IntList s = check_shape(L, 1);
   const std::string scheme = opt_string(L, 2, "init", "kaiming_uniform");
   int64_t fan_in = opt_integer(L, 2, "fan_in", s.n >= 1 ? s.v[0] : 1);
   int64_t fan_out = opt_integer(L, 2, "fan_out", s.n >= 2 ? s.v[1] : 1);
   const bool trainable = opt_bool(L, 2, "requires_grad", true);
+  check_fits(L, numel(Shape(s.vec())), DType::F32);
   Runtime& rt = runtime(L);
   bool ok = true;
   {
@@ -46,8 +47,9 @@ int l_parameter(lua_State* L) {
 
 // mls.buffer(shape, value): state a module keeps that is not trained (running statistics).
 int l_buffer(lua_State* L) {
-  IntList s = check_ints(L, 1, "shape");
+  IntList s = check_shape(L, 1);
   const double v = luaL_optnumber(L, 2, 0.0);
+  check_fits(L, numel(Shape(s.vec())), DType::F32);
   Runtime& rt = runtime(L);
   Tensor t = Tensor::empty(rt.backend, DType::F32, s.vec(), AllocTag::Parameter);
   t.fill_from_host(std::vector<float>(static_cast<size_t>(t.numel()), static_cast<float>(v)));

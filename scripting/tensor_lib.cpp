@@ -54,17 +54,6 @@ Shape read_shape(lua_State* L, int idx, int* next) {
   return s;
 }
 
-// Raises the memory limit's message when a new tensor of `n` elements of `dt` would not fit,
-// before anything is allocated.
-void check_fits(lua_State* L, int64_t n, DType dt) {
-  Runtime& rt = runtime(L);
-  if (rt.fits(n * static_cast<int64_t>(dtype_size(dt)))) return;
-  lua_gc(L, LUA_GCCOLLECT);  // tensors the script dropped give their bytes back
-  if (rt.fits(n * static_cast<int64_t>(dtype_size(dt)))) return;
-  rt.memory_exceeded();
-  raise(L);
-}
-
 int make_filled(lua_State* L, double value, int first) {
   int next = first;
   Shape s = read_shape(L, first, &next);

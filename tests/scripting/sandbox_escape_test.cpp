@@ -203,6 +203,9 @@ TEST_CASE("A script cannot crash the host through metatables, finalisers, load o
   CHECK(e.find("-1") != std::string::npos);
   // A C++ exception in a binding becomes a Lua error with its message and the line.
   e = run_err(h, "mls.nn.Linear(-1, 5)");
+  CHECK(e.find("shape {-1, 5}: sizes must be >= 0") != std::string::npos);
+  e = run_err(h, "mls.parameter({2^40, 2^40})");
+  CHECK(e.find("shape {1099511627776, 1099511627776}: too many elements") != std::string::npos);
   CHECK(e.find("(error)") == std::string::npos);
   CHECK(e.find("test:1:") != std::string::npos);
 }
@@ -286,6 +289,8 @@ TEST_CASE("A script over its memory limit stops with a clear error", "[lua][sand
       "local t = {}; for i = 1, 1e9 do pcall(function() t[#t + 1] = {i, i, i} end) end",
       "local t = {}; for i = 1, 1000 do t[i] = mls.zeros{1024, 1024} end",
       "local t = mls.zeros{1024, 1024, 1024}",
+      "local w = mls.parameter({65536, 65536})",
+      "local m = mls.nn.Linear(100000, 100000)",
       "local t = {}; local x = mls.ones{256, 1024}; for i = 1, 1000 do t[i] = x * 2 end",
   };
   for (const char* code : hogs) {
