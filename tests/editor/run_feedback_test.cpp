@@ -57,6 +57,13 @@ TEST_CASE("a paused run says paused in the status bar and on the dashboard",
   INFO(fx.window->statusText().toStdString());
   CHECK(fx.window->statusText().startsWith("paused"));
   CHECK(fx.window->instruments()->statusLine().rfind("paused", 0) == 0);
+  // A step the worker reported just before it stopped, delivered now (as a queued signal
+  // arrives after the pause): the status bar still says paused, with a readable loss.
+  ProgressInfo late;
+  late.epoch = 1, late.epochs = 5000, late.batch = 3, late.batches = 50, late.loss = 1e30;
+  Q_EMIT fx.window->trainer()->progress(late);
+  INFO(fx.window->statusText().toStdString());
+  CHECK(fx.window->statusText().startsWith("paused: epoch 1/5000, step 3/50, loss 1e+30"));
   pause->trigger();  // go on
   CHECK(fx.window->instruments()->statusLine().rfind("training", 0) == 0);
   action(fx, "&Stop")->trigger();
