@@ -1,6 +1,7 @@
 // `mlstudio lua [FILE [ARGS...]]`: a Lua script with the mls module, or the REPL.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +51,10 @@ jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) 
   // script runs (libraries, malloc arenas, OpenBLAS's buffers), and a limit below that would
   // only stop the engine's own start-up.
   if (o.memory_limit_mib > 0)
-    l.address_space_bytes = mapped_bytes() + (static_cast<uint64_t>(o.memory_limit_mib) << 20);
+    // (A limit past an exbibyte is none: the shift would wrap.)
+    l.address_space_bytes =
+        mapped_bytes() +
+        (static_cast<uint64_t>(std::min<int64_t>(o.memory_limit_mib, 1LL << 40)) << 20);
   if (o.time_limit > 0) {
     // The in-VM limit fires first with a traceback; the wall clock (a second later) stops
     // what the VM cannot interrupt: a backtracking pattern, a blocking open, a long kernel.
