@@ -185,6 +185,8 @@ void apply_seccomp(const JailLimits& l) {
 
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (!ctx) fail_setup("seccomp_init");
+  // Every thread of the child, should a fork handler have started one before the walls.
+  if (seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1) != 0) fail_setup("seccomp TSYNC");
   const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
   // No new programs: the jail's walls are this process's, an exec'd setuid helper or
   // shell would start outside the seccomp policy's intent.
