@@ -147,3 +147,34 @@ TEST_CASE("a node's shape and parameter count fit the node", "[editor][canvas_la
     }
   }
 }
+
+TEST_CASE("a wire's shape label is not hidden under a node, even between close nodes",
+          "[editor][canvas_layout]") {
+  EditorFixture fx;
+  for (const char* name : kExamples) {
+    INFO(name);
+    fx.open_example(name);
+    // Cramped: every node 10 px after the one before, in one row.
+    DocumentModel* m = fx.window->model();
+    double x = 0;
+    m->beginMacro("cramp");
+    for (const auto& n : std::vector<nodes::NodeDoc>(m->doc().nodes)) {
+      REQUIRE(m->push(nodes::make_move_node(m->doc(), n.id, {x, 0})).ok());
+      x += fx.window->scene()->nodeItem(n.id)->bodySceneRect().width() + 10;
+    }
+    m->endMacro();
+    int labelled = 0;
+    for (const WireItem* w : fx.window->scene()->wires()) {
+      if (w->label().isEmpty()) continue;
+      ++labelled;
+      INFO(w->link().from_node << " -> " << w->link().to_node << ": " << w->label().toStdString());
+      const QRectF r = w->labelRect();
+      CHECK(r.width() >= QFontMetricsF(WireItem::labelFont()).horizontalAdvance(w->label()));
+      for (const auto& n : m->doc().nodes) {
+        INFO("under " << n.id);
+        CHECK_FALSE(r.intersects(fx.window->scene()->nodeItem(n.id)->bodySceneRect()));
+      }
+    }
+    CHECK(labelled > 0);
+  }
+}
