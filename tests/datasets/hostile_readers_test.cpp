@@ -20,7 +20,16 @@
 #include "tests/datasets/fixtures.h"
 #include "tests/datasets/formats.h"
 
-using Catch::Matchers::Contains;
+// ASan reserves terabytes of address space, so an RLIMIT_AS test cannot run under it.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MLS_READERS_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define MLS_READERS_TEST_ASAN 1
+#endif
+
 using Catch::Matchers::StartsWith;
 using namespace mls;
 using namespace mls::data;
@@ -82,7 +91,7 @@ Bytes idx_gzip_bomb(uint32_t declared, size_t zeros) {
   return out;
 }
 
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(MLS_READERS_TEST_ASAN)
 // Runs `body` in a child process whose address space may grow by 256 MiB at most; its exit
 // code (0: `body` returned true), or -1 when it died (an uncaught std::bad_alloc aborts).
 int in_child_with_256mib(const std::function<bool()>& body) {
@@ -147,7 +156,7 @@ TEST_CASE("a gzip IDX that unpacks past its header's size is refused without unp
              StartsWith(path + ": decompresses to more than the 18 bytes its header declares"));
   CHECK(seconds < 0.5);  // the whole stream takes about a second to inflate
 
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(MLS_READERS_TEST_ASAN)
   // And with 256 MiB of address space to spare: no allocation of the unpacked size (before
   // the fix: std::bad_alloc, an abort).
   CHECK(in_child_with_256mib([&] {
@@ -159,7 +168,7 @@ TEST_CASE("a gzip IDX that unpacks past its header's size is refused without unp
 
 TEST_CASE("a file larger than memory allows is an error naming it, not an abort",
           "[datasets][hostile][npy]") {
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(MLS_READERS_TEST_ASAN)
   TempDir dir;
   const std::string path = dir.file("sparse.npy");
   // A valid header for 2^30 f32 values, then 4 GiB of holes: the file is what it claims,
@@ -171,6 +180,8 @@ TEST_CASE("a file larger than memory allows is an error naming it, not an abort"
           auto r = read_npy(path);
           return !r && r.error().message == path + ": not enough memory to read it";
         }) == 0);
+#else
+  WARN("SKIPPED under ASan: an address-space limit cannot be set beside its shadow memory");
 #endif
 }
 
