@@ -53,7 +53,8 @@ std::string shape_text(const std::vector<int64_t>& dims) {
 
 void check_shape_size(lua_State* L, const std::vector<int64_t>& dims, bool allow_infer) {
   // 2^34 elements (64 GiB of f32): past any real tensor, and far from int64 overflow in
-  // byte counts.
+  // byte counts. The product leaves zeros out: strides multiply the other sizes, so
+  // {0, 2^31, 3^31} would overflow them though it holds nothing.
   constexpr int64_t kMax = int64_t{1} << 34;
   int64_t n = 1;
   int infer = 0;
@@ -62,8 +63,10 @@ void check_shape_size(lua_State* L, const std::vector<int64_t>& dims, bool allow
     if (d < 0)
       luaL_error(L, "shape %s: sizes must be >= 0%s", shape_text(dims).c_str(),
                  allow_infer ? " (or one -1)" : "");
-    if (d != 0 && n > kMax / d)
-      luaL_error(L, "shape %s: too many elements (at most 2^34)", shape_text(dims).c_str());
+    if (d == 0) continue;
+    if (n > kMax / d)
+      luaL_error(L, "shape %s: too large (the product of its sizes must be at most 2^34)",
+                 shape_text(dims).c_str());
     n *= d;
   }
 }
