@@ -26,6 +26,8 @@ QColor categoryColor(const std::string& category) {
 
 namespace {
 
+const QString kFooterSeparator = QStringLiteral("  ·  ");
+
 QString withThousands(int64_t n) {
   QString s = QString::number(n);
   for (int i = s.size() - 3; i > 0; i -= 3) s.insert(i, ',');
@@ -39,7 +41,7 @@ QString shapeText(const Shape& s) {
 }  // namespace
 
 NodeItem::NodeItem(std::string id, const nodes::NodeTypeDef* def) : id_(std::move(id)), def_(def) {
-  updateWidth();
+  updateFooter();
   setFlags(ItemIsMovable | ItemIsSelectable | ItemSendsGeometryChanges);
   setAcceptHoverEvents(true);
   setZValue(1);
@@ -48,21 +50,21 @@ NodeItem::NodeItem(std::string id, const nodes::NodeTypeDef* def) : id_(std::mov
 double NodeItem::height() const {
   size_t rows = def_ ? std::max(def_->inputs.size(), def_->outputs.size()) : 1;
   return kHeader + static_cast<double>(std::max<size_t>(rows, 1)) * kRow + kFooter +
+         static_cast<double>(std::max<qsizetype>(footer_lines_.size(), 1) - 1) * kFooterLine +
          (run_ ? 2 * kFooter : 0);
 }
 
-void NodeItem::updateWidth() {
-  const QFontMetricsF title(titleFont()), foot(footerFont());
-  const double badge_w = export_problem_ ? 44 : 0;
-  const QString type = QString::fromStdString(def_ ? def_->display_name : "unknown type");
-  double w = kWidth;
-  w = std::max(w, std::ceil(title.horizontalAdvance(QString::fromStdString(id_))) + 37);
-  w = std::max(w, std::ceil(foot.horizontalAdvance(type)) + 17 + badge_w);
-  w = std::max(w, std::ceil(foot.horizontalAdvance(footerText())) + 17);
-  w = std::min(w, 3 * kWidth);  // a long error is elided (the tooltip has all of it)
-  if (w == width_) return;
+void NodeItem::updateFooter() {
+  // The shape and the parameter count on one line where they fit the node, else on two: a
+  // node keeps its width, so a saved layout's spacing still holds.
+  const QString line = footerText();
+  QStringList lines{line};
+  if (analysis_.error.empty() && analysis_.inferred &&
+      QFontMetricsF(footerFont()).horizontalAdvance(line) > width() - 16)
+    lines = line.split(kFooterSeparator);
+  if (lines == footer_lines_) return;
   prepareGeometryChange();
-  width_ = w;
+  footer_lines_ = lines;
 }
 
 QFont NodeItem::titleFont() {
@@ -83,7 +85,9 @@ QRectF NodeItem::titleRect() const {
 }
 
 QRectF NodeItem::footerRect() const {
-  return QRectF(8, height() - kFooter, width() - 16, kFooter - 3);
+  const double extra =
+      static_cast<double>(std::max<qsizetype>(footer_lines_.size(), 1) - 1) * kFooterLine;
+  return QRectF(8, height() - kFooter - extra, width() - 16, kFooter - 3 + extra);
 }
 
 QRectF NodeItem::badgeRect() const {
@@ -96,7 +100,7 @@ QString NodeItem::footerText() const {
   QString line;
   if (!analysis_.outputs.empty()) line = shapeText(analysis_.outputs[0]);
   if (analysis_.params > 0)
-    line += (line.isEmpty() ? "" : "  ·  ") + withThousands(analysis_.params) + " params";
+    line += (line.isEmpty() ? "" : kFooterSeparator) + withThousands(analysis_.params) + " params";
   return line;
 }
 
@@ -150,14 +154,14 @@ std::optional<PortRef> NodeItem::portAt(const QPointF& scene_pos) const {
 void NodeItem::setExportProblem(std::optional<std::string> problem) {
   if (problem == export_problem_) return;  // the scene syncs often; repaint only on a change
   export_problem_ = std::move(problem);
-  updateWidth();
+  updateFooter();
   updateToolTip();
   update();
 }
 
 void NodeItem::setAnalysis(const nodes::NodeAnalysis& a) {
   analysis_ = a;
-  updateWidth();
+  updateFooter();
   updateToolTip();
   update();
 }
@@ -279,7 +283,7 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
 
   // The last run's line: a bar for the time share under the figures.
   if (run_) {
-    const QRectF time_line(8, height() - 3 * kFooter + 2, width() - 16, kFooter - 3);
+    const QRectF time_line(8, footerRect().top() - 2 * kFooter + 2, width() - 16, kFooter - 3);
     const QRectF stats_line = time_line.translated(0, kFooter - 2);
     if (run_->time_share >= 0) {
       QRectF bar = time_line;
@@ -303,9 +307,14 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   p->setPen(failed               ? QColor(0xd6, 0x3c, 0x3c)
             : analysis_.inferred ? text
                                  : pal.color(QPalette::PlaceholderText));
-  p->drawText(foot, Qt::AlignLeft | Qt::AlignVCenter,
-              QFontMetrics(p->font()).elidedText(footerText(), Qt::ElideRight,
-                                                 static_cast<int>(foot.width())));
+  // One line per footer line (an error too long for the node is elided; the tooltip has it).
+  QRectF row(foot.left(), foot.top(), foot.width(), kFooter - 3);
+  for (const QString& line : footer_lines_) {
+    p->drawText(
+        row, Qt::AlignLeft | Qt::AlignVCenter,
+        QFontMetrics(p->font()).elidedText(line, Qt::ElideRight, static_cast<int>(row.width())));
+    row.translate(0, kFooterLine);
+  }
 }
 
 WireItem::WireItem(nodes::LinkDoc link, QPointF from, QPointF to, QString label, bool ok)

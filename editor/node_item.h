@@ -8,6 +8,7 @@
 #include <QGraphicsItem>
 #include <QPainterPath>
 #include <QString>
+#include <QStringList>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,7 +35,8 @@ struct NodeRunInfo {
 
 class NodeItem : public QGraphicsItem {
  public:
-  static constexpr double kWidth = 150, kHeader = 38, kRow = 20, kFooter = 22, kPortRadius = 5.5;
+  static constexpr double kWidth = 150, kHeader = 38, kRow = 20, kFooter = 22, kPortRadius = 5.5,
+                          kFooterLine = 14;
   enum { Type = UserType + 1 };
 
   NodeItem(std::string id, const nodes::NodeTypeDef* def);
@@ -46,7 +48,7 @@ class NodeItem : public QGraphicsItem {
   const nodes::NodeTypeDef* def() const { return def_; }
   void setId(std::string id) {
     id_ = std::move(id);
-    updateWidth();
+    updateFooter();
     update();
   }
   void setAnalysis(const nodes::NodeAnalysis& a);
@@ -63,9 +65,11 @@ class NodeItem : public QGraphicsItem {
   // The node's body (without the ports' overhang) in scene coordinates: what a wire must not
   // cross.
   QRectF bodySceneRect() const { return mapRectToScene(QRectF(0, 0, width(), height())); }
-  // The footer's line (the output shape and parameter count, or the error, or what it waits
-  // for) and the rectangles the footer and the title are drawn in, in item coordinates.
+  // The footer's text (the output shape and parameter count, or the error, or what it waits
+  // for), the lines it is drawn in (shape and count on two lines where one is too narrow),
+  // and the rectangles the footer and the title are drawn in, in item coordinates.
   QString footerText() const;
+  const QStringList& footerLines() const { return footer_lines_; }
   QRectF footerRect() const;
   QRectF titleRect() const;
   QRectF badgeRect() const;  // the ONNX badge, in item coordinates (null: none)
@@ -83,10 +87,8 @@ class NodeItem : public QGraphicsItem {
 
  private:
   double height() const;
-  double width() const { return width_; }
-  // Wide enough for the title, the type and the footer's line (kWidth at least), so the
-  // shape and parameter count are never cut off.
-  void updateWidth();
+  double width() const { return kWidth; }
+  void updateFooter();   // the footer's lines for the current analysis
   void updateToolTip();  // the type's documentation, the analysis, the last run
   QPointF portLocalPos(bool output, size_t index) const;
 
@@ -96,7 +98,7 @@ class NodeItem : public QGraphicsItem {
   std::optional<NodeRunInfo> run_;
   std::optional<std::string> export_problem_;
   std::optional<PortRef> highlight_;
-  double width_ = kWidth;
+  QStringList footer_lines_;
 };
 
 // A link, drawn as a cubic curve from an output port to an input port, with the shape

@@ -141,7 +141,11 @@ TEST_CASE("a node's shape and parameter count fit the node", "[editor][canvas_la
       INFO(n.id << ": " << text.toStdString());
       CHECK_FALSE(text.isEmpty());
       const QFontMetricsF fm(NodeItem::footerFont());
-      CHECK(fm.horizontalAdvance(text) <= item->footerRect().width());
+      // Every line fits, and together they say all of the text.
+      CHECK(item->footerLines().join("  ·  ") == text);
+      for (const QString& line : item->footerLines())
+        CHECK(fm.horizontalAdvance(line) <= item->footerRect().width());
+      CHECK(item->footerRect().bottom() <= item->bodySceneRect().height());
       const QFontMetricsF tm(NodeItem::titleFont());
       CHECK(tm.horizontalAdvance(QString::fromStdString(n.id)) <= item->titleRect().width());
     }
