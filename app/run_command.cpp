@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "engine/core/atomic_file.h"
 #include "engine/train/progress_line.h"
 #include "runner/training_run.h"
 
@@ -61,6 +62,8 @@ int run_command(const RunOptions& o) {
     const std::filesystem::path dir = std::filesystem::absolute(o.profile).parent_path();
     if (!std::filesystem::is_directory(dir))
       return fail("cannot write the trace " + o.profile + ": " + dir.string() + " is not a directory");
+    if (auto r = check_replaceable(o.profile); !r)
+      return fail("cannot write the trace " + o.profile + ": " + r.error().message);
     req.trace = &trace;
   }
   runner::RunEvents ev;

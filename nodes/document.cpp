@@ -6,6 +6,8 @@
 // [SECTION] Parser: one method per section of the file
 // [SECTION] Entry points
 #include "nodes/document.h"
+
+#include "engine/core/atomic_file.h"
 #include "nodes/json_fields.h"
 
 #include <algorithm>
@@ -363,12 +365,12 @@ Result<Document> parse_document(std::string_view text, const std::string& source
 
 Result<Document> load_document(const std::string& path, GraphCheck check,
                                const NodeCatalogue& catalogue) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return make_error(path + ": cannot read: " + std::strerror(errno));
-  return parse_document(text.str(), path, check, catalogue);
+  // A project is text of a few kilobytes; the limit only stops /dev/zero-like inputs. The
+  // shared reader refuses a FIFO or device by name instead of blocking on it.
+  constexpr uint64_t kMaxProjectBytes = uint64_t{256} << 20;
+  auto bytes = read_whole_file(path, kMaxProjectBytes);
+  if (!bytes) return bytes.error();
+  return parse_document(std::string(bytes->begin(), bytes->end()), path, check, catalogue);
 }
 
 }  // namespace mls::nodes

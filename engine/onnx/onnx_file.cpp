@@ -378,12 +378,12 @@ Result<Model> parse(const std::string& bytes, const std::string& source) {
 }
 
 Result<Model> read_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot open " + path + ": " + errno_text());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return make_error("cannot read " + path + ": " + errno_text());
-  return parse(ss.str(), path);
+  // protobuf refuses messages past 2 GiB anyway; the shared reader refuses a FIFO or a
+  // device by name instead of blocking on it.
+  constexpr uint64_t kMaxModelBytes = uint64_t{2} << 30;
+  auto bytes = read_whole_file(path, kMaxModelBytes);
+  if (!bytes) return bytes.error();
+  return parse(std::string(bytes->begin(), bytes->end()), path);
 }
 
 }  // namespace mls::onnx

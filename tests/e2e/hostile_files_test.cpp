@@ -35,6 +35,7 @@ TEST_CASE("--profile into a FIFO is refused by name and the FIFO stays", "[e2e][
   INFO(o.err);
   CHECK(o.code != 0);
   CHECK(o.err.find(fifo.string() + " is a FIFO, not a regular file") != std::string::npos);
+  CHECK(o.err.find("epoch 1/1") == std::string::npos);  // refused before training, not after
   CHECK(still_a_fifo(fifo));
 }
 
@@ -96,6 +97,25 @@ Output run_bounded(const std::string& args, int seconds = 60) {
 }
 
 }  // namespace
+
+TEST_CASE("a FIFO given as the project or as the ONNX model to import is refused at once",
+          "[e2e][hostile]") {
+  const fs::path project = make_fifo("project.fifo");
+  Output o = run_bounded("--run " + project.string() + " --epochs 1 --db " +
+                         (temp_dir() / "fifo-project.db").string());
+  INFO(o.err);
+  CHECK(o.code != 0);
+  CHECK(o.code != 137);  // killed by timeout: blocked on the FIFO
+  CHECK(o.err.find(project.string() + ": is a FIFO, not a regular file") != std::string::npos);
+  const fs::path model = make_fifo("model-in.fifo");
+  Output i = run_bounded("import " + model.string() + " -o " + (temp_dir() / "fifo-import.mls").string());
+  INFO(i.err);
+  CHECK(i.code != 0);
+  CHECK(i.code != 137);
+  CHECK(i.err.find(model.string() + ": is a FIFO, not a regular file") != std::string::npos);
+  CHECK(still_a_fifo(project));
+  CHECK(still_a_fifo(model));
+}
 
 TEST_CASE("a FIFO as the project's weights is refused at once by --run, naming it",
           "[e2e][hostile]") {

@@ -1,3 +1,6 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "nodes/document.h"
 
 #include <catch2/catch.hpp>
@@ -439,7 +442,21 @@ TEST_CASE("unknown top-level keys are warned about, not fatal", "[nodes]") {
 TEST_CASE("a missing file is reported with its path", "[nodes]") {
   Result<Document> doc = load_document("/nonexistent/dir/p.mls");
   REQUIRE_FALSE(doc);
-  CHECK(doc.error().message == "/nonexistent/dir/p.mls: cannot open: No such file or directory");
+  CHECK(doc.error().message == "/nonexistent/dir/p.mls: file not found");
+}
+
+TEST_CASE("a project path that is a FIFO or a device is refused at once, not read", "[nodes]") {
+  // A FIFO with no writer would block open(2) forever; /dev/zero never ends.
+  const std::string fifo = "/tmp/mls-document-test-" + std::to_string(::getpid()) + ".mls";
+  ::unlink(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  Result<Document> doc = load_document(fifo);
+  ::unlink(fifo.c_str());
+  REQUIRE_FALSE(doc);
+  CHECK(doc.error().message == fifo + ": is a FIFO, not a regular file");
+  Result<Document> zero = load_document("/dev/zero");
+  REQUIRE_FALSE(zero);
+  CHECK(zero.error().message == "/dev/zero: is a character device, not a regular file");
 }
 
 TEST_CASE("Salvage opens what a broken or newer-format file holds and lists the rest",
