@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "app/commands.h"
@@ -25,7 +26,9 @@ int run_script(const LuaOptions& o, const lua::ScriptOptions& so) {
   auto r = host.run_file(o.file, o.args);
   if (!r) {
     std::fprintf(stderr, "mlstudio: %s\n", r.error().message.c_str());
-    if (o.memory_limit_mib > 0 && r.error().message.find("not enough memory") != std::string::npos)
+    const std::string& m = r.error().message;
+    if (o.memory_limit_mib > 0 &&
+        (m.find("not enough memory") != std::string::npos || m.find("out of memory") != std::string::npos))
       std::fprintf(stderr, "mlstudio: the sandbox's memory limit is %lld MiB (--memory-limit)\n",
                    static_cast<long long>(o.memory_limit_mib));
     return 1;
@@ -50,11 +53,14 @@ jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) 
   // The limit is what the script may add: the process already maps about 1 GB before any
   // script runs (libraries, malloc arenas, OpenBLAS's buffers), and a limit below that would
   // only stop the engine's own start-up.
-  if (o.memory_limit_mib > 0)
+  // The VM counts what the script holds against the same --memory-limit and stops it first
+  // with a traceback; the kernel's wall sits a quarter (and 256 MiB of engine workspace,
+  // thread stacks and allocator slack) beyond, for what the VM cannot see.
+  if (o.memory_limit_mib > 0) {
     // (A limit past an exbibyte is none: the shift would wrap.)
-    l.address_space_bytes =
-        mapped_bytes() +
-        (static_cast<uint64_t>(std::min<int64_t>(o.memory_limit_mib, 1LL << 40)) << 20);
+    const uint64_t held = static_cast<uint64_t>(std::min<int64_t>(o.memory_limit_mib, 1LL << 40)) << 20;
+    l.address_space_bytes = mapped_bytes() + held + held / 4 + (uint64_t{256} << 20);
+  }
   if (o.time_limit > 0) {
     // The in-VM limit fires first with a traceback; the wall clock (a second later) stops
     // what the VM cannot interrupt: a backtracking pattern, a blocking open, a long kernel.
@@ -87,6 +93,11 @@ int lua_command(const LuaOptions& o) {
   so.db_path = o.db;
   so.instruction_limit = o.instruction_limit;
   so.time_limit_s = o.time_limit;
+  // One --memory-limit for both walls: the VM counts the Lua heap and tensors and stops the
+  // script with a traceback; the kernel (the jail) is the backstop for what it cannot see.
+  so.memory_limit = o.memory_limit_mib > 0
+                        ? static_cast<int64_t>(std::min<int64_t>(o.memory_limit_mib, 1LL << 40)) << 20
+                        : std::numeric_limits<int64_t>::max();
   if (o.instruction_limit < 0 || o.time_limit < 0 || o.memory_limit_mib < 0) {
     std::fprintf(stderr,
                  "mlstudio: --instruction-limit, --time-limit and --memory-limit must be >= 0\n");

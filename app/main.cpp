@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
       ->check(finite(true));
   lua_cmd
       ->add_option("--memory-limit", lua.memory_limit_mib,
-                   "Sandbox: the memory (address space) a script may map, in MiB (0: no limit)")
+                   "Sandbox: the memory a script may hold (Lua heap and tensors), in MiB; the jail lets it map as much beyond start-up (0: no limit)")
       ->capture_default_str()
       ->check(kCount);
   lua_cmd->add_option("--db", lua.db, "The run database that mls.train and mls.log write to")
