@@ -28,7 +28,7 @@ fs::path make_fifo(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("--profile into a FIFO is refused by name and the FIFO stays", "[e2e][hostile]") {
+TEST_CASE("a trace (--profile) into a FIFO is refused by name before training, and the FIFO stays", "[e2e][hostile]") {
   const fs::path fifo = make_fifo("trace.fifo");
   Output o = run("--run " + example() + " --epochs 1 --limit 64 --test-limit 32 --db " +
                  (temp_dir() / "hostile.db").string() + " --profile " + fifo.string());

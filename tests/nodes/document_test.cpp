@@ -186,11 +186,11 @@ TEST_CASE("a failed save names the path and leaves nothing behind", "[nodes]") {
   CHECK_FALSE(std::filesystem::exists(dir));
 }
 
-TEST_CASE("a save that fails after writing removes its temporary file", "[nodes]") {
+TEST_CASE("a save over a directory is refused and leaves nothing beside it", "[nodes]") {
   Result<Document> doc = load_document(kExample);
   REQUIRE(doc);
-  // The target is a non-empty directory: the temporary is written, the rename fails
-  // (even for root, unlike a read-only directory).
+  // The target is a non-empty directory: only a regular file is ever replaced (even for
+  // root, unlike a read-only directory), and no temporary file is left behind.
   const auto dir = std::filesystem::temp_directory_path() / "mls_nodes_rename_fails";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "p.mls");
@@ -198,7 +198,8 @@ TEST_CASE("a save that fails after writing removes its temporary file", "[nodes]
   const std::string path = (dir / "p.mls").string();
   Result<void> saved = save_document(*doc, path);
   REQUIRE_FALSE(saved);
-  CHECK_THAT(saved.error().message, Catch::StartsWith("cannot save " + path + ": cannot replace"));
+  CHECK(saved.error().message == "cannot save " + path + ": " + path +
+                                     " is a directory, not a regular file; only a regular file is replaced");
   CHECK(std::distance(std::filesystem::directory_iterator(dir),
                       std::filesystem::directory_iterator()) == 1);
   CHECK(read_file((dir / "p.mls" / "keep.txt").string()) == "keep");
