@@ -3,6 +3,7 @@
 #include "scripting/jail.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/landlock.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <new>
 #include <thread>
 
@@ -95,6 +97,40 @@ void note(const char* text) {
   std::snprintf(buf, sizeof buf, "setup:%s: %s\n", step, std::strerror(errno));
   note(buf);
   ::_exit(125);
+}
+
+[[noreturn]] void fail_setup_because(const char* step, const std::string& why) {
+  note(("setup:" + std::string(step) + ": " + why + "\n").c_str());
+  ::_exit(125);
+}
+
+// Landlock and no_new_privs bind only the calling thread (seccomp's TSYNC covers the rest):
+// a thread a fork handler started would run outside the file wall.
+void require_one_thread() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("Threads:", 0) == 0) {
+      const long n = std::strtol(line.c_str() + 8, nullptr, 10);
+      if (n != 1)
+        fail_setup_because(
+            "threads", std::to_string(n) + " threads in the child before the walls (must be 1)");
+      return;
+    }
+  fail_setup_because("threads", "cannot read Threads from /proc/self/status");
+}
+
+// Root keeps no capabilities: with CAP_SYS_RESOURCE it could raise its own hard limits,
+// with CAP_FOWNER or CAP_CHOWN change files Landlock lets it read, with CAP_DAC_OVERRIDE
+// pass file modes. It stays uid 0, so root-owned files stay as writable as their modes say.
+void drop_capabilities() {
+  if (::geteuid() != 0 && ::getuid() != 0) return;
+  for (int cap = 0; cap <= 63; ++cap)
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+      fail_setup("prctl(PR_CAPBSET_DROP)");
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capset, &header, data) != 0) fail_setup("capset");
 }
 
 void set_limit(int resource, rlim_t soft, rlim_t hard, const char* name) {
@@ -213,6 +249,16 @@ void apply_seccomp(const JailLimits& l) {
   // Typing into the terminal the parent reads from.
   const scmp_arg_cmp tiocsti = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI);
   rule(ctx, eperm, "ioctl", 1, &tiocsti);
+  // No changing what Landlock lets it read or write: modes (a setuid bit), owners, extended
+  // attributes; and no raising its own limits. Reading a limit stays (glibc's getrlimit is
+  // prlimit64 with no new limit). SQLite's fchown/fchmod calls take EPERM in their stride.
+  for (const char* name :
+       {"chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+        "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+        "setxattrat", "removexattrat", "setrlimit", "capset"})
+    rule(ctx, eperm, name);
+  const scmp_arg_cmp sets_limit = SCMP_A2(SCMP_CMP_NE, 0);
+  rule(ctx, eperm, "prlimit64", 1, &sets_limit);
   if (!l.allow_network) {
     // No sockets at all (Unix ones included: a root-owned daemon's socket, Docker's, is a
     // way out that Landlock does not guard). socketpair stays: it reaches nobody.
@@ -314,9 +360,12 @@ void hand_terminal_to(pid_t pgrp) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail_setup("prctl(PR_SET_PDEATHSIG)");
   if (::getppid() != parent) ::_exit(125);
   close_other_fds(l);
+  require_one_thread();
   apply_rlimits(l);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail_setup("prctl(PR_SET_NO_NEW_PRIVS)");
   apply_landlock(l, walls.landlock_abi);
+  // After Landlock: opening the rules' paths may need root's DAC override.
+  drop_capabilities();
 #ifdef MLS_HAVE_SECCOMP
   if (walls.seccomp) apply_seccomp(l);
 #endif
@@ -426,6 +475,21 @@ Walls probe_walls() {
   return w;
 }
 
+std::vector<std::string> database_files(const std::string& db_path, std::string* error) {
+  std::vector<std::string> files;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string f = db_path + suffix;
+    const int fd = ::open(f.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+      if (error) *error = f + ": " + std::strerror(errno);
+      return {};
+    }
+    ::close(fd);
+    files.push_back(f);
+  }
+  return files;
+}
+
 JailResult run_jailed(const JailLimits& limits, const std::function<int()>& body) {
   JailResult r;
   r.walls = probe_walls();
@@ -439,12 +503,19 @@ JailResult run_jailed(const JailLimits& limits, const std::function<int()>& body
     return r;
   }
   std::fflush(nullptr);  // what the caller buffered is printed once, not by both processes
+  // With SIGCHLD ignored the kernel reaps the child itself and wait4 could never report how
+  // it ended: the default for the run, the caller's disposition back after.
+  struct sigaction dfl {};
+  struct sigaction old_chld {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(SIGCHLD, &dfl, &old_chld);
   const pid_t parent = ::getpid();
   const bool terminal = holds_terminal();
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) {
     r.reason = std::string("sandbox setup failed: fork: ") + std::strerror(errno);
+    ::sigaction(SIGCHLD, &old_chld, nullptr);
     ::close(notes[0]);
     ::close(notes[1]);
     return r;
@@ -462,11 +533,15 @@ JailResult run_jailed(const JailLimits& limits, const std::function<int()>& body
   // reports. 5 ms is well under any limit a user gives and costs nothing measurable.
   int status = 0;
   rusage usage{};
+  std::string lost;  // why the child's end could not be known
   const auto deadline = start + std::chrono::duration<double>(limits.wall_seconds);
   for (;;) {
     const pid_t w = ::wait4(pid, &status, WNOHANG, &usage);
     if (w == pid) break;
-    if (w < 0 && errno != EINTR) break;
+    if (w < 0 && errno != EINTR) {
+      lost = std::string("lost the child: wait4: ") + std::strerror(errno);
+      break;
+    }
     if (limits.wall_seconds > 0 && std::chrono::steady_clock::now() >= deadline && !r.timed_out) {
       r.timed_out = true;
       ::kill(-pid, SIGKILL);
@@ -480,11 +555,14 @@ JailResult run_jailed(const JailLimits& limits, const std::function<int()>& body
   // Anything left in its group (there should be nothing: no new processes) goes too.
   ::kill(-pid, SIGKILL);
   if (terminal) hand_terminal_to(::getpgrp());
+  ::sigaction(SIGCHLD, &old_chld, nullptr);
 
   ::fcntl(notes[0], F_SETFL, O_NONBLOCK);
   const std::string text = read_notes(notes[0]);
   ::close(notes[0]);
-  if (WIFEXITED(status)) {
+  if (!lost.empty()) {
+    // Nothing is known of how it ended: never a clean exit.
+  } else if (WIFEXITED(status)) {
     r.exited = true;
     r.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {
@@ -492,7 +570,7 @@ JailResult run_jailed(const JailLimits& limits, const std::function<int()>& body
   }
   r.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                   1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
-  r.reason = explain(limits, r, text);
+  r.reason = lost.empty() ? explain(limits, r, text) : lost;
   return r;
 }
 
