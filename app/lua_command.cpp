@@ -14,6 +14,7 @@
 #include "scripting/jail.h"
 #include "scripting/lua_host.h"
 #include "scripting/repl.h"
+#include "store/run_store.h"
 
 namespace mls::app {
 
@@ -31,6 +32,9 @@ int run_script(const LuaOptions& o, const lua::ScriptOptions& so) {
         (m.find("not enough memory") != std::string::npos || m.find("out of memory") != std::string::npos))
       std::fprintf(stderr, "mlstudio: the sandbox's memory limit is %lld MiB (--memory-limit)\n",
                    static_cast<long long>(o.memory_limit_mib));
+    if (o.file_limit_mib > 0 && m.find("File too large") != std::string::npos)
+      std::fprintf(stderr, "mlstudio: the sandbox's file size limit is %lld MiB (--file-limit)\n",
+                   static_cast<long long>(o.file_limit_mib));
     return 1;
   }
   return 0;
@@ -80,9 +84,23 @@ jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) 
     l.read_paths.emplace_back(exe, static_cast<size_t>(n));
   for (const auto& r : so.read_only_roots) l.read_paths.push_back(r);
   l.write_paths = {so.root, "/dev/null"};
-  // The run database that mls.train and mls.log write (with its -wal/-journal beside it)
-  // is the host's, not the script's: its folder stays writable.
-  if (!so.db_path.empty()) l.write_paths.push_back(fs::absolute(so.db_path).parent_path().string());
+  // The run database that mls.train and mls.log write is the host's, not the script's: the
+  // database and its -wal, -shm and -journal files are writable, never the folder they sit
+  // in (by default the working folder, perhaps $HOME). It is created here, in WAL mode, so
+  // the script's SQLite creates and removes no file beside it.
+  if (!so.db_path.empty()) {
+    const std::string db = fs::absolute(so.db_path).lexically_normal().string();
+    std::string error;
+    if (auto store = store::RunStore::open(db); !store) error = store.error().message;
+    std::vector<std::string> files;
+    if (error.empty()) files = jail::database_files(db, &error);
+    if (!error.empty())
+      std::fprintf(stderr, "mlstudio: the run database is not writable in the sandbox: %s\n",
+                   error.c_str());
+    l.write_paths.insert(l.write_paths.end(), files.begin(), files.end());
+  }
+  if (o.file_limit_mib > 0)
+    l.file_size_bytes = static_cast<uint64_t>(std::min<int64_t>(o.file_limit_mib, 1LL << 40)) << 20;
   return l;
 }
 
@@ -98,9 +116,11 @@ int lua_command(const LuaOptions& o) {
   so.memory_limit = o.memory_limit_mib > 0
                         ? static_cast<int64_t>(std::min<int64_t>(o.memory_limit_mib, 1LL << 40)) << 20
                         : std::numeric_limits<int64_t>::max();
-  if (o.instruction_limit < 0 || o.time_limit < 0 || o.memory_limit_mib < 0) {
+  if (o.instruction_limit < 0 || o.time_limit < 0 || o.memory_limit_mib < 0 ||
+      o.file_limit_mib < 0) {
     std::fprintf(stderr,
-                 "mlstudio: --instruction-limit, --time-limit and --memory-limit must be >= 0\n");
+                 "mlstudio: --instruction-limit, --time-limit, --memory-limit and --file-limit "
+                 "must be >= 0\n");
     return 1;
   }
   if (o.file.empty()) {

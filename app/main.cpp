@@ -285,6 +285,11 @@ int main(int argc, char** argv) {
                    "Sandbox: the memory a script may hold (Lua heap and tensors), in MiB; the jail lets it map as much beyond start-up (0: no limit)")
       ->capture_default_str()
       ->check(kCount);
+  lua_cmd
+      ->add_option("--file-limit", lua.file_limit_mib,
+                   "Sandbox: the largest file the script may write, in MiB (0: no limit)")
+      ->capture_default_str()
+      ->check(kCount);
   lua_cmd->add_option("--db", lua.db, "The run database that mls.train and mls.log write to")
       ->capture_default_str();
   lua_cmd->prefix_command(false);
