@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -475,4 +476,26 @@ TEST_CASE("jail: a run database's files are writable in the jail, not the folder
   REQUIRE(runs);
   REQUIRE(runs->size() == 1);
   CHECK((*runs)[0].name == "jailed");
+}
+
+namespace {
+// A fork handler that starts a thread in the child, as a library's could.
+std::atomic<bool> g_thread_in_child{false};
+void start_thread_in_child() {
+  if (g_thread_in_child) std::thread([] { ::pause(); }).detach();
+}
+}  // namespace
+
+TEST_CASE("jail: a child with a second thread before the walls does not run the callback",
+          "[jail]") {
+  static const bool registered = ::pthread_atfork(nullptr, nullptr, start_thread_in_child) == 0;
+  REQUIRE(registered);
+  g_thread_in_child = true;
+  const auto r = run_jailed(JailLimits{}, [] { return 0; });
+  g_thread_in_child = false;
+  INFO(r.reason);
+  CHECK(r.exit_code == 125);
+  CHECK(r.reason.rfind("sandbox setup failed: threads: 2 threads", 0) == 0);
+  // Without the handler's thread the same jail runs.
+  CHECK(run_jailed(JailLimits{}, [] { return 0; }).exit_code == 0);
 }
