@@ -9,6 +9,7 @@
 // [SECTION] mls.train   the batch mode's training loop for a Lua model
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -36,6 +37,7 @@ using nlohmann::json;
 
 constexpr const char* kDatasetMeta = "mls.Dataset";
 constexpr const char* kOptimMeta = "mls.Optimizer";
+constexpr const char* kBatchMeta = "mls.BatchBuffer";  // a batches() iterator's buffer
 
 // A Lua value as JSON (tables with 1..n keys become arrays).
 Result<json> to_json(lua_State* L, int idx, int depth = 0) {
@@ -192,14 +194,15 @@ int batches_next(lua_State* L) {
   BatchSource* src = which == 0   ? d->splits.train.get()
                      : which == 1 ? d->splits.validation.get()
                                   : d->splits.test.get();
-  HostBatch* b = static_cast<HostBatch*>(lua_touserdata(L, lua_upvalueindex(6)));
+  // Finalised like every object: an iterator a finaliser brought back raises "closed".
+  HostBatch* b = check_object<HostBatch>(L, lua_upvalueindex(6), kBatchMeta, "batch iterator");
   if (!src->next(bs, *b)) return 0;
   push_batch(L, runtime(L), *src, *b);
   return 2;
 }
 
 int hostbatch_gc(lua_State* L) {
-  static_cast<HostBatch*>(lua_touserdata(L, 1))->~HostBatch();
+  take_object<HostBatch>(L, 1, kBatchMeta);
   return 0;
 }
 
@@ -216,13 +219,7 @@ int l_data_batches(lua_State* L) {
   lua_pushvalue(L, 1);
   lua_pushinteger(L, which);
   lua_pushinteger(L, bs);
-  void* p = lua_newuserdatauv(L, sizeof(HostBatch), 0);
-  new (p) HostBatch();
-  lua_createtable(L, 0, 2);
-  lua_pushcfunction(L, hostbatch_gc);
-  lua_setfield(L, -2, "__gc");
-  protect_metatable(L);
-  lua_setmetatable(L, -2);
+  push_object(L, kBatchMeta, std::make_unique<HostBatch>());
   lua_pushcclosure(L, batches_next, 6);
   return 1;
 }
@@ -285,12 +282,16 @@ Optim* check_optim(lua_State* L, int idx) {
 int make_optim(lua_State* L, const char* type) {
   luaL_checktype(L, 1, LUA_TTABLE);
   const lua_Integer n = luaL_len(L, 1);
+  // The optimizer keeps its own copy of the list, checked once here: the script may change
+  // its table afterwards (put a string or a file in it), and step() reads the copy.
+  lua_createtable(L, static_cast<int>(std::min<lua_Integer>(n, 1 << 16)), 0);
+  const int own = lua_gettop(L);
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, 1, i);
     LuaTensor* t = check_tensor(L, -1);
     if (!t->is_leaf || !t->requires_grad)
       return luaL_error(L, "optimizer: parameter %d does not require grad", static_cast<int>(i));
-    lua_pop(L, 1);
+    lua_seti(L, own, i);
   }
   OptimizerConfig c;
   c.type = type;
@@ -312,8 +313,8 @@ int make_optim(lua_State* L, const char* type) {
       ok = false;
     } else {
       push_object(L, kOptimMeta, std::make_unique<Optim>(Optim{c, std::move(*o), {}}), 1);
-      lua_pushvalue(L, 1);
-      lua_setiuservalue(L, -2, 1);  // the parameter list
+      lua_pushvalue(L, own);
+      lua_setiuservalue(L, -2, 1);  // the private parameter list
     }
   }
   return ok ? 1 : raise(L);
@@ -347,7 +348,7 @@ int l_optim_step(lua_State* L) {
     std::vector<Tensor> params, grads, with_grad;
     for (lua_Integer i = 1; i <= n; ++i) {
       lua_geti(L, list, i);
-      LuaTensor* t = static_cast<LuaTensor*>(lua_touserdata(L, -1));
+      LuaTensor* t = check_tensor(L, -1);  // the private list: tensors, maybe closed since
       lua_pop(L, 1);
       params.push_back(t->value);
       grads.push_back(t->grad.defined() ? t->grad
@@ -372,7 +373,7 @@ int l_optim_zero_grad(lua_State* L) {
   const lua_Integer n = luaL_len(L, -1);
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, -1, i);
-    static_cast<LuaTensor*>(lua_touserdata(L, -1))->grad = Tensor();
+    check_tensor(L, -1)->grad = Tensor();
     lua_pop(L, 1);
   }
   return 0;
@@ -622,8 +623,12 @@ Result<ModelGraph> build_lua_model(LuaModel& m, int64_t batch, bool training) {
   return mg;
 }
 
-// The named tensors of model:named_parameters() / named_buffers().
-bool named_tensors(lua_State* L, int model, const char* method,
+// The named tensors of model:named_parameters() / named_buffers(), each checked to be a
+// {name, tensor} pair (raises naming the method and the index otherwise). Each tensor is
+// also put in the table `anchor` (an index on the stack): the script's own lists may drop
+// them while its forward runs, and the pointers in `out` must stay valid until training
+// ends.
+bool named_tensors(lua_State* L, int model, const char* method, int anchor,
                    std::vector<std::pair<std::string, LuaTensor*>>* out) {
   lua_getfield(L, model, method);
   if (!lua_isfunction(L, -1)) {
@@ -632,12 +637,25 @@ bool named_tensors(lua_State* L, int model, const char* method,
   }
   lua_pushvalue(L, model);
   lua_call(L, 1, 1);
+  if (!lua_istable(L, -1))
+    luaL_error(L, "mls.train: %s() must return a list of {name, tensor} pairs", method);
   const lua_Integer n = luaL_len(L, -1);
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, -1, i);
-    lua_geti(L, -1, 1);
-    lua_geti(L, -2, 2);
-    out->push_back({lua_tostring(L, -2), static_cast<LuaTensor*>(lua_touserdata(L, -1))});
+    if (lua_istable(L, -1)) {
+      lua_geti(L, -1, 1);
+      lua_geti(L, -2, 2);
+    } else {
+      lua_pushnil(L);
+      lua_pushnil(L);
+    }
+    LuaTensor* t = to_tensor(L, -1);
+    if (lua_type(L, -2) != LUA_TSTRING || t == nullptr || t->closed)
+      luaL_error(L, "mls.train: %s()[%d] is not a {name, tensor} pair (an open tensor)", method,
+                 static_cast<int>(i));
+    out->push_back({lua_tostring(L, -2), t});
+    lua_pushvalue(L, -1);
+    lua_seti(L, anchor, static_cast<lua_Integer>(luaL_len(L, anchor) + 1));
     lua_pop(L, 3);
   }
   lua_pop(L, 1);
@@ -759,8 +777,10 @@ int l_train(lua_State* L) {
       rt.error = parsed.error().message;
       ok = false;
     }
-    if (ok && (!named_tensors(L, model, "named_parameters", &m.params) ||
-               !named_tensors(L, model, "named_buffers", &m.buffers))) {
+    lua_newtable(L);  // holds every tensor in m.params and m.buffers until training ends
+    const int anchor = lua_gettop(L);
+    if (ok && (!named_tensors(L, model, "named_parameters", anchor, &m.params) ||
+               !named_tensors(L, model, "named_buffers", anchor, &m.buffers))) {
       rt.error = "mls.train: 'model' must be a module (mls.nn.Module or a layer)";
       ok = false;
     }
@@ -946,6 +966,8 @@ void open_train_lib(lua_State* L) {
 
   register_class(L, kDatasetMeta, kDataMethods, l_data_tostring, l_data_gc);
   register_class(L, kOptimMeta, kOptimMethods, l_optim_tostring, l_optim_gc);
+  const luaL_Reg no_methods[] = {{nullptr, nullptr}};
+  register_class(L, kBatchMeta, no_methods, nullptr, hostbatch_gc);
 }
 
 }  // namespace mls::lua
