@@ -85,9 +85,9 @@ jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) 
   for (const auto& r : so.read_only_roots) l.read_paths.push_back(r);
   l.write_paths = {so.root, "/dev/null"};
   // The run database that mls.train and mls.log write is the host's, not the script's: the
-  // database and its -wal, -shm and -journal files are writable, never the folder they sit
-  // in (by default the working folder, perhaps $HOME). It is created here, in WAL mode, so
-  // the script's SQLite creates and removes no file beside it.
+  // database and its -wal and -shm files are writable, never the folder they sit in (by
+  // default the working folder, perhaps $HOME). It is created here, in WAL mode, so the
+  // script's SQLite creates and removes no file beside it (lua_command tidies up after).
   if (!so.db_path.empty()) {
     const std::string db = fs::absolute(so.db_path).lexically_normal().string();
     std::string error;
@@ -146,6 +146,9 @@ int lua_command(const LuaOptions& o) {
   if (limits.wall_seconds > 0) std::fprintf(stderr, ", time %g s", o.time_limit);
   std::fprintf(stderr, " (--trust lifts it)\n");
   const jail::JailResult r = jail::run_jailed(limits, [&] { return run_script(o, so); });
+  // The jailed SQLite could not remove its -wal and -shm on closing; SQLite does it here when
+  // no one else has the database open.
+  if (!so.db_path.empty()) (void)store::RunStore::open(fs::absolute(so.db_path).string());
   if (r.timed_out) {
     std::fprintf(stderr,
                  "mlstudio: %s: stopped by the sandbox: the script ran past its time limit of %g s "

@@ -477,7 +477,7 @@ Walls probe_walls() {
 
 std::vector<std::string> database_files(const std::string& db_path, std::string* error) {
   std::vector<std::string> files;
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+  for (const char* suffix : {"", "-wal", "-shm"}) {
     const std::string f = db_path + suffix;
     const int fd = ::open(f.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {

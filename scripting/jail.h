@@ -71,10 +71,10 @@ struct JailResult {
   Walls walls;              // what was applied
 };
 
-// A SQLite database the child may write without the folder around it: the file and its
-// -wal, -shm and -journal siblings, each created empty where missing (a Landlock rule
-// names an existing file, and SQLite opens existing ones without creating). For
-// write_paths; on failure, empty with `error` naming the file.
+// A SQLite database in WAL mode that the child may write without the folder around it: the
+// file and its -wal and -shm siblings, each created empty where missing (a Landlock rule
+// names an existing file, and SQLite opens existing ones without creating; in WAL mode it
+// never needs a -journal). For write_paths; on failure, empty with `error` naming the file.
 std::vector<std::string> database_files(const std::string& db_path, std::string* error);
 
 // Forks; the child applies the limits above, runs `body` and exits with what it returns
