@@ -367,14 +367,13 @@ int find_or_match(lua_State* L, bool find) {
       lua_pushinteger(L, static_cast<lua_Integer>(init) - 1);
       return 2;
     }
-    if (lp <= left) {
-      for (size_t i = 0; i + lp <= left; ++i) {
-        if (hay[i] == p[0] && std::memcmp(hay + i, p, lp) == 0) {
-          lua_pushinteger(L, static_cast<lua_Integer>(init + i));
-          lua_pushinteger(L, static_cast<lua_Integer>(init + i + lp - 1));
-          return 2;
-        }
-      }
+    // memmem is linear in the haystack (glibc's two-way search); a naive loop is O(n * m)
+    // and runs long with no limit check.
+    if (const void* at = memmem(hay, left, p, lp)) {
+      const size_t i = static_cast<size_t>(static_cast<const char*>(at) - hay);
+      lua_pushinteger(L, static_cast<lua_Integer>(init + i));
+      lua_pushinteger(L, static_cast<lua_Integer>(init + i + lp - 1));
+      return 2;
     }
     lua_pushnil(L);
     return 1;
@@ -532,6 +531,57 @@ int l_gsub(lua_State* L) {
   return 2;
 }
 
+// string.rep(s, n[, sep]): Lua's, except an empty result is made at once. Lua's loop runs n
+// times even when each copy is empty, so string.rep('', 2^62) ran for ages out of reach of
+// the limit hook; a result that is not empty is bounded by the memory limit.
+int l_rep(lua_State* L) {
+  size_t l = 0, lsep = 0;
+  luaL_checklstring(L, 1, &l);
+  const lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_optlstring(L, 3, "", &lsep);
+  if (n <= 0 || (l == 0 && (lsep == 0 || n == 1))) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));  // Lua's string.rep
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+// table.move(a1, f, e, t[, a2]): Lua 5.4's, with the limits checked every 4096 elements (a
+// huge range of nils allocates nothing, so neither the hook nor the memory limit saw it).
+int l_move(lua_State* L) {
+  const auto check = reinterpret_cast<CheckFn>(lua_touserdata(L, lua_upvalueindex(1)));
+  const lua_Integer f = luaL_checkinteger(L, 2);
+  const lua_Integer e = luaL_checkinteger(L, 3);
+  const lua_Integer t = luaL_checkinteger(L, 4);
+  const int tt = !lua_isnoneornil(L, 5) ? 5 : 1;  // the destination table
+  if (lua_type(L, 1) != LUA_TTABLE) luaL_checktype(L, 1, LUA_TTABLE);
+  if (lua_type(L, tt) != LUA_TTABLE) luaL_checktype(L, tt, LUA_TTABLE);
+  if (e >= f) {
+    luaL_argcheck(L, f > 0 || e < LUA_MAXINTEGER + f, 3, "too many elements to move");
+    const lua_Integer n = e - f + 1;
+    luaL_argcheck(L, t <= LUA_MAXINTEGER - n + 1, 4, "destination wrap around");
+    constexpr lua_Integer kCheckEvery = 4096;
+    if (t > e || t <= f || (tt != 1 && !lua_compare(L, 1, tt, LUA_OPEQ))) {
+      for (lua_Integer i = 0; i < n; ++i) {
+        if (i % kCheckEvery == kCheckEvery - 1 && check) check(L);
+        lua_geti(L, 1, f + i);
+        lua_seti(L, tt, t + i);
+      }
+    } else {
+      for (lua_Integer i = n - 1; i >= 0; --i) {
+        if (i % kCheckEvery == 0 && check) check(L);
+        lua_geti(L, 1, f + i);
+        lua_seti(L, tt, t + i);
+      }
+    }
+  }
+  lua_pushvalue(L, tt);
+  return 1;
+}
+
 }  // namespace
 
 void open_checked_patterns(lua_State* L, void (*check)(lua_State* L)) {
@@ -543,6 +593,14 @@ void open_checked_patterns(lua_State* L, void (*check)(lua_State* L)) {
     lua_pushcclosure(L, f.func, 1);
     lua_setfield(L, -2, f.name);
   }
+  lua_getfield(L, -1, "rep");
+  lua_pushcclosure(L, l_rep, 1);
+  lua_setfield(L, -2, "rep");
+  lua_pop(L, 1);
+  lua_getglobal(L, LUA_TABLIBNAME);
+  lua_pushlightuserdata(L, reinterpret_cast<void*>(check));
+  lua_pushcclosure(L, l_move, 1);
+  lua_setfield(L, -2, "move");
   lua_pop(L, 1);
 }
 
