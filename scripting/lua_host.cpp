@@ -198,9 +198,11 @@ void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
   }
   const int64_t grow = static_cast<int64_t>(nsize) - old;
   constexpr int64_t kReserve = 4 << 20;
-  const int64_t room =
-      rt->memory_limit - rt->lua_bytes - rt->tensor_bytes + (rt->stop.empty() ? 0 : kReserve);
-  if (grow > 0 && rt->memory_limit > 0 && grow > room) {
+  // used + grow > limit + reserve, written so that nothing overflows when the limit is
+  // INT64_MAX (no limit): the sizes are far below 2^62, so only the limit side is rearranged.
+  const int64_t used = rt->lua_bytes + rt->tensor_bytes;
+  const int64_t reserve = rt->stop.empty() ? 0 : kReserve;
+  if (grow > 0 && rt->memory_limit > 0 && used + grow - reserve > rt->memory_limit) {
     rt->memory_exceeded();
     return nullptr;
   }
@@ -659,9 +661,13 @@ void LuaHost::install_sandbox() {
   lua_setglobal(L, "require");
   // package: no loadlib, no C search path, no searchers to redirect.
   lua_getglobal(L, "package");
-  lua_pushstring(L, "package.loadlib");
-  lua_pushcclosure(L, refuse, 1);
-  lua_setfield(L, -2, "loadlib");
+  // searchpath fopen()s any path it is given: it would tell which files exist anywhere
+  // and block on a FIFO.
+  for (const char* f : {"loadlib", "searchpath"}) {
+    lua_pushfstring(L, "package.%s", f);
+    lua_pushcclosure(L, refuse, 1);
+    lua_setfield(L, -2, f);
+  }
   lua_pushstring(L, "");
   lua_setfield(L, -2, "cpath");
   lua_pushnil(L);
