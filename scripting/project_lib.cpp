@@ -275,16 +275,19 @@ int l_save(lua_State* L) {
   Runtime& rt = runtime(L);
   bool ok = true;
   {
+    // The resolved path: a link planted in the folder is not followed out of it. Checked
+    // once, and that result is what is written.
+    std::string target = path;
     if (rt.check_path) {
       auto c = rt.check_path(path, true);
       if (!c) {
         rt.error = c.error().message;
         ok = false;
+      } else {
+        target = *c;
       }
     }
     if (ok) {
-      // The resolved path: a link planted in the folder is not followed out of it.
-      const std::string target = rt.check_path ? *rt.check_path(path, true) : path;
       if (auto r = nodes::save_document(p->doc(), target); !r) {
         rt.error = "save: " + r.error().message;
         ok = false;

@@ -115,7 +115,10 @@ int l_arange(lua_State* L) {
     step = luaL_optnumber(L, 3, 1.0);
   }
   if (step == 0) luaL_argerror(L, 3, "step must not be 0");
-  const double count = std::ceil((b - a) / step);
+  // An end on the wrong side of the start gives an empty tensor, as in PyTorch and numpy
+  // (a negative count was taken for a huge allocation and stopped as the memory limit).
+  double count = std::ceil((b - a) / step);
+  if (count < 0) count = 0;  // NaN stays NaN, refused below
   if (!(count < 1e9)) luaL_error(L, "arange(%f, %f, %f): too many elements", a, b, step);
   const DType dt = check_dtype(L, lua_isnoneornil(L, 2) ? 2 : 4, DType::F32);
   check_fits(L, static_cast<int64_t>(count), DType::F32);
