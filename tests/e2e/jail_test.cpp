@@ -117,6 +117,10 @@ TEST_CASE(
   INFO(o.err);
   CHECK(o.code == 0);
   CHECK(o.out == "logged\n");
+  // Nothing left beside the database (the jailed SQLite cannot remove its -wal and -shm).
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(cwd)) left.push_back(e.path().filename().string());
+  CHECK(left == std::vector<std::string>{"mlstudio-runs.db"});
   const Output runs = run("runs list --db " + (cwd / "mlstudio-runs.db").string());
   INFO(runs.err);
   CHECK(runs.code == 0);
