@@ -5,6 +5,8 @@
 //   local w = mls.parameter({784, 256}, {init = "kaiming_uniform", fan_in = 784, fan_out = 256})
 //   local y = mls.F.linear(x, w, b):relu()
 //   local l = mls.F.cross_entropy(y, labels)
+#include <cstring>
+
 #include "engine/ops/conv.h"
 #include "engine/ops/nn.h"
 #include "engine/train/init.h"
@@ -276,6 +278,8 @@ int l_op(lua_State* L) {
       } else if (lua_istable(L, -1)) {
         it.kind = 2;
         it.l = check_ints(L, lua_gettop(L), it.key);
+        // A shape is checked as every shape a script gives (sizes >= 0, a count that fits).
+        if (std::strcmp(it.key, "shape") == 0) check_shape_size(L, it.l.vec());
       } else {
         it.kind = 3;
         it.s = luaL_checkstring(L, -1);

@@ -8,6 +8,20 @@ namespace mls {
 OpDef& OpRegistry::define(OpDef def) {
   MLS_CHECK(find(def.name) == nullptr, "op defined twice");
   MLS_CHECK(def.infer != nullptr, "op without type inference");
+  // Every op's inferred shapes are checked here, once for all ops and every path (graphs,
+  // eager, traces): an attribute can name sizes whose product wraps (reshape to
+  // {2^32, 2^32} "has" the 0 elements of an empty tensor), and nothing after this point
+  // could allocate or index such a tensor safely.
+  def.infer = [infer = std::move(def.infer)](std::span<const ValueType> in,
+                                             const Attrs& attrs) -> Result<std::vector<ValueType>> {
+    auto out = infer(in, attrs);
+    if (!out) return out;
+    for (const ValueType& t : *out)
+      if (!checked_numel(t.shape))
+        return make_error("shape " + shape_str(t.shape) +
+                          " is too large or has a negative size (the element count overflows)");
+    return out;
+  };
   if (def.kind == OpKind::Compute)
     MLS_CHECK(def.vjp != nullptr && def.jvp != nullptr, "differentiable op without vjp/jvp");
   ops_.push_back(std::make_unique<OpDef>(std::move(def)));

@@ -10,6 +10,22 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
+std::optional<int64_t> checked_numel(const Shape& s) {
+  constexpr int64_t kMax = int64_t{1} << 62;
+  int64_t n = 1, nonzero = 1;  // nonzero: the product of the sizes that are not 0
+  for (int64_t d : s) {
+    if (d < 0) return std::nullopt;
+    if (d == 0) {
+      n = 0;
+      continue;
+    }
+    if (nonzero > kMax / d) return std::nullopt;
+    nonzero *= d;
+    n *= d;
+  }
+  return n;
+}
+
 Strides contiguous_strides(const Shape& s) {
   Strides st(s.size());
   int64_t acc = 1;

@@ -15,6 +15,9 @@ using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
 int64_t numel(const Shape& s);
+// The element count, or nullopt when a size is negative or the count (or a partial product
+// of the sizes, which strides are) passes 2^62: numel would wrap (2^32 * 2^32 == 0).
+std::optional<int64_t> checked_numel(const Shape& s);
 Strides contiguous_strides(const Shape& s);
 std::string shape_str(const Shape& s);  // "[128,784]"
 // numpy broadcasting; nullopt when the shapes are incompatible.
