@@ -10,6 +10,14 @@
 
 namespace mls::test {
 
+// Options for a script sandboxed to `root` (the sandbox tests' host).
+inline lua::ScriptOptions sandboxed(const std::string& root) {
+  lua::ScriptOptions o;
+  o.sandbox = true;
+  o.root = root;
+  return o;
+}
+
 // Runs `code`; REQUIREs success (the message is shown when it fails).
 inline void run_ok(lua::LuaHost& h, const std::string& code) {
   auto r = h.run_string(code, "=test");

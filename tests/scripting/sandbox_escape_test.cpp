@@ -18,16 +18,10 @@ using namespace mls;
 using mls::test::global_number;
 using mls::test::run_err;
 using mls::test::run_ok;
+using mls::test::sandboxed;
 namespace fs = std::filesystem;
 
 namespace {
-
-lua::ScriptOptions sandboxed(const std::string& root) {
-  lua::ScriptOptions o;
-  o.sandbox = true;
-  o.root = root;
-  return o;
-}
 
 // A version 1.0 .npy file: f32 [n, 2] features or i64 [n] labels.
 void write_npy(const std::string& path, bool labels, int n) {

@@ -18,16 +18,10 @@ using mls::test::global_number;
 using mls::test::global_string;
 using mls::test::run_err;
 using mls::test::run_ok;
+using mls::test::sandboxed;
 namespace fs = std::filesystem;
 
 namespace {
-
-lua::ScriptOptions sandboxed(const std::string& root) {
-  lua::ScriptOptions o;
-  o.sandbox = true;
-  o.root = root;
-  return o;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

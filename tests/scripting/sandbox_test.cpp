@@ -11,15 +11,7 @@
 using namespace mls;
 using mls::test::run_err;
 using mls::test::run_ok;
-
-namespace {
-lua::ScriptOptions sandboxed(const std::string& root) {
-  lua::ScriptOptions o;
-  o.sandbox = true;
-  o.root = root;
-  return o;
-}
-}  // namespace
+using mls::test::sandboxed;
 
 TEST_CASE("Sandboxed scripts cannot run programs, load C code or bytecode, or touch files outside their folder", "[lua][sandbox]") {
   test::TempDir dir("mls_sandbox");
