@@ -35,9 +35,12 @@ inline fs::path temp_dir() {
   return dir;
 }
 
-inline Output run(const std::string& args) {
+// Runs mlstudio with `args`; with `kill_after_s` > 0 under timeout(1), so a command that
+// blocks (on a FIFO, say) is killed (exit 137) instead of hanging the test.
+inline Output run(const std::string& args, int kill_after_s = 0) {
   fs::path err = temp_dir() / "stderr.txt";
-  std::string cmd = std::string(MLS_EXE) + " " + args + " 2>" + err.string();
+  const std::string bound = kill_after_s > 0 ? "timeout -s KILL " + std::to_string(kill_after_s) + " " : "";
+  std::string cmd = bound + std::string(MLS_EXE) + " " + args + " 2>" + err.string();
   Output o;
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);

@@ -79,22 +79,8 @@ TEST_CASE("import -o --force whose weights path is a FIFO is refused and replace
 
 namespace {
 
-// run() under timeout(1): a reader that blocks shows as exit code 124, not a hung test.
-Output run_bounded(const std::string& args, int seconds = 60) {
-  fs::path err = temp_dir() / "stderr-bounded.txt";
-  std::string cmd = "timeout -s KILL " + std::to_string(seconds) + " " + std::string(MLS_EXE) +
-                    " " + args + " 2>" + err.string();
-  Output o;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  const int status = ::pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.err = read_file(err.string());
-  return o;
-}
+// Every reader test is bounded: a command that blocks on its FIFO is killed (exit 137).
+Output run_bounded(const std::string& args) { return run(args, 60); }
 
 }  // namespace
 
