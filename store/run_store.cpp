@@ -58,7 +58,11 @@ CREATE TABLE IF NOT EXISTS metrics(
   value REAL,
   wall_time REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS metrics_run_key_step ON metrics(run_id, key, step);
-INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '2');
+CREATE TABLE IF NOT EXISTS snapshots(
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL,
+  text TEXT NOT NULL);
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '3');
 )sql";
 
 // Millisecond ISO-8601 UTC, computed by SQLite so every writer formats it the same way.
@@ -192,7 +196,8 @@ RunInfo read_run(const Stmt& st) {
   "id, name, project_path, project_hash, started, ended, status, device, seed, parent_run_id, " \
   "owner"
 
-// Schema 1 -> 2: runs gain their owner. Inside the transaction that creates the schema.
+// Schema 1 -> 2: runs gain their owner; 2 -> 3: the snapshots table (created by kSchemaSql).
+// Inside the transaction that creates the schema.
 Result<void> migrate(Db& db) {
   Result<Stmt> cols = db.prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'owner'");
   if (!cols) return cols.error();
@@ -205,7 +210,8 @@ Result<void> migrate(Db& db) {
   }
   if (!has_owner)
     if (Result<void> r = db.exec("ALTER TABLE runs ADD COLUMN owner TEXT"); !r) return r;
-  return db.exec("UPDATE meta SET value = '2' WHERE key = 'schema_version' AND value = '1'");
+  return db.exec(
+      "UPDATE meta SET value = '3' WHERE key = 'schema_version' AND value IN ('1', '2')");
 }
 
 }  // namespace
@@ -602,6 +608,35 @@ Result<std::vector<std::string>> RunStore::metric_keys(int64_t run_id) {
     if (!*row) return out;
     out.push_back(st.column_text(0));
   }
+}
+
+Result<void> RunStore::put_snapshot(int64_t run_id, const Snapshot& snap) {
+  if (impl_->read_only) return read_only_error(impl_->db.path());
+  std::lock_guard lock(impl_->mu);
+  Result<Stmt> st = impl_->db.prepare(
+      "INSERT INTO snapshots(run_id, kind, text) VALUES(?1, ?2, ?3) "
+      "ON CONFLICT(run_id) DO UPDATE SET kind = excluded.kind, text = excluded.text");
+  if (!st) return st.error();
+  auto scope = st->scoped();
+  st->bind_int(1, run_id).bind_text(2, snap.kind).bind_text(3, snap.text);
+  if (Result<void> r = st->run(); !r) {
+    if (impl_->db.extended_errcode() == SQLITE_CONSTRAINT_FOREIGNKEY)
+      return make_error("put_snapshot: " + impl_->no_run(run_id).message);
+    return r.error();
+  }
+  return {};
+}
+
+Result<std::optional<Snapshot>> RunStore::snapshot(int64_t run_id) {
+  std::lock_guard lock(impl_->mu);
+  Result<Stmt> st = impl_->db.prepare("SELECT kind, text FROM snapshots WHERE run_id = ?1");
+  if (!st) return st.error();
+  auto scope = st->scoped();
+  st->bind_int(1, run_id);
+  Result<bool> row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<Snapshot>();
+  return std::optional<Snapshot>(Snapshot{st->column_text(0), st->column_text(1)});
 }
 
 }  // namespace mls::store

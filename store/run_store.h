@@ -32,7 +32,8 @@ namespace mls::store {
 // The layout inside the file. A file with a newer version is refused rather than written
 // with assumptions that may no longer hold.
 // 2: runs.owner (the process that records the run, so a dead one's run can be closed).
-constexpr int64_t kSchemaVersion = 2;
+// 3: snapshots (the text each run trained: its project document, or its Lua script).
+constexpr int64_t kSchemaVersion = 3;
 
 // Every member has a default, so designated initializers may name only what they set.
 struct NewRun {
@@ -54,6 +55,12 @@ struct RunInfo {
   uint64_t seed = 0;
   std::optional<int64_t> parent_run_id;
   std::string owner;  // process_owner.h: who records it ("" in files from before schema 2)
+};
+
+// What a run trained, as text: kind "mls" (the project document, as serialize_document
+// writes it, with the run's overrides applied) or "lua" (the script).
+struct Snapshot {
+  std::string kind, text;
 };
 
 struct MetricPoint {
@@ -104,6 +111,9 @@ class RunStore : public MetricSink {
   // Reads include this store's buffered points (they are flushed first).
   Result<std::vector<MetricPoint>> metrics(int64_t run_id, const std::string& key);  // by step
   Result<std::vector<std::string>> metric_keys(int64_t run_id);                      // sorted
+  // One snapshot per run: put_snapshot replaces it; snapshot() is nullopt when none was kept.
+  Result<void> put_snapshot(int64_t run_id, const Snapshot& snap);
+  Result<std::optional<Snapshot>> snapshot(int64_t run_id);
 
   const std::string& path() const;
 

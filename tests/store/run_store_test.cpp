@@ -175,11 +175,11 @@ TEST_CASE("run store: repeated steps keep logging order", "[store]") {
   CHECK((*pts)[2].value == 51.0);
 }
 
-TEST_CASE("run store: the file is in WAL mode with schema_version 2", "[store]") {
+TEST_CASE("run store: the file is in WAL mode with schema_version 3", "[store]") {
   TempDir dir;
   auto store = open_ok(dir.file("runs.db"));
   CHECK(query_text(store->path(), "PRAGMA journal_mode") == "wal");
-  CHECK(query_text(store->path(), "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
+  CHECK(query_text(store->path(), "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
 }
 
 TEST_CASE("run store: runs list by id; a missing run is named in the error", "[store]") {
@@ -317,11 +317,11 @@ TEST_CASE("run store: a newer schema version is refused", "[store]") {
   TempDir dir;
   const std::string path = dir.file("runs.db");
   { open_ok(path); }
-  exec_ok(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  exec_ok(path, "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
   std::string msg = error_of(RunStore::open(path));
   CHECK_THAT(msg, Catch::StartsWith(path + ": "));
-  CHECK_THAT(msg, Catch::Contains("schema version 3 is newer"));
-  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
+  CHECK_THAT(msg, Catch::Contains("schema version 4 is newer"));
+  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
 }
 
 TEST_CASE("run store: a missing directory is named in the error", "[store]") {
@@ -352,7 +352,7 @@ TEST_CASE("run store: a schema 1 file is upgraded in place, its runs kept", "[st
           "INSERT INTO runs(name, project_path, project_hash, started, status, device, seed) "
           "VALUES('old', 'p.mls', 'h', '2026-01-01T00:00:00.000Z', 'running', 'cpu', 7);");
   auto store = open_ok(path);
-  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
+  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
   auto old = store->get_run(1);
   REQUIRE(old.ok());
   CHECK(old->name == "old");
@@ -436,6 +436,41 @@ TEST_CASE("run store: read-only opening never creates a file and refuses writes"
   write_bytes(dir.file("junk.db"), "not sqlite at all, just text");
   CHECK_THAT(error_of(RunStore::open_read_only(dir.file("junk.db"))),
              Catch::Contains("not an mlstudio run database"));
+}
+
+
+TEST_CASE("run store: a run keeps one snapshot of what it trained", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  auto store = open_ok(path);
+  auto id = store->begin_run({.name = "a", .device = "cpu"});
+  REQUIRE(id.ok());
+  auto none = store->snapshot(*id);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+  REQUIRE(store->put_snapshot(*id, {"mls", "{\"format\": 1}\n"}).ok());
+  REQUIRE(store->put_snapshot(*id, {"lua", "print(1)\n"}).ok());  // replaces
+  auto s = store->snapshot(*id);
+  REQUIRE(s.ok());
+  REQUIRE(s->has_value());
+  CHECK((*s)->kind == "lua");
+  CHECK((*s)->text == "print(1)\n");
+  CHECK(query_text(path, "SELECT count(*) FROM snapshots") == "1");
+  CHECK_THAT(error_of(store->put_snapshot(*id + 7, {"lua", "x"})), Catch::Contains("no run"));
+}
+
+TEST_CASE("run store: a schema 2 file gains the snapshots table", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  {
+    auto store = open_ok(path);
+    REQUIRE(store->begin_run({.name = "old", .device = "cpu"}).ok());
+  }
+  exec_ok(path, "DROP TABLE snapshots; UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  auto store = open_ok(path);
+  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
+  REQUIRE(store->put_snapshot(1, {"mls", "{}"}).ok());
+  CHECK(store->get_run(1)->name == "old");
 }
 
 }  // namespace
