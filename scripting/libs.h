@@ -17,6 +17,7 @@ void open_nn_lib(lua_State* L);        // mls.F: layers as functions, parameters
 void open_graph_lib(lua_State* L);     // mls.graph, mls.jit, mls.grad (graph_lib.cpp)
 void open_train_lib(lua_State* L);     // mls.data, mls.optim, mls.train, mls.log (train_lib.cpp)
 void open_project_lib(lua_State* L);   // mls.project (project_lib.cpp)
+void open_onnx_lib(lua_State* L);      // mls.onnx.export (onnx_lib.cpp)
 
 // PyTorch-like text of a tensor (tensor_print.cpp): "tensor([[1.0000, 2.0000], ...])", summarised
 // past 1000 elements.
