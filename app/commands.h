@@ -87,6 +87,7 @@ struct LuaOptions {
   int64_t memory_limit_mib = 4096;  // sandbox: the address space of the script's process
   int64_t file_limit_mib = 1024;    // sandbox: the largest file the script may write
   std::string db = "mlstudio-runs.db";
+  int64_t resume = 0;  // the script's first mls.train continues this run
 };
 int lua_command(const LuaOptions& o);
 

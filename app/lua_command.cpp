@@ -14,6 +14,7 @@
 #include "scripting/jail.h"
 #include "scripting/lua_host.h"
 #include "scripting/repl.h"
+#include "runner/checkpoints.h"
 #include "store/run_store.h"
 
 namespace mls::app {
@@ -98,6 +99,11 @@ jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) 
       std::fprintf(stderr, "mlstudio: the run database is not writable in the sandbox: %s\n",
                    error.c_str());
     l.write_paths.insert(l.write_paths.end(), files.begin(), files.end());
+    // mls.train's checkpoints go beside the database (runner/checkpoints.h): that folder too.
+    const fs::path ckpt = fs::path(runner::checkpoint_dir(db, 1)).parent_path();
+    std::error_code ec;
+    fs::create_directories(ckpt, ec);
+    if (!ec) l.write_paths.push_back(ckpt.string());
   }
   if (o.file_limit_mib > 0)
     l.file_size_bytes = static_cast<uint64_t>(std::min<int64_t>(o.file_limit_mib, 1LL << 40)) << 20;
@@ -109,6 +115,7 @@ jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) 
 int lua_command(const LuaOptions& o) {
   lua::ScriptOptions so;
   so.db_path = o.db;
+  so.resume_run = o.resume;
   so.instruction_limit = o.instruction_limit;
   so.time_limit_s = o.time_limit;
   // One --memory-limit for both walls: the VM counts the Lua heap and tensors and stops the
@@ -148,7 +155,12 @@ int lua_command(const LuaOptions& o) {
   const jail::JailResult r = jail::run_jailed(limits, [&] { return run_script(o, so); });
   // The jailed SQLite could not remove its -wal and -shm on closing; SQLite does it here when
   // no one else has the database open.
-  if (!so.db_path.empty()) (void)store::RunStore::open(fs::absolute(so.db_path).string());
+  if (!so.db_path.empty()) {
+    (void)store::RunStore::open(fs::absolute(so.db_path).string());
+    // The checkpoints folder made for the jail goes again when no run wrote into it.
+    std::error_code ec;
+    fs::remove(fs::path(runner::checkpoint_dir(fs::absolute(so.db_path).string(), 1)).parent_path(), ec);
+  }
   if (r.timed_out) {
     std::fprintf(stderr,
                  "mlstudio: %s: stopped by the sandbox: the script ran past its time limit of %g s "

@@ -292,6 +292,11 @@ int main(int argc, char** argv) {
       ->check(kCount);
   lua_cmd->add_option("--db", lua.db, "The run database that mls.train and mls.log write to")
       ->capture_default_str();
+  lua_cmd
+      ->add_option("--resume", lua.resume,
+                   "Continue run ID: the script's first mls.train resumes it from its last "
+                   "checkpoint (the script must build the same model and data)")
+      ->check(kCount);
   lua_cmd->prefix_command(false);
   lua_cmd->allow_extras(false);
 

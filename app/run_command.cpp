@@ -51,10 +51,11 @@ int run_command(const RunOptions& o) {
   std::signal(SIGTERM, on_stop_signal);
   const bool tty = isatty(STDERR_FILENO) != 0;
   Progress bar(tty);
-  runner::RunRequest req{.project = o.project,
-                         .resume = o.resume,
-                         .stop_after_epochs = o.stop_after_epochs,
-                         .db = o.db};
+  runner::RunRequest req;
+  req.project = o.project;
+  req.resume = o.resume;
+  req.stop_after_epochs = o.stop_after_epochs;
+  req.db = o.db;
   req.preflight = true;
   TraceRecorder trace;
   if (!o.profile.empty()) {
@@ -83,21 +84,7 @@ int run_command(const RunOptions& o) {
                      rep.improved ? "  (best so far)" : "");
     };
     ev.preflight = [](const PreflightEstimate& e) {
-      std::string fit;
-      if (e.free_bytes)
-        fit = " of " + runner::bytes_text(*e.free_bytes) + " free" +
-              (e.max_batch > 0 ? " (the largest batch that fits: " + std::to_string(e.max_batch) + ")" : "");
-      int64_t eval = 0;
-      for (const PreflightPlan& p : e.plans) eval += p.training ? 0 : p.bytes;
-      std::fprintf(stderr,
-                   "mlstudio: pre-flight: the run will hold %s%s: parameters %s, optimizer state %s, "
-                   "training step %s (activations and gradients %s), evaluation %s; about %.2f ms per "
-                   "step, %.1f s per epoch\n",
-                   runner::bytes_text(e.total_bytes).c_str(), fit.c_str(), runner::bytes_text(e.held.parameter).c_str(),
-                   runner::bytes_text(e.held.optimizer_state).c_str(),
-                   runner::bytes_text(e.step_bytes - e.held.parameter - e.held.optimizer_state).c_str(),
-                   runner::bytes_text(e.arena_bytes).c_str(), runner::bytes_text(eval).c_str(), 1e3 * e.step_seconds,
-                   e.epoch_seconds);
+      std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(runner::preflight_line(e)).c_str());
     };
   }
   Result<runner::RunOutcome> outcome = runner::run_training(req, ev);
@@ -127,58 +114,9 @@ int run_command(const RunOptions& o) {
   const TrainConfig& cfg = out.config;
 
   if (!o.quiet) {
-    if (r.paused)
-      std::fprintf(
-          stderr,
-          "mlstudio: stopped after epoch %lld of %lld as asked; continue with --resume %lld\n",
-          static_cast<long long>(out.epochs_done), static_cast<long long>(out.planned_epochs),
-          static_cast<long long>(run_id));
-    else if (r.interrupted && std::filesystem::exists(last_path))
-      std::fprintf(stderr,
-                   "mlstudio: interrupted after %lld steps; run %lld kept in %s (continue it with "
-                   "--resume %lld)\n",
-                   static_cast<long long>(r.steps), static_cast<long long>(run_id), o.db.c_str(),
-                   static_cast<long long>(run_id));
-    else if (r.interrupted)
-      std::fprintf(
-          stderr,
-          "mlstudio: interrupted after %lld steps, before the first epoch ended: run %lld is "
-          "recorded as interrupted in %s, but has no checkpoint to resume from (start it "
-          "again)\n",
-          static_cast<long long>(r.steps), static_cast<long long>(run_id), o.db.c_str());
-    else {
-      // The test score is of the weights training ended with. Where the best checkpoint is
-      // another epoch (early stopping, a validation metric that peaked earlier), say so, and
-      // which command scores that one: the two numbers differ and must not be confused.
-      const bool best_elsewhere = r.best_epoch > 0 && r.best_epoch != out.epochs_done;
-      const std::string test = !r.has_test
-                                   ? "(no test split)"
-                                   : (best_elsewhere ? "(last epoch's weights, epoch " +
-                                                           std::to_string(out.epochs_done) + ") "
-                                                     : std::string()) +
-                                         runner::eval_text(r.test);
-      std::string tail = r.stopped_early ? ", stopped early" : "";
-      if (best_elsewhere)
-        tail += "; the best checkpoint is epoch " + std::to_string(r.best_epoch) +
-                " (mlstudio eval " + o.project.path + " --run " + std::to_string(run_id) +
-                " scores it)";
-      std::fprintf(
-          stderr,
-          "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f samples/s, epoch "
-          "%.2fs (median), data wait %.0f%%, peak memory %.2f MiB%s; recorded in %s\n",
-          static_cast<long long>(run_id), format_duration(r.seconds).c_str(), r.final_loss,
-          test.c_str(), r.samples_per_s, r.median_epoch_seconds,
-          100.0 * r.data_seconds /
-              std::max(1e-9, std::accumulate(r.epoch_seconds.begin(), r.epoch_seconds.end(), 0.0)),
-          static_cast<double>(r.peak_bytes) / (1 << 20), tail.c_str(), o.db.c_str());
-    }
-    if (out.preflight && !r.step_losses.empty())
-      std::fprintf(stderr,
-                   "mlstudio: estimate vs measured: peak %s vs %s (%+.1f%%), step %.2f ms vs %.2f ms\n",
-                   runner::bytes_text(out.preflight->total_bytes).c_str(), runner::bytes_text(r.peak_bytes).c_str(),
-                   100.0 * static_cast<double>(out.preflight->total_bytes - r.peak_bytes) /
-                       static_cast<double>(std::max<int64_t>(r.peak_bytes, 1)),
-                   1e3 * out.preflight->step_seconds, 1e3 * out.step_seconds());
+    std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(runner::summary_line(out)).c_str());
+    if (const std::string e = runner::estimate_line(out); !e.empty())
+      std::fprintf(stderr, "mlstudio: %s\n", e.c_str());
   }
   if (o.json) {
     nlohmann::json j{

@@ -574,19 +574,22 @@ bool MainWindow::train() {
     showStatus("cannot train yet: " + why, true);
     return false;
   }
-  const std::string path = projectFileForRun();
-  if (path.empty()) return false;
+  // The run trains what the canvas shows, unsaved edits included: the document goes to the
+  // run session as it is held here, and the user's file is neither saved nor read.
   runner::RunRequest req;
+  req.project.document = std::make_shared<const nodes::Document>(model_.doc());
+  req.project.path = model_.path();
   req.inspect = true;  // per-node time and output statistics, drawn on the canvas afterwards
   // The instruments follow the run: a fresh feed, and the pre-flight estimate first.
   telemetry_ = std::make_shared<Telemetry>();
   req.telemetry = telemetry_.get();
   req.preflight = true;
   instruments_->setLive(telemetry_);
-  req.project.path = path;
   req.db = options_.db;
-  run_log_->appendPlainText("training " + QString::fromStdString(path) + " (runs in " +
-                            QString::fromStdString(req.db) + ")");
+  const QString name = model_.path().empty() ? QString("the untitled project")
+                                             : QString::fromStdString(model_.path());
+  run_log_->appendPlainText("training " + name + (model_.isModified() ? " (unsaved edits included)" : "") +
+                            " (runs in " + QString::fromStdString(req.db) + ")");
   const bool ok = trainer_.start(req);
   updateRunState();
   return ok;

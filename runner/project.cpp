@@ -15,11 +15,18 @@ ModelBuilder Project::builder() const {
 }
 
 Result<Project> open_project(const ProjectOptions& o) {
-  auto doc = nodes::load_document(o.path);
-  if (!doc) return doc.error();
   Project p;
-  p.path = o.path;
-  p.doc = std::move(*doc);
+  p.file = o.path;
+  p.path = o.path.empty() ? "untitled" : o.path;
+  if (o.document) {
+    // What the editor shows may be a draft: the graph rules a saved file is held to.
+    if (auto r = nodes::check_graph(*o.document, p.path); !r) return r.error();
+    p.doc = *o.document;
+  } else {
+    auto doc = nodes::load_document(o.path);
+    if (!doc) return doc.error();
+    p.doc = std::move(*doc);
+  }
   nodes::TrainingSpec& t = p.doc.training;
   if (o.epochs) {
     if (*o.epochs < 1) return make_error("--epochs must be >= 1");
@@ -60,7 +67,8 @@ Result<Project> open_project(const ProjectOptions& o) {
   }
   if (auto d = backend_registry().check(t.device); !d) return make_error(p.path + ": " + d.error().message);
   // Relative data paths are the project file's business, not the working directory's.
-  const std::string base = std::filesystem::absolute(p.path).parent_path().string();
+  const std::string base = p.file.empty() ? std::filesystem::current_path().string()
+                                          : std::filesystem::absolute(p.file).parent_path().string();
   auto splits = data::open_dataset(p.doc.dataset, base, t.seed, /*prefetch=*/o.load_data);
   if (!splits) return make_error(p.path + ": dataset: " + splits.error().message);
   p.train = std::move(splits->train);

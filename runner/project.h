@@ -18,7 +18,12 @@
 namespace mls::runner {
 
 struct ProjectOptions {
+  // The project file; with `document`, only its name and the folder its relative data
+  // paths are read from ("": an untitled project, its data relative to the working folder).
   std::string path;
+  // The document held in memory (the editor's, unsaved edits included): trained as it is,
+  // the file is not read.
+  std::shared_ptr<const nodes::Document> document;
   std::optional<int64_t> epochs, batch_size, limit, test_limit;
   std::optional<double> lr;
   std::optional<uint64_t> seed;
@@ -29,7 +34,8 @@ struct ProjectOptions {
 };
 
 struct Project {
-  std::string path;
+  std::string path;  // the file, or "untitled"
+  std::string file;  // the file ("" for an untitled document)
   nodes::Document doc;
   std::unique_ptr<BatchSource> train, validation, test;  // validation and test may be null
   std::shared_ptr<const data::InputEncoder> encoder;     // prepares files for `predict`

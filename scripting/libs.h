@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/core/tensor.h"
+#include "nodes/document.h"
 
 namespace mls::lua {
 
@@ -18,6 +19,10 @@ void open_graph_lib(lua_State* L);     // mls.graph, mls.jit, mls.grad (graph_li
 void open_train_lib(lua_State* L);     // mls.data, mls.optim, mls.train, mls.log (train_lib.cpp)
 void open_project_lib(lua_State* L);   // mls.project (project_lib.cpp)
 void open_onnx_lib(lua_State* L);      // mls.onnx.export (onnx_lib.cpp)
+
+// The document behind an mls.project handle at `idx` (and its file, "" when it has none),
+// or nullptr when the value is not an open project (project_lib.cpp).
+const nodes::Document* project_document(lua_State* L, int idx, std::string* path);
 
 // PyTorch-like text of a tensor (tensor_print.cpp): "tensor([[1.0000, 2.0000], ...])", summarised
 // past 1000 elements.

@@ -587,6 +587,7 @@ LuaHost::LuaHost(Backend& backend, ScriptOptions options)
   MLS_CHECK(L_ != nullptr, "lua_newstate failed");
   lua_atpanic(L_, at_panic);
   rt_->db_path = options_.db_path;
+  rt_->resume_run = options_.resume_run;
   if (options_.sandbox) {
     rt_->check_path = [this](const std::string& p, bool write) {
       return sandbox_path(options_, p, write);

@@ -43,6 +43,7 @@ struct ScriptOptions {
   // Bytes of Lua heap plus tensor data a script may hold; 0: 1 GiB in a sandbox, else none.
   int64_t memory_limit = 0;
   std::string db_path = "mlstudio-runs.db";  // where mls.train and mls.log record runs
+  int64_t resume_run = 0;  // > 0: the script's first mls.train continues this run
 };
 
 class LuaHost {

@@ -328,6 +328,13 @@ const luaL_Reg kFuncs[] = {{"open", l_open}, {"new", l_new}, {"current", l_curre
 
 }  // namespace
 
+const nodes::Document* project_document(lua_State* L, int idx, std::string* path) {
+  ProjectBox* p = test_object<ProjectBox>(L, idx, kProjectMeta);
+  if (!p || !p->history) return nullptr;
+  if (path) *path = p->current ? runtime(L).project_path : p->path;
+  return &p->doc();
+}
+
 void open_project_lib(lua_State* L) {
   lua_newtable(L);
   set_funcs(L, kFuncs);

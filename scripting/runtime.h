@@ -33,6 +33,7 @@
 #include "engine/exec/eager.h"
 #include "engine/ir/graph.h"
 #include "engine/train/rng.h"
+#include "engine/train/telemetry.h"
 
 #include "engine/core/result.h"
 #include "store/run_store.h"
@@ -193,6 +194,13 @@ class Runtime {
     tensor_bytes -= t.charged;
     t.charged = 0;
   }
+
+  // `mlstudio lua FILE --resume ID`: the script's first mls.train continues run ID (from its
+  // last checkpoint) instead of starting a new one; 0: none.
+  int64_t resume_run = 0;
+  // The host's live instruments (the editor's Instruments tab): a fresh feed for each
+  // mls.train, which the host shows while the run goes on. Unset: none.
+  std::function<std::shared_ptr<Telemetry>()> new_telemetry;
 
   // Where mls.train's start, epoch and end lines go; unset: stderr (with a progress bar on a
   // terminal). The editor's console shows them in its output.

@@ -1,12 +1,9 @@
-// mls.data, mls.optim, mls.train and mls.log: the training toolbox from Lua. mls.train
-// traces the model's forward into a graph and hands it to the same Trainer, progress line
-// and run store as `mlstudio --run`, so a model written in Lua trains as fast as the same
-// model drawn as nodes, and lands in the same experiment database.
+// mls.data, mls.optim and mls.log: the training toolbox from Lua. mls.train (run_lib.cpp)
+// hands a model to the run session that `mlstudio --run` uses.
 //
 // [SECTION] mls.data    datasets as the project's "dataset" section describes them
 // [SECTION] mls.optim   optimizers over eager tensors with .grad
 // [SECTION] runs        mls.start_run, mls.log, mls.end_run
-// [SECTION] mls.train   the batch mode's training loop for a Lua model
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,20 +24,15 @@
 #include "nodes/training_spec.h"
 #include "scripting/bindings.h"
 #include "scripting/libs.h"
+#include "scripting/train_lib.h"
 #include "store/file_hash.h"
 
 namespace mls::lua {
 
-namespace {
-
 using nlohmann::json;
 
-constexpr const char* kDatasetMeta = "mls.Dataset";
-constexpr const char* kOptimMeta = "mls.Optimizer";
-constexpr const char* kBatchMeta = "mls.BatchBuffer";  // a batches() iterator's buffer
-
 // A Lua value as JSON (tables with 1..n keys become arrays).
-Result<json> to_json(lua_State* L, int idx, int depth = 0) {
+Result<nlohmann::json> to_json(lua_State* L, int idx, int depth) {
   if (depth > 32) return make_error("nested too deeply");
   idx = lua_absindex(L, idx);
   switch (lua_type(L, idx)) {
@@ -89,12 +81,24 @@ Result<json> to_json(lua_State* L, int idx, int depth = 0) {
   }
 }
 
-// [SECTION] mls.data
+Result<void> check_dataset_paths(Runtime& rt, data::DatasetSpec& spec) {
+  if (!rt.check_path) return {};
+  // Every field of a dataset spec that names a file or folder. A new one goes here.
+  for (std::string* p : {&spec.path, &spec.npy.labels}) {
+    const bool dflt = p == &spec.path && p->empty();  // the default dataset's folder
+    if (p->empty() && !dflt) continue;
+    auto allowed = rt.check_path(dflt ? data::kDefaultDatasetPath : *p, false);
+    if (!allowed) return allowed.error();
+    if (!dflt) *p = *allowed;  // the reader opens what was checked, links resolved
+  }
+  return {};
+}
 
-struct Dataset {
-  data::DatasetSplits splits;
-  int64_t epochs[3] = {0, 0, 0};  // per split: the next epoch number for batches()
-};
+namespace {
+
+constexpr const char* kBatchMeta = "mls.BatchBuffer";  // a batches() iterator's buffer
+
+// [SECTION] mls.data
 
 Dataset* check_dataset(lua_State* L, int idx) {
   return check_object<Dataset>(L, idx, kDatasetMeta, "dataset");
@@ -102,10 +106,6 @@ Dataset* check_dataset(lua_State* L, int idx) {
 
 // Every field of a dataset spec that names a file or folder: a sandbox checks each (and
 // the reader then opens the resolved path). A new path field of DatasetSpec goes here.
-std::vector<std::string*> path_fields(data::DatasetSpec& s) {
-  return {&s.path, &s.npy.labels};
-}
-
 // mls.data.open{source = "fashion-mnist", limit = 1000, validation = 0.1, transforms = {...}}
 // [, seed]: every key of a project's "dataset" section (datasets/dataset_spec.h).
 int l_data_open(lua_State* L) {
@@ -121,25 +121,17 @@ int l_data_open(lua_State* L) {
     Result<data::DatasetSpec> spec =
         j ? data::parse_dataset_spec(*j, "mls.data.open") : Result<data::DatasetSpec>(j.error());
     std::string base = std::filesystem::current_path().string();
-    if (spec && rt.check_path) {
-      for (std::string* p : path_fields(*spec)) {
-        const bool dflt = p == &spec->path && p->empty();  // the default dataset's folder
-        if (p->empty() && !dflt) continue;
-        auto allowed = rt.check_path(dflt ? data::kDefaultDatasetPath : *p, false);
-        if (!allowed) {
-          spec = allowed.error();
-          break;
-        }
-        if (!dflt) *p = *allowed;  // the reader opens what was checked, links resolved
-      }
-    }
+    if (spec)
+      if (auto checked = check_dataset_paths(rt, *spec); !checked) spec = checked.error();
     Result<data::DatasetSplits> s = spec ? data::open_dataset(*spec, base, seed, true)
                                          : Result<data::DatasetSplits>(spec.error());
     if (!s) {
       rt.error = "mls.data: " + s.error().message;
       ok = false;
     } else {
-      push_object(L, kDatasetMeta, std::make_unique<Dataset>(Dataset{std::move(*s)}));
+      push_object(L, kDatasetMeta,
+                  std::make_unique<Dataset>(
+                      Dataset{std::move(*s), {0, 0, 0}, spec->source + ":" + spec->path}));
     }
   }
   return ok ? 1 : raise(L);
@@ -267,12 +259,6 @@ int l_data_gc(lua_State* L) {
 }
 
 // [SECTION] mls.optim
-
-struct Optim {
-  OptimizerConfig config;
-  std::optional<Optimizer> opt;
-  std::vector<Tensor> attached;  // the parameter values the state was made for
-};
 
 Optim* check_optim(lua_State* L, int idx) {
   return check_object<Optim>(L, idx, kOptimMeta, "optimizer");
@@ -512,428 +498,6 @@ int l_log(lua_State* L) {
 int l_end_run(lua_State* L) {
   runtime(L).end_run(luaL_optstring(L, 1, "finished"));
   return 0;
-}
-
-// [SECTION] mls.train
-
-// What the builder needs from Lua: the model, the loss, and the tensors behind the model's
-// parameters and buffers, in order.
-struct LuaModel {
-  lua_State* L;
-  Runtime* rt;
-  int model_ref, loss_ref;  // registry references
-  std::string loss_name;    // a built-in loss, when loss_ref is LUA_NOREF
-  std::vector<std::pair<std::string, LuaTensor*>> params, buffers;
-  Shape sample, target;  // target empty: class labels
-};
-
-Ref builtin_loss(Emitter& e, const std::string& name, Ref y, Ref t) {
-  if (name == "mse") return mse_loss(e, y, t);
-  if (name == "l1") return l1_loss(e, y, t);
-  if (name == "huber") return huber_loss(e, y, t);
-  if (name == "bce_with_logits") return bce_with_logits(e, y, t);
-  return cross_entropy(e, y, t);
-}
-
-// Calls the model (and the loss) on traced inputs. Runs inside the trainer, so Lua errors
-// are caught here and come back as a Result.
-Result<ModelGraph> build_lua_model(LuaModel& m, int64_t batch, bool training) {
-  lua_State* L = m.L;
-  Runtime& rt = *m.rt;
-  const int top = lua_gettop(L);
-  Trace& tr = rt.begin_trace("lua_model");
-  tr.training = training;
-  ModelGraph mg;
-  std::string err;
-  {
-    for (const auto& [name, t] : m.params) tr.register_param(*t, name, true);
-    for (const auto& [name, t] : m.buffers) tr.register_param(*t, name, false);
-    Shape xs{batch};
-    xs.insert(xs.end(), m.sample.begin(), m.sample.end());
-    mg.input = tr.graph().add_input("x", {DType::F32, xs});
-    if (m.target.empty()) {
-      mg.labels = tr.graph().add_input("labels", {DType::I64, {batch}});
-    } else {
-      Shape ts{batch};
-      ts.insert(ts.end(), m.target.begin(), m.target.end());
-      mg.labels = tr.graph().add_input("targets", {DType::F32, ts});
-    }
-  }
-  // model:train(training); logits = model(x); loss = loss(logits, labels)
-  lua_pushcfunction(L, [](lua_State* L) -> int {
-    // upvalues are not available here: arguments are model, training, x, labels, loss
-    lua_getfield(L, 1, "train");
-    lua_pushvalue(L, 1);
-    lua_pushboolean(L, lua_toboolean(L, 2));
-    lua_call(L, 2, 0);
-    lua_pushvalue(L, 1);
-    lua_pushvalue(L, 3);
-    lua_call(L, 1, 1);  // model(x)
-    if (!lua_isnil(L, 5)) {
-      lua_pushvalue(L, 5);
-      lua_pushvalue(L, -2);
-      lua_pushvalue(L, 4);
-      lua_call(L, 2, 1);  // loss(logits, labels)
-      return 2;
-    }
-    return 1;
-  });
-  lua_rawgeti(L, LUA_REGISTRYINDEX, m.model_ref);
-  lua_pushboolean(L, training);
-  for (Ref r : {mg.input, mg.labels}) push_traced(L, tr.id, r);
-  if (m.loss_ref != LUA_NOREF)
-    lua_rawgeti(L, LUA_REGISTRYINDEX, m.loss_ref);
-  else
-    lua_pushnil(L);
-  lua_pushcfunction(L, traceback_handler);
-  lua_insert(L, top + 1);
-  const int status = lua_pcall(L, 5, 2, top + 1);
-  if (status != LUA_OK) {
-    err = std::string("the model's forward failed: ") +
-          (lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object)");
-  } else {
-    LuaTensor* logits = static_cast<LuaTensor*>(luaL_testudata(L, -2, "mls.Tensor"));
-    LuaTensor* loss = static_cast<LuaTensor*>(luaL_testudata(L, -1, "mls.Tensor"));
-    if (m.loss_ref == LUA_NOREF)
-      loss = nullptr;  // the function returned logits only (padded with nil)
-    if (!logits || logits->trace_id != tr.id) {
-      err = "the model's forward must return a tensor computed from its input";
-    } else {
-      mg.logits = logits->ref;
-      if (loss) {
-        if (loss->trace_id != tr.id || !tr.graph().type_of(loss->ref).shape.empty())
-          err = "the loss function must return a scalar tensor computed from the model's output";
-        else
-          mg.loss = loss->ref;
-      } else if (m.loss_ref == LUA_NOREF) {
-        mg.loss = builtin_loss(tr, m.loss_name, mg.logits, mg.labels);
-      } else {
-        err = "the loss function must return a tensor";
-      }
-    }
-    if (err.empty() && !tr.error.empty()) err = tr.error;
-  }
-  lua_settop(L, top);
-  if (err.empty()) {
-    mg.step_seed = tr.step_seed;
-    mg.graph = std::move(tr.graph());
-  }
-  rt.end_trace(tr);
-  if (!err.empty()) return make_error(err);
-  return mg;
-}
-
-// The named tensors of model:named_parameters() / named_buffers(), each checked to be a
-// {name, tensor} pair (raises naming the method and the index otherwise). Each tensor is
-// also put in the table `anchor` (an index on the stack): the script's own lists may drop
-// them while its forward runs, and the pointers in `out` must stay valid until training
-// ends.
-bool named_tensors(lua_State* L, int model, const char* method, int anchor,
-                   std::vector<std::pair<std::string, LuaTensor*>>* out) {
-  lua_getfield(L, model, method);
-  if (!lua_isfunction(L, -1)) {
-    lua_pop(L, 1);
-    return false;
-  }
-  lua_pushvalue(L, model);
-  lua_call(L, 1, 1);
-  if (!lua_istable(L, -1))
-    luaL_error(L, "mls.train: %s() must return a list of {name, tensor} pairs", method);
-  const lua_Integer n = luaL_len(L, -1);
-  for (lua_Integer i = 1; i <= n; ++i) {
-    lua_geti(L, -1, i);
-    if (lua_istable(L, -1)) {
-      lua_geti(L, -1, 1);
-      lua_geti(L, -2, 2);
-    } else {
-      lua_pushnil(L);
-      lua_pushnil(L);
-    }
-    LuaTensor* t = to_tensor(L, -1);
-    if (lua_type(L, -2) != LUA_TSTRING || t == nullptr || t->closed)
-      luaL_error(L, "mls.train: %s()[%d] is not a {name, tensor} pair (an open tensor)", method,
-                 static_cast<int>(i));
-    out->push_back({lua_tostring(L, -2), t});
-    lua_pushvalue(L, -1);
-    lua_seti(L, anchor, static_cast<lua_Integer>(luaL_len(L, anchor) + 1));
-    lua_pop(L, 3);
-  }
-  lua_pop(L, 1);
-  return true;
-}
-
-void push_result_table(lua_State* L, int64_t run_id, const TrainResult& r, int64_t epochs) {
-  lua_createtable(L, 0, 12);
-  lua_pushinteger(L, run_id);
-  lua_setfield(L, -2, "run_id");
-  lua_pushinteger(L, epochs);
-  lua_setfield(L, -2, "epochs");
-  lua_pushinteger(L, r.steps);
-  lua_setfield(L, -2, "steps");
-  lua_pushnumber(L, r.final_loss);
-  lua_setfield(L, -2, "final_loss");
-  lua_pushnumber(L, r.seconds);
-  lua_setfield(L, -2, "seconds");
-  lua_pushnumber(L, r.median_epoch_seconds);
-  lua_setfield(L, -2, "epoch_seconds");
-  lua_pushnumber(L, r.samples_per_s);
-  lua_setfield(L, -2, "samples_per_s");
-  lua_pushinteger(L, r.peak_bytes);
-  lua_setfield(L, -2, "peak_bytes");
-  if (r.has_test) {
-    lua_pushnumber(L, r.test.loss);
-    lua_setfield(L, -2, "test_loss");
-    if (r.test.regression) {
-      lua_pushnumber(L, r.test.values.mae);
-      lua_setfield(L, -2, "test_mae");
-      lua_pushnumber(L, r.test.values.r2);
-      lua_setfield(L, -2, "test_r2");
-    } else {
-      lua_pushnumber(L, r.test.accuracy);
-      lua_setfield(L, -2, "test_accuracy");
-      lua_pushnumber(L, r.test.macro_f1);
-      lua_setfield(L, -2, "test_macro_f1");
-    }
-  }
-  lua_createtable(L, static_cast<int>(r.epoch_losses.size()), 0);
-  for (size_t i = 0; i < r.epoch_losses.size(); ++i) {
-    lua_pushnumber(L, r.epoch_losses[i]);
-    lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
-  }
-  lua_setfield(L, -2, "epoch_losses");
-}
-
-// mls.train{model = net, data = ds, loss = "cross_entropy" | function(y, t) ... end,
-//           optimizer = mls.optim.SGD(net:parameters(), {lr = 0.05, momentum = 0.9}),
-//           epochs = 10, batch_size = 128, seed = 42, schedule = {type = "cosine"},
-//           clip_grad_norm = 0, name = "mlp", quiet = false}
-int l_train(lua_State* L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_getfield(L, 1, "model");
-  const int model = lua_gettop(L);
-  if (!lua_istable(L, model)) return luaL_error(L, "mls.train: 'model' must be a module (mls.nn)");
-  lua_getfield(L, 1, "data");
-  if (test_object<Dataset>(L, -1, kDatasetMeta) == nullptr && luaL_testudata(L, -1, kDatasetMeta))
-    return luaL_error(L, "mls.train: the dataset was closed (collected as garbage)");
-  Dataset* ds = test_object<Dataset>(L, -1, kDatasetMeta);
-  if (!ds) return luaL_error(L, "mls.train: 'data' must be a dataset (mls.data.open{...})");
-  lua_getfield(L, 1, "optimizer");
-  Optim* o = lua_isnil(L, -1) ? nullptr : check_optim(L, lua_gettop(L));
-  lua_getfield(L, 1, "loss");
-  const int loss_idx = lua_gettop(L);
-  std::string loss_name = "cross_entropy";
-  if (lua_type(L, loss_idx) == LUA_TSTRING)
-    loss_name = lua_tostring(L, loss_idx);
-  else if (!lua_isnil(L, loss_idx) && !lua_isfunction(L, loss_idx) && !lua_istable(L, loss_idx))
-    return luaL_error(L,
-                      "mls.train: 'loss' is a name ('cross_entropy', 'mse', 'l1', 'huber', "
-                      "'bce_with_logits') or a function");
-  if (loss_name != "cross_entropy" && loss_name != "mse" && loss_name != "l1" &&
-      loss_name != "huber" && loss_name != "bce_with_logits")
-    return luaL_error(L, "mls.train: unknown loss '%s'", loss_name.c_str());
-  const bool quiet = opt_bool(L, 1, "quiet", false);
-  const std::string name = opt_string(L, 1, "name", "");
-  Runtime& rt = runtime(L);
-  if (!ds->splits.train) return luaL_error(L, "mls.train: the dataset has no training split");
-
-  // The training settings, read by the project format's own parser (same defaults, same
-  // messages).
-  json training = json::object();
-  for (const char* k : {"epochs", "batch_size", "seed", "schedule", "clip_grad_norm",
-                        "clip_grad_value", "early_stopping", "precision", "mode"}) {
-    lua_getfield(L, 1, k);
-    if (!lua_isnil(L, -1)) {
-      auto v = to_json(L, -1);
-      if (!v) return luaL_error(L, "mls.train: '%s': %s", k, v.error().message.c_str());
-      training[k] = *v;
-    }
-    lua_pop(L, 1);
-  }
-  bool ok = true;
-  lua_Integer run_id = 0;
-  {
-    if (o) {
-      json oj{
-          {"type", o->config.type}, {"lr", o->config.lr}, {"weight_decay", o->config.weight_decay}};
-      if (o->config.type == "sgd") {
-        oj["momentum"] = o->config.momentum;
-        oj["nesterov"] = o->config.nesterov;
-      }
-      training["optimizer"] = oj;
-    }
-    nodes::TrainingSpec spec;
-    nodes::FieldReader reader("mls.train");
-    auto parsed = nodes::parse_training(reader, json{{"training", training}}, spec);
-    LuaModel m{L,
-               &rt,
-               LUA_NOREF,
-               LUA_NOREF,
-               loss_name,
-               {},
-               {},
-               ds->splits.sample_shape,
-               ds->splits.target_kind == TargetKind::Values ? ds->splits.target_shape : Shape{}};
-    if (!parsed) {
-      rt.error = parsed.error().message;
-      ok = false;
-    }
-    lua_newtable(L);  // holds every tensor in m.params and m.buffers until training ends
-    const int anchor = lua_gettop(L);
-    if (ok && (!named_tensors(L, model, "named_parameters", anchor, &m.params) ||
-               !named_tensors(L, model, "named_buffers", anchor, &m.buffers))) {
-      rt.error = "mls.train: 'model' must be a module (mls.nn.Module or a layer)";
-      ok = false;
-    }
-    if (ok) {
-      TrainConfig cfg = nodes::train_config(spec);
-      if (o) {  // everything the optimizer was made with, betas and eps included
-        cfg.opt = o->config;
-      }
-      lua_pushvalue(L, model);
-      m.model_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-      if (lua_isfunction(L, loss_idx) || lua_istable(L, loss_idx)) {
-        lua_pushvalue(L, loss_idx);
-        m.loss_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-      }
-      ModelBuilder build = [&m](int64_t batch, bool training) {
-        return build_lua_model(m, batch, training);
-      };
-      Trainer trainer(rt.backend, build, cfg);
-      Result<void> step = trainer.init();
-      // Start from the weights the script holds (made under mls.manual_seed, or trained).
-      std::vector<Tensor> values;
-      for (const auto& [n, t] : m.params) values.push_back(t->value);
-      for (const auto& [n, t] : m.buffers) values.push_back(t->value);
-      if (step) step = trainer.set_param_values(values);
-      Result<int64_t> id = step
-                               ? begin_run(rt, name.empty() ? default_run_name(rt) : name, cfg.seed)
-                               : Result<int64_t>(step.error());
-      if (id) {
-        run_id = *id;
-        auto params = config_params(cfg);
-        params.insert(params.end(),
-                      {{"train_samples", std::to_string(ds->splits.train->num_samples())},
-                       {"test_samples", std::to_string(ds->splits.test ? ds->splits.test->num_samples() : 0)},
-                       {"threads", std::to_string(rt.backend.num_threads())}});
-        for (const auto& [k, v] : params)
-          if (auto r = rt.store->log_param(*id, k, v); !r) id = r.error();
-      }
-      if (!id) {
-        rt.error = "mls.train: " + id.error().message;
-        ok = false;
-      } else {
-        // Lines go to the host's report sink (the editor's console) or to stderr.
-        auto say = [&rt, quiet](const std::string& line) {
-          if (quiet) return;
-          if (rt.report)
-            rt.report(line);
-          else
-            std::fprintf(stderr, "%s\n", line.c_str());
-        };
-        char buf[512];
-        std::snprintf(buf, sizeof buf,
-                      "mlstudio: run %lld: %s, %lld epochs, %lld training samples, batch %lld, %s "
-                      "on %s (%d threads)",
-                      static_cast<long long>(run_id), default_run_name(rt).c_str(),
-                      static_cast<long long>(cfg.epochs),
-                      static_cast<long long>(ds->splits.train->num_samples()),
-                      static_cast<long long>(cfg.batch_size), cfg.opt.type.c_str(),
-                      std::string(rt.backend.name()).c_str(), rt.backend.num_threads());
-        say(buf);
-        Progress bar(!rt.report && isatty(STDERR_FILENO) != 0);
-        // The trainer stops after its current step when the host's flag is set or the
-        // script's time limit passes (the VM's hook does not run while C++ trains).
-        std::atomic<bool> stop_training{false};
-        bool past_deadline = false;
-        std::jthread watch([&](std::stop_token st) {
-          while (!st.stop_requested()) {
-            if (rt.cancelled() || rt.past_deadline()) {
-              past_deadline = !rt.cancelled();
-              stop_training.store(true);
-              return;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-          }
-        });
-        FitInputs in{.train = *ds->splits.train,
-                     .validation = ds->splits.validation.get(),
-                     .test = ds->splits.test.get(),
-                     .sink = rt.store.get(),
-                     .cancel = &stop_training};
-        if (!quiet && !rt.report) in.progress = [&](const ProgressInfo& i) { bar.update(i); };
-        if (rt.report)
-          in.on_epoch_end = [&say](const EpochReport& e) -> Result<void> {
-            char line[160];
-            std::snprintf(line, sizeof line, "epoch %lld/%lld: train loss %.4f (%.2f s)",
-                          static_cast<long long>(e.epoch), static_cast<long long>(e.epochs),
-                          e.train_loss, e.seconds);
-            say(line);
-            return {};
-          };
-        Result<TrainResult> r = make_error("not started");
-        try {
-          r = trainer.fit(in);
-        } catch (const std::bad_alloc&) {
-          r = make_error(
-              "out of memory: the model or a batch does not fit (try a smaller batch size or "
-              "layer)");
-        }
-        watch.request_stop();
-        watch.join();
-        if (!r) {
-          rt.end_run("failed");
-          rt.error = "mls.train: " + r.error().message + " (run " + std::to_string(run_id) +
-                     " recorded as failed)";
-          ok = false;
-        } else if (r->interrupted) {
-          // Stopped by the host (the editor's Stop): the weights stay as they were.
-          rt.end_run("interrupted");
-          if (past_deadline) {
-            char limit[120];
-            std::snprintf(limit, sizeof limit,
-                          "stopped: the script ran past its time limit of %.14g s",
-                          rt.time_limit_s);
-            rt.stop = limit;  // raised again by the hook: a pcall cannot go on training
-          }
-          rt.error = "mls.train: " + (past_deadline ? rt.stop : std::string("interrupted")) +
-                     " after " + std::to_string(r->steps) + " steps (run " +
-                     std::to_string(run_id) + " recorded as interrupted)";
-          ok = false;
-        } else {
-          rt.end_run("finished");
-          // The trained weights go back into the script's tensors.
-          const auto& pv = trainer.params();
-          size_t i = 0;
-          for (auto* list : {&m.params, &m.buffers})
-            for (auto& [n, t] : *list) {
-              rt.forget(*t);
-              t->value = pv[i++];
-              t->grad = Tensor();
-            }
-          const std::string test =
-              !r->has_test         ? "(no test split)"
-              : r->test.regression ? "MAE " + std::to_string(r->test.values.mae)
-                                   : "accuracy " + std::to_string(r->test.accuracy).substr(0, 6);
-          std::snprintf(buf, sizeof buf,
-                        "mlstudio: run %lld finished in %s: final loss %.4f, test %s, %.0f "
-                        "samples/s, epoch %.2fs (median), peak memory %.1f MiB; recorded in %s",
-                        static_cast<long long>(run_id), format_duration(r->seconds).c_str(),
-                        r->final_loss, test.c_str(), r->samples_per_s, r->median_epoch_seconds,
-                        static_cast<double>(r->peak_bytes) / (1 << 20), rt.db_path.c_str());
-          say(buf);
-          push_result_table(L, run_id, *r, trainer.epochs_done());
-        }
-      }
-      // The model goes back to training mode whatever the last build left it in.
-      lua_getfield(L, model, "train");
-      lua_pushvalue(L, model);
-      lua_pushboolean(L, 1);
-      if (lua_pcall(L, 2, 0, 0) != LUA_OK) lua_pop(L, 1);
-      luaL_unref(L, LUA_REGISTRYINDEX, m.model_ref);
-      if (m.loss_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, m.loss_ref);
-    }
-  }
-  return ok ? 1 : raise(L);
 }
 
 const luaL_Reg kData[] = {

@@ -97,8 +97,11 @@ Result<void> write_file_atomically(
     return make_error(why);
   };
   // Keep the permissions of the file being replaced (the temporary file starts from umask).
-  struct stat old {};
-  if (::stat(path.c_str(), &old) == 0 && ::fchmod(fd, old.st_mode & 07777) != 0)
+  // Only when they differ: a sandboxed process may not change modes at all (the script
+  // jail's seccomp refuses fchmod), and a file it wrote itself already has its umask's.
+  struct stat old {}, now {};
+  if (::stat(path.c_str(), &old) == 0 && ::fstat(fd, &now) == 0 &&
+      (now.st_mode & 07777) != (old.st_mode & 07777) && ::fchmod(fd, old.st_mode & 07777) != 0)
     return abandon("cannot set permissions on " + tmp + ": " + errno_text());
   if (auto r = body(fd, tmp); !r) return abandon(r.error().message);
   // Without fsync a crash right after rename() can leave an empty file under the old name.

@@ -299,7 +299,7 @@ TEST_CASE("Ctrl-C and SIGTERM stop a run after its step, keep what it logged, re
       REQUIRE(WIFEXITED(status));
       CHECK(WEXITSTATUS(status) == code);
       INFO(read_file(err.string()));
-      CHECK(read_file(err.string()).find("continue it with --resume 1") != std::string::npos);
+      CHECK(read_file(err.string()).find("--resume 1)") != std::string::npos);
       auto store = mls::store::RunStore::open(db.string());
       REQUIRE(store.ok());
       auto runs = (*store)->list_runs();

@@ -1,0 +1,459 @@
+// [SECTION] helpers     checkpoints, telemetry, the resume checks
+// [SECTION] session     run_session: open or reopen, train, close
+// [SECTION] text        the lines a person reads
+#include "runner/run_session.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <new>
+#include <numeric>
+
+#include "engine/train/progress_line.h"
+#include "runner/checkpoints.h"
+#include "store/process_owner.h"
+
+namespace mls::runner {
+
+namespace {
+
+// [SECTION] helpers
+
+Result<void> write_state(const Trainer& trainer, const std::string& path) {
+  auto st = trainer.state();
+  if (!st) return st.error();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec)
+    return make_error("cannot create " + std::filesystem::path(path).parent_path().string() + ": " +
+                      ec.message());
+  return write_checkpoint(*st, path);
+}
+
+void say(const std::function<void(const std::string&)>& f, const std::string& line) {
+  if (f) f(line);
+}
+
+std::string with_id(std::string text, int64_t id) {
+  const std::string key = "{id}";
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at))
+    text.replace(at, key.size(), std::to_string(id));
+  return text;
+}
+
+// Feeds the instruments from the training thread after every step: a point per step
+// (stores and no lock), the allocator's figures, and twice a second (and at each epoch's
+// end) a fresh op profile; the step's memory timeline once its plan exists.
+ProgressFn telemetry_feed(Trainer& trainer, Telemetry& tm, const TrainConfig& cfg, ProgressFn next) {
+  tm.planned_epochs.store(cfg.epochs);
+  tm.running.store(true);
+  auto t0 = std::chrono::steady_clock::now();
+  auto last_publish = std::make_shared<double>(-1.0);
+  return [&trainer, &tm, cfg, next = std::move(next), t0, last_publish](const ProgressInfo& i) {
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const MemoryStats mem = trainer.backend().memory().stats();
+    if (!i.epoch_done) {
+      tm.batches_per_epoch.store(i.batches, std::memory_order_relaxed);
+      tm.steps.push({.step = i.step,
+                     .epoch = i.epoch,
+                     .seconds = now,
+                     .loss = static_cast<float>(i.step_loss),
+                     .lr = static_cast<float>(i.lr),
+                     .samples_per_s = static_cast<float>(i.samples_per_s),
+                     .eta_s = static_cast<float>(i.eta_s),
+                     .memory_bytes = mem.total_current});
+    }
+    tm.publish_allocator(mem);
+    if (cfg.mode == ExecMode::Static && (i.epoch_done || now - *last_publish >= 0.5)) {
+      *last_publish = now;
+      if (auto plan = trainer.training_plan(cfg.batch_size); plan.ok()) {
+        tm.publish_ops(std::make_shared<OpProfile>(op_profile(**plan)));
+        if (!tm.memory())
+          if (auto tl = trainer.memory_timeline(cfg.batch_size); tl.ok())
+            tm.publish_memory(std::make_shared<MemoryTimeline>(std::move(*tl)));
+      }
+    }
+    if (next) next(i);
+  };
+}
+
+const std::string* find_param(const Params& ps, const std::string& key) {
+  for (const auto& [k, v] : ps)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+// What decides a run's result: the config's params and the model's settings.
+Params result_settings(const RunModel& m) {
+  Params now = config_params(m.config);
+  now.push_back({"mode", m.mode});
+  now.insert(now.end(), m.settings.begin(), m.settings.end());
+  return now;
+}
+
+// Everything that decides a resumed run's result must be what the run recorded; a change
+// is refused, naming the setting.
+Result<void> check_resume_settings(const Resumed& was, const RunModel& m) {
+  const std::string run = "run " + std::to_string(was.run_id);
+  auto cause = [&](const std::string& key, const std::string& value) {
+    return m.explain_change ? m.explain_change(key, value) : "it is now " + value;
+  };
+  const std::string keep =
+      ": a resumed run keeps its recorded settings (resume without the change, or start a new "
+      "run for it)";
+  for (const auto& [key, value] : result_settings(m)) {
+    if (key == "epochs") continue;  // a resumed run may be given more epochs
+    const std::string* recorded = was.param(key);
+    if (!recorded || *recorded == value) continue;
+    return make_error(run + " was recorded with " + key + " " + *recorded + ", but " +
+                      cause(key, value) + keep);
+  }
+  if (m.config.seed != was.info.seed)
+    return make_error(run + " was recorded with seed " + std::to_string(was.info.seed) + ", but " +
+                      cause("seed", std::to_string(m.config.seed)) + keep);
+  return {};
+}
+
+// Says which nodes of the training step run on the host, before training on a device.
+Result<void> report_placement(Trainer& trainer, const TrainConfig& cfg, const std::string& device,
+                              const RunEvents& events) {
+  if (!trainer.initialized())
+    if (auto r = trainer.init(); !r) return r.error();
+  auto plan = trainer.training_plan(cfg.batch_size);
+  if (!plan) return plan.error();
+  auto joined = [](const std::vector<std::string>& names) {
+    std::string list;
+    for (const std::string& f : names) list += (list.empty() ? "" : ", ") + f;
+    return list;
+  };
+  const auto& placed = (*plan)->placed();
+  if (!placed.empty())
+    say(events.message, std::to_string(placed.size()) + " node" + (placed.size() == 1 ? "" : "s") +
+                            " of the training step run on the CPU, as the project places them: " +
+                            joined(placed));
+  const auto& fb = (*plan)->fallbacks();
+  if (!fb.empty())
+    say(events.warning,
+        device + " has no kernel for " + std::to_string(fb.size()) + " node" +
+            (fb.size() == 1 ? "" : "s") + " of the training step; they run on the CPU with " +
+            std::to_string((*plan)->stats().transfers) + " transfers per step (" +
+            bytes_text(static_cast<int64_t>((*plan)->stats().transfer_bytes)) + "): " + joined(fb));
+  return {};
+}
+
+}  // namespace
+
+const std::string* Resumed::param(const std::string& key) const { return find_param(params, key); }
+
+// [SECTION] session
+
+Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_model,
+                               const RunEvents& events) {
+  auto store = store::RunStore::open(o.db);
+  if (!store) return store.error();
+  for (int64_t gone : (*store)->closed_stale_runs()) {
+    say(events.warning, "run " + std::to_string(gone) + " in " + o.db +
+                            " was left running by a process that is gone (killed or crashed); "
+                            "it is now recorded as interrupted");
+    if (int n = remove_unfinished_checkpoints(o.db, gone); n > 0)
+      say(events.warning, "removed " + std::to_string(n) +
+                              " unfinished checkpoint file(s) of run " + std::to_string(gone));
+  }
+  std::optional<Resumed> was;
+  if (o.resume) {
+    Resumed r;
+    r.run_id = *o.resume;
+    auto ri = (*store)->get_run(r.run_id);
+    if (!ri) return ri.error();
+    r.info = std::move(*ri);
+    // Two processes must not train one run: one that is alive keeps it.
+    if (r.info.status == "running" && !r.info.owner.empty() && !store::owner_gone(r.info.owner))
+      return make_error("run " + std::to_string(r.run_id) +
+                        " is being trained right now by process " + r.info.owner +
+                        " (wait for it, or stop it first)");
+    // What a killed attempt left half-written is not a checkpoint.
+    remove_unfinished_checkpoints(o.db, r.run_id);
+    auto params = (*store)->params(r.run_id);
+    if (!params) return params.error();
+    r.params = std::move(*params);
+    was = std::move(r);
+  }
+  auto made = make_model(was ? &*was : nullptr);
+  if (!made) return made.error();
+  RunModel& m = *made;
+  Backend& backend = *m.backend;
+  TrainConfig cfg = m.config;
+  const std::string device = std::string(backend.name());
+  int64_t run_id = 0;
+  if (was) {
+    run_id = was->run_id;
+    if (auto r = check_resume_settings(*was, m); !r) return r.error();
+    if (!m.epochs_asked)
+      if (const std::string* e = was->param("epochs")) cfg.epochs = std::stoll(*e);
+  }
+  cfg.stop_after_epochs = o.stop_after_epochs;
+  Trainer trainer(backend, m.builder, cfg);
+  trainer.set_profiling(o.inspect || o.telemetry);
+  if (o.trace) trainer.set_trace(o.trace);
+  if (was) {
+    if (!m.source_hash.empty() && was->info.project_hash != m.source_hash)
+      say(events.warning, m.source + " changed since run " + std::to_string(run_id) +
+                              " started; resuming with its saved state");
+    auto used = load_run_checkpoint(trainer, o.db, run_id, "last");
+    if (!used) return used.error();
+    if (trainer.epochs_done() >= cfg.epochs)
+      return make_error("run " + std::to_string(run_id) + " has already trained " +
+                        std::to_string(trainer.epochs_done()) +
+                        " epochs; ask for more with --epochs N (N > " +
+                        std::to_string(trainer.epochs_done()) + ")");
+    if (auto r = (*store)->resume_run(run_id, {trainer.steps_done(), trainer.epochs_done()}); !r)
+      return r.error();
+    if (auto r = (*store)->log_param(run_id, "epochs", std::to_string(cfg.epochs)); !r)
+      return r.error();
+    say(events.message, "resuming run " + std::to_string(run_id) + " from " + *used + " (epoch " +
+                            std::to_string(trainer.epochs_done()) + ", step " +
+                            std::to_string(trainer.steps_done()) + ")");
+  } else {
+    // The starting weights are set before the run is recorded: a script whose tensors do not
+    // fit its model fails without leaving a run behind.
+    if (m.initial_weights) {
+      if (auto r = trainer.init(); !r) return r.error();
+      if (auto r = m.initial_weights(trainer); !r) return r.error();
+    }
+    auto id = (*store)->begin_run({.name = m.name,
+                                   .project_path = m.source_path,
+                                   .project_hash = m.source_hash,
+                                   .device = device,
+                                   .seed = cfg.seed});
+    if (!id) return id.error();
+    run_id = *id;
+    Params params = result_settings(m);
+    params.insert(params.end(), m.notes.begin(), m.notes.end());
+    params.push_back({"checkpoint_dir", checkpoint_dir(o.db, run_id)});
+    for (const auto& [k, v] : params)
+      if (auto r = (*store)->log_param(run_id, k, v); !r) return r.error();
+    if (!m.snapshot.text.empty())
+      if (auto r = (*store)->put_snapshot(run_id, m.snapshot); !r) return r.error();
+  }
+
+  say(events.message, "run " + std::to_string(run_id) + ": " + m.source + ", " +
+                          std::to_string(cfg.epochs) + " epochs, " +
+                          std::to_string(m.train->num_samples()) + " training samples, batch " +
+                          std::to_string(cfg.batch_size) + ", " + cfg.opt.type + " " + m.mode +
+                          " on " + device + " (" + std::to_string(backend.num_threads()) +
+                          " threads)");
+  const std::string last_path = checkpoint_path(o.db, run_id, "last");
+  const std::string best_path = checkpoint_path(o.db, run_id, "best");
+  FitInputs in{.train = *m.train, .validation = m.validation, .test = m.test, .sink = store->get()};
+  in.progress = events.progress;
+  if (o.telemetry) in.progress = telemetry_feed(trainer, *o.telemetry, cfg, events.progress);
+  in.cancel = events.cancel;
+  in.on_epoch_end = [&](const EpochReport& rep) -> Result<void> {
+    // The epoch's metrics are committed before its checkpoint: a kill in between leaves
+    // metrics past the older checkpoint, which a resume drops, never a checkpoint whose
+    // metrics are missing.
+    if (auto r = (*store)->flush(); !r) return r;
+    if (auto r = write_state(trainer, last_path); !r) return r;
+    if (rep.improved)
+      if (auto r = write_state(trainer, best_path); !r) return r;
+    if (o.telemetry)
+      o.telemetry->epochs.push({.epoch = rep.epoch,
+                                .seconds = rep.seconds,
+                                .train_loss = rep.train_loss,
+                                .has_validation = rep.has_validation,
+                                .val_loss = rep.validation.loss,
+                                .val_accuracy = rep.validation.accuracy});
+    if (events.epoch_end) events.epoch_end(rep);
+    return {};
+  };
+  std::optional<PreflightEstimate> estimate;
+  if (o.preflight && cfg.mode == ExecMode::Static) {
+    auto e = preflight(m.builder, cfg, backend, device_rates(backend),
+                       {.samples_per_epoch = m.train->num_samples(),
+                        .eval_samples = {m.validation ? m.validation->num_samples() : 0,
+                                         m.test ? m.test->num_samples() : 0}});
+    // A model that cannot be planned fails in fit() below with the same message.
+    if (e) {
+      if (!e->fits && e->free_bytes)
+        say(events.warning,
+            "a training step needs " + bytes_text(e->total_bytes) + " but only " +
+                bytes_text(*e->free_bytes) + " is free: it will likely run out of memory" +
+                (e->max_batch > 0 ? "; the largest batch that fits is " + std::to_string(e->max_batch)
+                                  : std::string()));
+      if (events.preflight) events.preflight(*e);
+      estimate = std::move(*e);
+    }
+  }
+  // A device that lacks kernels runs those nodes on the host: say which, before training.
+  Result<void> placed;
+  if (cfg.mode == ExecMode::Static && backend.kind() != DeviceKind::CPU)
+    placed = report_placement(trainer, cfg, device, events);
+  // The run's peak is the run's: not the pre-flight's probes, not what came before.
+  backend.memory().reset_peaks();
+  Result<TrainResult> result = placed ? Result<TrainResult>(make_error("not started")) : placed.error();
+  try {
+    if (placed) result = trainer.fit(in);
+  } catch (const std::bad_alloc&) {
+    // The one exception the engine lets through: a model too large for this machine.
+    result = make_error(
+        "out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
+  }
+  if (o.telemetry) {
+    // The evaluation after the last step allocates too: the final figures, peak included.
+    o.telemetry->publish_allocator(backend.memory().stats());
+    o.telemetry->running.store(false);
+  }
+  if (!result) {
+    // Say what the database holds, read back: when the failure was the database itself (a
+    // lock held past the busy timeout), recording the failure can fail too, and the run is
+    // then closed as interrupted by the next open.
+    auto e = (*store)->end_run(run_id, "failed");
+    auto stored = (*store)->get_run(run_id);
+    const std::string id = "run " + std::to_string(run_id);
+    if (stored && stored->status == "failed")
+      return make_error(result.error().message + " (" + id + " recorded as failed in " + o.db +
+                        ")");
+    return make_error(
+        result.error().message + " (" + id + " could not be recorded as failed in " + o.db + ": " +
+        (e ? std::string("its status reads '") + (stored ? stored->status : "unknown") + "'"
+           : e.error().message) +
+        "; the next run or open marks it interrupted)");
+  }
+  RunOutcome out;
+  out.run_id = run_id;
+  out.result = std::move(*result);
+  // A run stopped on purpose (stop_after_epochs) is recorded as interrupted: it can resume.
+  out.status = out.result.interrupted || out.result.paused ? "interrupted" : "finished";
+  if (auto e = (*store)->end_run(run_id, out.status); !e) return e.error();
+  out.epochs_done = trainer.epochs_done();
+  out.planned_epochs = cfg.epochs;
+  out.config = cfg;
+  out.device = device;
+  out.mode = m.mode;
+  out.precision = std::string(precision_name(cfg.precision));
+  out.threads = backend.num_threads();
+  out.last_checkpoint = last_path;
+  out.db = o.db;
+  out.source = m.source;
+  out.resume_command = with_id(m.resume_command, run_id);
+  out.eval_command = with_id(m.eval_command, run_id);
+  out.preflight = std::move(estimate);
+  if (m.after) m.after(trainer, out);
+  return out;
+}
+
+double RunOutcome::step_seconds() const {
+  if (epochs_done < 1 || result.steps < 1) return 0;
+  const double steps_per_epoch =
+      std::ceil(static_cast<double>(result.steps) / static_cast<double>(epochs_done));
+  return result.median_epoch_seconds / steps_per_epoch;
+}
+
+const DeviceRates& device_rates(Backend& backend) {
+  static std::mutex mu;
+  static std::map<const Backend*, DeviceRates> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(&backend);
+  if (it == known.end()) it = known.emplace(&backend, measure_device_rates(backend)).first;
+  return it->second;
+}
+
+// [SECTION] text
+
+std::string bytes_text(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  char s[32];
+  if (b >= 1024.0 * 1024 * 1024)
+    std::snprintf(s, sizeof s, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024)
+    std::snprintf(s, sizeof s, "%.2f MiB", b / (1024.0 * 1024));
+  else if (b >= 1024.0)
+    std::snprintf(s, sizeof s, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(s, sizeof s, "%lld B", static_cast<long long>(bytes));
+  return s;
+}
+
+std::string eval_text(const EvalResult& e) {
+  char buf[160];
+  if (e.regression)
+    std::snprintf(buf, sizeof buf, "MAE %.4f, RMSE %.4f, R² %.4f (loss %.4f)", e.values.mae,
+                  e.values.rmse, e.values.r2, e.loss);
+  else
+    std::snprintf(buf, sizeof buf, "accuracy %.4f (loss %.4f, macro F1 %.4f)", e.accuracy, e.loss,
+                  e.macro_f1);
+  return buf;
+}
+
+std::string summary_line(const RunOutcome& out) {
+  const TrainResult& r = out.result;
+  const std::string run = std::to_string(out.run_id);
+  if (r.paused)
+    return "stopped after epoch " + std::to_string(out.epochs_done) + " of " +
+           std::to_string(out.planned_epochs) + " as asked; continue with " + out.resume_command;
+  if (r.interrupted && std::filesystem::exists(out.last_checkpoint))
+    return "interrupted after " + std::to_string(r.steps) + " steps; run " + run + " kept in " +
+           out.db + " (continue it with " + out.resume_command + ")";
+  if (r.interrupted)
+    return "interrupted after " + std::to_string(r.steps) + " steps, before the first epoch ended: run " +
+           run + " is recorded as interrupted in " + out.db +
+           ", but has no checkpoint to resume from (start it again)";
+  // The test score is of the weights training ended with. Where the best checkpoint is
+  // another epoch (early stopping, a validation metric that peaked earlier), say so, and
+  // which command scores that one: the two numbers differ and must not be confused.
+  const bool best_elsewhere = r.best_epoch > 0 && r.best_epoch != out.epochs_done;
+  const std::string test = !r.has_test ? "(no test split)"
+                                       : (best_elsewhere ? "(last epoch's weights, epoch " +
+                                                               std::to_string(out.epochs_done) + ") "
+                                                         : std::string()) +
+                                             eval_text(r.test);
+  std::string tail = r.stopped_early ? ", stopped early" : "";
+  if (best_elsewhere)
+    tail += "; the best checkpoint is epoch " + std::to_string(r.best_epoch) +
+            (out.eval_command.empty() ? std::string() : " (" + out.eval_command + " scores it)");
+  const double train_s = std::accumulate(r.epoch_seconds.begin(), r.epoch_seconds.end(), 0.0);
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                " in %s: final loss %.4f, test %s, %.0f samples/s, epoch %.2fs (median), data wait "
+                "%.0f%%, peak memory %.2f MiB",
+                format_duration(r.seconds).c_str(), r.final_loss, test.c_str(), r.samples_per_s,
+                r.median_epoch_seconds, 100.0 * r.data_seconds / std::max(1e-9, train_s),
+                static_cast<double>(r.peak_bytes) / (1 << 20));
+  return "run " + run + " finished" + buf + tail + "; recorded in " + out.db;
+}
+
+std::string preflight_line(const PreflightEstimate& e) {
+  std::string fit;
+  if (e.free_bytes)
+    fit = " of " + bytes_text(*e.free_bytes) + " free" +
+          (e.max_batch > 0 ? " (the largest batch that fits: " + std::to_string(e.max_batch) + ")"
+                           : "");
+  int64_t eval = 0;
+  for (const PreflightPlan& p : e.plans) eval += p.training ? 0 : p.bytes;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "; about %.2f ms per step, %.1f s per epoch", 1e3 * e.step_seconds,
+                e.epoch_seconds);
+  return "pre-flight: the run will hold " + bytes_text(e.total_bytes) + fit + ": parameters " +
+         bytes_text(e.held.parameter) + ", optimizer state " + bytes_text(e.held.optimizer_state) +
+         ", training step " +
+         bytes_text(e.step_bytes - e.held.parameter - e.held.optimizer_state) +
+         " (activations and gradients " + bytes_text(e.arena_bytes) + "), evaluation " +
+         bytes_text(eval) + buf;
+}
+
+std::string estimate_line(const RunOutcome& out) {
+  if (!out.preflight || out.result.step_losses.empty()) return "";
+  const int64_t peak = out.result.peak_bytes;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "estimate vs measured: peak %s vs %s (%+.1f%%), step %.2f ms vs %.2f ms",
+                bytes_text(out.preflight->total_bytes).c_str(), bytes_text(peak).c_str(),
+                100.0 * static_cast<double>(out.preflight->total_bytes - peak) /
+                    static_cast<double>(std::max<int64_t>(peak, 1)),
+                1e3 * out.preflight->step_seconds, 1e3 * out.step_seconds());
+  return buf;
+}
+
+}  // namespace mls::runner
