@@ -22,9 +22,9 @@
 #include "engine/core/op.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/exec/compiled_plan.h"
+#include "engine/exec/default_passes.h"
 #include "engine/ir/emitter.h"
 #include "engine/ops/conv.h"
-#include "engine/passes/passes.h"
 
 namespace {
 

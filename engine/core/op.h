@@ -20,7 +20,7 @@
 #include "engine/core/attrs.h"
 #include "engine/core/backend.h"
 #include "engine/core/result.h"
-#include "engine/ir/value.h"
+#include "engine/core/value.h"
 
 namespace mls {
 
@@ -151,6 +151,7 @@ class OpRegistry {
 // init (cpu::init() in engine/cpu) adds its kernels. app/ and the tests call those once at
 // start-up.
 OpRegistry& op_registry();
+// Defined in engine/ops (op_helpers.cpp), which holds the ops: core names none of them.
 void engine_init();
 
 // FLOPs of one call of `op` (OpDef::flops, else one per output element; none for a view).

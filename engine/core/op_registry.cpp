@@ -1,5 +1,4 @@
 #include <atomic>
-#include <mutex>
 
 #include "engine/core/op.h"
 
@@ -107,14 +106,6 @@ int32_t trace_thread_id() {
 OpRegistry& op_registry() {
   static OpRegistry reg;
   return reg;
-}
-
-// Declared by the op-definition files.
-void register_core_ops(OpRegistry& reg);
-
-void engine_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { register_core_ops(op_registry()); });
 }
 
 }  // namespace mls

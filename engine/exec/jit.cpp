@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "engine/autodiff/autodiff.h"
-#include "engine/passes/passes.h"
+#include "engine/exec/default_passes.h"
 
 namespace mls {
 

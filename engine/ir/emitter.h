@@ -13,7 +13,7 @@
 
 #include "engine/core/attrs.h"
 #include "engine/core/op.h"
-#include "engine/ir/value.h"
+#include "engine/core/value.h"
 
 namespace mls {
 

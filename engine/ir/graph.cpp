@@ -4,10 +4,6 @@
 
 namespace mls {
 
-std::string type_str(const ValueType& t) {
-  return std::string(dtype_name(t.dtype)) + shape_str(t.shape);
-}
-
 Ref Graph::new_value(Value v) {
   values_.push_back(std::move(v));
   return Ref{static_cast<int32_t>(values_.size() - 1)};

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/core/checkpoint_tensor.h"
 #include "engine/core/dtype.h"
-#include "engine/train/checkpoint.h"
 
 namespace mls::onnx {
 

@@ -1,8 +1,11 @@
 #include "engine/ops/op_helpers.h"
 
 #include <algorithm>
+#include <mutex>
 
 namespace mls {
+
+namespace {
 
 void register_core_ops(OpRegistry& reg) {
   ops::register_elementwise_ops(reg);
@@ -15,6 +18,14 @@ void register_core_ops(OpRegistry& reg) {
   ops::register_conv_ops(reg);
   ops::register_norm_ops(reg);
   ops::register_fused_ops(reg);
+}
+
+}  // namespace
+
+// Declared in engine/core/op.h beside the registry it fills, defined here: core knows no op.
+void engine_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { register_core_ops(op_registry()); });
 }
 
 namespace ops {

@@ -1,7 +1,11 @@
 // Graph -> Graph passes. Each returns a new graph with the same inputs, parameters
 // (same order) and outputs, computing the same values; the verifier runs after each.
+// The passes that run kernels or measure plans (constant folding, gradient checkpointing)
+// and the default pipeline, which folds constants, sit a layer up in engine/exec
+// (default_passes.h, checkpointing.h): passes come before the executors, never after.
 //
-//   Result<std::vector<PassRecord>> stages = run_passes(g, cpu, default_passes());
+//   auto dce = [](const Graph& g, Backend&) -> Result<Graph> { return eliminate_dead_code(g); };
+//   Result<std::vector<PassRecord>> stages = run_passes(g, cpu, {{"dce", dce}});
 //   const Graph& optimised = stages->back().graph;
 //   for (auto& s : *stages) std::cout << s.name << ": " << s.graph.nodes().size() << "\n";
 #pragma once
@@ -11,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/exec/compiled_plan.h"
+#include "engine/core/backend.h"
+#include "engine/core/result.h"
 #include "engine/ir/graph.h"
 
 namespace mls {
@@ -20,9 +25,6 @@ namespace mls {
 Graph eliminate_dead_code(const Graph& g);
 // Merges nodes that apply the same op with the same attributes to the same inputs.
 Graph eliminate_common_subexpressions(const Graph& g);
-// Evaluates nodes whose inputs are all constants (a fill counts) and whose result is small,
-// replacing them by constants.
-Result<Graph> fold_constants(const Graph& g, Backend& backend);
 // Rewrites identities: x*1, x+0, scale(x,1), scale(scale(x,a),b), neg(neg(x)),
 // reshape(reshape(x)), same-shape reshape/expand, identity transposes.
 Graph simplify_algebra(const Graph& g);
@@ -55,51 +57,6 @@ struct NamedPass {
   std::string name;
   Pass run;
 };
-// verify -> dce -> simplify -> fold -> cse -> bias/activation fusion -> elementwise fusion -> dce
-std::vector<NamedPass> default_passes();
-
-// Gradient checkpointing (checkpointing.cpp): not a default pass, it trades time for memory.
-// The forward (the nodes before the first backward node) is cut into segments of whole
-// "layers" (runs of nodes with one label); values that cross a cut are kept, and the other
-// forward values that the backward reads are recomputed from them: clones labelled
-// "fc3 (recompute)" are emitted once per segment, right before the first backward node that
-// needs it, and the backward reads the clones. The last segment is never recomputed, nor are
-// Update ops (running statistics) or nodes that read what an Update op mutates. Graphs
-// without backward nodes come back unchanged.
-//
-//   auto r = checkpoint_activations(g, backend, 4 << 20);  // planned arena <= 4 MiB
-//   if (!r) return r.error();      // below the floor: the message names the smallest arena
-//   std::cout << r->report.summary() << "\n";  // "gradient checkpointing: budget ...: ..."
-//   g = std::move(r->graph);
-struct CheckpointReport {
-  std::string scheme;             // "none (why)", "sqrt(n): shrinking segments", "every 3 layers", ...
-  size_t layers = 0;              // label runs in the forward
-  std::vector<size_t> segments;   // layers per segment, in order
-  size_t recomputed_nodes = 0;    // clones added (the graph grows by exactly this many)
-  size_t checkpoints = 0;         // forward values that cross a cut and are kept
-  size_t peak_before = 0, peak_after = 0;  // planned arena bytes (0: not measured)
-  std::string summary() const;
-};
-struct CheckpointResult {
-  Graph graph;
-  CheckpointReport report;
-};
-// Which outputs keep their own buffers when a candidate plan is measured (as the trainer
-// compiles its step). Default: every output computed by a node, tagged Gradient.
-using CheckpointPlanOptions = std::function<PlanOptions(const Graph&)>;
-// Segments of `layers` layers each (the last one shorter); no measuring.
-Result<CheckpointResult> checkpoint_every(const Graph& g, size_t layers);
-// budget_bytes 0: the sqrt(n) scheme, about sqrt(2n) segments shrinking toward the loss
-// (k, k - 1, ..., 1 layers: the checkpoints alive while a segment is recomputed plus the
-// segment stay alike), kept only if it lowers the planned arena. budget_bytes
-// > 0: the segmentation with the fewest recomputed nodes whose planned arena (measured with
-// CompiledPlan::compile, nothing allocated) fits; the graph unchanged when it fits already;
-// an error naming the smallest achievable arena when no segmentation fits.
-Result<CheckpointResult> checkpoint_activations(const Graph& g, Backend& backend, int64_t budget_bytes = 0,
-                                                const CheckpointPlanOptions& plan_options = {});
-// As a NamedPass, for run_passes and `mlstudio graph --passes`.
-NamedPass checkpoint_pass(int64_t budget_bytes = 0, CheckpointPlanOptions plan_options = {});
-
 // The input graph first (as "input"), then the graph after each pass.
 Result<std::vector<PassRecord>> run_passes(const Graph& g, Backend& backend, const std::vector<NamedPass>& passes);
 

@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/core/checkpoint_tensor.h"  // CheckpointTensor, a host copy of one tensor
 #include "engine/core/dtype.h"
 #include "engine/core/result.h"
 #include "engine/core/shape.h"
@@ -55,14 +56,6 @@
 namespace mls {
 
 inline constexpr uint32_t kCheckpointVersion = 1;
-
-// A host copy of one tensor: contiguous, row-major, its raw bytes.
-struct CheckpointTensor {
-  std::string name;
-  DType dtype = DType::F32;
-  Shape shape;
-  std::vector<uint8_t> bytes;  // numel(shape) * dtype_size(dtype) of them
-};
 
 struct Checkpoint {
   int64_t step = 0, epoch = 0;                 // completed optimisation steps / epochs

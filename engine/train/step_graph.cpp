@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "engine/autodiff/autodiff.h"
+#include "engine/exec/checkpointing.h"
+#include "engine/exec/default_passes.h"
 
 namespace mls {
 

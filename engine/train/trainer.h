@@ -64,7 +64,7 @@ struct TrainConfig {
   // a checkpoint; schedules still span `epochs`, so the resumed run matches an
   // uninterrupted one.
   int64_t stop_after_epochs = 0;
-  // Gradient checkpointing of the training plans (checkpoint_activations, passes.h): -1 off,
+  // Gradient checkpointing of the training plans (exec/checkpointing.h): -1 off,
   // 0 the sqrt(n) scheme, > 0 a budget in bytes for the planned arena (an error below the
   // smallest achievable one). Trades recomputation for activation memory.
   int64_t checkpoint_budget_bytes = -1;

@@ -4,13 +4,14 @@
 // is met or refused.
 #include <cstring>
 
+#include "blobs_source.h"
 #include "engine/autodiff/autodiff.h"
+#include "engine/exec/checkpointing.h"
 #include "engine/exec/compiled_plan.h"
+#include "engine/exec/default_passes.h"
 #include "engine/ops/layout.h"
 #include "engine/ops/nn.h"
-#include "engine/passes/passes.h"
 #include "engine/train/trainer.h"
-#include "blobs_source.h"
 #include "test_util.h"
 
 using namespace mls;

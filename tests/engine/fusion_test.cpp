@@ -7,11 +7,11 @@
 
 #include "engine/autodiff/autodiff.h"
 #include "engine/exec/compiled_plan.h"
+#include "engine/exec/default_passes.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/fused.h"
 #include "engine/ops/math.h"
 #include "engine/ops/nn.h"
-#include "engine/passes/passes.h"
 #include "graph_fixtures.h"
 #include "test_util.h"
 

@@ -2,7 +2,7 @@
 // equal before and after on random inputs).
 #include "engine/autodiff/autodiff.h"
 #include "engine/exec/compiled_plan.h"
-#include "engine/passes/passes.h"
+#include "engine/exec/default_passes.h"
 #include "graph_fixtures.h"
 #include "test_util.h"
 

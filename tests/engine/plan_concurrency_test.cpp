@@ -3,9 +3,9 @@
 // Liveness is counted in waves, so no two values of one wave share memory.
 #include <algorithm>
 
+#include "engine/exec/default_passes.h"
 #include "engine/ops/math.h"
 #include "engine/ops/nn.h"
-#include "engine/passes/passes.h"
 #include "plan_test_util.h"
 
 using namespace mls;

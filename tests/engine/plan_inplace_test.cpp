@@ -3,10 +3,10 @@
 // inputs, parameters, outputs and broadcast operands are left alone.
 #include <cstring>
 
-#include "engine/ops/math.h"
-#include "engine/passes/passes.h"
-#include "plan_test_util.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/exec/default_passes.h"
+#include "engine/ops/math.h"
+#include "plan_test_util.h"
 
 using namespace mls;
 using namespace mls::test;

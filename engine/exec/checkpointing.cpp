@@ -1,5 +1,5 @@
 // Gradient checkpointing: recompute forward segments in the backward instead of keeping
-// their activations alive from the forward to their backward use (declared in passes.h).
+// their activations alive from the forward to their backward use (declared in checkpointing.h).
 //
 // [SECTION] Analysis: the forward, its layers, what the backward reads
 // [SECTION] Rewriting one segmentation
@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/passes/passes.h"
+#include "engine/exec/checkpointing.h"
 #include "engine/passes/rewriter.h"
 
 namespace mls {

@@ -1,5 +1,5 @@
+#include "engine/exec/default_passes.h"
 #include "engine/exec/eager.h"
-#include "engine/passes/passes.h"
 #include "engine/passes/rewriter.h"
 
 namespace mls {
