@@ -1,8 +1,11 @@
-// Elementwise kernels (f32). Loops are written so GCC vectorises them (-O3 -march=native).
-#include <cmath>
+// Elementwise kernels (f32): every op of engine/ops/elementwise_list.h, and the broadcast
+// helpers. Loops are written so GCC vectorises them (-O3 -march=native).
+#include <iterator>
+#include <optional>
+#include <string_view>
 
 #include "engine/cpu/elementwise.h"
-#include "engine/cpu/scalar_math.h"
+#include "engine/cpu/elementwise_dispatch.h"
 
 namespace mls::cpu {
 
@@ -26,33 +29,51 @@ BroadcastPlan make_broadcast_plan(const Shape& a, const Shape& b, const Shape& o
 
 namespace {
 
+// The op's kernel: its instruction (the attributes pick a variant and give p0, p1) run over
+// the whole tensor by the shared loops of elementwise.h.
+template <FusedCode Code>
+void op_kernel(const KernelCall& c) {
+  static constexpr std::string_view kOp = [] {
+    switch (Code) {
+#define MLS_OP_NAME(Name, text, op, operands, params) \
+  case FusedCode::Name:                               \
+    return std::string_view(#op);
+      MLS_ELEMENTWISE(MLS_OP_NAME)
+#undef MLS_OP_NAME
+      default:
+        return std::string_view();
+    }
+  }();
+  const std::optional<FusedInstr> in = FusedProgram::instr_of(kOp, c.attrs);
+  MLS_CHECK(in.has_value(), "an elementwise op without an instruction");
+  with_formula(*in, [&](auto f) {
+    if constexpr (kBinaryFormula<decltype(f)>)
+      binary_f32(c, f);
+    else
+      unary_kernel(c, f);
+  });
+}
+
 }  // namespace
 
+// Every op of the list (engine/ops/elementwise_list.h) gets its kernel from the list: the
+// first code of each op registers it (gelu's kernel runs Gelu or GeluTanh as its attributes
+// say).
 void register_elementwise_kernels(OpRegistry& reg) {
-  auto R = [&](const char* op, KernelFn fn) { reg.register_kernel(op, DeviceKind::CPU, DType::F32, fn); };
-  R("neg", [](const KernelCall& c) { unary_kernel(c, [](float x) { return -x; }); });
-  R("exp", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::exp(x); }); });
-  R("log", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::log(x); }); });
-  R("relu", [](const KernelCall& c) { unary_kernel(c, [](float x) { return x > 0.f ? x : 0.f; }); });
-  R("tanh", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::tanh(x); }); });
-  R("sigmoid", [](const KernelCall& c) {
-    unary_kernel(c, scalar::sigmoid);
-  });
-  R("scale", [](const KernelCall& c) {
-    auto alpha = static_cast<float>(c.attrs.get_float("alpha"));
-    unary_kernel(c, [alpha](float x) { return alpha * x; });
-  });
-  R("add_scalar", [](const KernelCall& c) {
-    auto v = static_cast<float>(c.attrs.get_float("value"));
-    unary_kernel(c, [v](float x) { return x + v; });
-  });
-  R("add", [](const KernelCall& c) { binary_f32(c, [](float a, float b) { return a + b; }); });
-  R("sub", [](const KernelCall& c) { binary_f32(c, [](float a, float b) { return a - b; }); });
-  R("mul", [](const KernelCall& c) { binary_f32(c, [](float a, float b) { return a * b; }); });
-  R("div", [](const KernelCall& c) { binary_f32(c, [](float a, float b) { return a / b; }); });
-  R("relu_backward", [](const KernelCall& c) {
-    binary_f32(c, [](float dy, float x) { return x > 0.f ? dy : 0.f; });
-  });
+  struct Entry {
+    std::string_view op;
+    KernelFn fn;
+  };
+  static constexpr Entry kEntries[] = {
+#define MLS_OP_KERNEL(Name, text, op, operands, params) {#op, op_kernel<FusedCode::Name>},
+      MLS_ELEMENTWISE(MLS_OP_KERNEL)
+#undef MLS_OP_KERNEL
+  };
+  for (size_t i = 0; i < std::size(kEntries); ++i) {
+    bool first = true;
+    for (size_t j = 0; j < i; ++j) first = first && kEntries[j].op != kEntries[i].op;
+    if (first) reg.register_kernel(kEntries[i].op, DeviceKind::CPU, DType::F32, kEntries[i].fn);
+  }
 }
 
 }  // namespace mls::cpu

@@ -5,7 +5,7 @@
 // intermediates stay in L1 and never reach the arena), and the last writes the output.
 // Inputs of the output's shape are read in place, scalars as scalars, and other broadcast
 // inputs are gathered per block. Every op computes the same float expression as its own
-// kernel (elementwise_kernels.cpp, math_kernels.cpp), so fusing changes no bit of a result;
+// kernel (both go through elementwise_dispatch.h), so fusing changes no bit of a result;
 // tests/engine/fusion_test.cpp checks that, op by op.
 //
 // linear_act is one gemm() with its bias and activation epilogue; conv2d_act is conv2d's
@@ -19,13 +19,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <numbers>
 #include <unordered_map>
 
 #include "engine/cpu/conv_kernels.h"
 #include "engine/cpu/elementwise.h"
+#include "engine/cpu/elementwise_dispatch.h"
 #include "engine/cpu/gemm.h"
-#include "engine/cpu/scalar_math.h"
 #include "engine/ops/fused.h"
 
 // "No overlap the compiler must check for", for GCC. Clang vectorises these loops with its
@@ -199,7 +198,7 @@ template <typename F>
 Operand unary(Operand a, float* out, int64_t n, F f) {
   if (!a.p) return {nullptr, f(a.s)};
   const float* x = a.p;
-MLS_IVDEP
+  MLS_IVDEP
   for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
   return {out, 0};
 }
@@ -209,63 +208,29 @@ Operand binary(Operand a, Operand b, float* out, int64_t n, F f) {
   if (!a.p && !b.p) return {nullptr, f(a.s, b.s)};
   if (!a.p) {
     const float va = a.s, *y = b.p;
-MLS_IVDEP
+    MLS_IVDEP
     for (int64_t i = 0; i < n; ++i) out[i] = f(va, y[i]);
   } else if (!b.p) {
     const float vb = b.s, *x = a.p;
-MLS_IVDEP
+    MLS_IVDEP
     for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], vb);
   } else {
     const float *x = a.p, *y = b.p;
-MLS_IVDEP
+    MLS_IVDEP
     for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], y[i]);
   }
   return {out, 0};
 }
 
-// One instruction over a block. Each expression is the one its op's own kernel computes.
+// One instruction over a block: the formula its op's own kernel computes
+// (elementwise_dispatch.h).
 Operand run(const FusedInstr& in, Operand a, Operand b, float* out, int64_t n) {
-  const auto p0 = static_cast<float>(in.p0), p1 = static_cast<float>(in.p1);
-  switch (in.code) {
-    case FusedCode::Neg: return unary(a, out, n, [](float x) { return -x; });
-    case FusedCode::Abs: return unary(a, out, n, [](float x) { return std::abs(x); });
-    case FusedCode::Exp: return unary(a, out, n, [](float x) { return std::exp(x); });
-    case FusedCode::Log: return unary(a, out, n, [](float x) { return std::log(x); });
-    case FusedCode::Sqrt: return unary(a, out, n, [](float x) { return std::sqrt(x); });
-    case FusedCode::Rsqrt: return unary(a, out, n, [](float x) { return 1.f / std::sqrt(x); });
-    case FusedCode::Tanh: return unary(a, out, n, [](float x) { return std::tanh(x); });
-    case FusedCode::Sigmoid: return unary(a, out, n, scalar::sigmoid);
-    case FusedCode::Relu: return unary(a, out, n, [](float x) { return x > 0.f ? x : 0.f; });
-    case FusedCode::Silu: return unary(a, out, n, scalar::silu);
-    case FusedCode::Gelu: return unary(a, out, n, scalar::gelu);
-    case FusedCode::GeluTanh: return unary(a, out, n, scalar::gelu_tanh);
-    case FusedCode::LeakyRelu: return unary(a, out, n, [p0](float x) { return x > 0.f ? x : p0 * x; });
-    case FusedCode::Softplus:
-      return unary(a, out, n, [p0, p1](float x) { return scalar::softplus(x, p0, p1); });
-    case FusedCode::Clamp: return unary(a, out, n, [p0, p1](float x) { return std::min(std::max(x, p0), p1); });
-    case FusedCode::Scale: return unary(a, out, n, [p0](float x) { return p0 * x; });
-    case FusedCode::AddScalar: return unary(a, out, n, [p0](float x) { return x + p0; });
-    case FusedCode::Add: return binary(a, b, out, n, [](float x, float y) { return x + y; });
-    case FusedCode::Sub: return binary(a, b, out, n, [](float x, float y) { return x - y; });
-    case FusedCode::Mul: return binary(a, b, out, n, [](float x, float y) { return x * y; });
-    case FusedCode::Div: return binary(a, b, out, n, [](float x, float y) { return x / y; });
-    case FusedCode::Maximum:
-      return binary(a, b, out, n, [](float x, float y) { return x > y || std::isnan(x) ? x : y; });
-    case FusedCode::Minimum:
-      return binary(a, b, out, n, [](float x, float y) { return x < y || std::isnan(x) ? x : y; });
-    case FusedCode::Pow: return binary(a, b, out, n, [](float x, float y) { return std::pow(x, y); });
-    case FusedCode::ReluBackward:
-      return binary(a, b, out, n, [](float dy, float x) { return x > 0.f ? dy : 0.f; });
-    case FusedCode::GeluBackward: return binary(a, b, out, n, scalar::gelu_backward);
-    case FusedCode::GeluTanhBackward: return binary(a, b, out, n, scalar::gelu_tanh_backward);
-    case FusedCode::ClampBackward:
-      return binary(a, b, out, n, [p0, p1](float dy, float x) { return x > p0 && x < p1 ? dy : 0.f; });
-    case FusedCode::Input:
-    case FusedCode::Const:
-      break;
-  }
-  MLS_CHECK(false, "fused_elementwise: not an op");
-  return {};
+  return with_formula(in, [&](auto f) {
+    if constexpr (kBinaryFormula<decltype(f)>)
+      return binary(a, b, out, n, f);
+    else
+      return unary(a, out, n, f);
+  });
 }
 
 // [SECTION] Kernels
@@ -278,55 +243,64 @@ void fused_elementwise_kernel(const KernelCall& c) {
   float* y = out_ptr<float>(c, 0);
   const int64_t total = c.outputs[0]->numel();
   const int64_t blocks = (total + kBlock - 1) / kBlock;
-  pool_of(c).parallel_for(0, blocks, std::max<int64_t>(1, kParallelGrain / kBlock), [&](int64_t lo, int64_t hi) {
-    thread_local std::vector<float> scratch;
-    thread_local std::vector<Operand> val;
-    scratch.resize(std::max(scratch.size(), static_cast<size_t>(prog->regs * kBlock)));
-    val.resize(std::max(val.size(), code.size()));
-    for (int64_t blk = lo; blk < hi; ++blk) {
-      const int64_t i0 = blk * kBlock, n = std::min(kBlock, total - i0);
-      for (size_t i = 0; i < code.size(); ++i) {
-        const FusedInstr& in = code[i];
-        float* reg = prog->reg[i] >= 0 ? scratch.data() + prog->reg[i] * kBlock : y + i0;
-        if (in.code == FusedCode::Input) {
-          const Source& s = src[static_cast<size_t>(in.p0)];
-          if (s.access == Access::InPlace) {
-            val[i] = {s.p + i0, 0};
-          } else if (s.access == Access::Scalar) {
-            val[i] = {nullptr, s.p[0]};
-          } else {
-            gather(s, layout, i0, n, reg);
-            val[i] = {reg, 0};
+  pool_of(c).parallel_for(
+      0, blocks, std::max<int64_t>(1, kParallelGrain / kBlock), [&](int64_t lo, int64_t hi) {
+        thread_local std::vector<float> scratch;
+        thread_local std::vector<Operand> val;
+        scratch.resize(std::max(scratch.size(), static_cast<size_t>(prog->regs * kBlock)));
+        val.resize(std::max(val.size(), code.size()));
+        for (int64_t blk = lo; blk < hi; ++blk) {
+          const int64_t i0 = blk * kBlock, n = std::min(kBlock, total - i0);
+          for (size_t i = 0; i < code.size(); ++i) {
+            const FusedInstr& in = code[i];
+            float* reg = prog->reg[i] >= 0 ? scratch.data() + prog->reg[i] * kBlock : y + i0;
+            if (in.code == FusedCode::Input) {
+              const Source& s = src[static_cast<size_t>(in.p0)];
+              if (s.access == Access::InPlace) {
+                val[i] = {s.p + i0, 0};
+              } else if (s.access == Access::Scalar) {
+                val[i] = {nullptr, s.p[0]};
+              } else {
+                gather(s, layout, i0, n, reg);
+                val[i] = {reg, 0};
+              }
+            } else if (in.code == FusedCode::Const) {
+              val[i] = {nullptr, static_cast<float>(in.p0)};
+            } else {
+              Operand b = in.b >= 0 ? val[static_cast<size_t>(in.b)] : Operand{};
+              val[i] = run(in, val[static_cast<size_t>(in.a)], b, reg, n);
+            }
           }
-        } else if (in.code == FusedCode::Const) {
-          val[i] = {nullptr, static_cast<float>(in.p0)};
-        } else {
-          Operand b = in.b >= 0 ? val[static_cast<size_t>(in.b)] : Operand{};
-          val[i] = run(in, val[static_cast<size_t>(in.a)], b, reg, n);
+          if (!val[code.size() - 1].p)
+            std::fill(y + i0, y + i0 + n, val[code.size() - 1].s);  // all scalar
         }
-      }
-      if (!val[code.size() - 1].p) std::fill(y + i0, y + i0 + n, val[code.size() - 1].s);  // all scalar
-    }
-  });
+      });
 }
-
 
 // One GEMM: a batch of x against a 2-D w folds into the rows (M = all of x's rows).
 GemmArgs linear_act_shape(const Shape& as, const Shape& bs, const Shape& ys, const Attrs& attrs) {
-  const bool ta = attrs.get_int_or("transpose_a", 0) != 0, tb = attrs.get_int_or("transpose_b", 0) != 0;
+  const bool ta = attrs.get_int_or("transpose_a", 0) != 0,
+             tb = attrs.get_int_or("transpose_b", 0) != 0;
   const int64_t n = ys.back(), k = ta ? as[as.size() - 2] : as.back();
-  return GemmArgs{.trans_a = ta, .trans_b = tb, .m = n > 0 ? numel(ys) / n : 0, .n = n, .k = k,
-                  .lda = as.back(), .ldb = bs.back(), .ldc = n};
+  return GemmArgs{.trans_a = ta,
+                  .trans_b = tb,
+                  .m = n > 0 ? numel(ys) / n : 0,
+                  .n = n,
+                  .k = k,
+                  .lda = as.back(),
+                  .ldb = bs.back(),
+                  .ldc = n};
 }
 
-size_t linear_act_workspace(std::span<const ValueType> in, std::span<const ValueType> out, const Attrs& a,
-                            const Backend& be) {
+size_t linear_act_workspace(std::span<const ValueType> in, std::span<const ValueType> out,
+                            const Attrs& a, const Backend& be) {
   const GemmArgs g = linear_act_shape(in[0].shape, in[1].shape, out[0].shape, a);
   return static_cast<size_t>(gemm_workspace_floats(g, be.num_threads())) * sizeof(float);
 }
 
 void linear_act_kernel(const KernelCall& c) {
-  GemmArgs g = linear_act_shape(c.inputs[0]->shape(), c.inputs[1]->shape(), c.outputs[0]->shape(), c.attrs);
+  GemmArgs g =
+      linear_act_shape(c.inputs[0]->shape(), c.inputs[1]->shape(), c.outputs[0]->shape(), c.attrs);
   const bool bias = c.inputs.size() == 3;
   g.a = in_ptr<float>(c, 0);
   g.b = in_ptr<float>(c, 1);

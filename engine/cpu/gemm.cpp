@@ -16,7 +16,7 @@ void apply_activation(Activation act, float* x, int64_t n) {
   switch (act) {
     case Activation::None: return;
     case Activation::Relu:
-      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+      for (int64_t i = 0; i < n; ++i) x[i] = scalar::relu(x[i]);
       return;
     case Activation::Sigmoid:
       for (int64_t i = 0; i < n; ++i) x[i] = scalar::sigmoid(x[i]);

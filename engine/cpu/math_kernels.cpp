@@ -1,69 +1,20 @@
-// CPU kernels for the math ops: unary activations (f32), broadcasting binary ops (f32),
-// comparisons (f32, i64, i32, bool inputs), where (any element type) and cast.
+// CPU kernels for the math ops outside the elementwise list (elementwise_kernels.cpp has
+// those): sign and round (f32), comparisons (f32, i64, i32, bool inputs), where (any
+// element type) and cast.
 //
-// [SECTION] Unary and binary
 // [SECTION] Comparisons and where
 // [SECTION] cast
 // [SECTION] Registration
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <numbers>
 
 #include "engine/cpu/elementwise.h"
 #include "engine/cpu/lowp.h"
-#include "engine/cpu/scalar_math.h"
 
 namespace mls::cpu {
 
 namespace {
-
-// [SECTION] Unary and binary
-
-bool tanh_gelu(const KernelCall& c) {
-  return c.attrs.has("approximate") && c.attrs.get_string("approximate") == "tanh";
-}
-
-void gelu_kernel(const KernelCall& c) {
-  if (tanh_gelu(c))
-    unary_kernel(c, scalar::gelu_tanh);
-  else
-    unary_kernel(c, scalar::gelu);
-}
-
-void gelu_backward_kernel(const KernelCall& c) {
-  if (tanh_gelu(c))
-    binary_f32(c, scalar::gelu_tanh_backward);
-  else
-    binary_f32(c, scalar::gelu_backward);
-}
-
-void softplus_kernel(const KernelCall& c) {
-  auto beta = static_cast<float>(c.attrs.get_float_or("beta", 1.0));
-  auto threshold = static_cast<float>(c.attrs.get_float_or("threshold", 20.0));
-  unary_kernel(c, [beta, threshold](float x) {
-    return scalar::softplus(x, beta, threshold);
-  });
-}
-
-std::pair<float, float> clamp_bounds(const KernelCall& c) {
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  return {static_cast<float>(c.attrs.get_float_or("min", -inf)),
-          static_cast<float>(c.attrs.get_float_or("max", inf))};
-}
-
-// (Bounds copied out of the pair: clang before 16 cannot capture structured bindings.)
-void clamp_kernel(const KernelCall& c) {
-  const auto bounds = clamp_bounds(c);
-  const float lo = bounds.first, hi = bounds.second;
-  unary_kernel(c, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
-}
-
-void clamp_backward_kernel(const KernelCall& c) {
-  const auto bounds = clamp_bounds(c);
-  const float lo = bounds.first, hi = bounds.second;
-  binary_f32(c, [lo, hi](float dy, float x) { return x > lo && x < hi ? dy : 0.f; });
-}
 
 // [SECTION] Comparisons and where
 
@@ -246,7 +197,8 @@ void cast_loop(const KernelCall& c) {
   const StorageT<From>* x = in_ptr<StorageT<From>>(c, 0);
   StorageT<To>* y = out_ptr<StorageT<To>>(c, 0);
   constexpr bool vector = (From == DType::F32) != (To == DType::F32) &&
-                          (From == DType::F32 || To == DType::F32) && dtype_is_float(From) && dtype_is_float(To);
+                          (From == DType::F32 || To == DType::F32) && dtype_is_float(From) &&
+                          dtype_is_float(To);
   const int64_t grain = vector ? kVectorCastGrain : kParallelGrain;
   pool_of(c).parallel_for(0, c.inputs[0]->numel(), grain, [&](int64_t lo, int64_t hi) {
     // f32 <-> bf16/f16, the casts of mixed precision: the vector conversions of lowp.h,
@@ -299,35 +251,13 @@ void register_math_kernels(OpRegistry& reg) {
   auto R = [&](const char* op, KernelFn fn) {
     reg.register_kernel(op, DeviceKind::CPU, DType::F32, fn);
   };
-  R("abs", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::abs(x); }); });
+  // The list's ops (abs, gelu, pow, maximum, ...) are elementwise_kernels.cpp's.
   R("sign", [](const KernelCall& c) {
     unary_kernel(c, [](float x) { return static_cast<float>((x > 0.f) - (x < 0.f)); });
   });
-  R("sqrt", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::sqrt(x); }); });
   // The default rounding mode rounds halves to even, as ONNX's QuantizeLinear.
-  R("round", [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::nearbyint(x); }); });
-  R("rsqrt",
-    [](const KernelCall& c) { unary_kernel(c, [](float x) { return 1.f / std::sqrt(x); }); });
-  R("leaky_relu", [](const KernelCall& c) {
-    auto alpha = static_cast<float>(c.attrs.get_float_or("alpha", 0.01));
-    unary_kernel(c, [alpha](float x) { return x > 0.f ? x : alpha * x; });
-  });
-  R("gelu", gelu_kernel);
-  R("gelu_backward", gelu_backward_kernel);
-  R("silu",
-    [](const KernelCall& c) { unary_kernel(c, scalar::silu); });
-  R("softplus", softplus_kernel);
-  R("clamp", clamp_kernel);
-  R("clamp_backward", clamp_backward_kernel);
-  R("pow",
-    [](const KernelCall& c) { binary_f32(c, [](float a, float b) { return std::pow(a, b); }); });
-  // NaN propagates, as in PyTorch (std::max would drop a NaN in a).
-  R("maximum", [](const KernelCall& c) {
-    binary_f32(c, [](float a, float b) { return a > b || std::isnan(a) ? a : b; });
-  });
-  R("minimum", [](const KernelCall& c) {
-    binary_f32(c, [](float a, float b) { return a < b || std::isnan(a) ? a : b; });
-  });
+  R("round",
+    [](const KernelCall& c) { unary_kernel(c, [](float x) { return std::nearbyint(x); }); });
 
   register_compare<std::equal_to<>>(reg, "equal");
   register_compare<std::not_equal_to<>>(reg, "not_equal");

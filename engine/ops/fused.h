@@ -28,17 +28,18 @@
 #include "engine/core/result.h"
 #include "engine/ir/emitter.h"
 #include "engine/ops/conv.h"
+#include "engine/ops/elementwise_list.h"
 
 namespace mls {
 
+// Input, Const, then the ops of engine/ops/elementwise_list.h in its order (Relu, Add, ...).
+// The backends' switches are generated from the same list, so a code is never typed twice.
 enum class FusedCode : uint8_t {
-  Input, Const,
-  // unary
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Silu, Gelu, GeluTanh, LeakyRelu,
-  Softplus, Clamp, Scale, AddScalar,
-  // binary
-  Add, Sub, Mul, Div, Maximum, Minimum, Pow, ReluBackward, GeluBackward, GeluTanhBackward,
-  ClampBackward,
+  Input,
+  Const,
+#define MLS_FUSED_CODE(Name, text, op, operands, params) Name,
+  MLS_ELEMENTWISE(MLS_FUSED_CODE)
+#undef MLS_FUSED_CODE
 };
 
 // One instruction: operands a, b are earlier instructions; p0, p1 are the op's

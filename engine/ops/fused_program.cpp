@@ -16,41 +16,92 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct CodeInfo {
   FusedCode code;
-  const char* text;  // the name in a program
-  const char* op;    // the registry op
+  std::string_view text;  // the name in a program
+  std::string_view op;    // the registry op
   int operands, params;
 };
 
+// engine/ops/elementwise_list.h, in FusedCode order.
 constexpr CodeInfo kCodes[] = {
-    {FusedCode::Neg, "neg", "neg", 1, 0},
-    {FusedCode::Abs, "abs", "abs", 1, 0},
-    {FusedCode::Exp, "exp", "exp", 1, 0},
-    {FusedCode::Log, "log", "log", 1, 0},
-    {FusedCode::Sqrt, "sqrt", "sqrt", 1, 0},
-    {FusedCode::Rsqrt, "rsqrt", "rsqrt", 1, 0},
-    {FusedCode::Tanh, "tanh", "tanh", 1, 0},
-    {FusedCode::Sigmoid, "sigmoid", "sigmoid", 1, 0},
-    {FusedCode::Relu, "relu", "relu", 1, 0},
-    {FusedCode::Silu, "silu", "silu", 1, 0},
-    {FusedCode::Gelu, "gelu", "gelu", 1, 0},
-    {FusedCode::GeluTanh, "gelu_tanh", "gelu", 1, 0},
-    {FusedCode::LeakyRelu, "leaky_relu", "leaky_relu", 1, 1},
-    {FusedCode::Softplus, "softplus", "softplus", 1, 2},
-    {FusedCode::Clamp, "clamp", "clamp", 1, 2},
-    {FusedCode::Scale, "scale", "scale", 1, 1},
-    {FusedCode::AddScalar, "add_scalar", "add_scalar", 1, 1},
-    {FusedCode::Add, "add", "add", 2, 0},
-    {FusedCode::Sub, "sub", "sub", 2, 0},
-    {FusedCode::Mul, "mul", "mul", 2, 0},
-    {FusedCode::Div, "div", "div", 2, 0},
-    {FusedCode::Maximum, "maximum", "maximum", 2, 0},
-    {FusedCode::Minimum, "minimum", "minimum", 2, 0},
-    {FusedCode::Pow, "pow", "pow", 2, 0},
-    {FusedCode::ReluBackward, "relu_backward", "relu_backward", 2, 0},
-    {FusedCode::GeluBackward, "gelu_backward", "gelu_backward", 2, 0},
-    {FusedCode::GeluTanhBackward, "gelu_tanh_backward", "gelu_backward", 2, 0},
-    {FusedCode::ClampBackward, "clamp_backward", "clamp_backward", 2, 2},
+#define MLS_CODE_INFO(Name, text, op, operands, params) \
+  {FusedCode::Name, #text, #op, operands, params},
+    MLS_ELEMENTWISE(MLS_CODE_INFO)
+#undef MLS_CODE_INFO
 };
+
+// The attributes that an instruction's p0 and p1 stand for, and their defaults (kRequired:
+// the op's attribute check demands it). An op whose attribute is absent from the graph gets
+// the default, and gives it back to op_of only where it is finite (clamp's open bounds).
+constexpr double kRequired = std::numeric_limits<double>::quiet_NaN();
+struct ParamAttrs {
+  FusedCode code;
+  std::array<std::string_view, 2> names;
+  std::array<double, 2> defaults;
+};
+constexpr ParamAttrs kParams[] = {
+    {FusedCode::LeakyRelu, {"alpha", ""}, {0.01, 0.0}},
+    {FusedCode::Softplus, {"beta", "threshold"}, {1.0, 20.0}},
+    {FusedCode::Clamp, {"min", "max"}, {-kInf, kInf}},
+    {FusedCode::Scale, {"alpha", ""}, {kRequired, 0.0}},
+    {FusedCode::AddScalar, {"value", ""}, {kRequired, 0.0}},
+    {FusedCode::ClampBackward, {"min", "max"}, {-kInf, kInf}},
+};
+
+// Codes that share their registry op with an earlier code, and the attribute value that
+// selects them (a gelu with approximate = "tanh" is GeluTanh).
+struct Variant {
+  FusedCode code;
+  std::string_view attr, value;
+};
+constexpr Variant kVariants[] = {
+    {FusedCode::GeluTanh, "approximate", "tanh"},
+    {FusedCode::GeluTanhBackward, "approximate", "tanh"},
+};
+
+constexpr const ParamAttrs* params_of(FusedCode c) {
+  for (const ParamAttrs& p : kParams)
+    if (p.code == c) return &p;
+  return nullptr;
+}
+
+constexpr int named_params(FusedCode c) {
+  const ParamAttrs* p = params_of(c);
+  int n = 0;
+  if (p)
+    for (std::string_view name : p->names) n += name.empty() ? 0 : 1;
+  return n;
+}
+
+constexpr const Variant* variant_of(FusedCode c) {
+  for (const Variant& v : kVariants)
+    if (v.code == c) return &v;
+  return nullptr;
+}
+
+// Whether an earlier code stands for the same registry op.
+constexpr bool shares_op(FusedCode c) {
+  std::string_view op;
+  for (const CodeInfo& i : kCodes)
+    if (i.code == c) op = i.op;
+  for (const CodeInfo& i : kCodes) {
+    if (i.code == c) return false;
+    if (i.op == op) return true;
+  }
+  return false;
+}
+
+// A list entry whose attributes or variant are not described above fails the build here,
+// naming it: it would otherwise run with p0 = p1 = 0, or never be chosen.
+#define MLS_CHECK_ENTRY(Name, text, op, operands, params)                                  \
+  static_assert(named_params(FusedCode::Name) == (params),                                 \
+                "engine/ops/fused_program.cpp: kParams must name the " #params             \
+                " attribute(s) of elementwise op '" #text "'");                            \
+  static_assert(shares_op(FusedCode::Name) == (variant_of(FusedCode::Name) != nullptr),    \
+                "engine/ops/fused_program.cpp: '" #text "' shares registry op '" #op       \
+                "' with another code: kVariants must say which attribute selects it (and " \
+                "only such codes are variants)");
+MLS_ELEMENTWISE(MLS_CHECK_ENTRY)
+#undef MLS_CHECK_ENTRY
 
 const CodeInfo* info_of(FusedCode c) {
   for (const CodeInfo& i : kCodes)
@@ -71,10 +122,11 @@ std::string number(double v) {
   return std::string(buf, r.ptr);
 }
 
-bool is_tanh_form(const Attrs& a) {
-  const AttrValue* v = a.find("approximate");
-  const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
-  return s && *s == "tanh";
+// Whether the attributes select this variant code.
+bool selects(const Variant& v, const Attrs& a) {
+  const AttrValue* value = a.find(std::string(v.attr));
+  const std::string* s = value ? std::get_if<std::string>(value) : nullptr;
+  return s && *s == v.value;
 }
 
 // [SECTION] Parser
@@ -99,7 +151,8 @@ class Parser {
         if (!e) return e.error();
         names_[name] = *e;
         skip();
-        if (pos_ >= s_.size() || s_[pos_] != ';') return fail("expected ';' after the binding of " + name);
+        if (pos_ >= s_.size() || s_[pos_] != ';')
+          return fail("expected ';' after the binding of " + name);
         ++pos_;
         continue;
       }
@@ -114,14 +167,16 @@ class Parser {
 
  private:
   Error fail(const std::string& what) const {
-    return make_error("program \"" + std::string(s_) + "\": " + what + " at " + std::to_string(pos_));
+    return make_error("program \"" + std::string(s_) + "\": " + what + " at " +
+                      std::to_string(pos_));
   }
   void skip() {
     while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t')) ++pos_;
   }
   std::string ident() {
     size_t b = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) {
+    while (pos_ < s_.size() &&
+           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) {
       if (pos_ == b && std::isdigit(static_cast<unsigned char>(s_[pos_]))) break;
       ++pos_;
     }
@@ -249,7 +304,9 @@ int fused_operands(FusedCode c) {
   return i ? i->operands : 0;
 }
 
-Result<FusedProgram> FusedProgram::parse(std::string_view text) { return Parser(text).run(); }
+Result<FusedProgram> FusedProgram::parse(std::string_view text) {
+  return Parser(text).run();
+}
 
 std::string FusedProgram::to_text() const {
   std::vector<int> uses(code.size(), 0);
@@ -289,41 +346,20 @@ std::string FusedProgram::to_text() const {
 
 std::optional<FusedInstr> FusedProgram::instr_of(std::string_view op, const Attrs& a) {
   const CodeInfo* info = nullptr;
-  for (const CodeInfo& i : kCodes)
-    if (op == i.op) {
-      info = &i;
-      break;
-    }
+  for (const CodeInfo& i : kCodes) {
+    if (op != i.op) continue;
+    const Variant* v = variant_of(i.code);
+    if (!info && !v) info = &i;          // the op's own code
+    if (v && selects(*v, a)) info = &i;  // a variant its attributes select
+  }
   if (!info) return std::nullopt;
   FusedInstr in{.code = info->code};
-  switch (info->code) {
-    case FusedCode::Gelu:
-      if (is_tanh_form(a)) in.code = FusedCode::GeluTanh;
-      break;
-    case FusedCode::GeluBackward:
-      if (is_tanh_form(a)) in.code = FusedCode::GeluTanhBackward;
-      break;
-    case FusedCode::LeakyRelu:
-      in.p0 = a.get_float_or("alpha", 0.01);
-      break;
-    case FusedCode::Softplus:
-      in.p0 = a.get_float_or("beta", 1.0);
-      in.p1 = a.get_float_or("threshold", 20.0);
-      break;
-    case FusedCode::Clamp:
-    case FusedCode::ClampBackward:
-      in.p0 = a.get_float_or("min", -kInf);
-      in.p1 = a.get_float_or("max", kInf);
-      break;
-    case FusedCode::Scale:
-      in.p0 = a.get_float("alpha");
-      break;
-    case FusedCode::AddScalar:
-      in.p0 = a.get_float("value");
-      break;
-    default:
-      break;
-  }
+  if (const ParamAttrs* p = params_of(info->code))
+    for (size_t k = 0; k < p->names.size() && !p->names[k].empty(); ++k) {
+      const std::string name(p->names[k]);
+      (k == 0 ? in.p0 : in.p1) =
+          std::isnan(p->defaults[k]) ? a.get_float(name) : a.get_float_or(name, p->defaults[k]);
+    }
   return in;
 }
 
@@ -331,31 +367,14 @@ std::pair<std::string, Attrs> FusedProgram::op_of(const FusedInstr& in) {
   const CodeInfo* info = info_of(in.code);
   MLS_CHECK(info != nullptr, "FusedProgram::op_of on an input or a constant");
   Attrs a;
-  switch (in.code) {
-    case FusedCode::GeluTanh:
-    case FusedCode::GeluTanhBackward:
-      a.set("approximate", std::string("tanh"));
-      break;
-    case FusedCode::LeakyRelu:
-    case FusedCode::Scale:
-      a.set("alpha", in.p0);
-      break;
-    case FusedCode::Softplus:
-      a.set("beta", in.p0);
-      a.set("threshold", in.p1);
-      break;
-    case FusedCode::Clamp:
-    case FusedCode::ClampBackward:
-      if (std::isfinite(in.p0)) a.set("min", in.p0);
-      if (std::isfinite(in.p1)) a.set("max", in.p1);
-      break;
-    case FusedCode::AddScalar:
-      a.set("value", in.p0);
-      break;
-    default:
-      break;
-  }
-  return {info->op, a};
+  if (const Variant* v = variant_of(in.code)) a.set(std::string(v->attr), std::string(v->value));
+  if (const ParamAttrs* p = params_of(in.code))
+    for (size_t k = 0; k < p->names.size() && !p->names[k].empty(); ++k) {
+      const double value = k == 0 ? in.p0 : in.p1;
+      if (!std::isfinite(value) && value == p->defaults[k]) continue;  // an open clamp bound
+      a.set(std::string(p->names[k]), value);
+    }
+  return {std::string(info->op), a};
 }
 
 }  // namespace mls
