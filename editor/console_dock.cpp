@@ -10,7 +10,8 @@
 #include <QtConcurrent/QtConcurrent>
 #include <lua.hpp>
 
-#include "engine/cpu/cpu_backend.h"
+#include "engine/core/backend_registry.h"
+#include "engine/core/check.h"
 #include "scripting/runtime.h"
 
 namespace mls::editor {
@@ -54,7 +55,10 @@ ConsoleWidget::ConsoleWidget(DocumentModel* model, const std::string& db_path, Q
   // The console is the user's own: not sandboxed, as `mlstudio lua` without a file.
   lua::ScriptOptions options;
   options.db_path = db_path;
-  host_ = std::make_unique<lua::LuaHost>(cpu::backend(), options);
+  // On the host, as `mlstudio lua`: the registry's CPU backend (app/ registered it).
+  Backend* host = backend_registry().host();
+  MLS_CHECK(host != nullptr, "the Lua console needs the CPU backend registered");
+  host_ = std::make_unique<lua::LuaHost>(*host, options);
   host_->runtime().project = &bridge_;
   host_->runtime().report = [this](const std::string& line) {
     post(QString::fromStdString(line), kGrey);

@@ -8,7 +8,6 @@
 #include <QtConcurrent/QtConcurrent>
 
 #include "editor/main_window.h"
-#include "engine/cpu/cpu_backend.h"
 #include "store/run_store.h"
 
 namespace mls::editor {
@@ -66,7 +65,9 @@ void MainWindow::requestEstimate(int64_t batch) {
   watcher->setFuture(QtConcurrent::run([po]() -> Result<PreflightEstimate> {
     auto p = runner::open_project(po);
     if (!p) return p.error();
-    Backend& be = cpu::backend();
+    auto device = runner::open_backend(*p);  // the project's device, as its run opens it
+    if (!device) return device.error();
+    Backend& be = **device;
     return preflight(p->builder(), p->train_config(), be, runner::device_rates(be),
                      {.samples_per_epoch = p->train->num_samples(),
                       .eval_samples = {p->validation ? p->validation->num_samples() : 0,

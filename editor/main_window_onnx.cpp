@@ -8,9 +8,21 @@
 #include <filesystem>
 
 #include "editor/main_window.h"
-#include "engine/cpu/cpu_backend.h"
+#include "engine/core/backend_registry.h"
+#include "engine/core/check.h"
 
 namespace mls::editor {
+
+namespace {
+
+// Export and import run on the host, as `mlstudio export` and `mlstudio import` do.
+Backend& host_backend() {
+  Backend* b = backend_registry().host();
+  MLS_CHECK(b != nullptr, "ONNX export and import need the CPU backend registered");
+  return *b;
+}
+
+}  // namespace
 
 void MainWindow::showExportDialog() {
   if (exporting()) return showStatus("an export is already running", true);
@@ -103,7 +115,7 @@ bool MainWindow::exportOnnx(const ExportChoice& choice) {
         Qt::QueuedConnection);
   };
   export_watcher_->setFuture(QtConcurrent::run([o, say]() -> Result<runner::ExportReport> {
-    return runner::export_project(o, cpu::backend(), say);
+    return runner::export_project(o, host_backend(), say);
   }));
   return true;
 }
@@ -115,7 +127,8 @@ Result<void> MainWindow::importOnnx(const QString& model, const QString& project
   o.force = replace;
   o.fallback_dataset = "fashion-mnist";
   std::vector<std::string> notes;
-  auto r = runner::import_model(o, cpu::backend(), [&](const std::string& s) { notes.push_back(s); });
+  auto r =
+      runner::import_model(o, host_backend(), [&](const std::string& s) { notes.push_back(s); });
   if (!r) {
     const QString msg = QString::fromStdString(r.error().message);
     run_log_->appendPlainText("import failed: " + msg);

@@ -15,7 +15,7 @@
 #include <map>
 #include <set>
 
-#include "engine/cpu/cpu_backend.h"
+#include "engine/core/backend_registry.h"
 #include "nodes/lower.h"
 #include "nodes/training_spec.h"
 
@@ -292,13 +292,20 @@ void StepView::rebuild() {
     if (!m) {
       message_ = QString::fromStdString(m.error().message);
     } else {
-      StepOptions o = step_options(nodes::train_config(doc.training));
-      o.keep_stages = true;
-      auto s = build_step(std::move(*m), cpu::backend(), o);
-      if (!s)
-        message_ = QString::fromStdString(s.error().message);
-      else
-        step_ = std::move(*s);
+      // On the project's device: its kernels decide what the passes fuse and where
+      // constants are folded, so a Vulkan project shows the step Vulkan runs.
+      auto backend = backend_registry().open(doc.training.device);
+      if (!backend) {
+        message_ = "The step cannot be built: " + QString::fromStdString(backend.error().message);
+      } else {
+        StepOptions o = step_options(nodes::train_config(doc.training));
+        o.keep_stages = true;
+        auto s = build_step(std::move(*m), **backend, o);
+        if (!s)
+          message_ = QString::fromStdString(s.error().message);
+        else
+          step_ = std::move(*s);
+      }
     }
   }
   const int previous = stages_->currentIndex();
