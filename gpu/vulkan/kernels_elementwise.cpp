@@ -7,9 +7,11 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "engine/ops/fused.h"
+#include "gpu/vulkan/fused_codes_check.h"  // generated: the shaders number the codes as FusedCode
 #include "gpu/vulkan/vulkan_kernels.h"
 
 namespace mls::vulkan {
@@ -35,7 +37,8 @@ std::vector<uint32_t> layout_words(const KernelCall& c) {
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
     bool merge = !dims.empty();
-    for (size_t k = 0; merge && k < st.size(); ++k) merge = strides[k].back() == st[k][d] * shape[d];
+    for (size_t k = 0; merge && k < st.size(); ++k)
+      merge = strides[k].back() == st[k][d] * shape[d];
     if (merge) {
       dims.back() *= shape[d];
       for (size_t k = 0; k < st.size(); ++k) strides[k].back() = st[k][d];
@@ -76,8 +79,10 @@ std::vector<uint32_t> program_words(const FusedProgram& p) {
 
 void run_program(const KernelCall& c, const FusedProgram& p) {
   VulkanBackend& be = vk(c);
-  MLS_CHECK(c.inputs.size() <= kMaxInputs, "vulkan: an elementwise program with more than 8 inputs");
-  MLS_CHECK(p.code.size() <= kMaxInstructions, "vulkan: an elementwise program longer than 96 instructions");
+  MLS_CHECK(c.inputs.size() <= kMaxInputs,
+            "vulkan: an elementwise program with more than 8 inputs");
+  MLS_CHECK(p.code.size() <= kMaxInstructions,
+            "vulkan: an elementwise program longer than 96 instructions");
   Tensor& y = *c.outputs[0];
   MLS_CHECK(y.is_contiguous(), "vulkan: elementwise output must be contiguous");
   const Tensor* x[kMaxInputs];
@@ -90,7 +95,8 @@ void run_program(const KernelCall& c, const FusedProgram& p) {
     std::vector<uint32_t> constants{u32(static_cast<int64_t>(p.code.size()))};
     constants.insert(constants.end(), code.begin(), code.end());
     const Tensor& tab = table(be, layout);
-    be.dispatch_specialized(Shader::fused, constants, {&y, &tab, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]}, n,
+    be.dispatch_specialized(Shader::fused, constants,
+                            {&y, &tab, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]}, n,
                             be.groups_for(n));
     return;
   }
@@ -103,12 +109,21 @@ void run_program(const KernelCall& c, const FusedProgram& p) {
               be.groups_for(n));
 }
 
-// The ops one instruction stands for, each a kernel of its own (a KernelFn knows no op name).
-constexpr const char* kOps[] = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu",
-                                "gelu", "leaky_relu", "softplus", "clamp", "scale", "add_scalar", "add", "sub",
-                                "mul", "div", "maximum", "minimum", "pow", "relu_backward", "gelu_backward",
-                                "clamp_backward"};
+// The registry op of each code of the list (engine/ops/elementwise_list.h), in its order.
+constexpr const char* kOps[] = {
+#define MLS_OP_NAME(Name, text, op, operands, params) #op,
+    MLS_ELEMENTWISE(MLS_OP_NAME)
+#undef MLS_OP_NAME
+};
 constexpr size_t kNumOps = sizeof(kOps) / sizeof(kOps[0]);
+
+// Whether entry I is the first of its op (gelu's kernel runs Gelu or GeluTanh as its
+// attributes say): each op gets one kernel.
+constexpr bool first_of_op(size_t i) {
+  for (size_t j = 0; j < i; ++j)
+    if (std::string_view(kOps[j]) == kOps[i]) return false;
+  return true;
+}
 
 // One op whose operands are all of the output's shape and contiguous (the second may be a
 // scalar): shaders/ew_simple.comp, no program to interpret.
@@ -123,8 +138,10 @@ bool run_simple(const KernelCall& c, const FusedInstr& in) {
   struct {
     uint32_t n, op, scalar_b;
     float p0, p1;
-  } p{u32(y.numel()), static_cast<uint32_t>(in.code), scalar_b, static_cast<float>(in.p0), static_cast<float>(in.p1)};
-  be.dispatch(Shader::ew_simple, {&y, c.inputs[0], binary ? c.inputs[1] : c.inputs[0]}, p, be.groups_for(p.n));
+  } p{u32(y.numel()), static_cast<uint32_t>(in.code), scalar_b, static_cast<float>(in.p0),
+      static_cast<float>(in.p1)};
+  be.dispatch(Shader::ew_simple, {&y, c.inputs[0], binary ? c.inputs[1] : c.inputs[0]}, p,
+              be.groups_for(p.n));
   return true;
 }
 
@@ -153,12 +170,15 @@ std::shared_ptr<const FusedProgram> parsed(const std::string& text) {
   return cache.emplace(text, p).first->second;
 }
 
-void fused_kernel(const KernelCall& c) { run_program(c, *parsed(c.attrs.get_string("program"))); }
+void fused_kernel(const KernelCall& c) {
+  run_program(c, *parsed(c.attrs.get_string("program")));
+}
 
 template <size_t... I>
 void register_ops(OpRegistry& reg, std::index_sequence<I...>) {
-  ((op_registry().find(kOps[I]) ? reg.register_kernel(kOps[I], DeviceKind::Vulkan, DType::F32, op_kernel<I>)
-                                : void()),
+  ((first_of_op(I) && op_registry().find(kOps[I])
+        ? reg.register_kernel(kOps[I], DeviceKind::Vulkan, DType::F32, op_kernel<I>)
+        : void()),
    ...);
 }
 

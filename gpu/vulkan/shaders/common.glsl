@@ -89,6 +89,28 @@ float erfc_(float x) {
   return x >= 0.0 ? r : 2.0 - r;
 }
 
+// The formula of every op of the elementwise list (engine/ops/elementwise_list.h), each
+// written once and named after its `text` there with a trailing underscore (relu_,
+// gelu_tanh_backward_): operands, then attributes. shaders/ew_apply.glsl dispatches to them;
+// exp_, log_, tanh_ (above) and pow_ (below) are the list's exp, log, tanh and pow.
+float neg_(float x) { return -x; }
+float abs_(float x) { return abs(x); }
+float sqrt_(float x) { return sqrt(x); }
+float rsqrt_(float x) { return 1.0 / sqrt(x); }
+float relu_(float x) { return x > 0.0 ? x : 0.0; }
+float leaky_relu_(float x, float alpha) { return x > 0.0 ? x : alpha * x; }
+float clamp_(float x, float lo, float hi) { return min(max(x, lo), hi); }
+float scale_(float x, float alpha) { return alpha * x; }
+float add_scalar_(float x, float value) { return x + value; }
+float add_(float a, float b) { return a + b; }
+float sub_(float a, float b) { return a - b; }
+float mul_(float a, float b) { return a * b; }
+float div_(float a, float b) { return a / b; }
+// A NaN in either operand wins, as in PyTorch.
+float maximum_(float a, float b) { return (a > b || isnan(a)) ? a : b; }
+float minimum_(float a, float b) { return (a < b || isnan(a)) ? a : b; }
+float relu_backward_(float dy, float x) { return x > 0.0 ? dy : 0.0; }
+float clamp_backward_(float dy, float x, float lo, float hi) { return (x > lo && x < hi) ? dy : 0.0; }
 float sigmoid_(float x) { return 1.0 / (1.0 + exp_(-x)); }
 float silu_(float x) { return x / (1.0 + exp_(-x)); }
 float gelu_(float x) { return 0.5 * x * erfc_(-x * kInvSqrt2); }
@@ -110,7 +132,7 @@ float softplus_(float x, float beta, float threshold) {
 // (engine/ops/fused.h): none, relu, sigmoid, tanh, gelu (exact), silu.
 float epilogue(float v, uint act) {
   switch (act) {
-    case 1u: return v > 0.0 ? v : 0.0;
+    case 1u: return relu_(v);
     case 2u: return sigmoid_(v);
     case 3u: return tanh_(v);
     case 4u: return gelu_(v);

@@ -7,6 +7,7 @@
 // place, a scalar, or gathered through broadcast strides (the table: rank, dims[rank], per
 // input {mode, strides[rank]}).
 #include "common.glsl"
+#include "ew_apply.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) writeonly buffer Y { float y[]; };
 layout(std430, binding = 1) readonly buffer T { uint t[]; };
@@ -111,42 +112,9 @@ float input_at(uint src, uint i) {
   return load(src, e);
 }
 
-float apply(uint op, float a, float b, float p0, float p1) {
-  switch (op) {
-    case 2u: return -a;
-    case 3u: return abs(a);
-    case 4u: return exp_(a);
-    case 5u: return log_(a);
-    case 6u: return sqrt(a);
-    case 7u: return 1.0 / sqrt(a);
-    case 8u: return tanh_(a);
-    case 9u: return sigmoid_(a);
-    case 10u: return a > 0.0 ? a : 0.0;
-    case 11u: return silu_(a);
-    case 12u: return gelu_(a);
-    case 13u: return gelu_tanh_(a);
-    case 14u: return a > 0.0 ? a : p0 * a;
-    case 15u: return softplus_(a, p0, p1);
-    case 16u: return min(max(a, p0), p1);
-    case 17u: return p0 * a;
-    case 18u: return a + p0;
-    case 19u: return a + b;
-    case 20u: return a - b;
-    case 21u: return a * b;
-    case 22u: return a / b;
-    case 23u: return (a > b || isnan(a)) ? a : b;
-    case 24u: return (a < b || isnan(a)) ? a : b;
-    case 25u: return pow_(a, b);
-    case 26u: return b > 0.0 ? a : 0.0;
-    case 27u: return gelu_backward_(a, b);
-    case 28u: return gelu_tanh_backward_(a, b);
-    default: return (b > p0 && b < p1) ? a : 0.0;
-  }
-}
-
 #define STEP(k) \
   if (k < NINSTR) \
-    r[k] = CODE##k == 0u ? input_at(uint(P0##k), i) : CODE##k == 1u ? P0##k : apply(CODE##k, r[A##k], r[B##k], P0##k, P1##k);
+    r[k] = CODE##k == FC_Input ? input_at(uint(P0##k), i) : CODE##k == FC_Const ? P0##k : ew_apply(CODE##k, r[A##k], r[B##k], P0##k, P1##k);
 
 void main() {
   float r[48];
