@@ -33,8 +33,35 @@ constexpr float kInvSqrt2Pi = static_cast<float>(0.39894228040143267794);  // 1 
 constexpr float kGeluK = static_cast<float>(0.79788456080286535588);       // sqrt(2 / pi)
 constexpr float kGeluC = 0.044715f;
 
+// The formula of every op of the elementwise list (engine/ops/elementwise_list.h), each
+// written once and named after its `text` there with the suffix _f (relu_f,
+// gelu_tanh_backward_f): operands, then attributes. elementwise.cu dispatches to them.
+__device__ inline float neg_f(float x) {
+  return -x;
+}
+__device__ inline float abs_f(float x) {
+  return fabsf(x);
+}
+__device__ inline float exp_f(float x) {
+  return expf(x);
+}
+__device__ inline float log_f(float x) {
+  return logf(x);
+}
+__device__ inline float sqrt_f(float x) {
+  return sqrtf(x);
+}
+__device__ inline float rsqrt_f(float x) {
+  return 1.f / sqrtf(x);
+}
+__device__ inline float tanh_f(float x) {
+  return tanhf(x);
+}
 __device__ inline float sigmoid_f(float x) {
   return 1.f / (1.f + expf(-x));
+}
+__device__ inline float relu_f(float x) {
+  return x > 0.f ? x : 0.f;
 }
 __device__ inline float silu_f(float x) {
   return x / (1.f + expf(-x));
@@ -46,12 +73,8 @@ __device__ inline float gelu_f(float x) {
 __device__ inline float gelu_tanh_f(float x) {
   return 0.5f * x * (1.f + tanhf(kGeluK * (x + kGeluC * x * x * x)));
 }
-__device__ inline float gelu_backward_f(float dy, float x) {
-  return dy * (0.5f * erfcf(-x * kInvSqrt2) + x * kInvSqrt2Pi * expf(-0.5f * x * x));
-}
-__device__ inline float gelu_tanh_backward_f(float dy, float x) {
-  const float t = tanhf(kGeluK * (x + kGeluC * x * x * x));
-  return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluK * (1.f + 3.f * kGeluC * x * x));
+__device__ inline float leaky_relu_f(float x, float alpha) {
+  return x > 0.f ? x : alpha * x;
 }
 // log(1 + e^(beta x)) / beta, linear above the threshold; no overflow.
 __device__ inline float softplus_f(float x, float beta, float threshold) {
@@ -64,23 +87,57 @@ __device__ inline float clamp_f(float x, float lo, float hi) {
   const float m = x < lo ? lo : x;
   return hi < m ? hi : m;
 }
+__device__ inline float scale_f(float x, float alpha) {
+  return alpha * x;
+}
+__device__ inline float add_scalar_f(float x, float value) {
+  return x + value;
+}
+__device__ inline float add_f(float a, float b) {
+  return a + b;
+}
+__device__ inline float sub_f(float a, float b) {
+  return a - b;
+}
+__device__ inline float mul_f(float a, float b) {
+  return a * b;
+}
+__device__ inline float div_f(float a, float b) {
+  return a / b;
+}
 // maximum / minimum: a NaN in either operand wins.
-__device__ inline float max_nan(float a, float b) {
+__device__ inline float maximum_f(float a, float b) {
   return (a > b || isnan(a)) ? a : b;
 }
-__device__ inline float min_nan(float a, float b) {
+__device__ inline float minimum_f(float a, float b) {
   return (a < b || isnan(a)) ? a : b;
+}
+__device__ inline float pow_f(float a, float b) {
+  return powf(a, b);
+}
+__device__ inline float relu_backward_f(float dy, float x) {
+  return x > 0.f ? dy : 0.f;
+}
+__device__ inline float gelu_backward_f(float dy, float x) {
+  return dy * (0.5f * erfcf(-x * kInvSqrt2) + x * kInvSqrt2Pi * expf(-0.5f * x * x));
+}
+__device__ inline float gelu_tanh_backward_f(float dy, float x) {
+  const float t = tanhf(kGeluK * (x + kGeluC * x * x * x));
+  return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluK * (1.f + 3.f * kGeluC * x * x));
+}
+__device__ inline float clamp_backward_f(float dy, float x, float lo, float hi) {
+  return (x > lo && x < hi) ? dy : 0.f;
 }
 
 // The activation of a GEMM or convolution epilogue (Act: EpilogueAct's numbering).
 __device__ inline float epilogue(float v, int32_t act) {
   switch (act) {
     case kActRelu:
-      return v > 0.f ? v : 0.f;
+      return relu_f(v);
     case kActSigmoid:
       return sigmoid_f(v);
     case kActTanh:
-      return tanhf(v);
+      return tanh_f(v);
     case kActGelu:
       return gelu_f(v);
     case kActSilu:

@@ -2,7 +2,8 @@
 // numbering) interpreted per output element, as gpu/vulkan/shaders/elementwise.comp does.
 // Each input is read in place, as a scalar, or gathered through broadcast strides; the
 // program sits in the kernel's parameters, which every thread reads alike (uniform loads).
-// Each case is the float expression of the op's CPU kernel (engine/cpu/fused_kernels.cpp).
+// Each formula (common.cuh) is the float expression of the op's CPU kernel
+// (engine/cpu/scalar_math.h).
 #include "gpu/cuda/device/common.cuh"
 
 namespace mls::cuda::dev {
@@ -35,43 +36,26 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < a.ninstr; ++k) {
       const Instr& in = a.code[k];
       const float p0 = in.p0, p1 = in.p1;
-      const float x = in.code >= kNeg ? r[in.a] : 0.f;
-      const float y = in.code >= kAdd ? r[in.b] : 0.f;
       float v;
-      // clang-format off
+      // One case per entry of the list, calling its formula (common.cuh); an entry without
+      // one fails nvcc here (identifier "frobnicate_f" is undefined).
       switch (in.code) {
-        case kInput: v = load_input(a, static_cast<int>(p0), i); break;
-        case kConst: v = p0; break;
-        case kNeg: v = -x; break;
-        case kAbs: v = fabsf(x); break;
-        case kExp: v = expf(x); break;
-        case kLog: v = logf(x); break;
-        case kSqrt: v = sqrtf(x); break;
-        case kRsqrt: v = 1.f / sqrtf(x); break;
-        case kTanh: v = tanhf(x); break;
-        case kSigmoid: v = sigmoid_f(x); break;
-        case kRelu: v = x > 0.f ? x : 0.f; break;
-        case kSilu: v = silu_f(x); break;
-        case kGelu: v = gelu_f(x); break;
-        case kGeluTanh: v = gelu_tanh_f(x); break;
-        case kLeakyRelu: v = x > 0.f ? x : p0 * x; break;
-        case kSoftplus: v = softplus_f(x, p0, p1); break;
-        case kClamp: v = clamp_f(x, p0, p1); break;
-        case kScale: v = p0 * x; break;
-        case kAddScalar: v = x + p0; break;
-        case kAdd: v = x + y; break;
-        case kSub: v = x - y; break;
-        case kMul: v = x * y; break;
-        case kDiv: v = x / y; break;
-        case kMaximum: v = max_nan(x, y); break;
-        case kMinimum: v = min_nan(x, y); break;
-        case kPow: v = powf(x, y); break;
-        case kReluBackward: v = y > 0.f ? x : 0.f; break;
-        case kGeluBackward: v = gelu_backward_f(x, y); break;
-        case kGeluTanhBackward: v = gelu_tanh_backward_f(x, y); break;
-        default: v = (y > p0 && y < p1) ? x : 0.f; break;  // kClampBackward
+        case kInput:
+          v = load_input(a, static_cast<int>(p0), i);
+          break;
+        case kConst:
+          v = p0;
+          break;
+#define MLS_DEV_CASE(Name, text, op, operands, params)                     \
+  case k##Name:                                                            \
+    v = MLS_EW_CALL(operands, params, text##_f, r[in.a], r[in.b], p0, p1); \
+    break;
+          MLS_ELEMENTWISE(MLS_DEV_CASE)
+#undef MLS_DEV_CASE
+        default:
+          v = __int_as_float(0x7fc00000);  // not an op: NaN
+          break;
       }
-      // clang-format on
       r[k] = v;
     }
     a.y[i] = r[a.ninstr - 1];

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "engine/ops/elementwise_list.h"
+
 namespace mls::cuda {
 // After the device opened (cuda_backend.cpp): an error aborts with "mlstudio: cuda: <what>
 // failed: <reason>"; out of memory throws std::bad_alloc.
@@ -33,18 +35,15 @@ inline constexpr int kMaxInputs = 8;  // inputs of an elementwise program
 inline constexpr int kMaxInstr = 96;  // instructions of an elementwise program
 inline constexpr int kThreads = 256;  // threads per block of every kernel
 
-// FusedCode's numbering (engine/ops/fused.h); kernels_elementwise.cpp asserts they agree.
-// clang-format off
+// FusedCode's numbering (engine/ops/fused.h), from the same list (elementwise_list.h, plain
+// preprocessor lines that nvcc reads as well); kernels_elementwise.cpp asserts they agree.
 enum Code : uint8_t {
-  kInput, kConst,
-  // unary
-  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kRelu, kSilu, kGelu, kGeluTanh, kLeakyRelu,
-  kSoftplus, kClamp, kScale, kAddScalar,
-  // binary
-  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow, kReluBackward, kGeluBackward, kGeluTanhBackward,
-  kClampBackward,
+  kInput,
+  kConst,
+#define MLS_DEV_CODE(Name, text, op, operands, params) k##Name,
+  MLS_ELEMENTWISE(MLS_DEV_CODE)
+#undef MLS_DEV_CODE
 };
-// clang-format on
 
 // EpilogueAct's numbering (engine/ops/fused.h); asserted in kernels_linalg.cpp.
 enum Act : int32_t { kActNone, kActRelu, kActSigmoid, kActTanh, kActGelu, kActSilu };

@@ -21,8 +21,8 @@ __device__ inline int64_t offset_of(int64_t i, int32_t rank, const int64_t* dims
 }
 
 __device__ inline float combine(int32_t op, float a, float b) {
-  if (op == kMax) return max_nan(a, b);
-  if (op == kMin) return min_nan(a, b);
+  if (op == kMax) return maximum_f(a, b);
+  if (op == kMin) return minimum_f(a, b);
   return a + b;
 }
 
