@@ -97,11 +97,32 @@ Result<ValueNames> append_graph(Model& m, const Graph& g,
     return make_error("cannot export to ONNX:" + list);
   }
   const std::vector<bool> need = needed_nodes(g);
-  std::set<int32_t> used;  // values a needed node or an output reads
+  // Readers of each value: needed nodes, the outputs, and the caller's kept values.
+  std::vector<int> uses(g.values().size(), 0);
   for (size_t k = 0; k < g.nodes().size(); ++k)
     if (need[k])
-      for (Ref in : g.nodes()[k].inputs) used.insert(in.id);
-  for (Ref r : g.outputs()) used.insert(r.id);
+      for (Ref in : g.nodes()[k].inputs) ++uses[static_cast<size_t>(in.id)];
+  for (Ref r : g.outputs()) ++uses[static_cast<size_t>(r.id)];
+  for (int32_t id : o.keep) ++uses.at(static_cast<size_t>(id));
+  auto used = [&](int32_t id) { return uses[static_cast<size_t>(id)] > 0; };
+  auto single = [&](Ref r) { return uses[static_cast<size_t>(r.id)] == 1; };
+
+  // Ops written together as one ONNX op (Conv with its bias, Gemm, BatchNormalization).
+  std::map<size_t, IdiomMatch> idioms;  // by root node
+  std::vector<bool> absorbed(g.nodes().size(), false);
+  for (size_t k = 0; k < g.nodes().size(); ++k) {
+    if (!need[k] || absorbed[k]) continue;
+    auto match = match_idiom(g, k, single);
+    if (!match) continue;
+    bool free = true;
+    for (int32_t a : match->absorbed) {
+      const auto i = static_cast<size_t>(a);
+      free = free && need[i] && !absorbed[i] && !idioms.count(i);
+    }
+    if (!free) continue;
+    for (int32_t a : match->absorbed) absorbed[static_cast<size_t>(a)] = true;
+    idioms.emplace(k, std::move(*match));
+  }
 
   // The graph's outputs take their ONNX names from the options where the value is a node's.
   std::vector<std::string> out_names;
@@ -114,7 +135,7 @@ Result<ValueNames> append_graph(Model& m, const Graph& g,
 
   ValueNames names;
   for (Ref r : g.inputs()) {
-    if (!used.count(r.id)) continue;
+    if (!used(r.id)) continue;
     const Value& v = g.value(r);
     if (auto it = o.bound_inputs.find(v.name); it != o.bound_inputs.end()) {
       names[r.id] = it->second;
@@ -125,7 +146,7 @@ Result<ValueNames> append_graph(Model& m, const Graph& g,
     names[r.id] = name;
   }
   for (Ref r : g.params()) {
-    if (!used.count(r.id)) continue;
+    if (!used(r.id)) continue;
     const Value& v = g.value(r);
     auto it = params.find(v.name);
     if (it == params.end())
@@ -138,17 +159,19 @@ Result<ValueNames> append_graph(Model& m, const Graph& g,
   }
   for (size_t i = 0; i < g.values().size(); ++i) {
     const Value& v = g.values()[i];
-    if (v.kind != ValueKind::Const || !used.count(static_cast<int32_t>(i))) continue;
+    if (v.kind != ValueKind::Const || !used(static_cast<int32_t>(i))) continue;
     names[static_cast<int32_t>(i)] =
         m.add_initializer(v.name.empty() ? "const" : v.name, host_copy("", v.constant));
   }
 
   const auto& nodes = g.nodes();
   for (size_t k = 0; k < nodes.size(); ++k) {
-    if (!need[k]) continue;
+    if (!need[k] || absorbed[k]) continue;
     const mls::Node& n = nodes[k];
+    const auto idiom = idioms.find(k);
     ExportContext c{m, g, n, {}, "", o.batch > 0};
-    for (Ref in : n.inputs) c.inputs.push_back(names.at(in.id));
+    for (Ref in : idiom == idioms.end() ? n.inputs : idiom->second.inputs)
+      c.inputs.push_back(names.at(in.id));
     const Ref out = n.outputs.at(0);
     if (auto w = wanted.find(out.id); w != wanted.end() && m.fresh(w->second) == w->second) {
       c.output = w->second;
@@ -159,8 +182,9 @@ Result<ValueNames> append_graph(Model& m, const Graph& g,
           n.label.empty() ? n.op->name : (last ? n.label : n.label + "/" + n.op->name);
       c.output = m.fresh(base);
     }
-    if (auto r = mapping_for_engine(n.op->name)->to_onnx(c); !r)
-      return make_error("cannot export to ONNX: " + r.error().message);
+    auto r =
+        idiom == idioms.end() ? mapping_for_engine(n.op->name)->to_onnx(c) : idiom->second.write(c);
+    if (!r) return make_error("cannot export to ONNX: " + r.error().message);
     names[out.id] = c.output;
   }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct GraphExportOptions {
   // Graph inputs the caller has already given an ONNX value (by the input's name): they are
   // not declared as inputs of the model (the document exporter's preprocessed input).
   std::map<std::string, std::string> bound_inputs;
+  // Values (by Ref id) that must stay ONNX values of their own (the document exporter's
+  // node outputs): no idiom writes them inside one ONNX op.
+  std::set<int32_t> keep;
 };
 
 // The ONNX value that each engine value (by Ref id) became.

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,19 @@ struct OpMapping {
 };
 
 const std::vector<OpMapping>& op_mappings();
+
+// Several engine ops written as one ONNX op, in the forms the importer reads back as those
+// very ops: conv2d + bias add -> Conv with a bias, matmul + bias add -> Gemm, the ops of
+// batch_norm_eval -> BatchNormalization.
+struct IdiomMatch {
+  std::vector<int32_t> absorbed;  // the nodes (indices) the root's ONNX op writes too
+  Refs inputs;                    // the ONNX op's inputs
+  ToOnnx write;                   // sees their ONNX names in ExportContext::inputs
+};
+// The idiom whose last op is node `root`, if any. `single(r)`: value r is read by one op
+// only and need not stay an ONNX value of its own.
+std::optional<IdiomMatch> match_idiom(const Graph& g, size_t root,
+                                      const std::function<bool(Ref)>& single);
 // The entry that reads ONNX op `op_type` (null: none).
 const OpMapping* mapping_for_onnx(std::string_view op_type);
 // The entry that writes engine op `op` (null: the op has no ONNX mapping).
