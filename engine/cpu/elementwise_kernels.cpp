@@ -29,24 +29,39 @@ BroadcastPlan make_broadcast_plan(const Shape& a, const Shape& b, const Shape& o
 
 namespace {
 
-// The op's kernel: its instruction (the attributes pick a variant and give p0, p1) run over
-// the whole tensor by the shared loops of elementwise.h.
+// The list (engine/ops/elementwise_list.h), in FusedCode order from Neg on.
+struct Entry {
+  FusedCode code;
+  std::string_view op;
+  int params;
+};
+constexpr Entry kList[] = {
+#define MLS_CPU_ENTRY(Name, text, op, operands, params) {FusedCode::Name, #op, params},
+    MLS_ELEMENTWISE(MLS_CPU_ENTRY)
+#undef MLS_CPU_ENTRY
+};
+constexpr size_t kFirstOp = static_cast<size_t>(FusedCode::Const) + 1;
+
+// Whether another code stands for the same op (gelu: Gelu and GeluTanh).
+constexpr bool shares_op(const Entry& e) {
+  int n = 0;
+  for (const Entry& other : kList) n += other.op == e.op ? 1 : 0;
+  return n > 1;
+}
+
+// The op's kernel: its instruction run over the whole tensor by elementwise.h's loops. Only
+// an op with attributes or variants asks FusedProgram for it (which reads p0, p1 and picks
+// the variant); the others (relu, add, ...) pay no lookup per call.
 template <FusedCode Code>
 void op_kernel(const KernelCall& c) {
-  static constexpr std::string_view kOp = [] {
-    switch (Code) {
-#define MLS_OP_NAME(Name, text, op, operands, params) \
-  case FusedCode::Name:                               \
-    return std::string_view(#op);
-      MLS_ELEMENTWISE(MLS_OP_NAME)
-#undef MLS_OP_NAME
-      default:
-        return std::string_view();
-    }
-  }();
-  const std::optional<FusedInstr> in = FusedProgram::instr_of(kOp, c.attrs);
-  MLS_CHECK(in.has_value(), "an elementwise op without an instruction");
-  with_formula(*in, [&](auto f) {
+  static constexpr Entry kEntry = kList[static_cast<size_t>(Code) - kFirstOp];
+  FusedInstr in{.code = Code};
+  if constexpr (kEntry.params > 0 || shares_op(kEntry)) {
+    const std::optional<FusedInstr> found = FusedProgram::instr_of(kEntry.op, c.attrs);
+    MLS_CHECK(found.has_value(), "an elementwise op without an instruction");
+    in = *found;
+  }
+  with_formula(in, [&](auto f) {
     if constexpr (kBinaryFormula<decltype(f)>)
       binary_f32(c, f);
     else
@@ -56,23 +71,18 @@ void op_kernel(const KernelCall& c) {
 
 }  // namespace
 
-// Every op of the list (engine/ops/elementwise_list.h) gets its kernel from the list: the
-// first code of each op registers it (gelu's kernel runs Gelu or GeluTanh as its attributes
-// say).
+// Every op of the list gets its kernel from the list: the first code of each op registers it
+// (gelu's kernel runs Gelu or GeluTanh as its attributes say).
 void register_elementwise_kernels(OpRegistry& reg) {
-  struct Entry {
-    std::string_view op;
-    KernelFn fn;
+  static constexpr KernelFn kKernels[] = {
+#define MLS_CPU_KERNEL(Name, text, op, operands, params) op_kernel<FusedCode::Name>,
+      MLS_ELEMENTWISE(MLS_CPU_KERNEL)
+#undef MLS_CPU_KERNEL
   };
-  static constexpr Entry kEntries[] = {
-#define MLS_OP_KERNEL(Name, text, op, operands, params) {#op, op_kernel<FusedCode::Name>},
-      MLS_ELEMENTWISE(MLS_OP_KERNEL)
-#undef MLS_OP_KERNEL
-  };
-  for (size_t i = 0; i < std::size(kEntries); ++i) {
+  for (size_t i = 0; i < std::size(kList); ++i) {
     bool first = true;
-    for (size_t j = 0; j < i; ++j) first = first && kEntries[j].op != kEntries[i].op;
-    if (first) reg.register_kernel(kEntries[i].op, DeviceKind::CPU, DType::F32, kEntries[i].fn);
+    for (size_t j = 0; j < i; ++j) first = first && kList[j].op != kList[i].op;
+    if (first) reg.register_kernel(kList[i].op, DeviceKind::CPU, DType::F32, kKernels[i]);
   }
 }
 
