@@ -1,4 +1,4 @@
-// Gradient checkpointing (engine/passes/checkpointing.cpp): the planned arena drops, the
+// Gradient checkpointing (engine/exec/checkpointing.cpp): the planned arena drops, the
 // loss, every gradient and the running statistics stay bit-identical (the clones run the same
 // kernels on the same inputs), the pass adds exactly the clones it reports, and a byte budget
 // is met or refused.
