@@ -63,6 +63,13 @@ ConsoleWidget::ConsoleWidget(DocumentModel* model, const std::string& db_path, Q
   host_->runtime().report = [this](const std::string& line) {
     post(QString::fromStdString(line), kGrey);
   };
+  // mls.train from here feeds the Instruments tab as the Train button's runs do: the run
+  // session fills the feed on the worker, the panel reads it on the GUI thread.
+  host_->runtime().new_telemetry = [this] {
+    auto tm = std::make_shared<Telemetry>();
+    QMetaObject::invokeMethod(this, [this, tm] { Q_EMIT liveRunStarted(tm); }, Qt::QueuedConnection);
+    return tm;
+  };
   host_->set_interrupt(&cancel_);
   lua_pushlightuserdata(host_->state(), this);
   lua_pushcclosure(host_->state(), console_print, 1);

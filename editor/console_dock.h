@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "editor/document_model.h"
+#include "engine/train/telemetry.h"
 #include "editor/gui_thread_history.h"
 #include "scripting/lua_host.h"
 
@@ -65,6 +66,8 @@ class ConsoleWidget : public QWidget {
   // An entry ended (or waits for more lines); `shown` is what it appended.
   void entryFinished(const QString& shown);
   void busyChanged(bool busy);
+  // mls.train started a run from the console: its live feed, for the Instruments tab.
+  void liveRunStarted(std::shared_ptr<mls::Telemetry> telemetry);
 
  private:
   struct Outcome {

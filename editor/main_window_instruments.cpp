@@ -39,6 +39,21 @@ void MainWindow::buildInstruments() {
   connect(&trainer_, &TrainController::preflightReady, instruments_,
           &InstrumentsPanel::setPreflight);
   connect(&trainer_, &TrainController::finished, this, [this] { loadRunCurves(); });
+  // A run started by mls.train in the Lua console is followed like the Train button's.
+  connect(console_, &ConsoleWidget::liveRunStarted, this, [this](std::shared_ptr<Telemetry> tm) {
+    telemetry_ = tm;
+    instruments_->setLive(tm);
+  });
+  connect(console_, &ConsoleWidget::entryFinished, this, [this] {
+    if (telemetry_ && !trainer_.running() && instruments_->phase() == RunPhase::Training &&
+        !telemetry_->running.load()) {
+      // The console's run ended with its entry: done when its last epoch came in.
+      const size_t epochs = telemetry_->epochs.size();
+      const bool done = epochs > 0 && static_cast<int64_t>(epochs) >= telemetry_->planned_epochs.load();
+      instruments_->setPhase(done ? RunPhase::Done : RunPhase::Stopped);
+    }
+    loadRunCurves();
+  });
 }
 
 void MainWindow::requestEstimate(int64_t batch) {
