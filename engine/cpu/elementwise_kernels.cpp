@@ -2,6 +2,7 @@
 // helpers. Loops are written so GCC vectorises them (-O3 -march=native).
 #include <iterator>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "engine/cpu/elementwise.h"
@@ -82,7 +83,12 @@ void register_elementwise_kernels(OpRegistry& reg) {
   for (size_t i = 0; i < std::size(kList); ++i) {
     bool first = true;
     for (size_t j = 0; j < i; ++j) first = first && kList[j].op != kList[i].op;
-    if (first) reg.register_kernel(kList[i].op, DeviceKind::CPU, DType::F32, kKernels[i]);
+    if (!first) continue;
+    const std::string op(kList[i].op);
+    MLS_CHECK(
+        reg.find(op) != nullptr,
+        ("engine/ops/elementwise_list.h names op '" + op + "', which no OpDef defines").c_str());
+    reg.register_kernel(op, DeviceKind::CPU, DType::F32, kKernels[i]);
   }
 }
 
