@@ -126,7 +126,7 @@ class MainWindow : public QMainWindow {
   void showExportDialog();  // main_window_onnx.cpp
   // The project as a file that runs read (`--run` semantics): the saved file, saved first when
   // modified, or a snapshot of an untitled one. Empty (with a status message) on failure.
-  std::string projectFileForRun();
+  std::string projectFileForExport();
 
   MainWindowOptions options_;
   DocumentModel model_;

@@ -57,10 +57,10 @@ void MainWindow::buildInstruments() {
 }
 
 void MainWindow::requestEstimate(int64_t batch) {
-  const std::string path = projectFileForRun();
-  if (path.empty()) return;
+  // Of what the canvas shows, as Train would run it: the file is neither saved nor read.
   runner::ProjectOptions po;
-  po.path = path;
+  po.path = model_.path();
+  po.document = std::make_shared<const nodes::Document>(model_.doc());
   if (batch > 0) po.batch_size = batch;
   const int request = ++estimate_request_;
   auto* watcher = new QFutureWatcher<Result<PreflightEstimate>>(this);
@@ -121,12 +121,13 @@ void MainWindow::loadRunCurves() {
   instruments_->setRuns(std::move(curves));
 }
 
-std::string MainWindow::projectFileForRun() {
-  // A run reads the project from its file, as `--run` does: a saved project is saved first;
-  // an untitled one runs from a snapshot beside the autosave.
+std::string MainWindow::projectFileForExport() {
+  // An export reads the project from its file, as `mlstudio export` does (the runs it offers
+  // are that file's): a saved project is saved first; an untitled one exports from a
+  // snapshot beside the autosave. Training and pre-flight take the document as it is held.
   std::string path = model_.path();
   if (path.empty()) {
-    const QString snap = QFileInfo(autosavePath()).dir().filePath("untitled-train.mls");
+    const QString snap = QFileInfo(autosavePath()).dir().filePath("untitled-export.mls");
     QDir().mkpath(QFileInfo(snap).path());
     if (auto r = nodes::save_document(model_.doc(), snap.toStdString()); !r) {
       showStatus(QString::fromStdString(r.error().message), true);

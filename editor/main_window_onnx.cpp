@@ -26,7 +26,7 @@ Backend& host_backend() {
 
 void MainWindow::showExportDialog() {
   if (exporting()) return showStatus("an export is already running", true);
-  const std::string project = projectFileForRun();
+  const std::string project = projectFileForExport();
   if (project.empty()) return;
   const QFileInfo info(QString::fromStdString(project));
   const QString out = info.absoluteDir().filePath(info.completeBaseName() + ".onnx");
@@ -48,7 +48,7 @@ bool MainWindow::exportOnnx(const ExportChoice& choice) {
   if (exporting()) return refuse("an export is already running");
   if (choice.out.isEmpty()) return refuse("choose the ONNX file to write");
   runner::ExportOptions o;
-  o.project.path = projectFileForRun();
+  o.project.path = projectFileForExport();
   if (o.project.path.empty()) return refuse("the project could not be saved for the export");
   o.out = choice.out.toStdString();
   if (choice.run_id > 0) o.run_id = choice.run_id;
