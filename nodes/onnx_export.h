@@ -1,10 +1,11 @@
-// A project's model as ONNX: each node type that can be exported writes its part of an
-// onnx::Model (engine/onnx/onnx_ir.h), the input preprocessing goes inside the graph so
-// the file takes raw samples, and the loss is left out (the output is its logits input).
-// The same table says, per node, whether it can be exported (the editor's badges).
+// A project's model as ONNX: the document is lowered for inference and the engine graph
+// written by the graph exporter (engine/onnx/graph_export.h), through the one op mapping
+// the importer reads too. The input preprocessing goes inside the graph so the file takes
+// raw samples, and the loss is left out (the output is its logits input). Whether a node
+// exports is whether the ops it lowers to have a mapping (the editor's badges).
 //
-//   ExportSpec spec;  spec.input.bytes = true;  spec.input.mean = {0.286f};  spec.input.stddev = {0.353f};
-//   Result<ExportedModel> e = export_onnx(doc, data, weights, spec, "mlp.mls");
+//   ExportSpec spec;  spec.input.bytes = true;  spec.input.mean = {0.286f};  spec.input.stddev =
+//   {0.353f}; Result<ExportedModel> e = export_onnx(doc, data, weights, spec, "mlp.mls");
 //   e->model.outputs[0].name == "logits";  e->node_values.at("fc1") == "fc1";
 //   onnx_export_problem(doc.nodes[k]) == "";   // else why it cannot be exported
 #pragma once
