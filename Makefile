@@ -7,7 +7,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 EXAMPLE ?= resources/examples/fashion-mnist-mlp.mls
 
-.PHONY: all setup configure build run gui test sanitize fuzz bench clean
+.PHONY: all setup configure build build-app run gui test sanitize fuzz bench clean
 
 all: build
 
@@ -20,11 +20,15 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Only what `make run` and `make gui` run: the mlstudio executable, not the tests.
+build-app: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target mlstudio
+
+run: build-app
 	$(BUILD)/app/mlstudio --run $(EXAMPLE)
 
 # The editor: opens the MLP example in the main window (needs a display).
-gui: build
+gui: build-app
 	$(BUILD)/app/mlstudio $(EXAMPLE)
 
 # The GUI tests need an X display: one Xvfb serves the whole run. Then the unit tests under
