@@ -15,15 +15,10 @@
 using namespace mls;
 using namespace mls::editor;
 using mls::test::EditorFixture;
+using mls::test::read_file;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // Presses on one port, moves, and releases on another, as a mouse does.
 void drag_wire(EditorFixture& fx, const PortRef& from, const PortRef& to) {

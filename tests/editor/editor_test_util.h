@@ -8,6 +8,8 @@
 #include <QTest>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 
 #include "editor/main_window.h"
@@ -17,6 +19,14 @@
 #include "runner/backends.h"
 
 namespace mls::test {
+
+// A file's bytes ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
 
 inline QApplication& qt_app() {
   static int argc = 1;

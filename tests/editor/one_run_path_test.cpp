@@ -15,20 +15,14 @@
 using namespace mls;
 using namespace mls::editor;
 using mls::test::EditorFixture;
+using mls::test::read_file;
 
 namespace {
-
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 int run_exe(const std::string& args, const std::string& log) {
   const std::string cmd = std::string(MLS_EXE) + " " + args + " >" + log + " 2>&1";
   const int rc = std::system(cmd.c_str());
-  INFO(cmd << "\n" << bytes_of(log));
+  INFO(cmd << "\n" << read_file(log));
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
@@ -60,7 +54,7 @@ TEST_CASE("the MLP trained by --run, by the editor from an unsaved edit, and by 
           "[editor][train][run-path]") {
   EditorFixture fx;
   const std::string example = MLS_SOURCE_DIR "/resources/examples/fashion-mnist-mlp.mls";
-  const std::string example_before = bytes_of(example);
+  const std::string example_before = read_file(example);
   const std::string db = fx.dir.file("runs.db");  // the editor's database (EditorFixture)
 
   // 1. The editor: the example, edited (not saved), trained with the Train key.
@@ -85,7 +79,7 @@ TEST_CASE("the MLP trained by --run, by the editor from an unsaved edit, and by 
   const auto editor_run = finished.at(0).at(0).value<runner::RunOutcome>();
   CHECK(editor_run.status == "finished");
   // Nothing was saved: the user's file is as it was, the edit still unsaved.
-  CHECK(bytes_of(example) == example_before);
+  CHECK(read_file(example) == example_before);
   CHECK(m->isModified());
 
   // 2. The command line, on the same file with the same settings as flags.
@@ -114,7 +108,7 @@ TEST_CASE("the MLP trained by --run, by the editor from an unsaved edit, and by 
     auto p = (*store)->params(r.id);
     REQUIRE(p.ok());
     params.emplace_back(p->begin(), p->end());
-    checkpoints.push_back(bytes_of(runner::checkpoint_path(db, r.id, "last")));
+    checkpoints.push_back(read_file(runner::checkpoint_path(db, r.id, "last")));
     // Each run keeps what it trained: the editor's and the CLI's the document, Lua's its script.
     auto snap = (*store)->snapshot(r.id);
     REQUIRE(snap.ok());
