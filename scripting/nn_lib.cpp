@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "engine/ops/conv.h"
+#include "engine/ops/layers.h"
 #include "engine/ops/nn.h"
 #include "engine/train/init.h"
 #include "engine/train/rng.h"
@@ -58,6 +59,54 @@ int l_buffer(lua_State* L) {
   LuaTensor* p = push_value(L, std::move(t));
   p->init = {v == 0.0 ? "zeros" : "ones", s.n ? s.v[0] : 1, s.n ? s.v[0] : 1};
   return 1;
+}
+
+// mls.layer_params("conv2d", {n_in = 1, n_out = 8, kernel = 3 [, groups =, bias =, init =]}): the
+// layer's parameters as engine/ops/layers.h declares them for the node types too, in order:
+// {{name = "weight", shape = {8, 1, 3, 3}, init = "kaiming_uniform", fan_in = 9, fan_out = 72,
+// trainable = true}, ...}. mls.nn's layers make their tensors from it.
+int l_layer_params(lua_State* L) {
+  const std::string layer = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  LayerConfig c;
+  c.in = opt_integer(L, 2, "n_in", 0);
+  c.out = opt_integer(L, 2, "n_out", 0);
+  c.kernel = opt_integer(L, 2, "kernel", 1);
+  c.groups = opt_integer(L, 2, "groups", 1);
+  c.bias = opt_bool(L, 2, "bias", true);
+  c.init = opt_string(L, 2, "init", "kaiming_uniform");
+  bool ok = true;
+  {
+    auto ps = layer_params(layer, c);
+    if (!ps) {
+      runtime(L).error = "mls.layer_params: " + ps.error().message;
+      ok = false;
+    } else {
+      lua_createtable(L, static_cast<int>(ps->size()), 0);
+      for (size_t i = 0; i < ps->size(); ++i) {
+        const LayerParam& p = (*ps)[i];
+        lua_createtable(L, 0, 6);
+        lua_pushstring(L, p.name.c_str());
+        lua_setfield(L, -2, "name");
+        lua_createtable(L, static_cast<int>(p.shape.size()), 0);
+        for (size_t d = 0; d < p.shape.size(); ++d) {
+          lua_pushinteger(L, p.shape[d]);
+          lua_seti(L, -2, static_cast<lua_Integer>(d + 1));
+        }
+        lua_setfield(L, -2, "shape");
+        lua_pushstring(L, p.init.scheme.c_str());
+        lua_setfield(L, -2, "init");
+        lua_pushinteger(L, p.init.fan_in);
+        lua_setfield(L, -2, "fan_in");
+        lua_pushinteger(L, p.init.fan_out);
+        lua_setfield(L, -2, "fan_out");
+        lua_pushboolean(L, p.trainable);
+        lua_setfield(L, -2, "trainable");
+        lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
+      }
+    }
+  }
+  return ok ? 1 : raise(L);
 }
 
 // [SECTION] layers
@@ -322,8 +371,11 @@ const luaL_Reg kF[] = {{"linear", l_linear},
                        {"nll_loss", l_nll_loss},
                        {nullptr, nullptr}};
 
-const luaL_Reg kTop[] = {
-    {"parameter", l_parameter}, {"buffer", l_buffer}, {"op", l_op}, {nullptr, nullptr}};
+const luaL_Reg kTop[] = {{"parameter", l_parameter},
+                         {"buffer", l_buffer},
+                         {"layer_params", l_layer_params},
+                         {"op", l_op},
+                         {nullptr, nullptr}};
 
 }  // namespace
 

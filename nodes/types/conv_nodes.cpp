@@ -30,44 +30,40 @@ Conv2dParams conv_params(const json& p, bool transpose) {
   return q;
 }
 
-// The kernel's shape: [O, C/groups, k, k] for Conv2d, [C, O/groups, k, k] transposed.
+// The layer declaration's config (engine/ops/layers.h) for `cin` input channels.
+LayerConfig conv_config(const json& p, int64_t cin) {
+  LayerConfig c = layer_config(p, cin, p.at("out_channels").get<int64_t>());
+  c.kernel = p.at("kernel_size").get<int64_t>();
+  c.groups = p.at("groups").get<int64_t>();
+  return c;
+}
+
+// The kernel's shape, as the layer declares it: [O, C/groups, k, k], [C, O/groups, k, k]
+// transposed.
 Shape kernel_shape(const json& p, int64_t cin, bool transpose) {
-  int64_t o = p.at("out_channels").get<int64_t>(), k = p.at("kernel_size").get<int64_t>();
-  int64_t g = p.at("groups").get<int64_t>();
-  return transpose ? Shape{cin, o / g, k, k} : Shape{o, cin / g, k, k};
+  auto ps = layer_params(transpose ? "conv_transpose2d" : "conv2d", conv_config(p, cin));
+  return ps ? ps->at(0).shape : Shape{};
+}
+
+Result<Refs> lower_conv(LowerContext& c, bool transpose) {
+  const json& p = c.params;
+  const int64_t o = p.at("out_channels").get<int64_t>();
+  auto ps = layer_param_refs(c, transpose ? "conv_transpose2d" : "conv2d",
+                             conv_config(p, c.shape(0)[1]), !frozen(p));
+  if (!ps) return ps.error();
+  const Conv2dParams q = conv_params(p, transpose);
+  Ref y = transpose ? conv_transpose2d(c.g(), c.inputs[0], ps->at(0), q)
+                    : conv2d(c.g(), c.inputs[0], ps->at(0), q);
+  if (ps->size() > 1) y = add(c.g(), y, reshape(c.g(), ps->at(1), {o, 1, 1}));
+  return Refs{y};
 }
 
 Result<Refs> lower_conv2d(LowerContext& c) {
-  const json& p = c.params;
-  int64_t cin = c.shape(0)[1], o = p.at("out_channels").get<int64_t>();
-  int64_t k = p.at("kernel_size").get<int64_t>(), groups = p.at("groups").get<int64_t>();
-  const Conv2dParams q = conv_params(p, false);
-  int64_t fan_in = cin / groups * k * k, fan_out = o / groups * k * k;
-  const bool train = !frozen(p);
-  Ref w = c.param("weight", kernel_shape(p, cin, false), weight_init(p, fan_in, fan_out), train);
-  Ref y = conv2d(c.g(), c.inputs[0], w, q);
-  if (p.value("bias", true)) {
-    Ref b = c.param("bias", {o}, bias_init(p, fan_in, fan_out), train);
-    y = add(c.g(), y, reshape(c.g(), b, {o, 1, 1}));
-  }
-  return Refs{y};
+  return lower_conv(c, false);
 }
 
 Result<Refs> lower_conv_transpose2d(LowerContext& c) {
-  const json& p = c.params;
-  int64_t cin = c.shape(0)[1], o = p.at("out_channels").get<int64_t>();
-  int64_t k = p.at("kernel_size").get<int64_t>(), groups = p.at("groups").get<int64_t>();
-  const Conv2dParams q = conv_params(p, true);
-  // PyTorch computes the fans of the [Cin, Cout/groups, k, k] weight from its dims 1 and 0.
-  int64_t fan_in = o / groups * k * k, fan_out = cin * k * k;
-  const bool train = !frozen(p);
-  Ref w = c.param("weight", kernel_shape(p, cin, true), weight_init(p, fan_in, fan_out), train);
-  Ref y = conv_transpose2d(c.g(), c.inputs[0], w, q);
-  if (p.value("bias", true)) {
-    Ref b = c.param("bias", {o}, bias_init(p, fan_in, fan_out), train);
-    y = add(c.g(), y, reshape(c.g(), b, {o, 1, 1}));
-  }
-  return Refs{y};
+  return lower_conv(c, true);
 }
 
 Result<Refs> lower_pool(LowerContext& c, bool max) {

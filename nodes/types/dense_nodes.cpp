@@ -145,10 +145,11 @@ NodeTypeDef embedding_node() {
     return one(Shape{s[0], s[1], p.at("embedding_dim").get<int64_t>()});
   };
   d.lower = [](LowerContext& c) -> Result<Refs> {
-    const int64_t v = c.params.at("num_embeddings").get<int64_t>(),
-                  dim = c.params.at("embedding_dim").get<int64_t>();
-    Ref w = c.param("weight", {v, dim}, {c.params.at("init").get<std::string>(), dim, v},
-                    !frozen(c.params));
+    const LayerConfig cfg = layer_config(c.params, c.params.at("num_embeddings").get<int64_t>(),
+                                         c.params.at("embedding_dim").get<int64_t>());
+    auto ps = layer_param_refs(c, "embedding", cfg, !frozen(c.params));
+    if (!ps) return ps.error();
+    const Ref w = ps->at(0);
     Ref ids = c.g().type_of(c.inputs[0]).dtype == DType::I64 ? c.inputs[0]
                                                              : cast(c.g(), c.inputs[0], DType::I64);
     return Refs{embedding(c.g(), w, ids)};
@@ -178,14 +179,11 @@ NodeTypeDef linear_node() {
     return one(Shape{s[0], params.at("out_features").get<int64_t>()});
   };
   d.lower = [](LowerContext& c) -> Result<Refs> {
-    int64_t in = c.shape(0).back();
-    int64_t out = c.params.at("out_features").get<int64_t>();
-    const bool train = !frozen(c.params);
-    Ref w = c.param("weight", {in, out}, weight_init(c.params, in, out), train);
-    Ref b;
-    if (c.params.value("bias", true))
-      b = c.param("bias", {out}, bias_init(c.params, in, out), train);
-    return Refs{linear(c.g(), c.inputs[0], w, b)};
+    const LayerConfig cfg =
+        layer_config(c.params, c.shape(0).back(), c.params.at("out_features").get<int64_t>());
+    auto ps = layer_param_refs(c, "linear", cfg, !frozen(c.params));
+    if (!ps) return ps.error();
+    return Refs{linear(c.g(), c.inputs[0], ps->at(0), ps->size() > 1 ? ps->at(1) : Ref{})};
   };
   return d;
 }

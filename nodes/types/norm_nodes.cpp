@@ -34,10 +34,9 @@ NodeTypeDef batch_norm_node() {
     const int64_t ch = x[1];
     const double eps = c.params.at("eps").get<double>(), m = c.params.at("momentum").get<double>();
     const bool train = !frozen(c.params) && c.params.at("affine").get<bool>();
-    Ref gamma = c.param("weight", {ch}, {"ones", ch, ch}, train);
-    Ref beta = c.param("bias", {ch}, {"zeros", ch, ch}, train);
-    Ref rm = c.param("running_mean", {ch}, {"zeros", ch, ch}, false);
-    Ref rv = c.param("running_var", {ch}, {"ones", ch, ch}, false);
+    auto ps = layer_param_refs(c, "batch_norm", layer_config(c.params, ch, ch), train);
+    if (!ps) return ps.error();
+    const Ref gamma = ps->at(0), beta = ps->at(1), rm = ps->at(2), rv = ps->at(3);
     if (!c.training) return Refs{batch_norm_eval(c.g(), c.inputs[0], gamma, beta, rm, rv, eps)};
     BatchNormOut bn = batch_norm_train(c.g(), c.inputs[0], gamma, beta, eps);
     if (!frozen(c.params)) {  // a frozen BatchNorm keeps its statistics too
@@ -69,10 +68,10 @@ NodeTypeDef layer_norm_node() {
   };
   d.lower = [](LowerContext& c) -> Result<Refs> {
     const int64_t f = c.shape(0).back();
-    const bool train = !frozen(c.params);
-    Ref gamma = c.param("weight", {f}, {"ones", f, f}, train);
-    Ref beta = c.param("bias", {f}, {"zeros", f, f}, train);
-    return Refs{layer_norm(c.g(), c.inputs[0], gamma, beta, c.params.at("eps").get<double>())};
+    auto ps = layer_param_refs(c, "layer_norm", layer_config(c.params, f, f), !frozen(c.params));
+    if (!ps) return ps.error();
+    return Refs{
+        layer_norm(c.g(), c.inputs[0], ps->at(0), ps->at(1), c.params.at("eps").get<double>())};
   };
   return d;
 }

@@ -97,17 +97,27 @@ Result<std::vector<Shape>> op_shapes(std::string_view op, std::vector<ValueType>
   return out;
 }
 
-ParamInit weight_init(const json& params, int64_t fan_in, int64_t fan_out) {
-  return {params.value("init", std::string("kaiming_uniform")), fan_in, fan_out};
-}
-
-ParamInit bias_init(const json& params, int64_t fan_in, int64_t fan_out) {
-  std::string scheme = params.value("init", std::string()) == "zeros" ? "zeros" : "uniform_fan_in";
-  return {scheme, fan_in, fan_out};
-}
-
 bool frozen(const json& params) {
   return params.value("frozen", false);
+}
+
+LayerConfig layer_config(const json& params, int64_t in, int64_t out) {
+  LayerConfig c;
+  c.in = in;
+  c.out = out;
+  c.init = params.value("init", std::string("kaiming_uniform"));
+  c.bias = params.value("bias", true);
+  return c;
+}
+
+Result<std::vector<Ref>> layer_param_refs(LowerContext& c, std::string_view layer,
+                                          const LayerConfig& cfg, bool train) {
+  auto ps = layer_params(layer, cfg);
+  if (!ps) return ps.error();
+  std::vector<Ref> refs;
+  for (const LayerParam& p : *ps)
+    refs.push_back(c.param(p.name, p.shape, p.init, train && p.trainable));
+  return refs;
 }
 
 }  // namespace mls::nodes

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/ops/conv.h"
+#include "engine/ops/layers.h"
 #include "nodes/catalogue.h"
 #include "nodes/lower.h"
 
@@ -46,13 +47,17 @@ Result<void> expect_image(const Shape& s, const std::string& layer);
 // window arithmetic of convolution and pooling lives once, in the op), for inputs whose
 // batch dim -1 stands for any batch. When the op refuses, `misfit` (what the user should
 // read, naming the sizes) leads the message.
-Result<std::vector<Shape>> op_shapes(std::string_view op, std::vector<ValueType> inputs, const Attrs& attrs,
-                                     const std::string& misfit);
+Result<std::vector<Shape>> op_shapes(std::string_view op, std::vector<ValueType> inputs,
+                                     const Attrs& attrs, const std::string& misfit);
 
-ParamInit weight_init(const json& params, int64_t fan_in, int64_t fan_out);
-// PyTorch's bias init, U(+-1/sqrt(fan_in)); zeros when the weights start as zeros.
-ParamInit bias_init(const json& params, int64_t fan_in, int64_t fan_out);
 bool frozen(const json& params);
+
+// A declared layer's parameters (engine/ops/layers.h), the node's "init" choice applied, as
+// graph params "<node id>.<name>" in the declared order. Trainable ones train unless `train`
+// is false (a frozen node).
+LayerConfig layer_config(const json& params, int64_t in, int64_t out);
+Result<std::vector<Ref>> layer_param_refs(LowerContext& c, std::string_view layer,
+                                          const LayerConfig& cfg, bool train);
 
 // The families, one file each.
 void register_data_nodes(NodeCatalogue& catalogue);        // data_nodes.cpp

@@ -1,8 +1,9 @@
 -- mls.nn: modules shaped like torch.nn. A module registers its parameters, buffers and
 -- child modules in the order they are assigned; parameters(), train(), eval(), to() and
--- zero_grad() walk them in that order. Layers initialise their tensors as the node graph's
--- layers do (same schemes, same fans), so a model written here and the same model drawn
--- as nodes start from the same weights under the same seed when mls.train builds them.
+-- zero_grad() walk them in that order. Layers make their tensors from the one declaration
+-- the node graph's layers use too (engine/ops/layers.h, through mls.layer_params: same
+-- shapes, schemes and fans), so a layer written here and the same layer drawn as a node start
+-- from the same weights under the same seed.
 --
 --   local nn = mls.nn
 --   local Net = nn.Module:extend("Net")
@@ -181,14 +182,23 @@ local function opt(o, k, d)
   return o[k]
 end
 
+-- The layer's tensors as engine/ops/layers.h declares them (the node types' declaration too:
+-- same shapes, fans and schemes, made in the same order, so the same seed gives the same
+-- values): parameters, and buffers for what is not trained.
+local function make_tensors(self, layer, config)
+  for _, p in ipairs(mls.layer_params(layer, config)) do
+    if p.trainable then
+      self[p.name] = mls.parameter(p.shape, {init = p.init, fan_in = p.fan_in, fan_out = p.fan_out})
+    else
+      self[p.name] = mls.buffer(p.shape, p.init == "ones" and 1 or 0)
+    end
+  end
+end
+
 nn.Linear = Module:extend("Linear")
 function nn.Linear:init(n_in, n_out, o)
   assert(math.type(n_in) == "integer" and math.type(n_out) == "integer", "Linear(in, out): two integers")
-  local init = opt(o, "init", "kaiming_uniform")
-  self.weight = mls.parameter({n_in, n_out}, {init = init, fan_in = n_in, fan_out = n_out})
-  if opt(o, "bias", true) then
-    self.bias = mls.parameter({n_out}, {init = init == "zeros" and "zeros" or "uniform_fan_in", fan_in = n_in, fan_out = n_out})
-  end
+  make_tensors(self, "linear", {n_in = n_in, n_out = n_out, bias = opt(o, "bias", true), init = opt(o, "init", nil)})
   rawset(self, "n_in", n_in)
   rawset(self, "n_out", n_out)
 end
@@ -198,12 +208,8 @@ function nn.Linear:extra_repr() return self.n_in .. " -> " .. self.n_out .. (sel
 nn.Conv2d = Module:extend("Conv2d")
 function nn.Conv2d:init(c_in, c_out, k, o)
   local groups = opt(o, "groups", 1)
-  local fan_in, fan_out = c_in // groups * k * k, c_out // groups * k * k
-  local init = opt(o, "init", "kaiming_uniform")
-  self.weight = mls.parameter({c_out, c_in // groups, k, k}, {init = init, fan_in = fan_in, fan_out = fan_out})
-  if opt(o, "bias", true) then
-    self.bias = mls.parameter({c_out}, {init = init == "zeros" and "zeros" or "uniform_fan_in", fan_in = fan_in, fan_out = fan_out})
-  end
+  make_tensors(self, "conv2d", {n_in = c_in, n_out = c_out, kernel = k, groups = groups, bias = opt(o, "bias", true),
+                                init = opt(o, "init", nil)})
   rawset(self, "opts", {stride = opt(o, "stride", 1), padding = opt(o, "padding", 0),
                          dilation = opt(o, "dilation", 1), groups = groups})
   rawset(self, "desc", c_in .. " -> " .. c_out .. ", kernel " .. k)
@@ -266,10 +272,7 @@ function nn.Dropout:extra_repr() return "p=" .. self.p end
 local function batch_norm_class(name)
   local B = Module:extend(name)
   function B:init(c, o)
-    self.weight = mls.parameter({c}, {init = "ones", fan_in = c, fan_out = c})
-    self.bias = mls.parameter({c}, {init = "zeros", fan_in = c, fan_out = c})
-    self.running_mean = mls.buffer({c}, 0)
-    self.running_var = mls.buffer({c}, 1)
+    make_tensors(self, "batch_norm", {n_in = c})
     rawset(self, "momentum", opt(o, "momentum", 0.1))
     rawset(self, "eps", opt(o, "eps", 1e-5))
     rawset(self, "c", c)
@@ -286,15 +289,14 @@ nn.BatchNorm1d = batch_norm_class("BatchNorm1d")
 
 nn.LayerNorm = Module:extend("LayerNorm")
 function nn.LayerNorm:init(n, o)
-  self.weight = mls.parameter({n}, {init = "ones", fan_in = n, fan_out = n})
-  self.bias = mls.parameter({n}, {init = "zeros", fan_in = n, fan_out = n})
+  make_tensors(self, "layer_norm", {n_in = n})
   rawset(self, "eps", opt(o, "eps", 1e-5))
 end
 function nn.LayerNorm:forward(x) return F.layer_norm(x, self.weight, self.bias, self.eps) end
 
 nn.Embedding = Module:extend("Embedding")
 function nn.Embedding:init(v, d)
-  self.weight = mls.parameter({v, d}, {init = "normal", fan_in = d, fan_out = v})
+  make_tensors(self, "embedding", {n_in = v, n_out = d, init = "normal"})
 end
 function nn.Embedding:forward(idx) return F.embedding(self.weight, idx) end
 
