@@ -575,6 +575,23 @@ Result<void> clamp_to_onnx(ExportContext& c) {
   return {};
 }
 
+// Clip with constant bounds (absent: none on that side).
+Result<Ref> clamp_from_onnx(ImportContext& c) {
+  auto x = c.in(0);
+  if (!x) return x;
+  Attrs a;
+  const char* names[] = {"min", "max"};
+  for (size_t i = 1; i < 3; ++i) {
+    if (!c.has_input(i)) continue;
+    auto v = c.constant(i);
+    if (!v) return v.error();
+    if (v->size() != 1)
+      return c.fail(std::string("the ") + names[i - 1] + " bound must be one value");
+    a.set(names[i - 1], v->at(0));
+  }
+  return c.op("clamp", {*x}, a);
+}
+
 Result<void> silu_to_onnx(ExportContext& c) {
   c.emit("Mul", {c.inputs[0], c.step("Sigmoid", {c.inputs[0]})});
   return {};
@@ -820,7 +837,7 @@ std::vector<OpMapping> make_table() {
       // Written as several ONNX ops.
       by_scalar("scale", "Mul", "alpha"),
       by_scalar("add_scalar", "Add", "value"),
-      export_only("clamp", clamp_to_onnx),
+      {"Clip", "clamp", clamp_from_onnx, clamp_to_onnx, {}},
       export_only("silu", silu_to_onnx),
       export_only("rsqrt",
                   [](ExportContext& c) -> Result<void> {
