@@ -5,31 +5,24 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "engine/cpu/gemm_avx512.h"
 #include "engine/cpu/scalar_math.h"
 
 namespace mls::cpu {
 
+// One case per act of the epilogue list (engine/ops/elementwise_list.h), each applying its
+// elementwise entry's formula from scalar_math.h: the bits of the plain op's kernel.
 void apply_activation(Activation act, float* x, int64_t n) {
   switch (act) {
-    case Activation::None: return;
-    case Activation::Relu:
-      for (int64_t i = 0; i < n; ++i) x[i] = scalar::relu(x[i]);
+    case Activation::None:
       return;
-    case Activation::Sigmoid:
-      for (int64_t i = 0; i < n; ++i) x[i] = scalar::sigmoid(x[i]);
-      return;
-    case Activation::Tanh:
-      for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
-      return;
-    case Activation::Gelu:  // the exact form, as the gelu op computes it
-      for (int64_t i = 0; i < n; ++i) x[i] = scalar::gelu(x[i]);
-      return;
-    case Activation::Silu:
-      for (int64_t i = 0; i < n; ++i) x[i] = scalar::silu(x[i]);
-      return;
+#define MLS_CPU_EPILOGUE(Name, text)                           \
+  case Activation::Name:                                       \
+    for (int64_t i = 0; i < n; ++i) x[i] = scalar::text(x[i]); \
+    return;
+      MLS_EPILOGUE_ACTS(MLS_CPU_EPILOGUE)
+#undef MLS_CPU_EPILOGUE
   }
 }
 

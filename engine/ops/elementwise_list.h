@@ -61,6 +61,26 @@
   X(GeluTanhBackward, gelu_tanh_backward, gelu_backward, 2, 0) \
   X(ClampBackward, clamp_backward, clamp_backward, 2, 2)
 
+/* The activations a GEMM or convolution epilogue applies (linear_act's and conv2d_act's
+ * "act" attribute), after None (no activation, number 0), in this order. Each applies the
+ * formula of the elementwise entry above with the same Name and text, so no formula is
+ * written again; only unary entries without attributes can be epilogues. From this list come
+ * EpilogueAct and kEpilogueActs (engine/ops/fused.h), the CPU's epilogue (engine/cpu/gemm.cpp),
+ * the shaders' epilogue() (gpu/vulkan/shaders/epilogue.glsl, numbered by fused_codes.cmake),
+ * and the CUDA Act enum and epilogue() (gpu/cuda/device/launch.h, common.cuh). An act whose
+ * formula a language lacks fails that language's build, naming the formula.
+ *
+ *   X(Name, text)
+ *     Name      EpilogueAct::Name, and the elementwise entry FusedCode::Name it applies
+ *     text      the act's name in the attribute ("relu"), the entry's text
+ */
+#define MLS_EPILOGUE_ACTS(X) \
+  X(Relu, relu)              \
+  X(Sigmoid, sigmoid)        \
+  X(Tanh, tanh)              \
+  X(Gelu, gelu)              \
+  X(Silu, silu)
+
 /* The call of formula f for an entry with these operand and attribute counts, given both
  * operands a, b and both attributes p0, p1 (it passes the ones the entry has). */
 #define MLS_EW_CALL(operands, params, f, a, b, p0, p1) \

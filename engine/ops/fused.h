@@ -76,17 +76,35 @@ Ref linear_act(Emitter& e, Ref x, Ref w, Ref bias, std::string_view act, bool tr
 Ref conv2d_act(Emitter& e, Ref x, Ref w, Ref bias, const Conv2dParams& p, std::string_view act);
 
 // The activations a GEMM or convolution epilogue applies (linear_act's and conv2d_act's
-// "act"), listed once: the ops' attribute check, the fusion pass and every backend's
-// kernels read this list. Gelu is the exact (erf) form, as the gelu op's default.
-enum class EpilogueAct : uint8_t { None, Relu, Sigmoid, Tanh, Gelu, Silu };
-inline constexpr std::array<std::pair<EpilogueAct, std::string_view>, 6> kEpilogueActs{{
-    {EpilogueAct::None, "none"},
-    {EpilogueAct::Relu, "relu"},
-    {EpilogueAct::Sigmoid, "sigmoid"},
-    {EpilogueAct::Tanh, "tanh"},
-    {EpilogueAct::Gelu, "gelu"},
-    {EpilogueAct::Silu, "silu"},
-}};
+// "act"): None, then engine/ops/elementwise_list.h's MLS_EPILOGUE_ACTS in its order. The ops'
+// attribute check, the fusion pass and every backend's kernels read that list; each act
+// applies the formula of the elementwise entry of its name (Gelu: the exact, erf form).
+enum class EpilogueAct : uint8_t {
+  None,
+#define MLS_EPILOGUE_ACT(Name, text) Name,
+  MLS_EPILOGUE_ACTS(MLS_EPILOGUE_ACT)
+#undef MLS_EPILOGUE_ACT
+};
+#define MLS_EPILOGUE_ACT(Name, text) +1
+inline constexpr size_t kNumEpilogueActs = 1 MLS_EPILOGUE_ACTS(MLS_EPILOGUE_ACT);
+#undef MLS_EPILOGUE_ACT
+#define MLS_EPILOGUE_ACT(Name, text) {EpilogueAct::Name, #text},
+inline constexpr std::array<std::pair<EpilogueAct, std::string_view>, kNumEpilogueActs>
+    kEpilogueActs{{{EpilogueAct::None, "none"}, MLS_EPILOGUE_ACTS(MLS_EPILOGUE_ACT)}};
+#undef MLS_EPILOGUE_ACT
+// The elementwise entry an act applies (Relu: FusedCode::Relu); None has none (Input).
+constexpr FusedCode epilogue_fused_code(EpilogueAct act) {
+  switch (act) {
+#define MLS_EPILOGUE_ACT(Name, text) \
+  case EpilogueAct::Name:            \
+    return FusedCode::Name;
+    MLS_EPILOGUE_ACTS(MLS_EPILOGUE_ACT)
+#undef MLS_EPILOGUE_ACT
+    case EpilogueAct::None:
+      break;
+  }
+  return FusedCode::Input;
+}
 // "relu" -> Relu; nullopt for a name that is not in the list.
 std::optional<EpilogueAct> epilogue_act(std::string_view name);
 // The "act" attribute of linear_act / conv2d_act (absent: None). Asserts a known name: the

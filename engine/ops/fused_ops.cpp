@@ -41,6 +41,33 @@ Ref conv2d_act(Emitter& e, Ref x, Ref w, Ref bias, const Conv2dParams& p, std::s
   return e.emit("conv2d_act", in, a)[0];
 }
 
+// Every epilogue act applies an elementwise entry of its Name and text that takes one operand
+// and no attributes: the linear_act and conv2d_act kernels have nowhere to keep one.
+namespace {
+struct EntryFacts {
+  FusedCode code;
+  std::string_view text;
+  int operands, params;
+};
+constexpr EntryFacts kEntryFacts[] = {
+#define MLS_ENTRY_FACTS(Name, text, op, operands, params) \
+  {FusedCode::Name, #text, operands, params},
+    MLS_ELEMENTWISE(MLS_ENTRY_FACTS)
+#undef MLS_ENTRY_FACTS
+};
+constexpr bool applies_unary_entry(FusedCode code, std::string_view text) {
+  for (const EntryFacts& e : kEntryFacts)
+    if (e.code == code) return e.text == text && e.operands == 1 && e.params == 0;
+  return false;
+}
+}  // namespace
+#define MLS_CHECK_ACT(Name, text)                                                            \
+  static_assert(applies_unary_entry(epilogue_fused_code(EpilogueAct::Name), #text),          \
+                "MLS_EPILOGUE_ACTS: act '" #text "' must name an elementwise entry X(" #Name \
+                ", " #text ", ...) of one operand and no attributes");
+MLS_EPILOGUE_ACTS(MLS_CHECK_ACT)
+#undef MLS_CHECK_ACT
+
 std::optional<EpilogueAct> epilogue_act(std::string_view name) {
   for (const auto& [act, n] : kEpilogueActs)
     if (n == name) return act;
@@ -56,15 +83,14 @@ EpilogueAct epilogue_act_of(const Attrs& attrs) {
   return *act;
 }
 
+// The op's elementwise code, as the fusion of elementwise ops reads it (a tanh-form gelu is
+// GeluTanh, which no act applies).
 std::optional<EpilogueAct> epilogue_act_of_op(std::string_view op, const Attrs& attrs) {
-  auto act = epilogue_act(op);
-  if (!act || *act == EpilogueAct::None) return std::nullopt;
-  if (*act == EpilogueAct::Gelu) {
-    const AttrValue* v = attrs.find("approximate");
-    const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
-    if (s && *s != "none") return std::nullopt;  // the epilogue has the erf form only
-  }
-  return act;
+  const auto in = FusedProgram::instr_of(op, attrs);
+  if (!in) return std::nullopt;
+  for (const auto& [act, name] : kEpilogueActs)
+    if (act != EpilogueAct::None && epilogue_fused_code(act) == in->code) return act;
+  return std::nullopt;
 }
 
 std::string_view epilogue_act_name(EpilogueAct act) {
@@ -263,6 +289,11 @@ std::string act_of(const Attrs& a) {
   return s ? *s : "none";
 }
 
+// The registry op and attributes of the elementwise entry that the act applies (not None).
+std::pair<std::string, Attrs> act_op(const Attrs& a) {
+  return FusedProgram::op_of({.code = epilogue_fused_code(epilogue_act_of(a))});
+}
+
 Attrs matmul_attrs(const Attrs& a) {
   return {{"transpose_a", a.get_int_or("transpose_a", 0)}, {"transpose_b", a.get_int_or("transpose_b", 0)}};
 }
@@ -317,7 +348,10 @@ TapeBuilder bias_act_tape(Emitter& e, std::span<const Ref> in, Ref result, const
     }
     y = t.add("add", {y, b}, {}, !has_act);
   }
-  if (has_act) t.add(act, {y}, {}, true);
+  if (has_act) {
+    const auto [op, attrs] = act_op(a);
+    t.add(op, {y}, attrs, true);
+  }
   return t;
 }
 
@@ -329,8 +363,10 @@ std::vector<RefArray> bias_act_ref(std::span<const RefArray> in, const Attrs& a,
     if (conv) b.shape = {b.shape[0], 1, 1};
     y = ref_of("add", {y, b}, {});
   }
-  std::string act = act_of(a);
-  if (act != "none") y = ref_of(act, {y}, {});
+  if (epilogue_act_of(a) != EpilogueAct::None) {
+    const auto [op, attrs] = act_op(a);
+    y = ref_of(op, {y}, attrs);
+  }
   return {y};
 }
 

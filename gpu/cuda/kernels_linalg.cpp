@@ -14,13 +14,13 @@ namespace mls::cuda {
 
 namespace {
 
-static_assert(static_cast<int>(EpilogueAct::None) == dev::kActNone &&
-                  static_cast<int>(EpilogueAct::Relu) == dev::kActRelu &&
-                  static_cast<int>(EpilogueAct::Sigmoid) == dev::kActSigmoid &&
-                  static_cast<int>(EpilogueAct::Tanh) == dev::kActTanh &&
-                  static_cast<int>(EpilogueAct::Gelu) == dev::kActGelu &&
-                  static_cast<int>(EpilogueAct::Silu) == dev::kActSilu,
+static_assert(static_cast<int>(EpilogueAct::None) == dev::kActNone,
               "device/launch.h's Act numbers the epilogue's activations as EpilogueAct does");
+#define MLS_CHECK_ACT(Name, text)                                       \
+  static_assert(static_cast<int>(EpilogueAct::Name) == dev::kAct##Name, \
+                "device/launch.h's Act numbers act '" #text "' as EpilogueAct does");
+MLS_EPILOGUE_ACTS(MLS_CHECK_ACT)
+#undef MLS_CHECK_ACT
 
 constexpr size_t kMaxBatchDims = 4;
 

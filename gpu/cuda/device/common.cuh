@@ -129,19 +129,16 @@ __device__ inline float clamp_backward_f(float dy, float x, float lo, float hi) 
   return (x > lo && x < hi) ? dy : 0.f;
 }
 
-// The activation of a GEMM or convolution epilogue (Act: EpilogueAct's numbering).
+// The activation of a GEMM or convolution epilogue (Act: EpilogueAct's numbering): one case
+// per act of MLS_EPILOGUE_ACTS (engine/ops/elementwise_list.h), calling its elementwise
+// entry's formula above. An act without a formula fails nvcc here, naming `text_f`.
 __device__ inline float epilogue(float v, int32_t act) {
   switch (act) {
-    case kActRelu:
-      return relu_f(v);
-    case kActSigmoid:
-      return sigmoid_f(v);
-    case kActTanh:
-      return tanh_f(v);
-    case kActGelu:
-      return gelu_f(v);
-    case kActSilu:
-      return silu_f(v);
+#define MLS_DEV_EPILOGUE(Name, text) \
+  case kAct##Name:                   \
+    return text##_f(v);
+    MLS_EPILOGUE_ACTS(MLS_DEV_EPILOGUE)
+#undef MLS_DEV_EPILOGUE
     default:
       return v;
   }

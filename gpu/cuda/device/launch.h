@@ -45,8 +45,14 @@ enum Code : uint8_t {
 #undef MLS_DEV_CODE
 };
 
-// EpilogueAct's numbering (engine/ops/fused.h); asserted in kernels_linalg.cpp.
-enum Act : int32_t { kActNone, kActRelu, kActSigmoid, kActTanh, kActGelu, kActSilu };
+// EpilogueAct's numbering (engine/ops/fused.h), from the same list (MLS_EPILOGUE_ACTS in
+// elementwise_list.h); kernels_linalg.cpp asserts they agree.
+enum Act : int32_t {
+  kActNone,
+#define MLS_DEV_ACT(Name, text) kAct##Name,
+  MLS_EPILOGUE_ACTS(MLS_DEV_ACT)
+#undef MLS_DEV_ACT
+};
 
 // [SECTION] Elementwise programs and the GEMM epilogue
 

@@ -128,19 +128,6 @@ float softplus_(float x, float beta, float threshold) {
   return (max(z, 0.0) + log1p_(exp_(-abs(z)))) / beta;
 }
 
-// The activations of a GEMM or convolution epilogue, numbered as EpilogueAct
-// (engine/ops/fused.h): none, relu, sigmoid, tanh, gelu (exact), silu.
-float epilogue(float v, uint act) {
-  switch (act) {
-    case 1u: return relu_(v);
-    case 2u: return sigmoid_(v);
-    case 3u: return tanh_(v);
-    case 4u: return gelu_(v);
-    case 5u: return silu_(v);
-    default: return v;
-  }
-}
-
 // std::pow's cases that GLSL's pow leaves undefined: a negative base with an integer
 // exponent, and zero.
 float pow_(float a, float b) {

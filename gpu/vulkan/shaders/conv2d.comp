@@ -2,6 +2,7 @@
 // conv2d and conv2d_act: one invocation per output element, the bias and activation applied
 // before it is stored.
 #include "common.glsl"
+#include "epilogue.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) writeonly buffer Y { float y[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };

@@ -3,6 +3,7 @@
 // broadcast batch dims (up to 4). 64x64 tiles of C per workgroup of 16x16 invocations, each
 // computing 4x4; the K loop stages 16-wide slices of A and B in shared memory.
 #include "common.glsl"
+#include "epilogue.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) writeonly buffer C { float c[]; };
 layout(std430, binding = 1) readonly buffer A { float a[]; };

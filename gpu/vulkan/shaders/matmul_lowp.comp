@@ -3,6 +3,7 @@
 // result: matmul_lowp. The tiles of matmul.comp; the operands are widened exactly as they
 // are staged in shared memory, and the sums are f32, as the CPU's kernel sums.
 #include "common.glsl"
+#include "epilogue.glsl"
 #include "lowp.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) writeonly buffer C { float c[]; };

@@ -6,6 +6,7 @@
 // (unrolled), so they stay in registers; rows and columns past the edge read the last row
 // or column and are not stored. The same push constants as matmul.comp.
 #include "common.glsl"
+#include "epilogue.glsl"
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) writeonly buffer C { float c[]; };
 layout(std430, binding = 1) readonly buffer A { float a[]; };
