@@ -144,11 +144,15 @@ Result<ExportedModel> export_onnx(const Document& doc, const InferContext& data,
   auto mg = lower(doc, data, kExportBatch, false, source_name, &outs);
   if (!mg) return mg.error();
   Graph& g = mg->graph;
+  // Lowered at a second batch size too: the dims that differ carry the batch.
+  auto twin = lower(doc, data, kExportBatch + 1, false, source_name);
+  if (!twin) return twin.error();
   const NodeTypeDef* from_type = cat.find(doc.nodes[*find_node(doc, out_link->from_node)].type);
   size_t port = 0;
   while (port < from_type->outputs.size() && from_type->outputs[port].name != out_link->from_port)
     ++port;
   g.set_outputs({outs.at(out_link->from_node).at(port)});
+  twin->graph.set_outputs(g.outputs());
 
   ExportedModel out;
   onnx::Model& m = out.model;
@@ -167,6 +171,7 @@ Result<ExportedModel> export_onnx(const Document& doc, const InferContext& data,
   onnx::GraphExportOptions o;
   o.opset = spec.opset;
   o.batch = kExportBatch;
+  o.twin = &twin->graph;
   o.output_names = {data.regression() ? "prediction" : "logits"};
   o.bound_inputs = {{g.value(x).name, model_input}};
   std::vector<std::string> order;

@@ -5,10 +5,11 @@
 //   local net = mls.nn.Sequential(mls.nn.Conv2d(1, 8, 3), mls.nn.ReLU(), mls.nn.Flatten(),
 //                                 mls.nn.Linear(8 * 26 * 26, 10))
 //   local info = mls.onnx.export(net, "net.onnx", {input = {1, 28, 28}})
-//   -- info.nodes == 5, info.ops == {"Conv", "Add", "Relu", "Reshape", "MatMul", ...}
+//   -- info.nodes == 4, info.ops == {"Conv", "Relu", "Flatten", "Gemm"}
 //   -- options: input_name ("input"), output_name ("output"), batch (the traced batch, 1)
 //
-// The file takes [N, 1, 28, 28] for any N. The model is left in the training mode it had.
+// The file takes [N, 1, 28, 28] for any N: the forward is traced at two batch sizes, and the
+// dims that differ are the batch's. The model is left in the training mode it had.
 #include "engine/onnx/graph_export.h"
 #include "engine/onnx/onnx_file.h"
 #include "scripting/bindings.h"
@@ -130,8 +131,11 @@ int l_export(lua_State* L) {
   {
     Shape x_shape{batch};
     x_shape.insert(x_shape.end(), sample.v.begin(), sample.v.begin() + sample.n);
-    std::vector<LuaTensor*> tensors;
+    std::vector<LuaTensor*> tensors, twin_tensors;
     auto g = trace_forward(L, 1, x_shape, input_name, params, buffers, &tensors);
+    // Traced at a second batch size too: the dims that differ carry the batch.
+    x_shape[0] = batch + 1;
+    auto twin = g ? trace_forward(L, 1, x_shape, input_name, params, buffers, &twin_tensors) : g;
     std::string target = path;
     if (g && rt.check_path) {
       auto c = rt.check_path(path, true);
@@ -142,8 +146,8 @@ int l_export(lua_State* L) {
         target = *c;
       }
     }
-    if (!g) {
-      rt.error = "mls.onnx.export: " + g.error().message;
+    if (!g || !twin) {
+      rt.error = "mls.onnx.export: " + (g ? twin : g).error().message;
       ok = false;
     } else if (ok) {
       std::map<std::string, CheckpointTensor> values;
@@ -153,6 +157,7 @@ int l_export(lua_State* L) {
       }
       onnx::GraphExportOptions o;
       o.batch = batch;
+      o.twin = &*twin;
       o.output_names = {output_name};
       auto m = onnx::export_graph(*g, values, o);
       if (!m) {

@@ -50,15 +50,32 @@ std::string problem_of(const Graph& g, size_t k, const std::vector<bool>& need) 
   return "";
 }
 
-std::vector<Dim> dims_of(const Shape& s, int64_t batch) {
+// A value's dims: "N" where the batch shows (a dim that differs in the twin, or dim 0 of the
+// batch's size without one).
+std::vector<Dim> dims_of(const Shape& s, const Shape* other, int64_t batch) {
   std::vector<Dim> d;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (i == 0 && batch > 0 && s[0] == batch)
+    const bool varies =
+        other ? (i < other->size() && (*other)[i] != s[i]) : (i == 0 && batch > 0 && s[0] == batch);
+    if (varies)
       d.push_back(Dim::named("N"));
     else
       d.emplace_back(s[i]);
   }
   return d;
+}
+
+// The twin must be the same graph: same values and ops, in the same order.
+Result<void> check_twin(const Graph& g, const Graph& t) {
+  bool same = g.values().size() == t.values().size() && g.nodes().size() == t.nodes().size() &&
+              g.outputs().size() == t.outputs().size() && g.inputs() == t.inputs();
+  for (size_t k = 0; same && k < g.nodes().size(); ++k)
+    same = g.nodes()[k].op == t.nodes()[k].op && g.nodes()[k].inputs == t.nodes()[k].inputs;
+  for (size_t i = 0; same && i < g.outputs().size(); ++i) same = g.outputs()[i] == t.outputs()[i];
+  if (same) return {};
+  return make_error(
+      "cannot export to ONNX: the model's graph at another batch size has other ops (does its "
+      "forward depend on the batch size?)");
 }
 
 }  // namespace
@@ -96,6 +113,8 @@ Result<ValueNames> append_graph(Model& m, const Graph& g,
     }
     return make_error("cannot export to ONNX:" + list);
   }
+  if (o.twin)
+    if (auto t = check_twin(g, *o.twin); !t) return t.error();
   const std::vector<bool> need = needed_nodes(g);
   // Readers of each value: needed nodes, the outputs, and the caller's kept values.
   std::vector<int> uses(g.values().size(), 0);
@@ -142,7 +161,8 @@ Result<ValueNames> append_graph(Model& m, const Graph& g,
       continue;
     }
     const std::string name = m.fresh(v.name.empty() ? "input" : v.name);
-    m.inputs.push_back({name, v.type.dtype, dims_of(v.type.shape, o.batch)});
+    const Shape* other = o.twin ? &o.twin->value(r).type.shape : nullptr;
+    m.inputs.push_back({name, v.type.dtype, dims_of(v.type.shape, other, o.batch)});
     names[r.id] = name;
   }
   for (Ref r : g.params()) {
@@ -169,7 +189,8 @@ Result<ValueNames> append_graph(Model& m, const Graph& g,
     if (!need[k] || absorbed[k]) continue;
     const mls::Node& n = nodes[k];
     const auto idiom = idioms.find(k);
-    ExportContext c{m, g, n, {}, "", o.batch > 0};
+    ExportContext c{
+        m, g, n, {}, "", o.batch > 0 || o.twin, o.twin, o.twin ? &o.twin->nodes()[k] : nullptr};
     for (Ref in : idiom == idioms.end() ? n.inputs : idiom->second.inputs)
       c.inputs.push_back(names.at(in.id));
     const Ref out = n.outputs.at(0);
@@ -193,7 +214,8 @@ Result<ValueNames> append_graph(Model& m, const Graph& g,
     std::string name = names.at(r.id);
     if (name != out_names[i]) name = m.add("Identity", {name}, {}, m.fresh(out_names[i]));
     const ValueType& t = g.type_of(r);
-    m.outputs.push_back({name, t.dtype, dims_of(t.shape, o.batch)});
+    const Shape* other = o.twin ? &o.twin->value(r).type.shape : nullptr;
+    m.outputs.push_back({name, t.dtype, dims_of(t.shape, other, o.batch)});
   }
   return names;
 }

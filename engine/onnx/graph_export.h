@@ -4,10 +4,10 @@
 // importer reads too. Graph inputs become ONNX inputs, parameters and constants become
 // initializers, and the graph's outputs the model's.
 //
-//   GraphExportOptions o;  o.batch = 2;  o.output_names = {"logits"};   // dim 0 of 2 -> "N"
+//   GraphExportOptions o;  o.batch = 2;  o.twin = &graph_at_3;  o.output_names = {"logits"};
 //   Result<Model> m = onnx::export_graph(graph, weights, o);     // weights: name -> values
-//   if (!m) fail(m.error().message);   // "cannot export to ONNX: op 'var' (node 'x') has no ONNX
-//   mapping" onnx::write_model(*m, "model.onnx");
+//   if (!m) fail(m.error().message);   // "cannot export to ONNX:\n  op 'var' has no ONNX mapping"
+//   onnx::write_model(*m, "model.onnx");
 #pragma once
 
 #include <map>
@@ -29,6 +29,10 @@ struct GraphExportOptions {
   // size becomes the symbolic "N", and reshapes that keep it write 0, so the file runs at any
   // batch size.
   int64_t batch = 0;
+  // The same graph built for another batch size (the same ops in the same order): then the
+  // dims that differ between the two are the batch's ("N" in inputs and outputs, the one
+  // open dim of a reshape), wherever the batch went ([N, H, T, D] -> [N*H, T, D] too).
+  const Graph* twin = nullptr;
   std::vector<std::string> output_names;  // one per graph output; default "output", "output_2", ...
   // Graph inputs the caller has already given an ONNX value (by the input's name): they are
   // not declared as inputs of the model (the document exporter's preprocessed input).

@@ -71,6 +71,20 @@ std::string ExportContext::step(const std::string& op_type, std::vector<std::str
   return m.add(op_type, std::move(ins), std::move(attrs), m.fresh(output + "/" + op_type));
 }
 
+std::vector<size_t> ExportContext::batch_dims() const {
+  const Shape out = out_shape();
+  std::vector<size_t> dims;
+  if (twin) {
+    const Shape other = twin_graph->type_of(twin->outputs.at(0)).shape;
+    for (size_t i = 0; i < out.size() && i < other.size(); ++i)
+      if (out[i] != other[i]) dims.push_back(i);
+  } else if (dynamic_batch && !out.empty() && !node.inputs.empty()) {
+    const Shape in = in_shape(0);
+    if (!in.empty() && out[0] == in[0]) dims.push_back(0);
+  }
+  return dims;
+}
+
 std::string ExportContext::scalar(float v) {
   return m.add_scalar(m.fresh(output + ".c"), v);
 }
@@ -246,7 +260,21 @@ OpMapping reshape() {
       c.emit("Flatten", c.inputs, {Attribute::i("axis", 1)});
       return {};
     }
-    if (c.dynamic_batch && !target.empty() && !in.empty() && target[0] == in[0]) target[0] = 0;
+    // The dim that carries the batch is left for ONNX to work out: 0 ("the input's") where it
+    // is the input's dim 0, else -1. Two such dims cannot both be left open.
+    const std::vector<size_t> varying = c.batch_dims();
+    if (varying.size() > 1)
+      return c.fail("the batch size reaches " + std::to_string(varying.size()) +
+                    " dims of the target shape " + shape_str(target) +
+                    ": ONNX can leave only one open");
+    if (varying.size() == 1) {
+      const size_t d = varying[0];
+      bool keeps = d == 0 && target[0] == in[0];
+      if (keeps && c.twin)
+        keeps = c.twin_graph->type_of(c.twin->outputs[0]).shape[0] ==
+                c.twin_graph->type_of(c.twin->inputs[0]).shape[0];
+      target[d] = keeps ? 0 : -1;
+    }
     c.emit("Reshape", {c.inputs[0], c.ints(target)});
     return {};
   };
@@ -683,7 +711,9 @@ std::optional<IdiomMatch> conv_bias(const Idioms& m, const mls::Node& add) {
     const mls::Node& c = m.node(*conv);
     return IdiomMatch{
         {*conv, rk}, {c.inputs[0], c.inputs[1], *bias}, [&c](ExportContext& root) -> Result<void> {
-          ExportContext inner{root.m, root.g, c, root.inputs, root.output, root.dynamic_batch};
+          ExportContext inner{root.m,      root.g,
+                              c,           root.inputs,
+                              root.output, root.dynamic_batch};  // no reshape: no twin needed
           return mapping_for_engine(c.op->name)->to_onnx(inner);
         }};
   }

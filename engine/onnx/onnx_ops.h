@@ -56,11 +56,18 @@ struct ExportContext {
   std::vector<std::string> inputs;  // the ONNX names of its inputs, in order
   std::string output;               // the ONNX name its output 0 must get
   bool dynamic_batch = false;       // dim 0 of the graph's inputs is the symbolic "N"
+  // The same node in the graph built for another batch size (null: none given): the dims
+  // that differ between the two are the batch's.
+  const Graph* twin_graph = nullptr;
+  const mls::Node* twin = nullptr;
 
   std::string where() const;  // "op 'conv2d' (node 'conv1')"
   Error fail(const std::string& what) const { return Error{where() + ": " + what}; }
   Shape in_shape(size_t i) const { return g.type_of(node.inputs.at(i)).shape; }
   Shape out_shape() const { return g.type_of(node.outputs.at(0)).shape; }
+  // Output 0's dims that carry the batch: those that differ in the twin (without a twin,
+  // dim 0 where it is the input's dim 0, under a dynamic batch).
+  std::vector<size_t> batch_dims() const;
   // The node's last ONNX op: it writes `output`.
   void emit(const std::string& op_type, std::vector<std::string> ins,
             std::vector<Attribute> attrs = {});

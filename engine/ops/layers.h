@@ -6,8 +6,8 @@
 //
 //   LayerConfig c;  c.in = 3;  c.out = 16;  c.kernel = 3;
 //   Result<std::vector<LayerParam>> ps = layer_params("conv2d", c);
-//   ps->at(0).name == "weight";  ps->at(0).shape == Shape{16, 3, 3, 3};  ps->at(0).init.fan_in ==
-//   27 ps->at(1).name == "bias";    ps->at(1).init.scheme == "uniform_fan_in"
+//   ps->at(0).shape == Shape{16, 3, 3, 3};  ps->at(0).init.fan_in == 27
+//   ps->at(1).name == "bias";  ps->at(1).init.scheme == "uniform_fan_in"
 #pragma once
 
 #include <string>

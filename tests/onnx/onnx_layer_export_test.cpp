@@ -100,6 +100,7 @@ TEST_CASE("every layer type with an ONNX form exports, and the file computes wha
       {"mls.layer_norm", {}, {6}},
       {"mls.add", {}, {6}},
       {"mls.concat", {{"axis", 1}}, {6}},
+      {"mls.multi_head_attention", {{"num_heads", 2}}, {4, 8}},  // its composite's ops all map
   };
   test::TempDir dir("mls_onnx_layers");
   const fs::path ort = fs::path(MLS_BINARY_DIR) / "ort" / "node_modules";
@@ -194,4 +195,26 @@ TEST_CASE("every layer type with an ONNX form exports, and the file computes wha
     INFO(text);
     CHECK(rc == 0);
   }
+}
+
+TEST_CASE("a layer whose ops have no ONNX mapping says which op, on its badge and in the export",
+          "[onnx][layers]") {
+  for (const auto& [type, params] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"mls.lstm", {{"hidden_size", 4}}},
+           {"mls.gru", {{"hidden_size", 4}}},
+           {"mls.multi_head_attention", {{"num_heads", 2}, {"causal", true}}},
+           {"mls.embedding", {{"num_embeddings", 10}, {"embedding_dim", 4}}},
+           {"mls.gelu", nlohmann::json::object()}}) {
+    INFO(type);
+    const std::string p = nodes::onnx_export_problem({"n", type, 1, params});
+    CHECK(p.find("has no ONNX export yet: op '") != std::string::npos);
+  }
+  // The export lists the node and the op before anything is written.
+  nodes::Document doc = model_of({"mls.gelu", nlohmann::json::object(), {6}});
+  auto ex = nodes::export_onnx(doc, {{6}, 3, {}}, {}, {}, "gelu.mls");
+  REQUIRE_FALSE(ex.ok());
+  CHECK(ex.error().message.find("gelu.mls: cannot export to ONNX:") != std::string::npos);
+  CHECK(ex.error().message.find("node 'layer' (mls.gelu)") != std::string::npos);
+  CHECK(ex.error().message.find("op 'gelu'") != std::string::npos);
+  CHECK(ex.error().message.find("Erf") != std::string::npos);
 }

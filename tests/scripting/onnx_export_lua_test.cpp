@@ -178,3 +178,36 @@ TEST_CASE("mls.onnx.export checks its arguments and the sandbox's paths", "[scri
   CHECK(shape_err.find("matmul") != std::string::npos);
   CHECK_FALSE(fs::exists(dir.file("wrong.onnx")));
 }
+
+TEST_CASE("a Lua model that folds the batch into another dim exports for any batch size",
+          "[scripting][onnx]") {
+  test::TempDir dir("mls_onnx_lua");
+  const std::string file = dir.file("fold.onnx");
+  lua::LuaHost h(cpu::backend());
+  // [N, 8] -> [4N, 2] -> [N, 8]: the batch leaves dim 0 alone only at the ends.
+  test::run_ok(h, R"(
+    mls.manual_seed(3)
+    local nn = mls.nn
+    net = nn.Sequential(nn.Linear(8, 8), function(x) return x:reshape{-1, 2}:softmax(-1):reshape{-1, 8} end,
+                        nn.Linear(8, 3))
+    local x = mls.randn{5, 8}
+    xs = x:reshape{-1}:tolist()
+    ys = net(x):reshape{-1}:tolist()
+    mls.onnx.export(net, ')" +
+                      file + R"(', {input = {8}, batch = 2}))");
+  const std::vector<float> x = global_floats(h, "xs"), y = global_floats(h, "ys");
+  auto m = onnx::read_model(file);
+  REQUIRE(m.ok());
+  CHECK(m->inputs.at(0).dims.at(0).param == "N");
+  auto g = onnx::to_graph(*m, 5);
+  INFO((g.ok() ? "" : g.error().message));
+  REQUIRE(g.ok());
+  onnx::HostValue in{{5, 8}, DType::F32, {}};
+  in.bytes.resize(x.size() * sizeof(float));
+  std::memcpy(in.bytes.data(), x.data(), in.bytes.size());
+  auto out = onnx::run(*g, cpu::backend(), {{m->inputs[0].name, in}}, {m->outputs[0].name});
+  REQUIRE(out.ok());
+  const std::vector<float> back = (*out)[0].floats();
+  REQUIRE(back.size() == y.size());
+  for (size_t i = 0; i < y.size(); ++i) CHECK(std::abs(back[i] - y[i]) <= 1e-5f);
+}
