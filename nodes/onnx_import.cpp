@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "engine/onnx/onnx_windows.h"
 #include "nodes/catalogue.h"
 #include "nodes/edit.h"
 #include "nodes/json_fields.h"
@@ -32,8 +33,11 @@ struct Importer {
   std::string make_id(const std::string& hint) {
     std::string id;
     for (char ch : hint)
-      id += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.') ? ch : '_';
-    if (id.empty() || !(std::isalpha(static_cast<unsigned char>(id[0])) || id[0] == '_')) id = "n_" + id;
+      id += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.')
+                ? ch
+                : '_';
+    if (id.empty() || !(std::isalpha(static_cast<unsigned char>(id[0])) || id[0] == '_'))
+      id = "n_" + id;
     std::string base = id;
     for (int k = 2; used_ids.count(id); ++k) id = base + "_" + std::to_string(k);
     used_ids.insert(id);
@@ -78,38 +82,37 @@ CheckpointTensor transposed(const CheckpointTensor& t) {
   return r;
 }
 
-bool is_f32(const CheckpointTensor* t) { return t && t->dtype == DType::F32; }
+bool is_f32(const CheckpointTensor* t) {
+  return t && t->dtype == DType::F32;
+}
 
-// One value for both axes, or "" with the reason in `why`.
-bool square(const Node& n, const char* name, int64_t fallback, int64_t& v, std::string& why) {
-  const bool pads = std::string(name) == "pads";
-  auto list = n.ints_or(name, pads ? std::vector<int64_t>(4, fallback) : std::vector<int64_t>{fallback, fallback});
-  if (pads) {
-    if (list.size() != 4 || list[0] != list[1] || list[0] != list[2] || list[0] != list[3]) {
-      why = "pads must be equal on every side";
-      return false;
-    }
-  } else if (list.size() != 2 || list[0] != list[1]) {
+// One value for both axes (the node types hold one): the value, or the reason in `why`.
+bool square(const Pair2& v, const char* name, int64_t& out, std::string& why) {
+  if (v[0] != v[1]) {
     why = std::string(name) + " must be equal for height and width";
     return false;
   }
-  v = list[0];
+  out = v[0];
   return true;
 }
 
 bool map_conv(Importer& im, const Node& n) {
   const CheckpointTensor* w = im.init(n, 1);
-  if (!is_f32(w) || w->shape.size() != 4) return im.problem = "the weight must be a 4-D float initializer", false;
+  if (!is_f32(w) || w->shape.size() != 4)
+    return im.problem = "the weight must be a 4-D float initializer", false;
   if (w->shape[2] != w->shape[3]) return im.problem = "only square kernels are supported", false;
-  if (n.string_or("auto_pad", "NOTSET") != "NOTSET") return im.problem = "auto_pad is not supported", false;
+  auto window = onnx::conv_window(n);  // ONNX's window attributes, read as the engine reads them
+  if (!window) return im.problem = window.error().message, false;
   int64_t s = 1, p = 0, d = 1;
-  if (!square(n, "strides", 1, s, im.problem) || !square(n, "pads", 0, p, im.problem) ||
-      !square(n, "dilations", 1, d, im.problem))
+  if (!square(window->stride, "strides", s, im.problem) ||
+      !square(window->padding, "pads", p, im.problem) ||
+      !square(window->dilation, "dilations", d, im.problem))
     return false;
   const bool transposed_conv = n.op_type == "ConvTranspose";
-  const int64_t groups = n.int_or("group", 1);
+  const int64_t groups = window->groups;
   const CheckpointTensor* b = n.inputs.size() > 2 && !n.inputs[2].empty() ? im.init(n, 2) : nullptr;
-  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !is_f32(b)) return im.problem = "the bias must be a float initializer", false;
+  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !is_f32(b))
+    return im.problem = "the bias must be a float initializer", false;
   json params{{"out_channels", transposed_conv ? w->shape[1] * groups : w->shape[0]},
               {"kernel_size", w->shape[2]},
               {"stride", s},
@@ -119,11 +122,11 @@ bool map_conv(Importer& im, const Node& n) {
               {"bias", b != nullptr}};
   if (transposed_conv) {
     int64_t op = 0;
-    if (!square(n, "output_padding", 0, op, im.problem)) return false;
+    if (!square(window->output_padding, "output_padding", op, im.problem)) return false;
     params["output_padding"] = op;
   }
-  std::string id = im.add(transposed_conv ? "mls.conv_transpose2d" : "mls.conv2d", im.hint(n), params,
-                          {n.inputs[0]}, n.outputs[0]);
+  std::string id = im.add(transposed_conv ? "mls.conv_transpose2d" : "mls.conv2d", im.hint(n),
+                          params, {n.inputs[0]}, n.outputs[0]);
   im.weight(id, "weight", *w);
   if (b) im.weight(id, "bias", *b);
   return true;
@@ -132,12 +135,14 @@ bool map_conv(Importer& im, const Node& n) {
 // Gemm, or MatMul by a 2-D initializer with an optional Add of a 1-D one after it.
 bool map_linear(Importer& im, const Node& n) {
   const CheckpointTensor* w = im.init(n, 1);
-  if (!is_f32(w) || w->shape.size() != 2) return im.problem = "the weight must be a 2-D float initializer", false;
+  if (!is_f32(w) || w->shape.size() != 2)
+    return im.problem = "the weight must be a 2-D float initializer", false;
   CheckpointTensor weight = *w;
   const CheckpointTensor* b = nullptr;
   std::string output = n.outputs[0], hint = im.hint(n);
   if (n.op_type == "Gemm") {
-    if (n.float_or("alpha", 1.0) != 1.0 || n.float_or("beta", 1.0) != 1.0 || n.int_or("transA", 0) != 0)
+    if (n.float_or("alpha", 1.0) != 1.0 || n.float_or("beta", 1.0) != 1.0 ||
+        n.int_or("transA", 0) != 0)
       return im.problem = "only alpha = beta = 1 and transA = 0 are supported", false;
     if (n.int_or("transB", 0) != 0) weight = transposed(*w);
     if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
@@ -159,8 +164,9 @@ bool map_linear(Importer& im, const Node& n) {
       }
     }
   }
-  std::string id = im.add("mls.linear", hint, {{"out_features", weight.shape[1]}, {"bias", b != nullptr}},
-                          {n.inputs[0]}, output);
+  std::string id =
+      im.add("mls.linear", hint, {{"out_features", weight.shape[1]}, {"bias", b != nullptr}},
+             {n.inputs[0]}, output);
   im.weight(id, "weight", weight);
   if (b) {
     CheckpointTensor bias = *b;
@@ -171,27 +177,33 @@ bool map_linear(Importer& im, const Node& n) {
 }
 
 bool map_pool(Importer& im, const Node& n) {
-  int64_t k = 0, s = 0, p = 0;
-  auto ks = n.ints_or("kernel_shape", {});
-  if (ks.size() != 2 || ks[0] != ks[1]) return im.problem = "only square 2-D windows are supported", false;
-  k = ks[0];
-  if (!square(n, "strides", 1, s, im.problem) || !square(n, "pads", 0, p, im.problem)) return false;
-  if (n.int_or("ceil_mode", 0) != 0) return im.problem = "ceil_mode 1 is not supported", false;
+  auto window = onnx::pool_window(n);  // ONNX's window attributes, read as the engine reads them
+  if (!window) return im.problem = window.error().message, false;
+  if (window->kernel[0] != window->kernel[1])
+    return im.problem = "only square 2-D windows are supported", false;
+  int64_t s = 0, p = 0;
+  if (!square(window->stride, "strides", s, im.problem) ||
+      !square(window->padding, "pads", p, im.problem))
+    return false;
   if (n.outputs.size() > 1) return im.problem = "the Indices output is not supported", false;
   const bool avg = n.op_type == "AveragePool";
-  if (avg && p > 0 && n.int_or("count_include_pad", 0) == 0)
-    return im.problem = "padded average pooling must count the padding (count_include_pad = 1)", false;
-  im.add(avg ? "mls.avg_pool2d" : "mls.max_pool2d", im.hint(n), {{"kernel_size", k}, {"stride", s}, {"padding", p}},
-         {n.inputs[0]}, n.outputs[0]);
+  if (avg && p > 0 && !window->count_include_pad)
+    return im.problem = "padded average pooling must count the padding (count_include_pad = 1)",
+           false;
+  im.add(avg ? "mls.avg_pool2d" : "mls.max_pool2d", im.hint(n),
+         {{"kernel_size", window->kernel[0]}, {"stride", s}, {"padding", p}}, {n.inputs[0]},
+         n.outputs[0]);
   return true;
 }
 
 bool map_batch_norm(Importer& im, const Node& n) {
-  if (n.outputs.size() > 1) return im.problem = "training-mode BatchNormalization is not supported", false;
+  if (n.outputs.size() > 1)
+    return im.problem = "training-mode BatchNormalization is not supported", false;
   std::vector<const CheckpointTensor*> t;
   for (size_t i = 1; i < 5; ++i) {
     t.push_back(im.init(n, i));
-    if (!is_f32(t.back())) return im.problem = "scale, bias, mean and var must be float initializers", false;
+    if (!is_f32(t.back()))
+      return im.problem = "scale, bias, mean and var must be float initializers", false;
   }
   std::string id = im.add("mls.batch_norm", im.hint(n), {{"eps", n.float_or("epsilon", 1e-5)}},
                           {n.inputs[0]}, n.outputs[0]);
@@ -200,12 +212,15 @@ bool map_batch_norm(Importer& im, const Node& n) {
   return true;
 }
 
-bool map_simple(Importer& im, const Node& n, const std::string& type, json params = json::object()) {
+bool map_simple(Importer& im, const Node& n, const std::string& type,
+                json params = json::object()) {
   std::vector<std::string> ins;
   for (const std::string& i : n.inputs)
     if (!i.empty()) ins.push_back(i);
   for (const std::string& i : ins)
-    if (!im.defined(i)) return im.problem = "input '" + i + "' is a constant; only computed inputs are supported", false;
+    if (!im.defined(i))
+      return im.problem = "input '" + i + "' is a constant; only computed inputs are supported",
+             false;
   im.add(type, im.hint(n), std::move(params), ins, n.outputs[0]);
   return true;
 }
@@ -213,10 +228,13 @@ bool map_simple(Importer& im, const Node& n, const std::string& type, json param
 bool map_node(Importer& im, const Node& n, int64_t rank) {
   const std::string& op = n.op_type;
   if (!n.domain.empty()) return im.problem = "custom domain '" + n.domain + "'", false;
-  if (n.inputs.empty() || n.outputs.empty()) return im.problem = "a node without inputs or outputs", false;
+  if (n.inputs.empty() || n.outputs.empty())
+    return im.problem = "a node without inputs or outputs", false;
   // Input 0 is the data every mapped op reads: it must come from an imported node.
   if (!im.defined(n.inputs[0]) && !im.m.initializer(n.inputs[0]))
-    return im.problem = "its input '" + n.inputs[0] + "' comes from a node that could not be imported", false;
+    return im.problem =
+               "its input '" + n.inputs[0] + "' comes from a node that could not be imported",
+           false;
   if (!im.defined(n.inputs[0])) return im.problem = "its data input is a constant", false;
   if (op == "Identity" || op == "Dropout") {
     if (!im.defined(n.inputs.at(0))) return im.problem = "a constant input", false;
@@ -230,16 +248,19 @@ bool map_node(Importer& im, const Node& n, int64_t rank) {
   if (op == "Relu") return map_simple(im, n, "mls.relu");
   if (op == "Tanh") return map_simple(im, n, "mls.tanh");
   if (op == "Sigmoid") return map_simple(im, n, "mls.sigmoid");
-  if (op == "LeakyRelu") return map_simple(im, n, "mls.leaky_relu", {{"negative_slope", n.float_or("alpha", 0.01)}});
+  if (op == "LeakyRelu")
+    return map_simple(im, n, "mls.leaky_relu", {{"negative_slope", n.float_or("alpha", 0.01)}});
   if (op == "Elu") return map_simple(im, n, "mls.elu", {{"alpha", n.float_or("alpha", 1.0)}});
   if (op == "Softplus") return map_simple(im, n, "mls.softplus");
   if (op == "Softmax" || op == "LogSoftmax") {
     const int64_t axis = n.int_or("axis", -1);
-    if (axis != -1 && axis != rank - 1) return im.problem = "only the last axis is supported", false;
+    if (axis != -1 && axis != rank - 1)
+      return im.problem = "only the last axis is supported", false;
     return map_simple(im, n, op == "Softmax" ? "mls.softmax" : "mls.log_softmax");
   }
   if (op == "Flatten") {
-    if (n.int_or("axis", 1) != 1) return im.problem = "only axis 1 (keep the batch) is supported", false;
+    if (n.int_or("axis", 1) != 1)
+      return im.problem = "only axis 1 (keep the batch) is supported", false;
     return map_simple(im, n, "mls.flatten");
   }
   if (op == "Reshape") {
@@ -249,7 +270,8 @@ bool map_node(Importer& im, const Node& n, int64_t rank) {
     if (dims.size() < 2 || (dims[0] != 0 && dims[0] != -1))
       return im.problem = "the shape must keep the batch dim (0 or -1 first)", false;
     std::string text;
-    for (size_t i = 1; i < dims.size(); ++i) text += (i > 1 ? "," : "") + std::to_string(static_cast<int64_t>(dims[i]));
+    for (size_t i = 1; i < dims.size(); ++i)
+      text += (i > 1 ? "," : "") + std::to_string(static_cast<int64_t>(dims[i]));
     if (!im.defined(n.inputs[0])) return im.problem = "a constant input", false;
     im.add("mls.reshape", im.hint(n), {{"shape", text}}, {n.inputs[0]}, n.outputs[0]);
     return true;
@@ -271,9 +293,12 @@ bool map_node(Importer& im, const Node& n, int64_t rank) {
   if (op == "LayerNormalization") {
     const CheckpointTensor* g = im.init(n, 1);
     const CheckpointTensor* b = im.init(n, 2);
-    if (n.int_or("axis", -1) != -1 && n.int_or("axis", -1) != rank - 1) return im.problem = "only the last axis is supported", false;
-    if (!is_f32(g) || !is_f32(b)) return im.problem = "scale and bias must be float initializers", false;
-    std::string id = im.add("mls.layer_norm", im.hint(n), {{"eps", n.float_or("epsilon", 1e-5)}}, {n.inputs[0]}, n.outputs[0]);
+    if (n.int_or("axis", -1) != -1 && n.int_or("axis", -1) != rank - 1)
+      return im.problem = "only the last axis is supported", false;
+    if (!is_f32(g) || !is_f32(b))
+      return im.problem = "scale and bias must be float initializers", false;
+    std::string id = im.add("mls.layer_norm", im.hint(n), {{"eps", n.float_or("epsilon", 1e-5)}},
+                            {n.inputs[0]}, n.outputs[0]);
     im.weight(id, "weight", *g);
     im.weight(id, "bias", *b);
     return true;
@@ -295,7 +320,8 @@ Result<ImportedModel> import_onnx(const onnx::Model& m, const std::string& sourc
   if (m.outputs.empty()) return make_error(source + ": the model has no output");
   Importer im(m, source);
   im.out.doc.name = m.graph_name.empty() ? "imported model" : m.graph_name;
-  im.out.doc.description = "Imported from " + source + (m.producer_name.empty() ? "" : " (written by " + m.producer_name + ")");
+  im.out.doc.description = "Imported from " + source +
+                           (m.producer_name.empty() ? "" : " (written by " + m.producer_name + ")");
 
   // An mlstudio export records the project's training settings; they are checked like the
   // project's own "training" section, so the imported project trains as the original did.
@@ -317,7 +343,8 @@ Result<ImportedModel> import_onnx(const onnx::Model& m, const std::string& sourc
   bool started = start == input.name;
   for (size_t d = 1; d < input.dims.size(); ++d) {
     if (input.dims[d].value < 1)
-      return make_error(source + ": input '" + input.name + "' dim " + std::to_string(d) + " is not a fixed size");
+      return make_error(source + ": input '" + input.name + "' dim " + std::to_string(d) +
+                        " is not a fixed size");
     im.out.sample_shape.push_back(input.dims[d].value);
   }
   const std::string input_id = im.make_id(input.name);
@@ -327,8 +354,10 @@ Result<ImportedModel> import_onnx(const onnx::Model& m, const std::string& sourc
   std::string output = m.outputs[0].name;
   // A final Softmax turns logits into probabilities, which a cross-entropy loss must not
   // get: the imported model stops before it (the same argmax).
-  if (const Node* last = m.producer(output); last && last->op_type == "Softmax" && m.consumers(output).empty()) {
-    im.out.notes.push_back("the final Softmax ('" + last->name + "') was left out: the CrossEntropy loss takes logits");
+  if (const Node* last = m.producer(output);
+      last && last->op_type == "Softmax" && m.consumers(output).empty()) {
+    im.out.notes.push_back("the final Softmax ('" + last->name +
+                           "') was left out: the CrossEntropy loss takes logits");
     im.consumed.insert(last);
     output = last->inputs.at(0);
   }
@@ -343,7 +372,8 @@ Result<ImportedModel> import_onnx(const onnx::Model& m, const std::string& sourc
     im.problem.clear();
     // The rank given to Softmax/LayerNorm is a hint only; the shape check verifies later.
     if (!map_node(im, n, rank))
-      im.unsupported.push_back("node '" + (n.name.empty() ? n.outputs.at(0) : n.name) + "' (" + n.op_type + "): " + im.problem);
+      im.unsupported.push_back("node '" + (n.name.empty() ? n.outputs.at(0) : n.name) + "' (" +
+                               n.op_type + "): " + im.problem);
   }
   if (!im.unsupported.empty()) {
     std::string list;
@@ -351,24 +381,28 @@ Result<ImportedModel> import_onnx(const onnx::Model& m, const std::string& sourc
     return make_error(source + ": cannot import " + std::to_string(im.unsupported.size()) + " of " +
                       std::to_string(m.nodes.size()) + " nodes:" + list);
   }
-  if (!im.port_of.count(output)) return make_error(source + ": output '" + output + "' is computed by no imported node");
+  if (!im.port_of.count(output))
+    return make_error(source + ": output '" + output + "' is computed by no imported node");
 
   // A loss on the output, so the model trains: cross-entropy for class scores, MSE for values.
   const bool regression = m.outputs[0].name == "prediction";
   const std::string labels = im.make_id(regression ? "targets" : "label");
   im.out.doc.nodes.push_back({labels, "mls.labels", 1, json::object()});
   const std::string loss = im.make_id("loss");
-  im.out.doc.nodes.push_back({loss, regression ? "mls.mse_loss" : "mls.cross_entropy", 1, json::object()});
+  im.out.doc.nodes.push_back(
+      {loss, regression ? "mls.mse_loss" : "mls.cross_entropy", 1, json::object()});
   const auto& [from, port] = im.port_of.at(output);
   im.out.doc.links.push_back({from, port, loss, regression ? "prediction" : "logits"});
   im.out.doc.links.push_back({labels, "out", loss, regression ? "targets" : "labels"});
 
   for (NodeDoc& n : im.out.doc.nodes) {
     auto full = complete_params(*builtin_catalogue().find(n.type), n.params);
-    if (!full) return make_error(source + ": node '" + n.id + "' (" + n.type + "): " + full.error().message);
+    if (!full)
+      return make_error(source + ": node '" + n.id + "' (" + n.type + "): " + full.error().message);
     n.params = std::move(*full);
   }
-  for (const auto& [id, pos] : layered_layout(im.out.doc)) im.out.doc.layout[id] = {{"x", pos.x}, {"y", pos.y}};
+  for (const auto& [id, pos] : layered_layout(im.out.doc))
+    im.out.doc.layout[id] = {{"x", pos.x}, {"y", pos.y}};
   return std::move(im.out);
 }
 

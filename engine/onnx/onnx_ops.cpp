@@ -14,6 +14,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "engine/onnx/onnx_windows.h"
 #include "engine/ops/conv.h"
 
 namespace mls::onnx {
@@ -369,38 +370,16 @@ OpMapping layer_norm() {
 
 // [SECTION] windows: Conv, ConvTranspose, MaxPool, AveragePool
 
-// Strides, pads and dilations of a 2-D window op, checked against what the engine supports.
+// The window attributes (onnx_windows.h), refused with the node named.
 Result<Attrs> window_from_onnx(ImportContext& c, bool conv) {
-  const Node& n = *c.node;
-  if (n.string_or("auto_pad", "NOTSET") != "NOTSET")
-    return c.fail("auto_pad '" + n.string_or("auto_pad", "") +
-                  "' is not supported (give explicit pads)");
-  auto strides = n.ints_or("strides", {1, 1});
-  auto pads = n.ints_or("pads", {0, 0, 0, 0});
-  auto dil = n.ints_or("dilations", {1, 1});
-  if (strides.size() != 2 || pads.size() != 4 || dil.size() != 2)
-    return c.fail("only 2-D windows are supported");
-  if (pads[0] != pads[2] || pads[1] != pads[3]) return c.fail("asymmetric pads are not supported");
   if (conv) {
-    Conv2dParams p;
-    p.stride = {strides[0], strides[1]};
-    p.padding = {pads[0], pads[1]};
-    p.dilation = {dil[0], dil[1]};
-    p.groups = n.int_or("group", 1);
-    auto op = n.ints_or("output_padding", {0, 0});
-    if (op.size() == 2) p.output_padding = {op[0], op[1]};
-    return conv2d_attrs(p, n.op_type == "ConvTranspose");
+    auto p = conv_window(*c.node);
+    if (!p) return c.fail(p.error().message);
+    return conv2d_attrs(*p, c.node->op_type == "ConvTranspose");
   }
-  if (dil != std::vector<int64_t>{1, 1}) return c.fail("dilated pooling is not supported");
-  if (n.int_or("ceil_mode", 0) != 0) return c.fail("ceil_mode 1 is not supported");
-  auto k = n.ints_or("kernel_shape", {});
-  if (k.size() != 2) return c.fail("kernel_shape must have two entries");
-  Pool2dParams p;
-  p.kernel = {k[0], k[1]};
-  p.stride = {strides[0], strides[1]};
-  p.padding = {pads[0], pads[1]};
-  p.count_include_pad = n.int_or("count_include_pad", 0) != 0;  // ONNX's default is 0
-  return pool2d_attrs(p, n.op_type == "AveragePool");
+  auto p = pool_window(*c.node);
+  if (!p) return c.fail(p.error().message);
+  return pool2d_attrs(*p, c.node->op_type == "AveragePool");
 }
 
 std::vector<int64_t> pads_of(const Pair2& p) {
