@@ -196,7 +196,9 @@ NodeTypeDef global_avg_pool_node() {
   d.infer = [](const std::vector<Shape>& in, const json&,
                const InferContext&) -> Result<std::vector<Shape>> {
     if (auto r = expect_image(in[0], "GlobalAvgPool"); !r) return r.error();
-    return one(Shape{in[0][0], in[0][1]});
+    return op_shapes("mean", {{DType::F32, in[0]}},
+                     {{"axes", std::vector<int64_t>{2, 3}}, {"keepdims", int64_t{0}}},
+                     "GlobalAvgPool cannot take " + format_shape(in[0]));
   };
   d.lower = [](LowerContext& c) -> Result<Refs> {
     return Refs{global_avg_pool(c.g(), c.inputs[0])};

@@ -142,7 +142,11 @@ NodeTypeDef embedding_node() {
       return make_error("input 'in' has shape " + format_shape(s) +
                         "; Embedding expects token ids [N,T] — feed it from an Input whose samples "
                         "are T token ids (or a Reshape to \"-1\")");
-    return one(Shape{s[0], s[1], p.at("embedding_dim").get<int64_t>()});
+    auto ps = layer_params("embedding", layer_config(p, p.at("num_embeddings").get<int64_t>(),
+                                                     p.at("embedding_dim").get<int64_t>()));
+    if (!ps) return ps.error();
+    return op_shapes("embedding", {{DType::F32, ps->at(0).shape}, {DType::I64, s}}, {},
+                     "Embedding cannot take " + format_shape(s));
   };
   d.lower = [](LowerContext& c) -> Result<Refs> {
     const LayerConfig cfg = layer_config(c.params, c.params.at("num_embeddings").get<int64_t>(),
@@ -176,7 +180,13 @@ NodeTypeDef linear_node() {
     if (s.size() != 2)
       return make_error("input 'in' has shape " + format_shape(s) +
                         "; Linear expects [N,features] — add a Flatten node before it");
-    return one(Shape{s[0], params.at("out_features").get<int64_t>()});
+    // The weight as the layer declares it, the product's shape as matmul infers it.
+    auto ps = layer_params("linear",
+                           layer_config(params, s[1], params.at("out_features").get<int64_t>()));
+    if (!ps) return ps.error();
+    return op_shapes("matmul", {{DType::F32, s}, {DType::F32, ps->at(0).shape}},
+                     {{"transpose_a", int64_t{0}}, {"transpose_b", int64_t{0}}},
+                     "Linear cannot take " + format_shape(s));
   };
   d.lower = [](LowerContext& c) -> Result<Refs> {
     const LayerConfig cfg =
