@@ -633,8 +633,35 @@ std::string dropout_refusal(const Attrs& a) {
   return a.get_int_or("training", 1) != 0 ? "training-mode dropout has no ONNX form" : "";
 }
 
+// Expand with a constant shape: numpy broadcasting of the input's shape and that one.
+Result<Ref> expand_from_onnx(ImportContext& c) {
+  auto x = c.in(0);
+  if (!x) return x;
+  auto spec = c.constant(1);
+  if (!spec) return spec.error();
+  const Shape in = c.shape(*x);
+  Shape out(std::max(in.size(), spec->size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t a = i + in.size() >= out.size() ? in[i + in.size() - out.size()] : 1;
+    const int64_t b = i + spec->size() >= out.size()
+                          ? static_cast<int64_t>((*spec)[i + spec->size() - out.size()])
+                          : 1;
+    if (a != b && a != 1 && b != 1)
+      return c.fail("cannot broadcast " + shape_str(in) + " to the shape given");
+    out[i] = a == 1 ? b : a;
+  }
+  return c.op("expand", {*x}, {{"shape", out}});
+}
+
+// A dim the input already has is written as 1 (Expand keeps the input's there), so a batch
+// dim the input carries stays the file's batch.
 Result<void> expand_to_onnx(ExportContext& c) {
   Shape target = c.out_shape();
+  const Shape in = c.in_shape(0);
+  for (size_t i = 0; i < in.size() && i < target.size(); ++i) {
+    const size_t t = target.size() - in.size() + i;
+    if (in[i] == target[t]) target[t] = 1;
+  }
   c.emit("Expand", {c.inputs[0], c.ints(target)});
   return {};
 }
@@ -850,7 +877,7 @@ std::vector<OpMapping> make_table() {
       export_only("silu", silu_to_onnx),
       export_only("rsqrt",
                   [](ExportContext& c) -> Result<void> {
-                    c.emit("Reciprocal", {c.step("Sqrt", c.inputs)});
+                    c.emit("Div", {c.scalar(1.0f), c.step("Sqrt", c.inputs)});
                     return {};
                   }),
       export_only("gelu", gelu_to_onnx, gelu_refusal),
@@ -861,7 +888,7 @@ std::vector<OpMapping> make_table() {
             return {};
           },
           dropout_refusal),
-      export_only("expand", expand_to_onnx),
+      {"Expand", "expand", expand_from_onnx, expand_to_onnx, {}},
   };
   return t;
 }
