@@ -62,6 +62,38 @@ void set_training(lua_State* L, int model, bool mode) {
   lua_call(L, 2, 0);
 }
 
+// The trace mls.onnx.export is recording (its id, in the registry while it runs), whose ops
+// _scope labels.
+constexpr const char* kExportTraceKey = "mls.onnx.trace";
+
+// model:_label_layers(on): the child modules label what they record with their paths.
+void label_layers(lua_State* L, int model, bool on) {
+  lua_getfield(L, model, "_label_layers");
+  if (!lua_isfunction(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushvalue(L, model);
+  lua_pushboolean(L, on);
+  lua_call(L, 2, 0);
+}
+
+// mls.onnx._scope(label) -> the label it replaces: what the exported trace's next ops carry.
+int l_scope(lua_State* L) {
+  const char* label = luaL_checkstring(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, kExportTraceKey);
+  const auto id = static_cast<uint32_t>(lua_tointeger(L, -1));
+  lua_pop(L, 1);
+  Trace* t = id ? runtime(L).find_trace(id) : nullptr;
+  if (t == nullptr) {
+    lua_pushstring(L, "");
+    return 1;
+  }
+  lua_pushstring(L, t->graph().label().c_str());
+  t->graph().set_label(label);
+  return 1;
+}
+
 // Calls model(x) on a traced input; the graph's output is what it returns. Lua errors come
 // back as the message.
 Result<Graph> trace_forward(lua_State* L, int model, const Shape& x_shape,
@@ -76,11 +108,16 @@ Result<Graph> trace_forward(lua_State* L, int model, const Shape& x_shape,
   for (const auto& [name, t] : params) tr.register_param(*t, name, true);
   for (const auto& [name, t] : buffers) tr.register_param(*t, name, false);
   Ref x = tr.graph().add_input(input_name, {DType::F32, x_shape});
+  lua_pushinteger(L, tr.id);
+  lua_setfield(L, LUA_REGISTRYINDEX, kExportTraceKey);
   lua_pushcfunction(L, traceback_handler);
   lua_pushvalue(L, model);
   push_traced(L, tr.id, x);
   std::string err;
-  if (lua_pcall(L, 1, 1, top + 1) != LUA_OK) {
+  const int status = lua_pcall(L, 1, 1, top + 1);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, kExportTraceKey);
+  if (status != LUA_OK) {
     err = std::string("the model's forward failed: ") +
           (lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object)");
   } else {
@@ -124,6 +161,7 @@ int l_export(lua_State* L) {
   const bool was_training = lua_isnil(L, -1) || lua_toboolean(L, -1);
   lua_pop(L, 1);
   set_training(L, 1, false);
+  label_layers(L, 1, true);
 
   bool ok = true;
   int nodes = 0;
@@ -174,6 +212,7 @@ int l_export(lua_State* L) {
       }
     }
   }
+  label_layers(L, 1, false);
   set_training(L, 1, was_training);
   if (!ok) return raise(L);
   lua_createtable(L, 0, 3);
@@ -190,7 +229,7 @@ int l_export(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kOnnx[] = {{"export", l_export}, {nullptr, nullptr}};
+const luaL_Reg kOnnx[] = {{"export", l_export}, {"_scope", l_scope}, {nullptr, nullptr}};
 
 }  // namespace
 

@@ -56,7 +56,15 @@ Module.__newindex = function(self, k, v)
   rawset(self, k, v)
   if mls.is_tensor(v) or is_module(v) then table.insert(rawget(self, "_order"), k) end
 end
-Module.__call = function(self, ...) return self:forward(...) end
+Module.__call = function(self, ...)
+  local label = rawget(self, "_label")
+  if label == nil then return self:forward(...) end
+  -- Being exported (mls.onnx.export): the ops this module records carry its path.
+  local outer = mls.onnx._scope(label)
+  local out = table.pack(self:forward(...))
+  mls.onnx._scope(outer)
+  return table.unpack(out, 1, out.n)
+end
 Module.__is_module = true
 
 function Module:init() end
@@ -127,6 +135,16 @@ end
 
 function Module:zero_grad()
   for _, p in ipairs(self:parameters()) do p.grad = nil end
+end
+
+-- Labels each child module with its path ("features.1") while mls.onnx.export traces, so the
+-- file's nodes and its errors name the layer; label_layers(false) takes them off again.
+function Module:_label_layers(on, prefix)
+  for _, kv in ipairs(self:children()) do
+    local path = (prefix and prefix .. "." or "") .. kv[1]
+    rawset(kv[2], "_label", on and path or nil)
+    if kv[2]._label_layers then kv[2]:_label_layers(on, path) end
+  end
 end
 
 function Module:num_parameters()

@@ -151,7 +151,8 @@ TEST_CASE("mls.onnx.export names the op that has no ONNX mapping", "[scripting][
     local net = nn.Sequential(nn.Linear(4, 3), function(x) return x - x:var() end)
     mls.onnx.export(net, ')" + file + R"(', {input = {4}}))");
   CHECK(err.find("mls.onnx.export") != std::string::npos);
-  CHECK(err.find("op 'var'") != std::string::npos);
+  CHECK(err.find("op 'var' (node '2')") !=
+        std::string::npos);  // the layer, by its path in the model
   CHECK(err.find("has no ONNX mapping") != std::string::npos);
   CHECK_FALSE(fs::exists(file));
 }
