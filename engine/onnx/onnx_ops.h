@@ -96,7 +96,7 @@ const std::vector<OpMapping>& op_mappings();
 
 // Several engine ops written as one ONNX op, in the forms the importer reads back as those
 // very ops: conv2d + bias add -> Conv with a bias, matmul + bias add -> Gemm, the ops of
-// batch_norm_eval -> BatchNormalization.
+// batch_norm_eval -> BatchNormalization (onnx_idioms.cpp).
 struct IdiomMatch {
   std::vector<int32_t> absorbed;  // the nodes (indices) the root's ONNX op writes too
   Refs inputs;                    // the ONNX op's inputs
