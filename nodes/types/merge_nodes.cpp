@@ -70,9 +70,10 @@ NodeTypeDef concat_node() {
                           " differ on axis " + std::to_string(i) +
                           ", not only on the joined axis " + std::to_string(*ax) +
                           " — change the axis or make those dims agree");
-    Shape s = a;
-    s[*ax] = a[*ax] + b[*ax];
-    return one(std::move(s));
+    // The joined shape as the op infers it.
+    return op_shapes("concat", {{DType::F32, a}, {DType::F32, b}},
+                     {{"axis", static_cast<int64_t>(*ax)}},
+                     "Concat cannot join " + format_shape(a) + " and " + format_shape(b));
   };
   d.lower = [](LowerContext& c) -> Result<Refs> {
     auto ax = concat_axis(c.params.at("axis").get<int64_t>(), c.shape(0).size());
