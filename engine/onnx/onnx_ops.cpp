@@ -649,6 +649,15 @@ Result<Ref> expand_from_onnx(ImportContext& c) {
       return c.fail("cannot broadcast " + shape_str(in) + " to the shape given");
     out[i] = a == 1 ? b : a;
   }
+  // The shape is the file's to choose: a hostile one must not make the engine allocate
+  // without bound (2^31 elements at most, the product checked before it can wrap).
+  constexpr int64_t kMaxElements = int64_t{1} << 31;
+  int64_t n = 1;
+  for (int64_t d : out) {
+    if (d < 0 || (d > 0 && n > kMaxElements / d))
+      return c.fail("the shape asks for more than 2^31 elements");
+    n *= d;
+  }
   return c.op("expand", {*x}, {{"shape", out}});
 }
 

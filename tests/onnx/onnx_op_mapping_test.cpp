@@ -175,3 +175,16 @@ TEST_CASE(
   CHECK(rc == 0);
   CHECK(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) == manifest.size());
 }
+
+TEST_CASE("an ONNX Expand to a huge shape is refused by name, not allocated",
+          "[onnx][ops][hostile]") {
+  onnx::Model m;
+  m.inputs.push_back({"x", DType::F32, {1, 4}});
+  const std::string shape = m.add_ints("shape", {int64_t{1} << 20, int64_t{1} << 20, 4});
+  m.add("Expand", {"x", shape}, {}, "y");
+  m.outputs.push_back({"y", DType::F32, {int64_t{1} << 20, int64_t{1} << 20, 4}});
+  auto g = onnx::to_graph(m, 1);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.error().message.find("node 'y' (Expand)") != std::string::npos);
+  CHECK(g.error().message.find("2^31") != std::string::npos);
+}
