@@ -4,8 +4,6 @@
 // engine and, where onnxruntime-node is installed under build/ort, by ONNX Runtime.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +19,7 @@
 #include "nodes/catalogue.h"
 #include "nodes/lower.h"
 #include "nodes/onnx_export.h"
+#include "tests/common/ort_compare.h"
 #include "tests/common/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -52,21 +51,6 @@ nodes::Document model_of(const LayerCase& c) {
   doc.links.push_back({"fc", "out", "loss", "logits"});
   doc.links.push_back({"y", "out", "loss", "labels"});
   return doc;
-}
-
-int run_command(const std::string& cmd, std::string* out) {
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  char buf[512];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out->append(buf, n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-void write_f32(const std::string& path, const std::vector<float>& v) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(v.data()),
-          static_cast<std::streamsize>(v.size() * sizeof(float)));
 }
 
 }  // namespace
@@ -103,10 +87,7 @@ TEST_CASE("every layer type with an ONNX form exports, and the file computes wha
       {"mls.multi_head_attention", {{"num_heads", 2}}, {4, 8}},  // its composite's ops all map
   };
   test::TempDir dir("mls_onnx_layers");
-  const fs::path ort = fs::path(MLS_BINARY_DIR) / "ort" / "node_modules";
-  const bool have_ort = fs::exists(ort / "onnxruntime-node");
-  if (!have_ort)
-    WARN("onnxruntime-node is not installed under " << ort.string() << ": the engine checks alone");
+  nlohmann::json manifest = nlohmann::json::array();
   Backend& be = cpu::backend();
   int k = 0;
   for (const LayerCase& c : cases) {
@@ -180,21 +161,22 @@ TEST_CASE("every layer type with an ONNX form exports, and the file computes wha
     for (size_t i = 0; i < mine.size(); ++i) diff = std::max(diff, std::abs(theirs[i] - mine[i]));
     CHECK(diff <= 1e-5f);
 
-    if (!have_ort) continue;
     const std::string base = dir.file("case" + std::to_string(k));
     std::ofstream(base + ".onnx", std::ios::binary) << *bytes;
-    write_f32(base + ".x", x);
-    write_f32(base + ".y", mine);
-    std::string shape, text;
-    for (int64_t d : xs) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-    const int rc = run_command("NODE_PATH='" + ort.string() +
-                                   "' node '" MLS_SOURCE_DIR "/tools/onnx/ort_compare.js' '" +
-                                   base + ".onnx' --input '" + base + ".x' --shape " + shape +
-                                   " --reference '" + base + ".y' --tolerance 1e-4 2>&1",
-                               &text);
-    INFO(text);
-    CHECK(rc == 0);
+    test::write_f32(base + ".x", x);
+    test::write_f32(base + ".y", mine);
+    manifest.push_back(test::ort_case(base + ".onnx", {{base + ".x", xs}}, base + ".y", 1e-4));
   }
+  // ONNX Runtime on every file at once.
+  if (!test::ort_available()) {
+    WARN("onnxruntime-node is not installed under " << test::ort_modules().string()
+                                                    << ": the engine checks alone");
+    return;
+  }
+  const test::OrtRun r = test::run_ort(manifest, dir.file("cases.json"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.results.size() == cases.size());
 }
 
 TEST_CASE("a layer whose ops have no ONNX mapping says which op, on its badge and in the export",

@@ -6,8 +6,6 @@
 // cannot skip it.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -23,6 +21,7 @@
 #include "engine/onnx/onnx_file.h"
 #include "engine/onnx/onnx_graph.h"
 #include "engine/onnx/onnx_ops.h"
+#include "tests/common/ort_compare.h"
 #include "tests/common/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -42,21 +41,6 @@ std::vector<float> draw(const OpSample& s, int64_t n, uint64_t seed) {
     f = static_cast<float>(u);
   }
   return v;
-}
-
-void write_f32(const std::string& path, const std::vector<float>& v) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(v.data()),
-          static_cast<std::streamsize>(v.size() * sizeof(float)));
-}
-
-int run_command(const std::string& cmd, std::string* out) {
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  char buf[512];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out->append(buf, n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace
@@ -119,7 +103,7 @@ TEST_CASE(
         std::memcpy(h.bytes.data(), v.data(), h.bytes.size());
         feeds[back->inputs.at(i).name] = h;
         const std::string file = dir.file("case" + std::to_string(k) + "_in" + std::to_string(i));
-        write_f32(file, v);
+        test::write_f32(file, v);
         inputs.push_back({{"file", file}, {"shape", shape}});
       }
       plan->run();
@@ -134,7 +118,7 @@ TEST_CASE(
 
       const std::string base = dir.file("case" + std::to_string(k));
       std::ofstream(base + ".onnx", std::ios::binary) << *bytes;
-      write_f32(base + ".ref", mine);
+      test::write_f32(base + ".ref", mine);
       manifest.push_back({{"model", base + ".onnx"},
                           {"inputs", inputs},
                           {"reference", base + ".ref"},
@@ -159,21 +143,15 @@ TEST_CASE(
   INFO("written: " << written.size() << " ops from " << k << " samples");
   CHECK(written.size() >= 25);
 
-  const fs::path ort = fs::path(MLS_BINARY_DIR) / "ort" / "node_modules";
-  if (!fs::exists(ort / "onnxruntime-node")) {
-    WARN("onnxruntime-node is not installed under " << ort.string() << ": ONNX Runtime not run");
+  if (!test::ort_available()) {
+    WARN("onnxruntime-node is not installed under " << test::ort_modules().string()
+                                                    << ": ONNX Runtime not run");
     return;
   }
-  std::ofstream(dir.file("manifest.json")) << manifest.dump();
-  std::string text;
-  const int rc =
-      run_command("NODE_PATH='" + ort.string() +
-                      "' node '" MLS_SOURCE_DIR "/tools/onnx/ort_compare.js' --manifest '" +
-                      dir.file("manifest.json") + "' 2>&1",
-                  &text);
-  INFO(text);
-  CHECK(rc == 0);
-  CHECK(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) == manifest.size());
+  const test::OrtRun r = test::run_ort(manifest, dir.file("manifest.json"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.results.size() == manifest.size());
 }
 
 TEST_CASE("an ONNX Expand to a huge shape is refused by name, not allocated",

@@ -3,8 +3,6 @@
 // build/ort) and by mlstudio's own ONNX reader on the inputs mlstudio's forward saw.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +12,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/onnx/onnx_file.h"
 #include "engine/onnx/onnx_graph.h"
+#include "tests/common/ort_compare.h"
 #include "tests/common/temp_dir.h"
 #include "tests/scripting/lua_test_util.h"
 
@@ -36,22 +35,6 @@ std::vector<float> global_floats(lua::LuaHost& h, const char* name) {
   }
   lua_pop(L, 1);
   return v;
-}
-
-void write_f32(const fs::path& p, const std::vector<float>& v) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(v.data()),
-          static_cast<std::streamsize>(v.size() * sizeof(float)));
-}
-
-// The output of a shell command and its exit status.
-int run_command(const std::string& cmd, std::string* out) {
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  char buf[512];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out->append(buf, n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // A small CNN with a fixed seed; `x` [3,1,12,12] and `y`, its eager forward in evaluation
@@ -119,27 +102,22 @@ TEST_CASE(
   CHECK(engine_diff <= 1e-5f);
 
   // ONNX Runtime on the same input.
-  const fs::path ort = fs::path(MLS_BINARY_DIR) / "ort" / "node_modules";
-  if (!fs::exists(ort / "onnxruntime-node")) {
-    WARN("onnxruntime-node is not installed under " << ort.string()
+  if (!test::ort_available()) {
+    WARN("onnxruntime-node is not installed under " << test::ort_modules().string()
                                                     << " (scripts/setup): ORT not run");
     return;
   }
-  write_f32(dir.file("x.f32"), x);
-  write_f32(dir.file("y.f32"), y);
-  std::string text;
-  const int rc = run_command(
-      "NODE_PATH='" + ort.string() + "' node '" MLS_SOURCE_DIR "/tools/onnx/ort_compare.js' '" +
-          file + "' --input '" + dir.file("x.f32") + "' --shape 3,1,12,12 --reference '" +
-          dir.file("y.f32") + "' --tolerance 1e-4 2>&1",
-      &text);
-  INFO(text);
-  REQUIRE(rc == 0);
-  auto at = text.find("\"max_abs_diff\":");
-  REQUIRE(at != std::string::npos);
-  const double diff = std::stod(text.substr(at + 15));
-  CHECK(diff <= 1e-4);
-  CHECK(text.find("\"values\":30") != std::string::npos);
+  test::write_f32(dir.file("x.f32"), x);
+  test::write_f32(dir.file("y.f32"), y);
+  const test::OrtRun r = test::run_ort(
+      nlohmann::json::array(
+          {test::ort_case(file, {{dir.file("x.f32"), {3, 1, 12, 12}}}, dir.file("y.f32"), 1e-4)}),
+      dir.file("cases.json"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.results.size() == 1);
+  CHECK(r.results[0].at("max_abs_diff").get<double>() <= 1e-4);
+  CHECK(r.results[0].at("values").get<int>() == 30);
 }
 
 TEST_CASE("mls.onnx.export names the op that has no ONNX mapping", "[scripting][onnx]") {
