@@ -86,6 +86,41 @@ LuaTensor* check_tensor(lua_State* L, int idx) {
   return t;
 }
 
+bool named_tensors(lua_State* L, int model, const char* method, int anchor, const char* who,
+                   std::vector<std::pair<std::string, LuaTensor*>>* out) {
+  model = lua_absindex(L, model);
+  anchor = lua_absindex(L, anchor);
+  lua_getfield(L, model, method);
+  if (!lua_isfunction(L, -1)) {
+    lua_pop(L, 1);
+    return false;
+  }
+  lua_pushvalue(L, model);
+  lua_call(L, 1, 1);
+  if (!lua_istable(L, -1)) luaL_error(L, "%s: %s() must return a list of {name, tensor} pairs", who, method);
+  const lua_Integer n = luaL_len(L, -1);
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, -1, i);
+    if (lua_istable(L, -1)) {
+      lua_geti(L, -1, 1);
+      lua_geti(L, -2, 2);
+    } else {
+      lua_pushnil(L);
+      lua_pushnil(L);
+    }
+    LuaTensor* t = to_tensor(L, -1);
+    if (lua_type(L, -2) != LUA_TSTRING || t == nullptr || t->closed || t->trace_id != 0)
+      luaL_error(L, "%s: %s()[%d] is not a {name, tensor} pair (an open eager tensor)", who, method,
+                 static_cast<int>(i));
+    out->push_back({lua_tostring(L, -2), t});
+    lua_pushvalue(L, -1);
+    lua_seti(L, anchor, static_cast<lua_Integer>(luaL_len(L, anchor) + 1));
+    lua_pop(L, 3);
+  }
+  lua_pop(L, 1);
+  return true;
+}
+
 LuaTensor* push_tensor(lua_State* L) {
   void* p = lua_newuserdatauv(L, sizeof(LuaTensor), 0);
   auto* t = new (p) LuaTensor();

@@ -89,6 +89,13 @@ LuaTensor* to_tensor(lua_State* L, int idx);
 // The tensor at `idx`; raises "bad argument #idx (tensor expected, got ...)" otherwise, and
 // "the tensor was closed" for a closed one.
 LuaTensor* check_tensor(lua_State* L, int idx);
+// model:METHOD() (named_parameters, named_buffers) as {name, tensor} pairs of open eager
+// tensors; raises "WHO: METHOD()[i] is not a {name, tensor} pair" otherwise. Each tensor is
+// also put in the table at `anchor` (a stack index): the script's own lists may drop them
+// while the caller runs the model, and the pointers in `out` must stay valid. False, with
+// nothing left on the stack, when the model has no such method.
+bool named_tensors(lua_State* L, int model, const char* method, int anchor, const char* who,
+                   std::vector<std::pair<std::string, LuaTensor*>>* out);
 // A new tensor userdata on the stack.
 LuaTensor* push_tensor(lua_State* L);
 // Pushes an eager tensor holding `value` (a leaf).

@@ -19,37 +19,6 @@ namespace mls::lua {
 
 namespace {
 
-// model:METHOD() as {name, tensor} pairs; the list stays on the stack (it keeps the
-// tensors alive while the trace runs). Raises for a model that is no module.
-void named(lua_State* L, int model, const char* method,
-           std::vector<std::pair<std::string, LuaTensor*>>* out) {
-  lua_getfield(L, model, method);
-  if (!lua_isfunction(L, -1))
-    luaL_error(L, "mls.onnx.export: the model must be a module (it has no %s())", method);
-  lua_pushvalue(L, model);
-  lua_call(L, 1, 1);
-  if (!lua_istable(L, -1))
-    luaL_error(L, "mls.onnx.export: %s() must return a list of {name, tensor} pairs", method);
-  const lua_Integer n = luaL_len(L, -1);
-  for (lua_Integer i = 1; i <= n; ++i) {
-    lua_geti(L, -1, i);
-    const bool pair = lua_istable(L, -1);
-    if (pair) {
-      lua_geti(L, -1, 1);
-      lua_geti(L, -2, 2);
-    } else {
-      lua_pushnil(L);
-      lua_pushnil(L);
-    }
-    LuaTensor* t = to_tensor(L, -1);
-    if (lua_type(L, -2) != LUA_TSTRING || t == nullptr || t->closed || t->trace_id)
-      luaL_error(L, "mls.onnx.export: %s()[%d] is not a {name, tensor} pair (an open eager tensor)",
-                 method, static_cast<int>(i));
-    out->push_back({lua_tostring(L, -2), t});
-    lua_pop(L, 3);
-  }
-}
-
 // model:train(mode)
 void set_training(lua_State* L, int model, bool mode) {
   lua_getfield(L, model, "train");
@@ -155,8 +124,11 @@ int l_export(lua_State* L) {
   Runtime& rt = runtime(L);
 
   std::vector<std::pair<std::string, LuaTensor*>> params, buffers;
-  named(L, 1, "named_parameters", &params);  // the lists stay on the stack until we return
-  named(L, 1, "named_buffers", &buffers);
+  lua_newtable(L);  // keeps the tensors alive while the trace runs (on the stack until we return)
+  const int anchor = lua_gettop(L);
+  for (auto [method, out] : {std::pair{"named_parameters", &params}, std::pair{"named_buffers", &buffers}})
+    if (!named_tensors(L, 1, method, anchor, "mls.onnx.export", out))
+      luaL_error(L, "mls.onnx.export: the model must be a module (it has no %s())", method);
   lua_getfield(L, 1, "training");
   const bool was_training = lua_isnil(L, -1) || lua_toboolean(L, -1);
   lua_pop(L, 1);

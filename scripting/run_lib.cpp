@@ -146,45 +146,6 @@ Result<ModelGraph> build_lua_model(LuaModel& m, int64_t batch, bool training) {
   return mg;
 }
 
-// The named tensors of model:named_parameters() / named_buffers(), each checked to be a
-// {name, tensor} pair (raises naming the method and the index otherwise). Each tensor is
-// also put in the table `anchor` (an index on the stack): the script's own lists may drop
-// them while its forward runs, and the pointers in `out` must stay valid until training
-// ends.
-bool named_tensors(lua_State* L, int model, const char* method, int anchor,
-                   std::vector<std::pair<std::string, LuaTensor*>>* out) {
-  lua_getfield(L, model, method);
-  if (!lua_isfunction(L, -1)) {
-    lua_pop(L, 1);
-    return false;
-  }
-  lua_pushvalue(L, model);
-  lua_call(L, 1, 1);
-  if (!lua_istable(L, -1))
-    luaL_error(L, "mls.train: %s() must return a list of {name, tensor} pairs", method);
-  const lua_Integer n = luaL_len(L, -1);
-  for (lua_Integer i = 1; i <= n; ++i) {
-    lua_geti(L, -1, i);
-    if (lua_istable(L, -1)) {
-      lua_geti(L, -1, 1);
-      lua_geti(L, -2, 2);
-    } else {
-      lua_pushnil(L);
-      lua_pushnil(L);
-    }
-    LuaTensor* t = to_tensor(L, -1);
-    if (lua_type(L, -2) != LUA_TSTRING || t == nullptr || t->closed)
-      luaL_error(L, "mls.train: %s()[%d] is not a {name, tensor} pair (an open tensor)", method,
-                 static_cast<int>(i));
-    out->push_back({lua_tostring(L, -2), t});
-    lua_pushvalue(L, -1);
-    lua_seti(L, anchor, static_cast<lua_Integer>(luaL_len(L, anchor) + 1));
-    lua_pop(L, 3);
-  }
-  lua_pop(L, 1);
-  return true;
-}
-
 void push_result_table(lua_State* L, int64_t run_id, const TrainResult& r, int64_t epochs) {
   lua_createtable(L, 0, 12);
   lua_pushinteger(L, run_id);
@@ -461,8 +422,8 @@ bool train_model(lua_State* L, Runtime& rt, std::optional<int64_t> resume, bool 
              ds->splits.target_kind == TargetKind::Values ? ds->splits.target_shape : Shape{}};
   lua_newtable(L);  // holds every tensor in m.params and m.buffers until training ends
   const int anchor = lua_gettop(L);
-  if (!named_tensors(L, model, "named_parameters", anchor, &m.params) ||
-      !named_tensors(L, model, "named_buffers", anchor, &m.buffers)) {
+  if (!named_tensors(L, model, "named_parameters", anchor, "mls.train", &m.params) ||
+      !named_tensors(L, model, "named_buffers", anchor, "mls.train", &m.buffers)) {
     rt.error = "mls.train: 'model' must be a module (mls.nn.Module or a layer)";
     return false;
   }
