@@ -209,7 +209,9 @@ TEST_CASE("every epilogue act computes its elementwise entry's bits in the CPU's
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const std::array<int64_t, 3> shapes[] = {
       {37, 150, 300}, {1, 300, 200}, {40, 1, 33}, {4, 256, 1024}, {3, 5, 0}};
-  for (auto [m, n, k] : shapes) {
+  for (const auto& mnk : shapes) {
+    // Plain variables, not a structured binding: clang before 16 cannot capture those.
+    const int64_t m = mnk[0], n = mnk[1], k = mnk[2];
     std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)),
         bias(static_cast<size_t>(n));
     for (auto* v : {&a, &b, &bias})
@@ -262,7 +264,8 @@ TEST_CASE("every epilogue act computes its elementwise entry's bits in the CPU's
       {{2, 32, 6, 6}, {16, 32, 1, 1}, {}}};
   for (const ConvCase& c : cases)
     for (size_t i = 1; i < kEpilogueActs.size(); ++i) {
-      const auto [act, name] = kEpilogueActs[i];
+      const EpilogueAct act = kEpilogueActs[i].first;
+      const std::string_view name = kEpilogueActs[i].second;
       INFO(name << " on x " << shape_str(c.x) << ", w " << shape_str(c.w));
       auto graph = [&](bool fused) {
         Graph g("conv");
