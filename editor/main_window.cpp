@@ -179,7 +179,10 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     if (o.result.has_test)
       line += ", test " + QString::fromStdString(runner::eval_text(o.result.test));
     line += ", recorded in " + QString::fromStdString(o.db);
-    run_log_->appendPlainText(line);
+    // The log has the run session's summary, the line --run and mls.train print.
+    run_log_->appendPlainText(QString::fromStdString(runner::summary_line(o)));
+    if (const std::string e = runner::estimate_line(o); !e.empty())
+      run_log_->appendPlainText(QString::fromStdString(e));
     scene_->setRunInsights(run_insights(o));
     instruments_->setPhase(o.status == "finished" ? RunPhase::Done : RunPhase::Stopped);
     if (!o.inspect_note.empty())
