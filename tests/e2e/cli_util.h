@@ -29,6 +29,7 @@ struct Output {
 inline fs::path temp_dir() {
   static fs::path dir = [] {
     fs::path d = fs::temp_directory_path() / ("mls-e2e-" + std::to_string(::getpid()));
+    fs::remove_all(d);  // fresh: an earlier run's process may have had this pid
     fs::create_directories(d);
     return d;
   }();

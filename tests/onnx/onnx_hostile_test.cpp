@@ -23,6 +23,7 @@ runner::Say quiet = [](const std::string&) {};
 fs::path hostile_dir() {
   static fs::path dir = [] {
     fs::path d = fs::temp_directory_path() / ("mls-onnx-hostile-" + std::to_string(::getpid()));
+    fs::remove_all(d);  // fresh: an earlier run's process may have had this pid
     fs::create_directories(d);
     const std::string cmd = "/usr/bin/python3 " + std::string(MLS_SOURCE_DIR) +
                             "/tests/onnx/make_hostile_models.py " + d.string();

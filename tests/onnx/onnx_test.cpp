@@ -20,6 +20,9 @@ namespace {
 
 fs::path scratch(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("mls-onnx-test-" + std::to_string(::getpid())) / name;
+  // Fresh: a process of an earlier run may have had this pid and left its files here
+  // (an import refuses to overwrite its output).
+  fs::remove_all(d);
   fs::create_directories(d);
   return d;
 }
@@ -103,6 +106,7 @@ TEST_CASE("an exported CNN is re-read and matches node by node, and imports back
   io.model = o.out;
   io.out = (dir / "cnn-imported.mls").string();
   auto im = runner::import_model(io, cpu::backend(), quiet);
+  INFO((im ? std::string() : im.error().message));
   REQUIRE(im);
   CHECK(im->parameters == 61772);
   CHECK(im->checked_samples == 64);  // the import ran the project against the ONNX model

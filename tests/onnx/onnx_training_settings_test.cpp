@@ -19,6 +19,9 @@ namespace {
 fs::path scratch(const std::string& name) {
   fs::path d =
       fs::temp_directory_path() / ("mls-onnx-settings-" + std::to_string(::getpid())) / name;
+  // Fresh: a process of an earlier run may have had this pid and left its files here
+  // (an import refuses to overwrite its output).
+  fs::remove_all(d);
   fs::create_directories(d);
   return d;
 }

@@ -46,6 +46,7 @@ using mls::jail::run_jailed;
 
 fs::path jail_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("mls-jail-" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);  // fresh: an earlier run's process may have had this pid
   fs::create_directories(d);
   return d;
 }
