@@ -58,7 +58,10 @@ int g_default_threads = 0;
 CpuBackend::CpuBackend(int threads)
     : pool_(threads), buffer_type_(std::make_unique<CpuBufferType>(*this)) {
   // GEMMs run on OpenBLAS's own threads; one budget for both pools, so --threads 1 means 1.
-  openblas_set_num_threads(std::max(threads, 1));
+  // An explicit OPENBLAS_NUM_THREADS wins: the ThreadSanitizer run sets it to 1, because
+  // OpenBLAS's threads are not instrumented and its joins look like races.
+  const char* env = std::getenv("OPENBLAS_NUM_THREADS");
+  if (env == nullptr || std::atoi(env) < 1) openblas_set_num_threads(std::max(threads, 1));
 }
 
 BufferType& CpuBackend::default_buffer_type() { return *buffer_type_; }
