@@ -147,9 +147,8 @@ int l_export(lua_State* L) {
     x_shape[0] = batch + 1;
     auto twin = g ? trace_forward(L, 1, x_shape, input_name, params, buffers, &twin_tensors) : g;
     std::string target = path;
-    if (g && rt.check_path) {
-      auto c = rt.check_path(path, true);
-      if (!c) {
+    if (g) {
+      if (auto c = rt.allowed_path(path, true); !c) {
         rt.error = c.error().message;
         ok = false;
       } else {

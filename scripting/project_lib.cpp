@@ -99,16 +99,12 @@ int l_open(lua_State* L) {
   Runtime& rt = runtime(L);
   bool ok = true;
   {
-    std::string p = path;
-    if (rt.check_path) {
-      auto c = rt.check_path(path, false);
-      if (!c) {
-        rt.error = c.error().message;
-        ok = false;
-      } else {
-        p = *c;
-      }
+    auto c = rt.allowed_path(path, false);
+    if (!c) {
+      rt.error = c.error().message;
+      ok = false;
     }
+    const std::string p = c ? *c : path;
     auto doc = ok ? nodes::load_document(p, nodes::GraphCheck::Draft)
                   : Result<nodes::Document>(make_error(rt.error));
     if (!doc) {
@@ -277,16 +273,12 @@ int l_save(lua_State* L) {
   {
     // The resolved path: a link planted in the folder is not followed out of it. Checked
     // once, and that result is what is written.
-    std::string target = path;
-    if (rt.check_path) {
-      auto c = rt.check_path(path, true);
-      if (!c) {
-        rt.error = c.error().message;
-        ok = false;
-      } else {
-        target = *c;
-      }
+    auto c = rt.allowed_path(path, true);
+    if (!c) {
+      rt.error = c.error().message;
+      ok = false;
     }
+    const std::string target = c ? *c : path;
     if (ok) {
       if (auto r = nodes::save_document(p->doc(), target); !r) {
         rt.error = "save: " + r.error().message;

@@ -340,7 +340,7 @@ bool train_project(lua_State* L, Runtime& rt, int project, std::optional<int64_t
       return false;
     }
     if (!copy->weights.empty()) {
-      auto w = rt.check_path(copy->weights, false);
+      auto w = rt.allowed_path(copy->weights, false);
       if (!w) {
         rt.error = "mls.train: " + w.error().message;
         return false;

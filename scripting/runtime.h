@@ -160,6 +160,12 @@ class Runtime {
   // Where a script may read or write files; set by the host in a sandbox. Returns the
   // path to use, or an error naming the path and the folder it must be under.
   std::function<Result<std::string>(const std::string& path, bool write)> check_path;
+  // The path a binding opens: check_path's answer in a sandbox (links resolved; the error
+  // names the path), the path itself otherwise.
+  Result<std::string> allowed_path(const std::string& path, bool write) const {
+    if (!check_path) return path;
+    return check_path(path, write);
+  }
   std::string error;  // the message a binding raises after its C++ locals are gone
 
   // The project a host has open (the editor's document and undo stack), which

@@ -55,6 +55,19 @@ const char* kCnn = R"(
   ys = y:reshape{-1}:tolist()
 )";
 
+// The file's model run by the engine's own ONNX reader on `x` (shape `shape`, batch first).
+std::vector<float> engine_forward(const onnx::Model& m, const Shape& shape, const std::vector<float>& x) {
+  auto g = onnx::to_graph(m, shape.at(0));
+  INFO((g.ok() ? "" : g.error().message));
+  REQUIRE(g.ok());
+  onnx::HostValue in{shape, DType::F32, {}};
+  in.bytes.resize(x.size() * sizeof(float));
+  std::memcpy(in.bytes.data(), x.data(), in.bytes.size());
+  auto out = onnx::run(*g, cpu::backend(), {{m.inputs[0].name, in}}, {m.outputs[0].name});
+  REQUIRE(out.ok());
+  return (*out)[0].floats();
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -87,14 +100,7 @@ TEST_CASE(
   CHECK(m->inputs[0].dims.at(1).value == 1);
   CHECK(m->outputs.at(0).dims.at(1).value == 10);
   CHECK(m->initializers.size() >= 8);  // 2 conv + 4 batch norm + 2 linear tensors
-  auto g = onnx::to_graph(*m, 3);
-  REQUIRE(g.ok());
-  onnx::HostValue in{{3, 1, 12, 12}, DType::F32, {}};
-  in.bytes.resize(x.size() * sizeof(float));
-  std::memcpy(in.bytes.data(), x.data(), in.bytes.size());
-  auto out = onnx::run(*g, cpu::backend(), {{m->inputs[0].name, in}}, {m->outputs[0].name});
-  REQUIRE(out.ok());
-  const std::vector<float> back = (*out)[0].floats();
+  const std::vector<float> back = engine_forward(*m, {3, 1, 12, 12}, x);
   REQUIRE(back.size() == y.size());
   float engine_diff = 0;
   for (size_t i = 0; i < y.size(); ++i)
@@ -178,15 +184,7 @@ TEST_CASE("a Lua model that folds the batch into another dim exports for any bat
   auto m = onnx::read_model(file);
   REQUIRE(m.ok());
   CHECK(m->inputs.at(0).dims.at(0).param == "N");
-  auto g = onnx::to_graph(*m, 5);
-  INFO((g.ok() ? "" : g.error().message));
-  REQUIRE(g.ok());
-  onnx::HostValue in{{5, 8}, DType::F32, {}};
-  in.bytes.resize(x.size() * sizeof(float));
-  std::memcpy(in.bytes.data(), x.data(), in.bytes.size());
-  auto out = onnx::run(*g, cpu::backend(), {{m->inputs[0].name, in}}, {m->outputs[0].name});
-  REQUIRE(out.ok());
-  const std::vector<float> back = (*out)[0].floats();
+  const std::vector<float> back = engine_forward(*m, {5, 8}, x);
   REQUIRE(back.size() == y.size());
   for (size_t i = 0; i < y.size(); ++i) CHECK(std::abs(back[i] - y[i]) <= 1e-5f);
 }
