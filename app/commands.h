@@ -30,6 +30,7 @@ struct RunOptions {
   ProjectOptions project;
   std::optional<int64_t> resume;  // continue this run from its last checkpoint
   int64_t stop_after_epochs = 0;  // > 0: stop after this many epochs (resume later)
+  bool no_memory_check = false;   // start even when the pre-flight says it will not fit
   std::string db = "mlstudio-runs.db";
   bool json = false;
   bool quiet = false;

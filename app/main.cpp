@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
   app.add_option("--stop-after-epochs", run.stop_after_epochs,
                  "Stop after N of the planned epochs and keep the checkpoint, to --resume later")
       ->check(kEpochs);
+  app.add_flag("--no-memory-check", run.no_memory_check,
+               "Start the run even when the pre-flight estimate says a step will not fit in "
+               "free memory (by default it is refused, with the largest batch that fits)");
 
   mls::app::GraphOptions graph;
   auto* graph_cmd = app.add_subcommand("graph", "Print a project's engine IR");

@@ -57,6 +57,7 @@ int run_command(const RunOptions& o) {
   req.stop_after_epochs = o.stop_after_epochs;
   req.db = o.db;
   req.preflight = true;
+  req.memory_check = !o.no_memory_check;
   TraceRecorder trace;
   if (!o.profile.empty()) {
     // Fail now, not after an hour of training, if the trace cannot be written there.

@@ -270,6 +270,7 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     return {};
   };
   std::optional<PreflightEstimate> estimate;
+  std::string unfit;  // why the run is refused before its first step (memory_check)
   if (o.preflight && cfg.mode == ExecMode::Static) {
     auto e = preflight(m.builder, cfg, backend, device_rates(backend),
                        {.samples_per_epoch = m.train->num_samples(),
@@ -277,19 +278,27 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
                                          m.test ? m.test->num_samples() : 0}});
     // A model that cannot be planned fails in fit() below with the same message.
     if (e) {
-      if (!e->fits && e->free_bytes)
-        say(events.warning,
-            "a training step needs " + bytes_text(e->total_bytes) + " but only " +
-                bytes_text(*e->free_bytes) + " is free: it will likely run out of memory" +
-                (e->max_batch > 0 ? "; the largest batch that fits is " + std::to_string(e->max_batch)
-                                  : std::string()));
+      if (!e->fits && e->free_bytes) {
+        const std::string need =
+            "the run needs " + bytes_text(e->total_bytes) + " but only " +
+            bytes_text(*e->free_bytes) + " is free" +
+            (e->max_batch > 0 ? "; the largest batch that fits is " + std::to_string(e->max_batch)
+                              : std::string());
+        if (o.memory_check)
+          unfit = need + " (the run was not started; to start it anyway: --no-memory-check, or "
+                  "memory_check = false in mls.train)";
+        else
+          say(events.warning, need + ": it will likely run out of memory");
+      }
       if (events.preflight) events.preflight(*e);
       estimate = std::move(*e);
     }
   }
   // A device that lacks kernels runs those nodes on the host: say which, before training.
   Result<void> placed;
-  if (cfg.mode == ExecMode::Static && backend.kind() != DeviceKind::CPU)
+  if (!unfit.empty())
+    placed = make_error(unfit);
+  else if (cfg.mode == ExecMode::Static && backend.kind() != DeviceKind::CPU)
     placed = report_placement(trainer, cfg, device, events);
   // The run's peak is the run's: not the pre-flight's probes, not what came before.
   backend.memory().reset_peaks();

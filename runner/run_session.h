@@ -50,6 +50,10 @@ struct RunOptions {
   // Estimate the step's memory and time before training (static mode), warn when it will
   // not fit, and keep the estimate in RunOutcome::preflight to hold against the run.
   bool preflight = false;
+  // With preflight: a step the estimate says will not fit in the device's free memory is
+  // refused before anything is allocated (the run is recorded as failed, with the largest
+  // batch that fits). Off (`--no-memory-check`): a warning, and the run starts anyway.
+  bool memory_check = true;
 };
 
 // What the caller hears while the run goes on; every member may be left empty. The

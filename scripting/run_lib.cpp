@@ -240,10 +240,12 @@ class LuaRunEvents {
     o.resume = resume;
     o.telemetry = telemetry_.get();
     o.preflight = true;
+    o.memory_check = memory_check;
   }
   bool past_deadline() const { return past_deadline_; }
 
   runner::RunEvents events;
+  bool memory_check = true;  // mls.train{memory_check = false}: start even if it will not fit
 
  private:
   Runtime& rt_;
@@ -350,6 +352,7 @@ bool train_project(lua_State* L, Runtime& rt, int project, std::optional<int64_t
   }
   req.project.document = std::move(copy);
   LuaRunEvents ev(rt, quiet);
+  ev.memory_check = opt_bool(L, 1, "memory_check", true);
   ev.options(req, resume);
   return finish(L, rt, ev, runner::run_training(req, ev.events));
 }
@@ -498,6 +501,7 @@ bool train_model(lua_State* L, Runtime& rt, std::optional<int64_t> resume, bool 
   bool ok;
   {
     LuaRunEvents ev(rt, quiet);
+    ev.memory_check = opt_bool(L, 1, "memory_check", true);
     runner::RunOptions options;
     ev.options(options, resume);
     ok = finish(L, rt, ev, runner::run_session(options, factory, ev.events));

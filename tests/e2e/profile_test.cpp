@@ -101,3 +101,22 @@ TEST_CASE("a trace path that cannot be written is refused before training, namin
   CHECK(alone.code == 1);
   CHECK(alone.err.find("--run") != std::string::npos);
 }
+
+TEST_CASE("a run whose step the pre-flight says will not fit in free memory is refused before it allocates",
+          "[e2e][profile]") {
+  // fc1 with 16 million outputs: 784 x 16e6 weights, 54 GiB of parameters alone.
+  const std::string project =
+      variant("huge.mls", "\"out_features\": 256", "\"out_features\": 16000000");
+  const std::string db = (temp_dir() / "huge.db").string();
+  std::filesystem::remove(db);
+  Output o = run("--run " + project + " --epochs 1 --limit 256 --test-limit 64 --db " + db);
+  INFO(o.err);
+  CHECK(o.code == 1);
+  CHECK(o.err.find("the run needs") != std::string::npos);
+  CHECK(o.err.find("the run was not started") != std::string::npos);
+  CHECK(o.err.find("--no-memory-check") != std::string::npos);
+  CHECK(o.err.find("recorded as failed in " + db) != std::string::npos);
+  CHECK(o.err.find("epoch 1") == std::string::npos);
+  Output runs = run("runs list --db " + db);
+  CHECK(runs.out.find("failed") != std::string::npos);
+}
