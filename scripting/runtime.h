@@ -30,12 +30,15 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/exec/eager.h"
 #include "engine/ir/graph.h"
 #include "engine/train/rng.h"
 #include "engine/train/telemetry.h"
 
 #include "engine/core/result.h"
+#include "scripting/notebook/cell_output.h"
 #include "store/run_store.h"
 
 namespace mls::lua {
@@ -211,6 +214,13 @@ class Runtime {
   // Where mls.train's start, epoch and end lines go; unset: stderr (with a progress bar on a
   // terminal). The editor's console shows them in its output.
   std::function<void(const std::string&)> report;
+
+  // While a notebook cell runs (scripting/notebook/session.h): where its print, figures
+  // (mls.plot) and widgets (mls.ui) go. Null outside a cell: mls.plot writes nothing visible.
+  CellOutput* cell_output = nullptr;
+  // Widget values the user has set (mls.ui.*: the global name -> its value), which the
+  // widget's constructor returns instead of its default when its cell re-runs.
+  std::map<std::string, nlohmann::json> widget_values;
 
   // Tensor objects of collected userdata, kept with the storage of their shapes, so that
   // the next op's result takes one instead of allocating (a tiny op costs tens of ns; a
