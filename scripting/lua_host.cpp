@@ -18,8 +18,10 @@
 #include <memory>
 
 #include "scripting/bindings.h"
+#include "scripting/help.h"
 #include "scripting/libs.h"
 #include "scripting/patterns.h"
+#include "scripting/pretty.h"
 
 namespace mls::lua {
 
@@ -645,6 +647,7 @@ void LuaHost::open_libs() {
   lua_setfield(L, -2, "wrap");
   lua_pop(L, 1);
   install_hook(L);
+  open_help(L);
 }
 
 void LuaHost::install_sandbox() {
@@ -772,12 +775,10 @@ LuaHost::Status LuaHost::eval(const std::string& code, std::string* out) {
     lua_settop(L_, top);
     return Status::Error;
   }
+  // Tables as trees, functions of mls by name (pretty.h), the rest as tostring shows them.
   for (int i = top + 1; i <= lua_gettop(L_); ++i) {
     if (i > top + 1) *out += "\t";
-    size_t len = 0;
-    const char* s = luaL_tolstring(L_, i, &len);
-    out->append(s, len);
-    lua_pop(L_, 1);
+    *out += describe_value(L_, i);
   }
   lua_settop(L_, top);
   return Status::Ok;

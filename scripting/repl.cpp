@@ -14,6 +14,8 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include "scripting/pretty.h"
+
 namespace mls::lua {
 
 namespace {
@@ -48,6 +50,9 @@ extern "C" void on_interrupt(int) {
 int run_repl(LuaHost& host, const std::string& history_file) {
   const bool tty = isatty(STDIN_FILENO) != 0;
   g_host = &host;
+  // print() of a table shows its tree here, as results do (tostring stays standard).
+  lua_pushcfunction(host.state(), pretty_print);
+  lua_setglobal(host.state(), "print");
   if (tty) {
     rl_readline_name = "mlstudio";
     // '.' and ':' stay inside a word, so "mls.ze" completes as one.
@@ -56,8 +61,8 @@ int run_repl(LuaHost& host, const std::string& history_file) {
     using_history();
     if (read_history(history_file.c_str()) != 0) write_history(history_file.c_str());  // creates it
     std::printf(
-        "mlstudio lua (Lua 5.4) - tensors: mls.randn{2, 3}; help: README, Lua scripting. Ctrl-D "
-        "quits.\n");
+        "mlstudio lua (Lua 5.4) - tensors: mls.randn{2, 3}; help(mls), help(mls.zeros), help(). "
+        "Ctrl-D quits.\n");
   }
   std::string pending;
   for (;;) {
