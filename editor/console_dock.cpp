@@ -12,6 +12,7 @@
 
 #include "engine/core/backend_registry.h"
 #include "engine/core/check.h"
+#include "scripting/pretty.h"
 #include "scripting/runtime.h"
 
 namespace mls::editor {
@@ -35,11 +36,8 @@ int console_print(lua_State* L) {
   const int n = lua_gettop(L);
   QString line;
   for (int i = 1; i <= n; ++i) {
-    size_t len = 0;
-    const char* s = luaL_tolstring(L, i, &len);
     if (i > 1) line += '\t';
-    line += QString::fromUtf8(s, static_cast<qsizetype>(len));
-    lua_pop(L, 1);
+    line += QString::fromStdString(lua::print_text(L, i));  // tables as trees (pretty.h)
   }
   self->post(line, QColor());
   return 0;
