@@ -31,15 +31,13 @@
 #include "engine/core/result.h"
 #include "nodes/notebook.h"
 #include "scripting/lua_host.h"
+#include "scripting/notebook/cell_graph.h"
 #include "scripting/notebook/cell_output.h"
 
 namespace mls::lua {
 
-// Something wrong with the notebook's graph, shown on every cell it names.
-struct CellProblem {
-  std::vector<std::string> cells;  // the cells involved, notebook order
-  std::string reason;              // "'x' is defined by two cells: a and c"
-};
+// CellProblem (cell_graph.h): something wrong with the notebook's graph, shown on every
+// cell it names; a table changed in place by a cell that does not define it, too.
 
 class NotebookSession {
  public:
