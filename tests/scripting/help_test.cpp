@@ -2,6 +2,11 @@
 // the walk of the whole mls module that fails naming every function without an entry.
 #include "scripting/help.h"
 
+#include <set>
+
+#include <filesystem>
+
+#include "tests/common/temp_dir.h"
 #include "tests/scripting/lua_test_util.h"
 
 using namespace mls;
@@ -106,4 +111,67 @@ TEST_CASE("help: a word searches the entries; help() says how to use it", "[help
 TEST_CASE("help: exists in a sandboxed host too", "[help]") {
   lua::LuaHost h(cpu::backend(), mls::test::sandboxed("."));
   CHECK(has(help_of(h, "mls.ones"), "a tensor of ones"));
+}
+
+TEST_CASE("help: every entry's example runs", "[help]") {
+  // In a scratch folder (the ONNX export and save examples write files), with the names the
+  // examples use defined first.
+  test::TempDir dir("mls_help_examples");
+  const std::filesystem::path was = std::filesystem::current_path();
+  std::filesystem::current_path(dir.str());
+  lua::ScriptOptions o;
+  o.db_path = dir.file("runs.db");
+  lua::LuaHost h(cpu::backend(), o);
+  std::filesystem::copy_file(MLS_SOURCE_DIR "/resources/examples/fashion-mnist-mlp.mls",
+                             dir.file("model.mls"));
+  // Each example in a fresh environment, so that one (a backward, a close) does not change
+  // what the next sees. The Graph methods' x and w are the graph's values.
+  run_ok(h, R"(
+    print = function() end
+    ds = mls.data.open{source = "synthetic", synthetic = {kind = "spirals"}}
+    function run_example(code, name)
+      local env = setmetatable({}, {__index = _G})
+      env.x = mls.randn{2, 3}; env.w = mls.randn{3, 2}:requires_grad(); env.b = mls.zeros{2}
+      env.y = mls.randn{4, 10}; env.t = mls.rand{4, 10}; env.logits = env.y
+      env.labels = mls.tensor({1, 2, 3, 4}, "i64")
+      env.net = mls.nn.Sequential(mls.nn.Flatten(), mls.nn.Linear(784, 10))
+      env.m, env.seq = env.net, env.net
+      env.loss = env.x:matmul(env.w):sum()
+      env.opt = mls.optim.SGD(env.net:parameters(), {lr = 0.1})
+      env.f = mls.jit(function(a) return a:sum() end); env.f(mls.ones{2})
+      env.p = mls.project.open("model.mls")
+      env.Net = mls.nn.Module:extend("Net")
+      env.g = mls.graph("g")
+      if name:match("^Graph:") and name ~= "Graph:input" and name ~= "Graph:param" then
+        env.x, env.w = env.g:input("x", {4, 3}), env.g:param("w", {3, 2})
+        if name ~= "Graph:output" then env.g:output(env.x:matmul(env.w):sum()) end
+      end
+      local chunk = load("return " .. code, "=example", "t", env)
+                    or load(code, "=example", "t", env)
+      if not chunk then return "does not compile" end
+      local ok, err = pcall(chunk)
+      return ok and "" or tostring(err)
+    end
+  )");
+  // Not run here: training (train_lua_test.cpp), the editor's project (canvas_test.cpp), and
+  // sin and cos, whose op the engine lacks (an eager call aborts: reported with this work).
+  const std::set<std::string> skipped = {"mls.train", "mls.project.current", "Tensor:sin",
+                                         "Tensor:cos"};
+  std::string failed;
+  int ran = 0;
+  for (const lua::HelpEntry& e : lua::help_entries()) {
+    if (skipped.count(e.name)) continue;
+    lua_getglobal(h.state(), "run_example");
+    lua_pushstring(h.state(), e.example);
+    lua_pushstring(h.state(), e.name);
+    REQUIRE(lua_pcall(h.state(), 2, 1, 0) == LUA_OK);
+    const std::string err = lua_tostring(h.state(), -1);
+    lua_pop(h.state(), 1);
+    if (!err.empty()) failed += std::string(e.name) + ": " + e.example + "\n    " + err + "\n";
+    ++ran;
+  }
+  std::filesystem::current_path(was);
+  INFO("examples that fail:\n" << failed);
+  CHECK(failed.empty());
+  CHECK(ran + static_cast<int>(skipped.size()) == static_cast<int>(lua::help_entries().size()));
 }
