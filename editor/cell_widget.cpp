@@ -1,0 +1,428 @@
+#include "editor/cell_widget.h"
+
+#include <QAbstractTextDocumentLayout>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QCompleter>
+#include <QFileInfo>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QPushButton>
+#include <QSlider>
+#include <QStringListModel>
+#include <QSvgWidget>
+#include <QTextBlock>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "editor/lua_highlighter.h"
+
+namespace mls::editor {
+
+// [SECTION] CodeEdit
+
+namespace {
+
+const QString kOpen = "([{", kClose = ")]}";
+
+QString kind_label(nodes::CellKind k) {
+  switch (k) {
+    case nodes::CellKind::Lua:
+      return "Lua";
+    case nodes::CellKind::Markdown:
+      return "Markdown";
+    case nodes::CellKind::View:
+      return "view";
+  }
+  return {};
+}
+
+bool word_char(QChar c) {
+  return c.isLetterOrNumber() || c == '_' || c == '.' || c == ':';
+}
+
+}  // namespace
+
+CodeEdit::CodeEdit(QWidget* parent)
+    : QPlainTextEdit(parent), highlighter_(new LuaHighlighter(document())) {
+  QFont mono("monospace");
+  mono.setStyleHint(QFont::Monospace);
+  setFont(mono);
+  setTabChangesFocus(false);
+  setLineWrapMode(QPlainTextEdit::NoWrap);
+  setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  connect(this, &QPlainTextEdit::cursorPositionChanged, this, &CodeEdit::updateSelections);
+  connect(this, &QPlainTextEdit::blockCountChanged, this, [this] { updateGeometry(); });
+}
+
+QSize CodeEdit::sizeHint() const {
+  const int lines = std::max(1, document()->blockCount());
+  const int h = lines * fontMetrics().lineSpacing() + 2 * frameWidth() + 12;
+  return {QPlainTextEdit::sizeHint().width(), h};
+}
+
+void CodeEdit::keyPressEvent(QKeyEvent* e) {
+  if ((e->key() == Qt::Key_Return || e->key() == Qt::Key_Enter) &&
+      (e->modifiers() & Qt::ShiftModifier)) {
+    Q_EMIT runRequested();
+    return;
+  }
+  if (e->key() == Qt::Key_Tab && e->modifiers() == Qt::NoModifier && completions) {
+    const QTextCursor c = textCursor();
+    const QString line = c.block().text().left(c.positionInBlock());
+    if (!line.isEmpty() && word_char(line.back())) {
+      complete();
+      return;
+    }
+  }
+  QPlainTextEdit::keyPressEvent(e);
+}
+
+void CodeEdit::focusOutEvent(QFocusEvent* e) {
+  QPlainTextEdit::focusOutEvent(e);
+  Q_EMIT focusLost();
+}
+
+void CodeEdit::complete() {
+  QTextCursor c = textCursor();
+  const QString line = c.block().text().left(c.positionInBlock());
+  int start = int(line.size());
+  while (start > 0 && word_char(line[start - 1])) --start;
+  const QString prefix = line.mid(start);
+  const auto options = completions(prefix.toStdString());
+  if (options.empty()) return;
+  // The longest prefix all the options share (one option: itself).
+  QString common = QString::fromStdString(options[0]);
+  for (const auto& o : options) {
+    const QString q = QString::fromStdString(o);
+    int k = 0;
+    while (k < common.size() && k < q.size() && common[k] == q[k]) ++k;
+    common.truncate(k);
+  }
+  if (common.size() > prefix.size()) {
+    c.insertText(common.mid(prefix.size()));
+    setTextCursor(c);
+    return;
+  }
+  QStringList names;
+  for (const auto& o : options) names << QString::fromStdString(o);
+  auto* comp = new QCompleter(names, this);
+  comp->setWidget(this);
+  comp->setCompletionPrefix(prefix);
+  connect(comp, qOverload<const QString&>(&QCompleter::activated), this,
+          [this, prefix](const QString& s) {
+            QTextCursor cur = textCursor();
+            cur.insertText(s.mid(prefix.size()));
+            setTextCursor(cur);
+          });
+  QRect r = cursorRect();
+  r.setWidth(240);
+  comp->complete(r);
+}
+
+void CodeEdit::markErrorLine(int line) {
+  error_line_ = line;
+  updateSelections();
+}
+
+void CodeEdit::updateSelections() {
+  QList<QTextEdit::ExtraSelection> sel;
+  if (error_line_ > 0 && error_line_ <= document()->blockCount()) {
+    QTextEdit::ExtraSelection s;
+    s.format.setBackground(QColor(255, 205, 205));
+    s.format.setProperty(QTextFormat::FullWidthSelection, true);
+    s.cursor = QTextCursor(document()->findBlockByNumber(error_line_ - 1));
+    sel << s;
+  }
+  // Bracket matching: the bracket after or before the cursor and its partner.
+  matched_ = {-1, -1};
+  const QString text = toPlainText();
+  const int pos = textCursor().position();
+  int at = -1;
+  if (pos < text.size() && (kOpen.contains(text[pos]) || kClose.contains(text[pos])))
+    at = pos;
+  else if (pos > 0 && (kOpen.contains(text[pos - 1]) || kClose.contains(text[pos - 1])))
+    at = pos - 1;
+  if (at >= 0) {
+    const QChar c = text[at];
+    const bool open = kOpen.contains(c);
+    const QChar mate = open ? kClose[kOpen.indexOf(c)] : kOpen[kClose.indexOf(c)];
+    int depth = 0, j = at;
+    const int step = open ? 1 : -1;
+    for (; j >= 0 && j < text.size(); j += step) {
+      if (text[j] == c)
+        ++depth;
+      else if (text[j] == mate && --depth == 0)
+        break;
+    }
+    if (j >= 0 && j < text.size()) matched_ = {at, j};
+    for (int p : {at, j}) {
+      if (p < 0 || p >= text.size()) continue;
+      QTextEdit::ExtraSelection s;
+      s.format.setBackground(matched_.second >= 0 ? QColor(190, 230, 190) : QColor(255, 170, 170));
+      s.cursor = QTextCursor(document());
+      s.cursor.setPosition(p);
+      s.cursor.setPosition(p + 1, QTextCursor::KeepAnchor);
+      sel << s;
+    }
+  }
+  setExtraSelections(sel);
+}
+
+// [SECTION] CellWidget
+
+CellWidget::CellWidget(const nodes::Cell& cell, QWidget* parent) : QFrame(parent), cell_(cell) {
+  setObjectName(QString::fromStdString("cell." + cell.id));
+  setFrameShape(QFrame::StyledPanel);
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(6, 4, 6, 4);
+  lay->setSpacing(3);
+  title_ = new QLabel;
+  title_->setStyleSheet("color: grey; font-size: 9pt;");
+  lay->addWidget(title_);
+  problems_ = new QLabel;
+  problems_->setObjectName("cell.problems");
+  problems_->setWordWrap(true);
+  problems_->setStyleSheet("color: #b00020; background: #fff0f0; padding: 2px;");
+  problems_->hide();
+  lay->addWidget(problems_);
+  if (cell.kind == nodes::CellKind::Lua) {
+    edit_ = new CodeEdit;
+    edit_->setObjectName("cell.code");
+    edit_->setPlainText(QString::fromStdString(cell.source));
+    lay->addWidget(edit_);
+    connect(edit_, &CodeEdit::runRequested, this,
+            [this] { Q_EMIT runRequested(QString::fromStdString(cell_.id)); });
+    connect(edit_, &QPlainTextEdit::textChanged, this, [this] {
+      if (setting_) return;
+      cell_.source = edit_->toPlainText().toStdString();
+      edit_->markErrorLine(0);
+      Q_EMIT sourceEdited(QString::fromStdString(cell_.id), edit_->toPlainText());
+    });
+    edit_->installEventFilter(this);
+  } else if (cell.kind == nodes::CellKind::Markdown) {
+    rendered_ = new QTextBrowser;
+    rendered_->setObjectName("cell.markdown");
+    rendered_->setOpenExternalLinks(true);
+    rendered_->setFrameShape(QFrame::NoFrame);
+    rendered_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    rendered_->viewport()->installEventFilter(this);
+    lay->addWidget(rendered_);
+    edit_ = new CodeEdit;
+    edit_->setObjectName("cell.code");
+    edit_->highlighter()->setDocument(nullptr);
+    edit_->setPlainText(QString::fromStdString(cell.source));
+    lay->addWidget(edit_);
+    connect(edit_, &CodeEdit::runRequested, this, [this] { showMarkdown(false); });
+    connect(edit_, &CodeEdit::focusLost, this, [this] { showMarkdown(false); });
+    connect(edit_, &QPlainTextEdit::textChanged, this, [this] {
+      if (setting_) return;
+      cell_.source = edit_->toPlainText().toStdString();
+      Q_EMIT sourceEdited(QString::fromStdString(cell_.id), edit_->toPlainText());
+    });
+    showMarkdown(false);
+  } else {
+    auto* view = new QLabel(QString::fromStdString("view: " + cell.view));
+    view->setObjectName("cell.view");
+    view->setMinimumHeight(40);
+    lay->addWidget(view);
+  }
+  stale_ = new QLabel("stale");
+  stale_->setObjectName("cell.stale");
+  stale_->setStyleSheet("color: white; background: #9e9e9e; padding: 0 4px; border-radius: 3px;");
+  stale_->hide();
+  lay->addWidget(stale_, 0, Qt::AlignLeft);
+  outputs_ = new QWidget;
+  outputs_layout_ = new QVBoxLayout(outputs_);
+  outputs_layout_->setContentsMargins(0, 0, 0, 0);
+  text_ = new QLabel;
+  text_->setObjectName("cell.text");
+  text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  QFont mono("monospace");
+  mono.setStyleHint(QFont::Monospace);
+  text_->setFont(mono);
+  text_->hide();
+  error_ = new QLabel;
+  error_->setObjectName("cell.error");
+  error_->setWordWrap(true);
+  error_->setStyleSheet("color: #b00020;");
+  error_->hide();
+  lay->addWidget(outputs_);
+  setCell(cell);
+}
+
+void CellWidget::setCell(const nodes::Cell& cell) {
+  cell_ = cell;
+  QString t = QString::fromStdString(cell.id) + "  ·  " + kind_label(cell.kind);
+  if (cell.on_demand) t += "  ·  run only when asked";
+  title_->setText(t);
+  if (edit_ && edit_->toPlainText().toStdString() != cell.source) {
+    setting_ = true;
+    edit_->setPlainText(QString::fromStdString(cell.source));
+    setting_ = false;
+  }
+  if (rendered_ && !editingMarkdown()) showMarkdown(false);
+}
+
+void CellWidget::setBaseDir(const QString& dir) {
+  base_dir_ = dir;
+  if (rendered_) {
+    rendered_->setSearchPaths({dir});
+    if (!editingMarkdown()) showMarkdown(false);
+  }
+}
+
+void CellWidget::setCompletions(std::function<std::vector<std::string>(const std::string&)> f) {
+  if (edit_ && cell_.kind == nodes::CellKind::Lua) edit_->completions = std::move(f);
+}
+
+bool CellWidget::editingMarkdown() const {
+  return rendered_ && edit_->isVisible() && !rendered_->isVisible();
+}
+
+void CellWidget::showMarkdown(bool edit) {
+  if (!rendered_) return;
+  if (edit) {
+    rendered_->hide();
+    edit_->show();
+    edit_->setFocus();
+    return;
+  }
+  rendered_->document()->setBaseUrl(QUrl::fromLocalFile(base_dir_ + "/"));
+  rendered_->setMarkdown(QString::fromStdString(cell_.source));
+  rendered_->document()->setTextWidth(std::max(200, width() - 20));
+  rendered_->setFixedHeight(int(rendered_->document()->size().height()) + 8);
+  edit_->hide();
+  rendered_->show();
+}
+
+bool CellWidget::eventFilter(QObject* o, QEvent* e) {
+  if (rendered_ && o == rendered_->viewport() && e->type() == QEvent::MouseButtonDblClick) {
+    showMarkdown(true);
+    return true;
+  }
+  if (e->type() == QEvent::FocusIn) Q_EMIT selected(QString::fromStdString(cell_.id));
+  return QFrame::eventFilter(o, e);
+}
+
+void CellWidget::mousePressEvent(QMouseEvent* e) {
+  Q_EMIT selected(QString::fromStdString(cell_.id));
+  QFrame::mousePressEvent(e);
+}
+
+void CellWidget::setRunning(bool running) {
+  setStyleSheet(running ? "CellWidget { border: 2px solid #1565c0; }" : QString());
+}
+
+void CellWidget::setStale(bool stale) {
+  stale_shown_ = stale;
+  stale_->setVisible(stale);
+  outputs_->setStyleSheet(stale ? "QLabel { color: #9e9e9e; }" : QString());
+}
+
+void CellWidget::setProblems(const QStringList& reasons) {
+  problems_->setText(reasons.join("\n"));
+  problems_->setVisible(!reasons.isEmpty());
+}
+
+void CellWidget::clearOutputs() {
+  outputs_layout_->removeWidget(text_);
+  outputs_layout_->removeWidget(error_);
+  while (QLayoutItem* item = outputs_layout_->takeAt(0)) {
+    if (QWidget* w = item->widget()) w->deleteLater();
+    delete item;
+  }
+  text_->hide();
+  error_->hide();
+}
+
+void CellWidget::setOutput(const lua::CellOutput* out, bool stale) {
+  clearOutputs();
+  setStale(stale);
+  if (edit_ && cell_.kind == nodes::CellKind::Lua)
+    edit_->markErrorLine(out && !out->ok ? out->error_line : 0);
+  if (!out) return;
+  if (!out->text.empty()) {
+    QString t = QString::fromStdString(out->text);
+    if (t.endsWith('\n')) t.chop(1);
+    text_->setText(t);
+    text_->show();
+    outputs_layout_->addWidget(text_);
+  }
+  for (const auto& f : out->figures) {
+    auto* svg = new QSvgWidget;
+    svg->setObjectName("cell.figure");
+    svg->load(QByteArray::fromStdString(f.svg));
+    svg->setFixedSize(f.width, f.height);
+    svg->setToolTip(QString::fromStdString(f.title));
+    outputs_layout_->addWidget(svg);
+  }
+  for (const auto& w : out->widgets) outputs_layout_->addWidget(makeWidget(w));
+  if (!out->ok) {
+    QString e = QString::fromStdString(out->error);
+    if (out->error_line > 0) e = QString("line %1: ").arg(out->error_line) + e;
+    error_->setText(e);
+    error_->show();
+    outputs_layout_->addWidget(error_);
+  }
+}
+
+QWidget* CellWidget::makeWidget(const lua::Widget& w) {
+  auto* row = new QWidget;
+  auto* lay = new QHBoxLayout(row);
+  lay->setContentsMargins(0, 0, 0, 0);
+  const QString name = QString::fromStdString(w.name);
+  const QString label = QString::fromStdString(w.label.empty() ? w.name : w.label);
+  if (w.kind == "slider") {
+    // Integer ticks over [min, max] by step (100 ticks when no step is given).
+    const double step = w.step > 0 ? w.step : (w.max - w.min) / 100.0;
+    const int ticks = step > 0 ? int(std::lround((w.max - w.min) / step)) : 100;
+    auto* value = new QLabel;
+    auto* s = new QSlider(Qt::Horizontal);
+    s->setObjectName("widget." + name);
+    s->setRange(0, ticks);
+    const double v = w.value.is_number() ? w.value.get<double>() : w.min;
+    s->setValue(step > 0 ? int(std::lround((v - w.min) / step)) : 0);
+    value->setText(QString::number(v));
+    lay->addWidget(new QLabel(label));
+    lay->addWidget(s, 1);
+    lay->addWidget(value);
+    connect(s, &QSlider::valueChanged, this,
+            [value, min = w.min, step](int t) { value->setText(QString::number(min + t * step)); });
+    // Only when the user lets go (or a key moved it): one re-run, not one per pixel.
+    auto emit_value = [this, s, name, min = w.min, step] {
+      if (!s->isSliderDown()) Q_EMIT widgetChanged(name, min + s->value() * step);
+    };
+    connect(s, &QSlider::sliderReleased, this, emit_value);
+    connect(s, &QSlider::actionTriggered, this, [emit_value, s](int) {
+      QMetaObject::invokeMethod(s, emit_value, Qt::QueuedConnection);
+    });
+  } else if (w.kind == "select") {
+    auto* c = new QComboBox;
+    c->setObjectName("widget." + name);
+    for (const auto& o : w.options) c->addItem(QString::fromStdString(o));
+    if (w.value.is_string()) c->setCurrentText(QString::fromStdString(w.value.get<std::string>()));
+    lay->addWidget(new QLabel(label));
+    lay->addWidget(c, 1);
+    connect(c, &QComboBox::activated, this,
+            [this, c, name](int) { Q_EMIT widgetChanged(name, c->currentText().toStdString()); });
+  } else if (w.kind == "checkbox") {
+    auto* c = new QCheckBox(label);
+    c->setObjectName("widget." + name);
+    c->setChecked(w.value.is_boolean() && w.value.get<bool>());
+    lay->addWidget(c);
+    connect(c, &QCheckBox::clicked, this,
+            [this, name](bool on) { Q_EMIT widgetChanged(name, on); });
+  } else {
+    auto* b = new QPushButton(label);
+    b->setObjectName("widget." + name);
+    const int clicks = w.value.is_number() ? w.value.get<int>() : 0;
+    lay->addWidget(b, 0, Qt::AlignLeft);
+    connect(b, &QPushButton::clicked, this,
+            [this, name, clicks] { Q_EMIT widgetChanged(name, clicks + 1); });
+  }
+  return row;
+}
+
+}  // namespace mls::editor

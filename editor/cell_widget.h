@@ -1,0 +1,120 @@
+// One notebook cell as the notebook view shows it: a code cell's editor (Lua highlighting,
+// bracket matching, completion of mls names, Shift+Enter runs it, the error's line marked),
+// a Markdown cell rendered (double-click edits it, Shift+Enter or leaving renders it again),
+// a view cell's title, and under each its output: text, figures (SVG), widgets, the error,
+// greyed with "stale" when its code or inputs changed since, and the notebook's problems
+// that name it.
+//
+//   auto* w = new CellWidget({.id = "a", .source = "x = 1"});
+//   connect(w, &CellWidget::runRequested, ...);      // Shift+Enter
+//   connect(w, &CellWidget::sourceEdited, ...);      // after each edit
+//   w->setOutput(*session.output("a"), session.stale("a"));
+#pragma once
+
+#include <QFrame>
+#include <QPlainTextEdit>
+#include <QStringList>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "nodes/notebook.h"
+#include "scripting/notebook/cell_output.h"
+
+class QLabel;
+class QTextBrowser;
+class QVBoxLayout;
+
+namespace mls::editor {
+
+class LuaHighlighter;
+
+// The code editor of a Lua cell.
+class CodeEdit : public QPlainTextEdit {
+  Q_OBJECT
+ public:
+  explicit CodeEdit(QWidget* parent = nullptr);
+  // The names Tab completes from (LuaHost::completions for the word before the cursor).
+  std::function<std::vector<std::string>(const std::string& prefix)> completions;
+  // Marks a line (1-based) as the error's; 0 clears it.
+  void markErrorLine(int line);
+  int errorLine() const { return error_line_; }
+  // Where the bracket at or before the cursor and its partner are (-1: none).
+  std::pair<int, int> matchedBrackets() const { return matched_; }
+  LuaHighlighter* highlighter() const { return highlighter_; }
+  // Fits its height to its lines.
+  QSize sizeHint() const override;
+
+ Q_SIGNALS:
+  void runRequested();  // Shift+Enter
+  void focusLost();
+
+ protected:
+  void keyPressEvent(QKeyEvent* e) override;
+  void focusOutEvent(QFocusEvent* e) override;
+
+ private:
+  void updateSelections();
+  void complete();
+  LuaHighlighter* highlighter_;
+  int error_line_ = 0;
+  std::pair<int, int> matched_{-1, -1};
+};
+
+class CellWidget : public QFrame {
+  Q_OBJECT
+ public:
+  explicit CellWidget(const nodes::Cell& cell, QWidget* parent = nullptr);
+  const nodes::Cell& cell() const { return cell_; }
+  // The cell changed in the document (undo, an edit elsewhere): shown, the editor's text
+  // kept when it already matches (so the cursor stays).
+  void setCell(const nodes::Cell& cell);
+  void setOutput(const lua::CellOutput* out, bool stale);
+  void setStale(bool stale);
+  void setProblems(const QStringList& reasons);
+  void setRunning(bool running);
+  // For Markdown images: the project's folder.
+  void setBaseDir(const QString& dir);
+  void setCompletions(std::function<std::vector<std::string>(const std::string&)> f);
+
+  CodeEdit* editor() const { return edit_; }
+  QTextBrowser* markdown() const { return rendered_; }
+  QLabel* outputText() const { return text_; }
+  QLabel* errorLabel() const { return error_; }
+  QLabel* problemLabel() const { return problems_; }
+  QLabel* staleLabel() const { return stale_; }
+  QWidget* outputArea() const { return outputs_; }
+  bool stale() const { return stale_shown_; }
+  bool editingMarkdown() const;
+
+ Q_SIGNALS:
+  void runRequested(const QString& id);
+  void sourceEdited(const QString& id, const QString& source);
+  void selected(const QString& id);
+  // A widget under the cell was moved: its global's new value.
+  void widgetChanged(const QString& name, const nlohmann::json& value);
+
+ protected:
+  bool eventFilter(QObject* o, QEvent* e) override;
+  void mousePressEvent(QMouseEvent* e) override;
+
+ private:
+  void showMarkdown(bool edit);
+  void clearOutputs();
+  QWidget* makeWidget(const lua::Widget& w);
+
+  nodes::Cell cell_;
+  QString base_dir_;
+  QLabel* title_ = nullptr;
+  CodeEdit* edit_ = nullptr;
+  QTextBrowser* rendered_ = nullptr;
+  QWidget* outputs_ = nullptr;
+  QVBoxLayout* outputs_layout_ = nullptr;
+  QLabel* text_ = nullptr;
+  QLabel* error_ = nullptr;
+  QLabel* problems_ = nullptr;
+  QLabel* stale_ = nullptr;
+  bool stale_shown_ = false;
+  bool setting_ = false;
+};
+
+}  // namespace mls::editor
