@@ -68,6 +68,7 @@ bool walk_table(lua_State* L, int idx, const std::string& prefix, const Visit& v
                 std::set<const void*>& seen) {
   idx = lua_absindex(L, idx);
   if (!seen.insert(lua_topointer(L, idx)).second) return false;
+  luaL_checkstack(L, 8, "help: walking the mls module");
   for (const std::string& k : public_keys(L, idx)) {
     const std::string name = prefix + "." + k;
     const int t = lua_getfield(L, idx, k.c_str());

@@ -147,6 +147,7 @@ struct Printer {
   }
 
   std::string entries(int idx, int depth, const void* self) {
+    luaL_checkstack(L, 16, "describe_value");  // per level: the scratch table, a key, a value
     // The array part 1..n, then the other keys.
     lua_Integer n = 0;
     while (lua_rawgeti(L, idx, n + 1) != LUA_TNIL) {
@@ -250,7 +251,7 @@ struct Printer {
 std::string describe_value(lua_State* L, int idx, const PrettyOptions& o) {
   const int top = lua_gettop(L);
   idx = lua_absindex(L, idx);
-  luaL_checkstack(L, 8 + 2 * o.max_depth, "describe_value");
+  luaL_checkstack(L, 16, "describe_value");
   Printer p{L, o, {}};
   std::string s = p.value(idx, 0, true);
   lua_settop(L, top);

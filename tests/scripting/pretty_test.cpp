@@ -77,6 +77,17 @@ TEST_CASE("pretty: depth, item and string limits", "[pretty]") {
   o.max_string = 5;
   CHECK(describe(h, "v = {string.rep('a', 12)}", o) == "{\"aaaaa\"... (12 bytes)}");
   CHECK(describe(h, "v = {'a\\nb'}") == "{\"a\\nb\"}");
+  // A large table shows its first entries and the count of the rest (keys sorted first).
+  o.max_items = 3;
+  CHECK(describe(h, "v = {} for i = 1, 100000 do v['k' .. i] = i end", o) ==
+        "{k1 = 1, k10 = 10, k100 = 100, ... (99997 more)}");
+  // A table as a key is summarised; a deep chain is cut at the depth limit.
+  CHECK(describe(h, "v = {[{1}] = true}") == "{[{... 1 item}] = true}");
+  o = {};
+  const std::string deep =
+      describe(h, "v = {} local t = v for i = 1, 1000 do t.n = {} t = t.n end", o);
+  CHECK(deep.find("n = {... 1 item}") != std::string::npos);
+  CHECK(std::count(deep.begin(), deep.end(), '\n') == 2 * o.max_depth);
 }
 
 TEST_CASE("pretty: tensors, functions, modules and other userdata inside tables", "[pretty]") {
