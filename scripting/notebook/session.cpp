@@ -1,0 +1,572 @@
+// [SECTION] state           cells, their analysis, the graph, outputs, stale marks
+// [SECTION] running a cell  print capture, returned values, errors, in-place mutation
+// [SECTION] scheduling      reactive and lazy runs, on-demand cells, failures
+// [SECTION] edits           set_cells, set_cell, remove_cell, restart
+#include "scripting/notebook/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+
+#include <lua.hpp>
+
+#include "scripting/pretty.h"
+#include "scripting/runtime.h"
+
+namespace mls::lua {
+
+// [SECTION] state
+
+namespace {
+
+struct Analysis {
+  std::string source;
+  bool ok = true;
+  std::string error;  // the syntax error, when !ok
+  CellSymbols symbols;
+};
+
+uint64_t fnv(uint64_t h, std::string_view s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+constexpr uint64_t kFnvBasis = 14695981039346656037ull;
+
+std::string hex(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string chunkname(const std::string& id) {
+  return "=cell " + id;
+}
+
+// The line in cell `id` an error message names first ("cell a:3: ..." or in its traceback).
+int error_line(const std::string& message, const std::string& id) {
+  const std::string tag = "cell " + id + ":";
+  for (size_t at = message.find(tag); at != std::string::npos; at = message.find(tag, at + 1)) {
+    size_t p = at + tag.size();
+    int line = 0;
+    bool digits = false;
+    while (p < message.size() && message[p] >= '0' && message[p] <= '9') {
+      line = line * 10 + (message[p++] - '0');
+      digits = true;
+    }
+    if (digits && p < message.size() && message[p] == ':') return line;
+  }
+  return 0;
+}
+
+// A table's contents, to tell an in-place change: keys and values to a bounded depth, nested
+// tables deeper than that and userdata (tensors: immutable) by identity.
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
+}
+
+uint64_t fingerprint(lua_State* L, int idx, int depth, int& budget) {
+  idx = lua_absindex(L, idx);
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+      return 1;
+    case LUA_TBOOLEAN:
+      return lua_toboolean(L, idx) ? 3 : 2;
+    case LUA_TNUMBER: {
+      if (lua_isinteger(L, idx)) return mix(static_cast<uint64_t>(lua_tointeger(L, idx)) ^ 0x10);
+      const double d = lua_tonumber(L, idx);
+      uint64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      return mix(bits ^ 0x20);
+    }
+    case LUA_TSTRING: {
+      size_t n;
+      const char* s = lua_tolstring(L, idx, &n);
+      return fnv(kFnvBasis, std::string_view(s, n));
+    }
+    case LUA_TTABLE: {
+      if (depth <= 0 || budget <= 0)
+        return mix(reinterpret_cast<uintptr_t>(lua_topointer(L, idx)) ^ 0x40);
+      uint64_t h = 0x7ab1e, count = 0;
+      lua_pushnil(L);
+      while (lua_next(L, idx) != 0) {
+        --budget;
+        const uint64_t k = fingerprint(L, -2, 0, budget);
+        const uint64_t v = fingerprint(L, -1, depth - 1, budget);
+        h += mix(k * 31 + v);  // a sum: the traversal order does not matter
+        ++count;
+        lua_pop(L, 1);
+      }
+      return mix(h ^ (count << 40));
+    }
+    default:
+      return mix(reinterpret_cast<uintptr_t>(lua_topointer(L, idx)) ^
+                 static_cast<uint64_t>(lua_type(L, idx)));
+  }
+}
+
+// print() while a cell runs: into its output.
+int cell_print(lua_State* L) {
+  auto* out = static_cast<CellOutput*>(lua_touserdata(L, lua_upvalueindex(1)));
+  const int n = lua_gettop(L);
+  for (int i = 1; i <= n; ++i) {
+    if (i > 1) out->text += '\t';
+    out->text += print_text(L, i);
+  }
+  out->text += '\n';
+  return 0;
+}
+
+// The cell's returned values, as print shows them.
+int cell_return(lua_State* L) {
+  if (lua_gettop(L) > 0) cell_print(L);
+  return 0;
+}
+
+constexpr const char* kCellFn = "__mls_cell";
+constexpr const char* kCellReturn = "__mls_cell_return";
+
+}  // namespace
+
+struct NotebookSession::Impl {
+  Backend& backend;
+  ScriptOptions options;
+  std::unique_ptr<LuaHost> host;
+  const std::atomic<bool>* interrupt = nullptr;
+  bool lazy = false;
+  NotebookSession* self = nullptr;
+
+  std::vector<nodes::Cell> cells;  // notebook order, every kind
+  std::unordered_map<std::string, Analysis> analysis;
+  CellGraph graph;
+  std::map<std::string, CellOutput> outputs;
+  std::set<std::string> stale;
+  // In-place mutations found: (the cell that changed it, the problem).
+  std::vector<std::pair<std::string, CellProblem>> mutations;
+  std::vector<CellProblem> problems;
+
+  Impl(Backend& b, ScriptOptions o) : backend(b), options(std::move(o)) {
+    host = std::make_unique<LuaHost>(backend, options);
+  }
+
+  const nodes::Cell* find(const std::string& id) const {
+    for (const auto& c : cells)
+      if (c.id == id) return &c;
+    return nullptr;
+  }
+  bool is_lua(const std::string& id) const {
+    const nodes::Cell* c = find(id);
+    return c && c->kind == nodes::CellKind::Lua;
+  }
+  const Analysis* analysed(const std::string& id) const {
+    auto it = analysis.find(id);
+    return it == analysis.end() ? nullptr : &it->second;
+  }
+
+  void analyse(const nodes::Cell& c) {
+    Analysis& a = analysis[c.id];
+    if (a.source == c.source && (a.ok || !a.error.empty())) return;
+    a = {};
+    a.source = c.source;
+    Result<CellSymbols> r = analyse_cell(c.source, chunkname(c.id));
+    if (r) {
+      a.symbols = std::move(*r);
+    } else {
+      a.ok = false;
+      a.error = r.error().message;
+    }
+  }
+
+  void rebuild() {
+    std::vector<std::pair<std::string, CellSymbols>> g;
+    for (const auto& c : cells)
+      if (c.kind == nodes::CellKind::Lua) {
+        const Analysis* a = analysed(c.id);
+        g.emplace_back(c.id, a ? a->symbols : CellSymbols{});
+      }
+    graph = CellGraph(g);
+    combine_problems();
+  }
+
+  void combine_problems() {
+    problems = graph.problems();
+    for (const auto& [by, p] : mutations) problems.push_back(p);
+  }
+
+  std::string hash_of(const std::string& id) const {
+    const Analysis* a = analysed(id);
+    if (!a) return {};
+    uint64_t h = fnv(kFnvBasis, a->source);
+    for (const std::string& name : a->symbols.reads) {
+      const std::string d = graph.definer(name);
+      if (d.empty()) continue;
+      auto it = outputs.find(d);
+      h = fnv(fnv(h, name), it == outputs.end() ? "-" : it->second.hash);
+    }
+    const auto& widgets = host->runtime().widget_values;
+    for (const std::string& name : a->symbols.writes)
+      if (auto it = widgets.find(name); it != widgets.end())
+        h = fnv(fnv(h, name), it->second.dump());
+    return hex(h);
+  }
+
+  // Sets a global to nil (a name no cell defines any more).
+  void clear_global(const std::string& name) {
+    lua_State* L = host->state();
+    lua_pushnil(L);
+    lua_setglobal(L, name.c_str());
+  }
+  void clear_names(const std::set<std::string>& names) {
+    for (const std::string& n : names)
+      if (graph.definer(n).empty()) clear_global(n);
+  }
+
+  void drop_mutations(const std::string& id) {
+    std::erase_if(mutations, [&](const auto& m) {
+      return m.first == id ||
+             std::find(m.second.cells.begin(), m.second.cells.end(), id) != m.second.cells.end();
+    });
+  }
+
+  // [SECTION] running a cell
+
+  void execute(const std::string& id, const Analysis& a, CellOutput& out) {
+    lua_State* L = host->state();
+    Runtime& rt = host->runtime();
+    // The tables this cell reads that other cells define, before.
+    struct Watched {
+      std::string name, definer;
+      uint64_t before;
+    };
+    std::vector<Watched> watched;
+    auto global_fingerprint = [&](const std::string& name, bool* is_table) {
+      lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+      lua_getfield(L, -1, name.c_str());
+      *is_table = lua_istable(L, -1);
+      int budget = 100000;
+      const uint64_t f = *is_table ? fingerprint(L, -1, 4, budget) : 0;
+      lua_pop(L, 2);
+      return f;
+    };
+    for (const std::string& name : a.symbols.reads) {
+      const std::string d = graph.definer(name);
+      if (d.empty() || d == id) continue;
+      bool table = false;
+      const uint64_t f = global_fingerprint(name, &table);
+      if (table) watched.push_back({name, d, f});
+    }
+
+    lua_getglobal(L, "print");
+    const int saved_print = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushlightuserdata(L, &out);
+    lua_pushcclosure(L, cell_print, 1);
+    lua_setglobal(L, "print");
+    lua_pushlightuserdata(L, &out);
+    lua_pushcclosure(L, cell_return, 1);
+    lua_setglobal(L, kCellReturn);
+    rt.cell_output = &out;
+
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<void> r;
+    if (luaL_loadbufferx(L, a.source.data(), a.source.size(), chunkname(id).c_str(), "t") !=
+        LUA_OK) {
+      r = Error{lua_tostring(L, -1) ? lua_tostring(L, -1) : "syntax error"};
+      lua_pop(L, 1);
+    } else {
+      lua_setglobal(L, kCellFn);
+      r = host->run_string(std::string(kCellReturn) + "(" + kCellFn + "())", "=notebook");
+    }
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    rt.cell_output = nullptr;
+    clear_global(kCellFn);
+    clear_global(kCellReturn);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, saved_print);
+    lua_setglobal(L, "print");
+    luaL_unref(L, LUA_REGISTRYINDEX, saved_print);
+
+    if (!r) {
+      out.ok = false;
+      out.error = r.error().message;
+      out.error_line = error_line(out.error, id);
+    }
+    for (const Watched& w : watched) {
+      bool table = false;
+      const uint64_t after = global_fingerprint(w.name, &table);
+      if (table && after == w.before) continue;
+      if (!table) continue;  // reassigned: the analysis would have made it a write
+      CellProblem p;
+      p.cells = {w.definer, id};
+      if (graph.index(id) < graph.index(w.definer)) std::swap(p.cells[0], p.cells[1]);
+      p.reason = "cell " + id + " changed the table '" + w.name + "' that cell " + w.definer +
+                 " defines, in place: the cells that read '" + w.name +
+                 "' are not re-run for it (make a copy in cell " + id + ", or change it in cell " +
+                 w.definer + ")";
+      mutations.emplace_back(id, std::move(p));
+    }
+  }
+
+  // Runs one cell; false when it failed (or was refused).
+  bool run_one(const std::string& id) {
+    if (self->on_cell_started) self->on_cell_started(id);
+    CellOutput out;
+    out.cell_id = id;
+    out.hash = hash_of(id);
+    std::erase_if(mutations, [&](const auto& m) { return m.first == id; });
+    const Analysis* a = analysed(id);
+    if (!a || !a->ok) {
+      out.ok = false;
+      out.error = a ? a->error : "cell " + id + " is not a Lua cell";
+      out.error_line = error_line(out.error, id);
+    } else if (graph.blocked(id)) {
+      out.ok = false;
+      for (const CellProblem& p : graph.problems())
+        if (std::find(p.cells.begin(), p.cells.end(), id) != p.cells.end())
+          out.error += (out.error.empty() ? "" : "\n") + p.reason;
+      if (out.error.empty())
+        out.error = "cell " + id + " is not run: it reads what cells on a cycle define";
+    } else {
+      execute(id, *a, out);
+    }
+    combine_problems();
+    stale.erase(id);
+    auto& slot = outputs[id];
+    slot = std::move(out);
+    if (self->on_cell_finished) self->on_cell_finished(slot);
+    return slot.ok;
+  }
+
+  // [SECTION] scheduling
+
+  bool interrupted() const { return interrupt && interrupt->load(std::memory_order_relaxed); }
+
+  // Runs `seq` (topological order). A cell is skipped, and marked stale, when it is on demand
+  // and not `asked`, or when a cell it reads from was skipped or failed in this sequence.
+  std::vector<std::string> run_sequence(const std::vector<std::string>& seq,
+                                        const std::set<std::string>& asked, bool ask_all = false) {
+    std::vector<std::string> ran;
+    std::set<int> held;  // failed or skipped in this sequence
+    bool stop = false;
+    for (const std::string& id : seq) {
+      const int i = graph.index(id);
+      if (i < 0) continue;
+      bool skip = stop;
+      for (int d : graph.direct_inputs(i)) skip = skip || held.count(d);
+      const nodes::Cell* c = find(id);
+      if (!skip && c && c->on_demand && !ask_all && !asked.count(id)) skip = true;
+      if (skip) {
+        stale.insert(id);
+        held.insert(i);
+        continue;
+      }
+      ran.push_back(id);
+      if (!run_one(id)) held.insert(i);
+      if (interrupted()) stop = true;
+    }
+    return ran;
+  }
+
+  void mark_stale(const std::vector<std::string>& ids) {
+    for (const auto& id : ids) stale.insert(id);
+  }
+};
+
+NotebookSession::NotebookSession(Backend& backend, ScriptOptions options)
+    : impl_(std::make_unique<Impl>(backend, std::move(options))) {
+  impl_->self = this;
+}
+
+NotebookSession::~NotebookSession() = default;
+
+// [SECTION] edits
+
+void NotebookSession::set_cells(const std::vector<nodes::Cell>& cells) {
+  Impl& s = *impl_;
+  std::set<std::string> old_names;
+  std::set<std::string> keep;
+  for (const auto& c : cells) keep.insert(c.id);
+  std::vector<std::string> changed;
+  for (const auto& c : s.cells)
+    if (!keep.count(c.id)) {
+      if (const Analysis* a = s.analysed(c.id))
+        old_names.insert(a->symbols.writes.begin(), a->symbols.writes.end());
+      changed.push_back(c.id);
+    }
+  std::vector<std::string> edited;
+  for (const auto& c : cells) {
+    if (c.kind != nodes::CellKind::Lua) continue;
+    const Analysis* a = s.analysed(c.id);
+    if (a && a->source == c.source) continue;
+    if (a) {
+      old_names.insert(a->symbols.writes.begin(), a->symbols.writes.end());
+      for (auto& d : s.graph.dependents(c.id)) edited.push_back(d);
+    }
+    edited.push_back(c.id);
+  }
+  for (const auto& id : changed) {
+    s.analysis.erase(id);
+    s.outputs.erase(id);
+    s.stale.erase(id);
+    s.drop_mutations(id);
+  }
+  s.cells = cells;
+  for (const auto& c : s.cells)
+    if (c.kind == nodes::CellKind::Lua) s.analyse(c);
+  for (const auto& id : edited) s.drop_mutations(id);
+  s.rebuild();
+  s.clear_names(old_names);
+  for (const auto& id : edited)
+    if (s.graph.contains(id)) s.mark_stale(s.graph.with_dependents({id}));
+}
+
+void NotebookSession::set_cell(const nodes::Cell& cell, size_t index) {
+  Impl& s = *impl_;
+  std::vector<nodes::Cell> cells = s.cells;
+  auto it = std::find_if(cells.begin(), cells.end(),
+                         [&](const nodes::Cell& c) { return c.id == cell.id; });
+  if (it != cells.end()) {
+    *it = cell;
+  } else {
+    cells.insert(cells.begin() + static_cast<std::ptrdiff_t>(std::min(index, cells.size())), cell);
+  }
+  set_cells(cells);
+}
+
+void NotebookSession::remove_cell(const std::string& id) {
+  Impl& s = *impl_;
+  std::vector<nodes::Cell> cells;
+  for (const auto& c : s.cells)
+    if (c.id != id) cells.push_back(c);
+  const std::vector<std::string> deps = s.graph.dependents(id);
+  set_cells(cells);
+  s.mark_stale(deps);
+}
+
+void NotebookSession::set_lazy(bool lazy) {
+  impl_->lazy = lazy;
+}
+
+void NotebookSession::restart() {
+  Impl& s = *impl_;
+  auto widgets = s.host->runtime().widget_values;
+  s.host.reset();
+  s.host = std::make_unique<LuaHost>(s.backend, s.options);
+  s.host->runtime().widget_values = std::move(widgets);
+  if (s.interrupt) s.host->set_interrupt(s.interrupt);
+  s.mutations.clear();
+  s.combine_problems();
+  for (const auto& c : s.cells)
+    if (c.kind == nodes::CellKind::Lua) s.stale.insert(c.id);
+}
+
+// [SECTION] scheduling
+
+std::vector<std::string> NotebookSession::run(const std::string& id) {
+  Impl& s = *impl_;
+  if (!s.graph.contains(id)) return {};
+  // Lazy, or a cell that is refused (a name defined twice, a cycle): it alone, its dependents
+  // stale.
+  if (s.lazy || s.graph.blocked(id)) {
+    auto ran = s.run_sequence({id}, {id});
+    s.mark_stale(s.graph.dependents(id));
+    return ran;
+  }
+  return s.run_sequence(s.graph.with_dependents({id}), {id});
+}
+
+std::vector<std::string> NotebookSession::run_all() {
+  Impl& s = *impl_;
+  return s.run_sequence(s.graph.order(), {}, true);
+}
+
+std::vector<std::string> NotebookSession::run_to(const std::string& id) {
+  Impl& s = *impl_;
+  if (!s.graph.contains(id)) return {};
+  std::vector<std::string> seq;
+  for (const auto& d : s.graph.dependencies(id))
+    if (stale(d) || !s.outputs.count(d) || !s.outputs.at(d).ok) seq.push_back(d);
+  seq.push_back(id);
+  return s.run_sequence(seq, {}, true);
+}
+
+std::vector<std::string> NotebookSession::run_stale() {
+  Impl& s = *impl_;
+  std::vector<std::string> seq;
+  for (const auto& id : s.graph.order())
+    if (stale(id)) seq.push_back(id);
+  return s.run_sequence(seq, {}, true);
+}
+
+std::vector<std::string> NotebookSession::set_widget(const std::string& name,
+                                                     const nlohmann::json& value) {
+  Impl& s = *impl_;
+  s.host->runtime().widget_values[name] = value;
+  const std::string d = s.graph.definer(name);
+  if (d.empty()) return {};
+  return s.run_sequence(s.graph.with_dependents({d}), {d});
+}
+
+std::vector<std::string> NotebookSession::mark_project_changed() {
+  Impl& s = *impl_;
+  std::vector<std::string> readers;
+  for (const auto& id : s.graph.order())
+    if (reads_project(id)) readers.push_back(id);
+  const std::vector<std::string> seq = s.graph.with_dependents(readers);
+  if (s.lazy) {
+    s.mark_stale(seq);
+    return {};
+  }
+  return s.run_sequence(seq, {});
+}
+
+void NotebookSession::set_interrupt(const std::atomic<bool>* flag) {
+  impl_->interrupt = flag;
+  impl_->host->set_interrupt(flag);
+}
+
+const CellOutput* NotebookSession::output(const std::string& id) const {
+  auto it = impl_->outputs.find(id);
+  return it == impl_->outputs.end() ? nullptr : &it->second;
+}
+
+bool NotebookSession::stale(const std::string& id) const {
+  const Impl& s = *impl_;
+  if (!s.is_lua(id)) return false;
+  return s.stale.count(id) > 0 || !s.outputs.count(id);
+}
+
+const std::vector<CellProblem>& NotebookSession::problems() const {
+  return impl_->problems;
+}
+
+std::set<std::string> NotebookSession::reads(const std::string& id) const {
+  const Analysis* a = impl_->analysed(id);
+  return a ? a->symbols.reads : std::set<std::string>{};
+}
+
+std::set<std::string> NotebookSession::writes(const std::string& id) const {
+  const Analysis* a = impl_->analysed(id);
+  return a ? a->symbols.writes : std::set<std::string>{};
+}
+
+bool NotebookSession::reads_project(const std::string& id) const {
+  const Analysis* a = impl_->analysed(id);
+  return a && a->symbols.reads_project;
+}
+
+std::string NotebookSession::current_hash(const std::string& id) const {
+  return impl_->hash_of(id);
+}
+
+LuaHost& NotebookSession::host() {
+  return *impl_->host;
+}
+
+}  // namespace mls::lua
