@@ -150,7 +150,7 @@ std::string module_class_help(lua_State* L, int idx) {
   if (const HelpEntry* e = find_help("mls.nn." + name))
     out = entry_text(*e);
   else
-    out = "a module class " + name + " (defined in Lua: see its init and forward)";
+    out = name + ": a module defined in Lua (its init and forward say what it does)";
   const std::string own = listing("mls.nn." + name + ":");
   if (!own.empty()) out += "\n" + name + "'s own methods:" + own;
   return out + "\nmethods of every module:" + listing("Module:");
@@ -204,6 +204,10 @@ std::string help_text(lua_State* L, int idx) {
         const std::string under = listing(word + ".");
         return under.empty() ? out : out + under;
       }
+      for (const auto& [m, type] : kObjects)
+        if (word == type)
+          return object_help(type, std::string("a ") + type + " (" + m + "). Methods");
+      if (word == "Module") return "methods of every module:" + listing("Module:");
       const std::string w = lower(word);
       std::string out;
       for (const HelpEntry& e : help_entries())

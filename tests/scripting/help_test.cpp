@@ -106,6 +106,13 @@ TEST_CASE("help: a word searches the entries; help() says how to use it", "[help
   CHECK(has(help_of(h, ""), "help(mls.zeros)"));
   CHECK(has(help_of(h, "'mls.nn.Linear'"), "nn.Linear(n_in, n_out"));
   CHECK(has(help_of(h, "function() end"), "not part of mls"));
+  // An object type's name lists its methods.
+  CHECK(has(help_of(h, "'Optimizer'"), "opt:set_lr(x)  -- sets the learning rate"));
+  CHECK(has(help_of(h, "'Module'"), "m:parameters()"));
+  // A class written in Lua, and other objects of mls.
+  CHECK(has(help_of(h, "mls.nn.Module:extend('Net')()"), "Net: a module defined in Lua"));
+  CHECK(has(help_of(h, "mls.graph('g')"), "g:run{name = tensor, ...}"));
+  CHECK(has(help_of(h, "mls.jit(function(a) return a end)"), "f:dump([optimized])"));
 }
 
 TEST_CASE("help: exists in a sandboxed host too", "[help]") {
