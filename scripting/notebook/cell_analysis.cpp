@@ -3,6 +3,7 @@
 #include "scripting/notebook/cell_analysis.h"
 
 #include <cstring>
+#include <memory>
 
 #include <lua.hpp>
 
@@ -227,16 +228,16 @@ int dump_writer(lua_State*, const void* p, size_t sz, void* ud) {
 }  // namespace
 
 Result<CellSymbols> analyse_cell(std::string_view source, const std::string& chunkname) {
-  lua_State* L = luaL_newstate();
-  if (!L) return Error{chunkname + ": no memory for the cell analysis"};
+  // A bare state: the compiler only (no libraries, nothing runs).
+  std::unique_ptr<lua_State, decltype(&lua_close)> state(luaL_newstate(), &lua_close);
+  if (!state) return Error{chunkname + ": no memory for the cell analysis"};
+  lua_State* L = state.get();
   std::string chunk;
   std::string error;
-  if (luaL_loadbufferx(L, source.data(), source.size(), chunkname.c_str(), "t") != LUA_OK) {
+  if (luaL_loadbufferx(L, source.data(), source.size(), chunkname.c_str(), "t") != LUA_OK)
     error = lua_tostring(L, -1) ? lua_tostring(L, -1) : "syntax error";
-  } else {
+  else
     lua_dump(L, dump_writer, &chunk, 0);
-  }
-  lua_close(L);
   if (!error.empty()) return Error{error};
   Result<LuaProto> main = decode_lua_chunk(chunk);
   if (!main) return Error{chunkname + ": " + main.error().message};

@@ -268,3 +268,47 @@ TEST_CASE("Notebook session: an interrupt from another thread stops while true d
   CHECK(s.stale("after"));
   s.set_interrupt(nullptr);
 }
+
+TEST_CASE("Notebook session: run_to runs what a cell needs that is stale, then it", "[notebook]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_cells(chain());
+  CHECK(s.run_to("d") == Ids{"a", "b", "d"});
+  CHECK(global_number(s, "w") == 4);
+  CHECK(s.stale("c"));
+  // b is edited: only b is stale among d's inputs.
+  s.set_cell(lua_cell("b", "y = x + 2"), 2);
+  CHECK(s.run_to("d") == Ids{"b", "d"});
+  CHECK(global_number(s, "w") == 6);
+}
+
+TEST_CASE("Notebook session: an edit that stops defining a name removes it", "[notebook]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_cells({lua_cell("a", "old = 1\nkept = 2"), lua_cell("b", "r = old")});
+  s.run_all();
+  CHECK(global_number(s, "old") == 1);
+  s.set_cell(lua_cell("a", "new = 1\nkept = 3"), 0);
+  CHECK(global_number(s, "old") == -2e300);
+  CHECK(global_number(s, "kept") == 2);  // still defined by a: kept until a runs again
+  CHECK(s.stale("b"));
+  CHECK(s.run("a") == Ids{"a"});  // b no longer reads anything a defines
+  CHECK(global_number(s, "kept") == 3);
+}
+
+TEST_CASE("Notebook session: the hash covers the code, the inputs and a widget's value",
+          "[notebook]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_cells({lua_cell("w", "lr = 0.1"), lua_cell("t", "s = lr * 2")});
+  s.run_all();
+  const std::string w0 = s.output("w")->hash, t0 = s.output("t")->hash;
+  CHECK(w0.size() == 16);
+  CHECK(s.current_hash("t") == t0);
+  s.set_widget("lr", 0.7);
+  CHECK(s.output("w")->hash != w0);
+  CHECK(s.output("t")->hash != t0);
+  // The same code and inputs again: the same hashes.
+  s.set_widget("lr", 0.1);
+  s.host().runtime().widget_values.erase("lr");
+  s.run("w");
+  CHECK(s.output("w")->hash == w0);
+  CHECK(s.output("t")->hash == t0);
+}
