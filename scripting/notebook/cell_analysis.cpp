@@ -2,6 +2,7 @@
 // [SECTION] analysis         global reads and writes from the bytecode
 #include "scripting/notebook/cell_analysis.h"
 
+#include <bitset>
 #include <cstring>
 #include <memory>
 
@@ -199,22 +200,42 @@ bool is_env(const LuaProto& f, int up) {
          f.upvalues[static_cast<size_t>(up)].name == "_ENV";
 }
 
+// The registers that hold the global `mls` (a GETTABUP "mls", or a MOVE of such a register)
+// are followed along the code, so that `mls.project` is told from `mls.data.project` (whose
+// second GETFIELD reads a register the first one overwrote). Straight-line: a register is
+// forgotten when an instruction writes it; jumps are not followed.
 void collect(const LuaProto& f, std::set<std::string>& reads, CellSymbols& s) {
-  int mls_register = -1;  // the register the last GETTABUP "mls" loaded
+  std::bitset<256> holds_mls;
+  auto forget_from = [&](int a) {
+    for (int r = a; r < 256; ++r) holds_mls.reset(static_cast<size_t>(r));
+  };
   for (uint32_t ins : f.code) {
-    const int op = op_of(ins);
-    if (op == kOpGetTabUp && is_env(f, arg_b(ins))) {
-      if (const std::string* name = string_constant(f, arg_c(ins))) {
-        reads.insert(*name);
-        mls_register =
-            *name == "mls" ? arg_a(ins) : (arg_a(ins) == mls_register ? -1 : mls_register);
-        continue;
-      }
-    } else if (op == kOpSetTabUp && is_env(f, arg_a(ins))) {
-      if (const std::string* name = string_constant(f, arg_b(ins))) s.writes.insert(*name);
-    } else if (op == kOpGetField && mls_register >= 0 && arg_b(ins) == mls_register) {
+    const int op = op_of(ins), a = arg_a(ins), b = arg_b(ins);
+    const auto ra = static_cast<size_t>(a);
+    if (op == kOpGetTabUp) {
+      const std::string* name = is_env(f, b) ? string_constant(f, arg_c(ins)) : nullptr;
+      if (name) reads.insert(*name);
+      holds_mls.set(ra, name && *name == "mls");
+    } else if (op == kOpSetTabUp) {
+      if (!is_env(f, a)) continue;
+      if (const std::string* name = string_constant(f, b)) s.writes.insert(*name);
+    } else if (op == kOpGetField) {
       const std::string* key = string_constant(f, arg_c(ins));
-      if (key && *key == "project") s.reads_project = true;
+      if (holds_mls.test(static_cast<size_t>(b)) && key && *key == "project")
+        s.reads_project = true;
+      holds_mls.reset(ra);
+    } else if (op == kOpMove) {
+      holds_mls.set(ra, holds_mls.test(static_cast<size_t>(b)));
+    } else if (op == kOpLoadNil) {
+      for (int r = a; r <= a + b && r < 256; ++r) holds_mls.reset(static_cast<size_t>(r));
+    } else if (op == kOpSelf) {
+      holds_mls.reset(ra);
+      if (a + 1 < 256) holds_mls.reset(ra + 1);
+    } else if (op == kOpCall || op == kOpVararg) {
+      forget_from(a);
+    } else if ((op >= 1 && op <= 9) || op == 12 || op == 13 || op == 19 || (op >= 21 && op <= 45) ||
+               (op >= 49 && op <= 53) || op == kOpClosure) {
+      holds_mls.reset(ra);  // these write R[A] (lopcodes.h)
     }
   }
   for (const LuaProto& p : f.protos) collect(p, reads, s);

@@ -62,8 +62,14 @@ struct LuaProto {
 Result<LuaProto> decode_lua_chunk(std::string_view chunk);
 
 // Lua 5.4's opcodes the analysis reads (lopcodes.h order).
+inline constexpr int kOpMove = 0;
+inline constexpr int kOpLoadNil = 8;
 inline constexpr int kOpGetTabUp = 11;
 inline constexpr int kOpGetField = 14;
 inline constexpr int kOpSetTabUp = 15;
+inline constexpr int kOpSelf = 20;
+inline constexpr int kOpCall = 68;
+inline constexpr int kOpClosure = 79;
+inline constexpr int kOpVararg = 80;
 
 }  // namespace mls::lua

@@ -1,6 +1,7 @@
 // The cell analysis (scripting/notebook/cell_analysis.h): globals read and written, found in
 // the bytecode of the compiled cell.
 #include <catch2/catch.hpp>
+#include <lua.hpp>
 
 #include "scripting/notebook/cell_analysis.h"
 
@@ -63,6 +64,10 @@ TEST_CASE("Cell analysis: mls.project is detected, other mls fields are not", "[
   CHECK_FALSE(s.reads_project);
   CHECK(s.reads == Names{"mls"});
   CHECK_FALSE(analyse("local p = other.project").reads_project);
+  // Followed through a local; a field named project further down is not it.
+  CHECK(analyse("local m = mls\nlocal p = m.project").reads_project);
+  CHECK_FALSE(analyse("local p = mls.data.project").reads_project);
+  CHECK_FALSE(analyse("local m = mls\nm = {}\nlocal p = m.project").reads_project);
 }
 
 TEST_CASE("Cell analysis: a syntax error is Lua's message with the cell's name and line",
@@ -83,4 +88,37 @@ TEST_CASE("Cell analysis: the chunk decoder refuses other versions and truncated
   auto t = decode_lua_chunk(v54);
   REQUIRE_FALSE(t.ok());
   CHECK(t.error().message.find("byte order") != std::string::npos);
+}
+
+TEST_CASE("Cell analysis: every truncation of a real chunk is refused, never read past its end",
+          "[notebook]") {
+  lua_State* L = luaL_newstate();
+  REQUIRE(L != nullptr);
+  const char* src =
+      "local a = {1, 2.5, 'k', true}\nfunction f(x) return function() return x + y end end\nz = "
+      "f(1)";
+  REQUIRE(luaL_loadstring(L, src) == LUA_OK);
+  std::string chunk;
+  lua_dump(
+      L,
+      [](lua_State*, const void* p, size_t n, void* ud) {
+        static_cast<std::string*>(ud)->append(static_cast<const char*>(p), n);
+        return 0;
+      },
+      &chunk, 0);
+  lua_close(L);
+  auto whole = decode_lua_chunk(chunk);
+  REQUIRE(whole.ok());
+  CHECK(whole->upvalues.size() == 1);
+  CHECK(whole->upvalues[0].name == "_ENV");
+  REQUIRE(whole->protos.size() == 1);
+  REQUIRE(whole->protos[0].protos.size() == 1);
+  CHECK(whole->protos[0].num_params == 1);
+  CHECK(whole->protos[0].line_defined == 2);
+  CHECK(whole->locvars.size() == 1);
+  CHECK(whole->locvars[0].name == "a");
+  int refused = 0;
+  for (size_t n = 0; n < chunk.size(); ++n)
+    refused += decode_lua_chunk(chunk.substr(0, n)).ok() ? 0 : 1;
+  CHECK(refused == static_cast<int>(chunk.size()));
 }
