@@ -391,10 +391,12 @@ void NotebookSession::set_cells(const std::vector<nodes::Cell>& cells) {
   Impl& s = *impl_;
   std::set<std::string> old_names;
   std::set<std::string> keep;
-  for (const auto& c : cells) keep.insert(c.id);
+  for (const auto& c : cells)
+    if (c.kind == nodes::CellKind::Lua) keep.insert(c.id);
+  // Cells gone, or no longer Lua cells: their names, outputs and analysis go.
   std::vector<std::string> changed;
   for (const auto& c : s.cells)
-    if (!keep.count(c.id)) {
+    if (c.kind == nodes::CellKind::Lua && !keep.count(c.id)) {
       if (const Analysis* a = s.analysed(c.id))
         old_names.insert(a->symbols.writes.begin(), a->symbols.writes.end());
       changed.push_back(c.id);

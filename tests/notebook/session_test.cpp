@@ -204,6 +204,16 @@ TEST_CASE("Notebook session: removing a cell removes its names", "[notebook]") {
   CHECK(global_number(s, "x") == -2e300);
   CHECK(s.stale("b"));
   CHECK(s.stale("d"));
+  // A Lua cell turned into Markdown is no Lua cell any more: its names go too.
+  auto cells = chain();
+  cells.erase(cells.begin());                 // a
+  cells.pop_back();                           // e
+  cells[3].kind = nodes::CellKind::Markdown;  // d
+  s.set_cells(cells);
+  CHECK(global_number(s, "w") == -2e300);
+  CHECK(s.output("d") == nullptr);
+  CHECK(s.writes("d").empty());
+  CHECK_FALSE(s.stale("d"));
 }
 
 TEST_CASE("Notebook session: restart gives a fresh state, keeps outputs, marks every cell stale",
