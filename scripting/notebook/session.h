@@ -15,6 +15,15 @@
 // mode (set_lazy) the dependents are marked stale instead. A cell whose run failed stops its
 // dependents (they are marked stale). The model graph is a node of the DAG: mark_project_
 // changed() makes the cells that read mls.project stale (or re-runs them, when reactive).
+//
+// The commands (run_all, run_to, run_stale) run on-demand cells too: they are asked for. A
+// cell in a problem (a name it defines is defined by another cell too, or it is on a cycle)
+// is refused: its output is the problem's reason, and its dependents become stale. A widget
+// re-runs its cell and the readers even in lazy mode (moving a slider is asking). A Lua cell
+// that never ran is stale. A cell reading a table another cell defines is watched: a change
+// of the table's contents (to a bounded depth; tensors by identity) is a problem on both.
+// Markdown and view cells take no part. A cell's print goes to its output, then what it
+// returns; errors read "cell ID:LINE: ..." (the chunk is named "=cell ID").
 #pragma once
 
 #include <atomic>
