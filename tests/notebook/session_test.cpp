@@ -322,3 +322,17 @@ TEST_CASE("Notebook session: the hash covers the code, the inputs and a widget's
   CHECK(s.output("w")->hash == w0);
   CHECK(s.output("t")->hash == t0);
 }
+
+TEST_CASE("Notebook session: an error raised in another cell's function marks this cell's line",
+          "[notebook]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_cells({lua_cell("lib", "function boom()\n  error('bad input')\nend"),
+               lua_cell("use", "local a = 1\n\nboom()")});
+  CHECK(s.run_all() == Ids{"lib", "use"});
+  const CellOutput* o = s.output("use");
+  REQUIRE(o != nullptr);
+  CHECK_FALSE(o->ok);
+  CHECK(o->error.rfind("cell lib:2: bad input", 0) == 0);
+  CHECK(o->error.find("cell use:3:") != std::string::npos);  // the traceback
+  CHECK(o->error_line == 3);
+}
