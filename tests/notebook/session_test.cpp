@@ -336,3 +336,18 @@ TEST_CASE("Notebook session: an error raised in another cell's function marks th
   CHECK(o->error.find("cell use:3:") != std::string::npos);  // the traceback
   CHECK(o->error_line == 3);
 }
+
+TEST_CASE("Notebook session: tensors in a watched table count by identity", "[notebook]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_cells({lua_cell("a", "params = {w = mls.ones{2, 2}}"), lua_cell("b", "y = params.w + 1"),
+               lua_cell("c", "params.w = params.w * 2")});
+  s.set_lazy(true);  // each cell when asked
+  s.run("a");
+  s.run("b");  // a new tensor from w: params is unchanged
+  CHECK(s.problems().empty());
+  CHECK(s.output("b")->ok);
+  s.run("c");  // another tensor in params.w: a change
+  REQUIRE(s.problems().size() == 1);
+  CHECK(s.problems()[0].cells == Ids{"a", "c"});
+  CHECK(s.problems()[0].reason.find("'params'") != std::string::npos);
+}
