@@ -195,16 +195,33 @@ const std::string* string_constant(const LuaProto& f, int k) {
   return (c.tag == 0x04 || c.tag == 0x14) ? &c.str : nullptr;
 }
 
-bool is_env(const LuaProto& f, int up) {
-  return up >= 0 && static_cast<size_t>(up) < f.upvalues.size() &&
-         f.upvalues[static_cast<size_t>(up)].name == "_ENV";
+// Which upvalues of `f` are the chunk's own _ENV, the global table: in the main function the
+// upvalue named _ENV; in a nested one an upvalue taken from such an upvalue of its parent
+// (instack = 0). One taken from a parent's local (a `local _ENV = ...`) is not.
+std::vector<char> global_env(const LuaProto& f, const std::vector<char>* parent) {
+  std::vector<char> env(f.upvalues.size(), 0);
+  for (size_t u = 0; u < f.upvalues.size(); ++u) {
+    const auto& up = f.upvalues[u];
+    if (!parent)
+      env[u] = up.name == "_ENV";
+    else
+      env[u] = !up.instack && static_cast<size_t>(up.idx) < parent->size() &&
+               (*parent)[static_cast<size_t>(up.idx)];
+  }
+  return env;
+}
+
+bool is_env(const std::vector<char>& env, int up) {
+  return up >= 0 && static_cast<size_t>(up) < env.size() && env[static_cast<size_t>(up)];
 }
 
 // The registers that hold the global `mls` (a GETTABUP "mls", or a MOVE of such a register)
 // are followed along the code, so that `mls.project` is told from `mls.data.project` (whose
 // second GETFIELD reads a register the first one overwrote). Straight-line: a register is
 // forgotten when an instruction writes it; jumps are not followed.
-void collect(const LuaProto& f, std::set<std::string>& reads, CellSymbols& s) {
+void collect(const LuaProto& f, const std::vector<char>* parent_env, std::set<std::string>& reads,
+             CellSymbols& s) {
+  const std::vector<char> env = global_env(f, parent_env);
   std::bitset<256> holds_mls;
   auto forget_from = [&](int a) {
     for (int r = a; r < 256; ++r) holds_mls.reset(static_cast<size_t>(r));
@@ -213,11 +230,11 @@ void collect(const LuaProto& f, std::set<std::string>& reads, CellSymbols& s) {
     const int op = op_of(ins), a = arg_a(ins), b = arg_b(ins);
     const auto ra = static_cast<size_t>(a);
     if (op == kOpGetTabUp) {
-      const std::string* name = is_env(f, b) ? string_constant(f, arg_c(ins)) : nullptr;
+      const std::string* name = is_env(env, b) ? string_constant(f, arg_c(ins)) : nullptr;
       if (name) reads.insert(*name);
       holds_mls.set(ra, name && *name == "mls");
     } else if (op == kOpSetTabUp) {
-      if (!is_env(f, a)) continue;
+      if (!is_env(env, a)) continue;
       if (const std::string* name = string_constant(f, b)) s.writes.insert(*name);
     } else if (op == kOpGetField) {
       const std::string* key = string_constant(f, arg_c(ins));
@@ -238,7 +255,7 @@ void collect(const LuaProto& f, std::set<std::string>& reads, CellSymbols& s) {
       holds_mls.reset(ra);  // these write R[A] (lopcodes.h)
     }
   }
-  for (const LuaProto& p : f.protos) collect(p, reads, s);
+  for (const LuaProto& p : f.protos) collect(p, &env, reads, s);
 }
 
 int dump_writer(lua_State*, const void* p, size_t sz, void* ud) {
@@ -264,7 +281,7 @@ Result<CellSymbols> analyse_cell(std::string_view source, const std::string& chu
   if (!main) return Error{chunkname + ": " + main.error().message};
   CellSymbols s;
   std::set<std::string> reads;
-  collect(*main, reads, s);
+  collect(*main, nullptr, reads, s);
   for (const std::string& r : reads)
     if (!s.writes.count(r)) s.reads.insert(r);
   return s;

@@ -54,6 +54,14 @@ TEST_CASE("Cell analysis: _ENV.x and _ENV['x'] are globals; a computed key is no
   // A local _ENV: its fields are no globals of the notebook (print is read before it).
   auto t = analyse("local _ENV = {print = print}\nx = 1\nprint(y)");
   CHECK(t.reads == Names{"print"});
+  // A function under a local _ENV: its _ENV upvalue is that local, not the globals.
+  auto u = analyse("local _ENV = {}\nfunction f() return y end\ng = 1");
+  CHECK(u.reads.empty());
+  CHECK(u.writes.empty());
+  // A local _ENV inside a function only: the rest of the cell still uses the globals.
+  auto v = analyse("function h() local _ENV = {} ; q = 1 end\nfunction k() return p end");
+  CHECK(v.reads == Names{"p"});
+  CHECK(v.writes == Names{"h", "k"});
   CHECK(t.writes.empty());
 }
 
