@@ -201,6 +201,7 @@ CellWidget::CellWidget(const nodes::Cell& cell, QWidget* parent) : QFrame(parent
       Q_EMIT sourceEdited(QString::fromStdString(cell_.id), edit_->toPlainText());
     });
     edit_->installEventFilter(this);
+    edit_->viewport()->installEventFilter(this);
   } else if (cell.kind == nodes::CellKind::Markdown) {
     rendered_ = new QTextBrowser;
     rendered_->setObjectName("cell.markdown");
@@ -302,7 +303,8 @@ bool CellWidget::eventFilter(QObject* o, QEvent* e) {
     showMarkdown(true);
     return true;
   }
-  if (e->type() == QEvent::FocusIn) Q_EMIT selected(QString::fromStdString(cell_.id));
+  if (e->type() == QEvent::FocusIn || e->type() == QEvent::MouseButtonPress)
+    Q_EMIT selected(QString::fromStdString(cell_.id));
   return QFrame::eventFilter(o, e);
 }
 

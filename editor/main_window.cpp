@@ -76,6 +76,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
       palette_(new Palette),
       inspector_(new Inspector(&model_)),
       console_(new ConsoleWidget(&model_, options_.db)),
+      notebook_(new NotebookView(&model_, options_.db)),
       run_log_(new QPlainTextEdit),
       status_label_(new QLabel),
       summary_label_(new QLabel),
@@ -235,6 +236,11 @@ void MainWindow::buildDocks() {
   ins->setObjectName("dock.inspector");
   ins->setWidget(inspector_);
   addDockWidget(Qt::RightDockWidgetArea, ins);
+  // The notebook beside the canvas: its cells and the graph are seen together.
+  auto* nb = new QDockWidget("Notebook", this);
+  nb->setObjectName("dock.notebook");
+  nb->setWidget(notebook_);
+  addDockWidget(Qt::RightDockWidgetArea, nb);
   auto* bottom = new QDockWidget("Console", this);
   bottom->setObjectName("dock.console");
   auto* tabs = new QTabWidget;
@@ -244,7 +250,7 @@ void MainWindow::buildDocks() {
   tabs->addTab(run_log_, "Run log");
   bottom->setWidget(tabs);
   addDockWidget(Qt::BottomDockWidgetArea, bottom);
-  resizeDocks({pal, ins}, {230, 300}, Qt::Horizontal);
+  resizeDocks({pal, ins, nb}, {230, 300, 460}, Qt::Horizontal);
   resizeDocks({bottom}, {190}, Qt::Vertical);
 }
 

@@ -20,6 +20,7 @@
 #include "editor/export_dialog.h"
 #include "editor/inspector.h"
 #include "editor/instruments.h"
+#include "editor/notebook_view.h"
 #include "editor/palette.h"
 #include "editor/step_view.h"
 #include "editor/train_controller.h"
@@ -68,6 +69,7 @@ class MainWindow : public QMainWindow {
   Palette* palette() { return palette_; }
   Inspector* inspector() { return inspector_; }
   ConsoleWidget* console() { return console_; }
+  NotebookView* notebook() { return notebook_; }
   TrainController* trainer() { return &trainer_; }
   QPlainTextEdit* runLog() { return run_log_; }
   StepView* stepView() { return step_view_; }
@@ -140,6 +142,7 @@ class MainWindow : public QMainWindow {
   Palette* palette_;
   Inspector* inspector_;
   ConsoleWidget* console_;
+  NotebookView* notebook_;
   QPlainTextEdit* run_log_;
   TrainController trainer_;
   QLabel* status_label_;

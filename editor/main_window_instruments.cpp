@@ -44,6 +44,10 @@ void MainWindow::buildInstruments() {
     telemetry_ = tm;
     instruments_->setLive(tm);
   });
+  connect(notebook_, &NotebookView::liveRunStarted, this, [this](std::shared_ptr<Telemetry> tm) {
+    telemetry_ = tm;
+    instruments_->setLive(tm);
+  });
   connect(console_, &ConsoleWidget::entryFinished, this, [this] {
     if (telemetry_ && !trainer_.running() && instruments_->phase() == RunPhase::Training &&
         !telemetry_->running.load()) {

@@ -10,10 +10,26 @@
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QTextLayout>
+#include <QTimer>
+#include <QToolBar>
 
 #include "editor/cell_widget.h"
 #include "editor/lua_highlighter.h"
+#include "editor/notebook_view.h"
 #include "tests/editor/editor_test_util.h"
+
+namespace Catch {
+template <>
+struct StringMaker<QString> {
+  static std::string convert(const QString& s) { return '"' + s.toStdString() + '"'; }
+};
+template <>
+struct StringMaker<QStringList> {
+  static std::string convert(const QStringList& l) {
+    return "{" + l.join(", ").toStdString() + "}";
+  }
+};
+}  // namespace Catch
 
 using namespace mls;
 using namespace mls::editor;
@@ -199,4 +215,207 @@ TEST_CASE("a Markdown cell is rendered, edited on double-click and rendered agai
   CHECK(w.cell().source == "# Tour\n\n- one\n- two\n\n**bold**");
   CHECK(md->toPlainText().contains("bold"));
   CHECK_FALSE(md->toPlainText().contains("**"));
+}
+
+// [SECTION] the notebook view in the main window
+
+namespace {
+
+using test::EditorFixture;
+
+void click_action(NotebookView* nb, const char* name) {
+  QWidget* b = nb->toolbar()->widgetForAction(nb->action(name));
+  REQUIRE(b);
+  REQUIRE(b->isEnabled());
+  QTest::mouseClick(b, Qt::LeftButton);
+}
+
+// Waits for the run in flight to end; the ids it ran.
+QStringList wait_run(NotebookView* nb) {
+  for (int i = 0; i < 1000 && nb->busy(); ++i) QTest::qWait(10);
+  REQUIRE_FALSE(nb->busy());
+  return nb->lastRun();
+}
+
+// "+ Lua" clicked, the code typed into the new cell (which has the focus); its id.
+QString add_lua(NotebookView* nb, const QString& code) {
+  const QStringList before = nb->cellIds();
+  click_action(nb, "add-lua");
+  const QStringList after = nb->cellIds();
+  REQUIRE(after.size() == before.size() + 1);
+  const QString id = nb->selected();
+  CellWidget* w = nb->cellWidget(id);
+  REQUIRE(w);
+  type(w->editor(), code);
+  return id;
+}
+
+void run_cell(NotebookView* nb, const QString& id) {
+  CellWidget* w = nb->cellWidget(id);
+  REQUIRE(w);
+  w->editor()->setFocus();
+  QTest::keyClick(w->editor(), Qt::Key_Return, Qt::ShiftModifier);
+}
+
+QString text_of(NotebookView* nb, const QString& id) {
+  return nb->cellWidget(id)->outputText()->text();
+}
+
+}  // namespace
+
+TEST_CASE("cells are added, typed and run through the notebook's GUI", "[editor][notebook]") {
+  EditorFixture fx;
+  NotebookView* nb = fx.window->notebook();
+  const QString a = add_lua(nb, "x = 6 * 7");
+  const QString b = add_lua(nb, "print(x + 1)");
+  CHECK(nb->notebook().cells.size() == 2);
+  CHECK(nb->notebook().cells[0].source == "x = 6 * 7");
+  click_action(nb, "run-all");
+  CHECK(wait_run(nb) == QStringList{a, b});
+  CHECK(text_of(nb, b) == "43");
+  CHECK_FALSE(nb->cellWidget(b)->stale());
+}
+
+TEST_CASE("editing a cell re-runs exactly its dependents, in order; lazy mode marks them stale",
+          "[editor][notebook]") {
+  EditorFixture fx;
+  NotebookView* nb = fx.window->notebook();
+  const QString d = add_lua(nb, "print(y * 10)");  // reads y, defined below
+  const QString a = add_lua(nb, "x = 1");
+  const QString b = add_lua(nb, "y = x + 1");
+  const QString c = add_lua(nb, "z = 5");
+  click_action(nb, "run-all");
+  CHECK(wait_run(nb) == QStringList{a, b, d, c});  // d as soon as y is there
+  CHECK(text_of(nb, d) == "20");
+  CellWidget* wa = nb->cellWidget(a);
+  wa->editor()->setFocus();
+  QTest::keyClick(wa->editor(), Qt::Key_End);
+  QTest::keyClick(wa->editor(), Qt::Key_Backspace);
+  type(wa->editor(), "4");
+  run_cell(nb, a);
+  CHECK(wait_run(nb) == QStringList{a, b, d});  // not c
+  CHECK(text_of(nb, d) == "50");
+
+  click_action(nb, "lazy");
+  CHECK(nb->notebook().lazy);
+  QTest::keyClick(wa->editor(), Qt::Key_Backspace);
+  type(wa->editor(), "2");
+  run_cell(nb, a);
+  CHECK(wait_run(nb) == QStringList{a});
+  CHECK(nb->cellWidget(b)->stale());
+  CHECK(nb->cellWidget(d)->stale());
+  CHECK(nb->cellWidget(d)->staleLabel()->isVisible());
+  CHECK(text_of(nb, d) == "50");  // the old output, greyed
+  CHECK_FALSE(nb->cellWidget(c)->stale());
+}
+
+TEST_CASE("a name defined twice and a cycle show their message on the cells involved",
+          "[editor][notebook]") {
+  EditorFixture fx;
+  NotebookView* nb = fx.window->notebook();
+  const QString a = add_lua(nb, "x = 1");
+  const QString b = add_lua(nb, "x = 2");
+  const QString c = add_lua(nb, "p = q");
+  const QString d = add_lua(nb, "q = p");
+  const QString e = add_lua(nb, "w = 3");
+  QApplication::processEvents();
+  for (const QString& id : {a, b}) {
+    CHECK(nb->cellWidget(id)->problemLabel()->isVisible());
+    CHECK(nb->cellWidget(id)->problemLabel()->text().contains("'x'"));
+  }
+  for (const QString& id : {c, d}) {
+    CHECK(nb->cellWidget(id)->problemLabel()->isVisible());
+    CHECK(nb->cellWidget(id)->problemLabel()->text().contains("cycle"));
+  }
+  CHECK_FALSE(nb->cellWidget(e)->problemLabel()->isVisible());
+}
+
+TEST_CASE("an edit on the canvas marks the cells that read the project stale",
+          "[editor][notebook]") {
+  EditorFixture fx;
+  fx.open_example("fashion-mnist-mlp.mls");
+  NotebookView* nb = fx.window->notebook();
+  const QString r = add_lua(nb, "n = #mls.project.current():nodes()");
+  const QString o = add_lua(nb, "k = 3");
+  click_action(nb, "run-all");
+  CHECK(wait_run(nb) == QStringList{r, o});
+  click_action(nb, "lazy");
+  // A node dropped on the canvas from the palette, as a person would.
+  REQUIRE(fx.window->view()->dropNodeType("mls.relu", QPointF(40, 40)).ok());
+  QApplication::processEvents();
+  wait_run(nb);
+  CHECK(nb->cellWidget(r)->stale());
+  CHECK_FALSE(nb->cellWidget(o)->stale());
+}
+
+TEST_CASE("a slider moved with the keys re-runs only its readers", "[editor][notebook]") {
+  EditorFixture fx;
+  NotebookView* nb = fx.window->notebook();
+  const QString s =
+      add_lua(nb, "lr = mls.ui.slider('lr', {min = 0, max = 1, step = 0.1, value = 0.5})");
+  const QString r = add_lua(nb, "print(lr * 10)");
+  const QString o = add_lua(nb, "other = 1");
+  click_action(nb, "run-all");
+  CHECK(wait_run(nb).first() == s);
+  if (!nb->session().output(s.toStdString())->ok) {
+    WARN("mls.ui.slider is not there yet: " << nb->session().output(s.toStdString())->error);
+    return;
+  }
+  CHECK(nb->lastRun() == QStringList{s, r, o});
+  CHECK(text_of(nb, r) == "5.0");
+  auto* slider = nb->cellWidget(s)->findChild<QSlider*>("widget.lr");
+  REQUIRE(slider);
+  slider->setFocus();
+  QTest::keyClick(slider, Qt::Key_Right);
+  QApplication::processEvents();  // the key's value is sent queued
+  CHECK(wait_run(nb) == QStringList{s, r});
+  CHECK(text_of(nb, r) == "6.0");
+}
+
+TEST_CASE("a long cell is stopped with Stop while a timer keeps firing", "[editor][notebook]") {
+  EditorFixture fx;
+  NotebookView* nb = fx.window->notebook();
+  const QString a = add_lua(nb, "while true do end");
+  int ticks = 0;
+  QTimer timer;
+  QObject::connect(&timer, &QTimer::timeout, [&] { ++ticks; });
+  timer.start(10);
+  run_cell(nb, a);
+  REQUIRE(nb->busy());
+  QTest::qWait(300);
+  CHECK(ticks >= 5);  // the GUI thread served the timer while the cell ran
+  click_action(nb, "stop");
+  wait_run(nb);
+  CellWidget* w = nb->cellWidget(a);
+  const lua::CellOutput* out = nb->session().output(a.toStdString());
+  REQUIRE(out);
+  INFO(out->error);
+  CHECK_FALSE(out->ok);
+  CHECK(w->errorLabel()->isVisible());
+  CHECK(w->errorLabel()->text().contains("interrupt"));
+}
+
+TEST_CASE("a deleted cell comes back with Ctrl+Z", "[editor][notebook]") {
+  EditorFixture fx;
+  NotebookView* nb = fx.window->notebook();
+  const QString a = add_lua(nb, "x = 1");
+  const QString b = add_lua(nb, "y = 2");
+  nb->cellWidget(a)->editor()->setFocus();
+  QTest::mouseClick(nb->cellWidget(a)->editor()->viewport(), Qt::LeftButton);
+  REQUIRE(nb->selected() == a);
+  click_action(nb, "delete");
+  CHECK(nb->cellIds() == QStringList{b});
+  // Out of the cells (a click on the notebook's background), Ctrl+Z is the document's undo;
+  // inside a cell it undoes typing, as in a text editor.
+  fx.window->activateWindow();
+  REQUIRE(QTest::qWaitForWindowActive(fx.window.get()));
+  QWidget* background = nb->findChild<QWidget*>("notebook.cells");
+  REQUIRE(background);
+  QTest::mouseClick(background, Qt::LeftButton, {},
+                    QPoint(background->width() / 2, background->height() - 5));
+  REQUIRE(QApplication::focusWidget() == background);
+  QTest::keySequence(QApplication::focusWidget(), QKeySequence::Undo);
+  QApplication::processEvents();
+  REQUIRE(nb->cellIds() == QStringList{a, b});
+  CHECK(nb->cellWidget(a)->editor()->toPlainText() == "x = 1");
 }

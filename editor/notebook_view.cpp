@@ -1,0 +1,386 @@
+// [SECTION] construction   the toolbar, the session on the open project
+// [SECTION] cells          the notebook and its undoable edits
+// [SECTION] document       cells follow the document; edits go through its commands
+// [SECTION] running        one run at a time on a worker thread, Stop
+#include "editor/notebook_view.h"
+
+#include <QAction>
+#include <QFileInfo>
+#include <QScrollArea>
+#include <QToolBar>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include <QUndoCommand>
+#include "engine/core/backend_registry.h"
+#include "engine/core/check.h"
+#include "scripting/runtime.h"
+
+namespace mls::editor {
+
+namespace {
+
+std::optional<size_t> index_of(const nodes::Notebook& nb, const std::string& id) {
+  for (size_t i = 0; i < nb.cells.size(); ++i)
+    if (nb.cells[i].id == id) return i;
+  return std::nullopt;
+}
+
+const nodes::Cell* find_cell(const nodes::Notebook& nb, const std::string& id) {
+  const auto i = index_of(nb, id);
+  return i ? &nb.cells[*i] : nullptr;
+}
+
+}  // namespace
+
+// [SECTION] construction
+
+NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWidget* parent)
+    : QWidget(parent),
+      model_(model),
+      bridge_(model),
+      toolbar_(new QToolBar),
+      scroll_(new QScrollArea),
+      cells_box_(new QWidget),
+      cells_layout_(new QVBoxLayout(cells_box_)) {
+  setObjectName("notebook");
+  // The notebook is the user's own, as the console: not sandboxed; files relative to the
+  // project's folder.
+  lua::ScriptOptions options;
+  options.db_path = db_path;
+  Backend* host = backend_registry().host();
+  MLS_CHECK(host != nullptr, "the notebook needs the CPU backend registered");
+  session_ = std::make_unique<lua::NotebookSession>(*host, options);
+  session_->host().runtime().project = &bridge_;
+  session_->host().runtime().new_telemetry = [this] {
+    auto tm = std::make_shared<Telemetry>();
+    QMetaObject::invokeMethod(
+        this, [this, tm] { Q_EMIT liveRunStarted(tm); }, Qt::QueuedConnection);
+    return tm;
+  };
+  session_->set_interrupt(&cancel_);
+  session_->on_cell_started = [this](const std::string& id) {
+    QMetaObject::invokeMethod(
+        this,
+        [this, id = QString::fromStdString(id)] {
+          if (auto* w = cellWidget(running_)) w->setRunning(false);
+          running_ = id;
+          if (auto* w = cellWidget(id)) w->setRunning(true);
+        },
+        Qt::QueuedConnection);
+  };
+
+  auto add = [this](const QString& name, const QString& text, const QString& tip, auto fn) {
+    QAction* a = toolbar_->addAction(text, this, fn);
+    a->setObjectName("notebook." + name);
+    a->setToolTip(tip);
+    actions_[name] = a;
+    return a;
+  };
+  add("add-lua", "+ Lua", "Add a Lua cell after the selected one",
+      [this] { addCell(nodes::CellKind::Lua); });
+  add("add-markdown", "+ Markdown", "Add a Markdown cell after the selected one",
+      [this] { addCell(nodes::CellKind::Markdown); });
+  add("delete", "Delete", "Delete the selected cell (Ctrl+Z restores it)",
+      [this] { deleteSelected(); });
+  toolbar_->addSeparator();
+  add("run", "Run", "Run the selected cell and its dependents (Shift+Enter)",
+      [this] { runSelected(); });
+  add("run-all", "Run all", "Run every cell in dependency order", [this] { runAll(); });
+  add("run-to", "Run to here", "Run what the selected cell needs, then it",
+      [this] { runToHere(); });
+  add("restart", "Restart", "A fresh Lua state: every cell stale", [this] { restart(); });
+  add("stop", "Stop", "Stop the running cell", [this] { stop(); })->setEnabled(false);
+  toolbar_->addSeparator();
+  QAction* lazy = add("lazy", "Lazy", "Mark dependents stale instead of running them",
+                      [this] { setLazy(actions_["lazy"]->isChecked()); });
+  lazy->setCheckable(true);
+  QAction* od = add("on-demand", "Only when asked", "Run the selected cell only when asked",
+                    [this] { setOnDemand(actions_["on-demand"]->isChecked()); });
+  od->setCheckable(true);
+
+  // A click between the cells leaves them (Ctrl+Z is then the document's, not a cell's text).
+  cells_box_->setObjectName("notebook.cells");
+  cells_box_->setFocusPolicy(Qt::ClickFocus);
+  cells_layout_->setContentsMargins(6, 6, 6, 6);
+  cells_layout_->setSpacing(8);
+  cells_layout_->addStretch(1);
+  scroll_->setWidget(cells_box_);
+  scroll_->setWidgetResizable(true);
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->setSpacing(0);
+  lay->addWidget(toolbar_);
+  lay->addWidget(scroll_, 1);
+
+  connect(&watcher_, &QFutureWatcher<std::vector<std::string>>::finished, this,
+          &NotebookView::finished);
+  connect(model_, &DocumentModel::changed, this, &NotebookView::syncFromDocument);
+  // A new or opened project starts with an empty notebook (its undo history is gone too).
+  connect(model_, &DocumentModel::reloaded, this, [this] { setNotebook({}); });
+  syncFromDocument();
+}
+
+NotebookView::~NotebookView() {
+  cancel_ = true;
+  watcher_.waitForFinished();
+}
+
+QAction* NotebookView::action(const QString& name) const {
+  auto it = actions_.find(name);
+  return it == actions_.end() ? nullptr : it->second;
+}
+
+CellWidget* NotebookView::cellWidget(const QString& id) const {
+  auto it = widgets_.find(id);
+  return it == widgets_.end() ? nullptr : it->second;
+}
+
+QStringList NotebookView::cellIds() const {
+  QStringList ids;
+  for (const auto& c : shown_) ids << QString::fromStdString(c.id);
+  return ids;
+}
+
+void NotebookView::select(const QString& id) {
+  if (auto* w = cellWidget(selected_)) w->setLineWidth(1);
+  selected_ = id;
+  if (auto* w = cellWidget(id)) w->setLineWidth(2);
+  const nodes::Cell* c = find_cell(notebook_, id.toStdString());
+  actions_["on-demand"]->setChecked(c && c->on_demand);
+}
+
+// [SECTION] cells
+
+// Until the document holds the notebook (nodes/notebook_edit.h's commands on
+// Document::notebook), the view keeps the cells and edits them through undo commands on the
+// model's stack, so Ctrl+Z undoes a cell edit in turn with node edits.
+class NotebookView::CellEdit : public QUndoCommand {
+ public:
+  CellEdit(NotebookView* view, nodes::Notebook after, const QString& text)
+      : QUndoCommand(text), view_(view), before_(view->notebook_), after_(std::move(after)) {}
+  void redo() override { view_->setNotebook(after_); }
+  void undo() override { view_->setNotebook(before_); }
+
+ private:
+  NotebookView* view_;
+  nodes::Notebook before_, after_;
+};
+
+void NotebookView::setNotebook(const nodes::Notebook& nb) {
+  notebook_ = nb;
+  syncFromDocument();
+}
+
+void NotebookView::pushEdit(nodes::Notebook after, const QString& text) {
+  if (after == notebook_) return;
+  model_->undoStack()->push(new CellEdit(this, std::move(after), text));
+}
+
+const nodes::Notebook& NotebookView::notebook() const {
+  return notebook_;
+}
+
+// [SECTION] document
+
+void NotebookView::addCell(nodes::CellKind kind) {
+  nodes::Notebook nb = notebook_;
+  size_t at = nb.cells.size();
+  if (auto i = index_of(nb, selected_.toStdString())) at = *i + 1;
+  nodes::Cell cell{.kind = kind};
+  // A fresh id: cell1, cell2, ...
+  for (int n = 1; cell.id.empty(); ++n)
+    if (!find_cell(nb, "cell" + std::to_string(n))) cell.id = "cell" + std::to_string(n);
+  if (kind == nodes::CellKind::Markdown) cell.source = "*Double-click to edit*";
+  nb.cells.insert(nb.cells.begin() + static_cast<std::ptrdiff_t>(at), cell);
+  nb.present = true;
+  pushEdit(std::move(nb), "Add cell " + QString::fromStdString(cell.id));
+  const QString id = QString::fromStdString(cell.id);
+  select(id);
+  if (auto* w = cellWidget(id); w && w->editor() && kind == nodes::CellKind::Lua)
+    w->editor()->setFocus();
+}
+
+void NotebookView::deleteSelected() {
+  if (selected_.isEmpty() || busy_) return;
+  const auto i = index_of(notebook_, selected_.toStdString());
+  if (!i) return;
+  nodes::Notebook nb = notebook_;
+  nb.cells.erase(nb.cells.begin() + static_cast<std::ptrdiff_t>(*i));
+  pushEdit(std::move(nb), "Delete cell " + selected_);
+  const auto& cells = notebook_.cells;
+  select(cells.empty() ? QString()
+                       : QString::fromStdString(cells[std::min(*i, cells.size() - 1)].id));
+}
+
+void NotebookView::setOnDemand(bool on) {
+  const auto i = index_of(notebook_, selected_.toStdString());
+  if (!i || notebook_.cells[*i].on_demand == on) return;
+  nodes::Notebook nb = notebook_;
+  nb.cells[*i].on_demand = on;
+  pushEdit(std::move(nb),
+           on ? "Run " + selected_ + " only when asked" : "Run " + selected_ + " reactively");
+}
+
+void NotebookView::setLazy(bool lazy) {
+  if (notebook_.lazy == lazy) return;
+  nodes::Notebook nb = notebook_;
+  nb.lazy = lazy;
+  pushEdit(std::move(nb), lazy ? "Lazy notebook" : "Reactive notebook");
+}
+
+void NotebookView::setSource(const QString& id, const QString& source) {
+  const auto i = index_of(notebook_, id.toStdString());
+  if (!i) return;
+  nodes::Notebook nb = notebook_;
+  nb.cells[*i].source = source.toStdString();
+  pushEdit(std::move(nb), "Edit cell " + id);
+}
+
+void NotebookView::rebuildWidgets() {
+  for (auto& [id, w] : widgets_) {
+    cells_layout_->removeWidget(w);
+    w->deleteLater();
+  }
+  widgets_.clear();
+  const QString dir = model_->path().empty()
+                          ? QString()
+                          : QFileInfo(QString::fromStdString(model_->path())).absolutePath();
+  int row = 0;
+  for (const auto& c : notebook_.cells) {
+    auto* w = new CellWidget(c);
+    const QString id = QString::fromStdString(c.id);
+    w->setBaseDir(dir);
+    w->setCompletions([this](const std::string& prefix) {
+      // The Lua state belongs to the worker while a run is in flight.
+      return busy_ ? std::vector<std::string>{} : session_->host().completions(prefix);
+    });
+    connect(w, &CellWidget::runRequested, this, [this](const QString& cid) { runCell(cid); });
+    connect(w, &CellWidget::selected, this, [this](const QString& cid) { select(cid); });
+    connect(w, &CellWidget::sourceEdited, this,
+            [this](const QString& cid, const QString& src) { setSource(cid, src); });
+    connect(w, &CellWidget::widgetChanged, this,
+            [this](const QString& name, const nlohmann::json& value) {
+              start([name = name.toStdString(), value](lua::NotebookSession& s) {
+                return s.set_widget(name, value);
+              });
+            });
+    cells_layout_->insertWidget(row++, w);
+    widgets_[id] = w;
+  }
+}
+
+void NotebookView::syncFromDocument() {
+  const nodes::Document& doc = model_->doc();
+  const bool graph_changed = doc.nodes != last_nodes_ || doc.links != last_links_;
+  last_nodes_ = doc.nodes;
+  last_links_ = doc.links;
+  actions_["lazy"]->setChecked(notebook_.lazy);
+  // Widgets: rebuilt when cells came, went or moved; else each shows its cell.
+  std::vector<std::string> ids, shown_ids;
+  for (const auto& c : notebook_.cells) ids.push_back(c.id);
+  for (const auto& [id, w] : widgets_) shown_ids.push_back(id.toStdString());
+  bool same = ids.size() == widgets_.size();
+  for (size_t i = 0; same && i < ids.size(); ++i) {
+    auto* w = cellWidget(QString::fromStdString(ids[i]));
+    same = w && cells_layout_->indexOf(w) == int(i) && w->cell().kind == notebook_.cells[i].kind;
+  }
+  if (!same)
+    rebuildWidgets();
+  else
+    for (const auto& c : notebook_.cells) widgets_[QString::fromStdString(c.id)]->setCell(c);
+  // The session: not while a run holds it; finished() syncs then.
+  if (busy_) {
+    pending_sync_ = true;
+    pending_project_ = pending_project_ || graph_changed;
+    return;
+  }
+  if (shown_ != notebook_.cells) {
+    session_->set_cells(notebook_.cells);
+    shown_ = notebook_.cells;
+  }
+  session_->set_lazy(notebook_.lazy);
+  if (graph_changed && !notebook_.cells.empty()) {
+    // Lazy: marks the readers stale. Reactive: re-runs them on the worker.
+    start([](lua::NotebookSession& s) { return s.mark_project_changed(); });
+    return;
+  }
+  refreshOutputs();
+}
+
+void NotebookView::refreshOutputs() {
+  std::map<std::string, QStringList> problems;
+  for (const auto& p : session_->problems())
+    for (const auto& c : p.cells) problems[c] << QString::fromStdString(p.reason);
+  for (const auto& c : shown_) {
+    CellWidget* w = cellWidget(QString::fromStdString(c.id));
+    if (!w) continue;
+    if (c.kind == nodes::CellKind::Lua) w->setOutput(session_->output(c.id), session_->stale(c.id));
+    w->setProblems(problems[c.id]);
+  }
+}
+
+// [SECTION] running
+
+bool NotebookView::start(Job job) {
+  if (busy_) return false;
+  cancel_ = false;
+  setBusy(true);
+  watcher_.setFuture(QtConcurrent::run([this, job = std::move(job)] { return job(*session_); }));
+  return true;
+}
+
+void NotebookView::finished() {
+  last_run_.clear();
+  for (const auto& id : watcher_.result()) last_run_ << QString::fromStdString(id);
+  if (auto* w = cellWidget(running_)) w->setRunning(false);
+  running_.clear();
+  setBusy(false);
+  if (pending_sync_) {
+    pending_sync_ = false;
+    if (pending_project_) last_nodes_.clear(), last_links_.clear();
+    pending_project_ = false;
+    syncFromDocument();
+  } else {
+    refreshOutputs();
+  }
+  Q_EMIT runFinished(last_run_);
+}
+
+void NotebookView::setBusy(bool busy) {
+  busy_ = busy;
+  actions_["stop"]->setEnabled(busy);
+  for (const char* name : {"run", "run-all", "run-to", "restart", "delete"})
+    actions_[name]->setEnabled(!busy);
+  Q_EMIT busyChanged(busy);
+}
+
+bool NotebookView::runCell(const QString& id) {
+  select(id);
+  return start([id = id.toStdString()](lua::NotebookSession& s) { return s.run(id); });
+}
+
+bool NotebookView::runSelected() {
+  return !selected_.isEmpty() && runCell(selected_);
+}
+
+bool NotebookView::runAll() {
+  return start([](lua::NotebookSession& s) { return s.run_all(); });
+}
+
+bool NotebookView::runToHere() {
+  if (selected_.isEmpty()) return false;
+  return start([id = selected_.toStdString()](lua::NotebookSession& s) { return s.run_to(id); });
+}
+
+void NotebookView::restart() {
+  if (busy_) return;
+  session_->restart();
+  refreshOutputs();
+}
+
+void NotebookView::stop() {
+  cancel_ = true;
+}
+
+}  // namespace mls::editor

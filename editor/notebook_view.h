@@ -1,0 +1,113 @@
+// The notebook beside the canvas: the cells in order (every add, delete and edit is an undo
+// command on the DocumentModel's stack; until Document::notebook holds them, the view keeps
+// them),
+// each drawn by a CellWidget with its output, and a NotebookSession that runs them on a
+// worker thread, one run at a time, with Stop. mls.project.current() in a cell is the open
+// project (through GuiThreadHistory, as in the Lua console); an edit on the canvas marks the
+// cells that read the project stale, or re-runs them.
+//
+//   auto* nb = new NotebookView(&model);
+//   nb->addCell(nodes::CellKind::Lua);          // after the selected cell; undoable
+//   nb->runCell("a");                           // returns at once; runFinished(ids) follows
+//   nb->stop();                                 // the running cell stops at its next instruction
+#pragma once
+
+#include <QFutureWatcher>
+#include <QStringList>
+#include <QWidget>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "editor/cell_widget.h"
+#include "editor/document_model.h"
+#include "editor/gui_thread_history.h"
+#include "engine/train/telemetry.h"
+#include "nodes/notebook.h"
+#include "scripting/notebook/session.h"
+
+class QAction;
+class QScrollArea;
+class QToolBar;
+class QVBoxLayout;
+
+namespace mls::editor {
+
+class NotebookView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit NotebookView(DocumentModel* model, const std::string& db_path = "mlstudio-runs.db",
+                        QWidget* parent = nullptr);
+  ~NotebookView() override;
+
+  // [Commands] Each run returns at once (false: a run is in flight); runFinished follows.
+  void addCell(nodes::CellKind kind);
+  void deleteSelected();
+  bool runCell(const QString& id);
+  bool runAll();
+  bool runToHere();
+  bool runSelected();
+  void restart();
+  void stop();
+  void setLazy(bool lazy);
+  void setOnDemand(bool on);
+
+  bool busy() const { return busy_; }
+  QString selected() const { return selected_; }
+  void select(const QString& id);
+  CellWidget* cellWidget(const QString& id) const;
+  QStringList cellIds() const;
+  QToolBar* toolbar() const { return toolbar_; }
+  QAction* action(const QString& name) const;  // "add-lua", "run", "stop", "lazy", ...
+  lua::NotebookSession& session() { return *session_; }
+  const nodes::Notebook& notebook() const;
+  // The ids the last run ran, in order.
+  const QStringList& lastRun() const { return last_run_; }
+
+ Q_SIGNALS:
+  void runFinished(const QStringList& ran);
+  void busyChanged(bool busy);
+  // A cell trained: its live feed, for the Instruments tab.
+  void liveRunStarted(std::shared_ptr<mls::Telemetry> telemetry);
+
+ private:
+  class CellEdit;
+  void setNotebook(const nodes::Notebook& nb);
+  void pushEdit(nodes::Notebook after, const QString& text);
+  void setSource(const QString& id, const QString& source);
+  using Job = std::function<std::vector<std::string>(lua::NotebookSession&)>;
+  bool start(Job job);
+  void finished();
+  // The document's cells changed (edit, undo, load): the widgets and the session follow.
+  void syncFromDocument();
+  void refreshOutputs();
+  void rebuildWidgets();
+  void setBusy(bool busy);
+
+  DocumentModel* model_;
+  nodes::Notebook notebook_;
+  GuiThreadHistory bridge_;
+  std::unique_ptr<lua::NotebookSession> session_;
+  std::atomic<bool> cancel_{false};
+  QFutureWatcher<std::vector<std::string>> watcher_;
+  bool busy_ = false;
+  bool pending_sync_ = false;     // the document changed while a run was in flight
+  bool pending_project_ = false;  // ...and so did the graph
+  // The nodes and links last seen, to tell a canvas edit from a cell edit.
+  std::vector<nodes::NodeDoc> last_nodes_;
+  std::vector<nodes::LinkDoc> last_links_;
+  QString running_;
+  QString selected_;
+  QStringList last_run_;
+  std::vector<nodes::Cell> shown_;  // the cells the widgets and the session have
+  std::map<QString, CellWidget*> widgets_;
+  QToolBar* toolbar_;
+  QScrollArea* scroll_;
+  QWidget* cells_box_;
+  QVBoxLayout* cells_layout_;
+  std::map<QString, QAction*> actions_;
+};
+
+}  // namespace mls::editor
