@@ -563,6 +563,11 @@ bool NotebookSession::reads_project(const std::string& id) const {
   return a && a->symbols.reads_project;
 }
 
+void NotebookSession::restore_outputs(const std::map<std::string, CellOutput>& saved) {
+  for (const auto& [id, out] : saved)
+    if (impl_->analysed(id)) impl_->outputs[id] = out;
+}
+
 std::string NotebookSession::current_hash(const std::string& id) const {
   return impl_->hash_of(id);
 }

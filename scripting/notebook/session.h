@@ -72,6 +72,9 @@ class NotebookSession {
   std::vector<std::string> mark_project_changed();
   // A fresh Lua state: every output kept, every cell stale.
   void restart();
+  // Outputs saved by an earlier run (notebook/outputs.h) become the cells' outputs, so that
+  // current_hash() compares with them; the cells stay stale (nothing ran in this state).
+  void restore_outputs(const std::map<std::string, CellOutput>& saved);
 
   // Stops the running cell at its next instruction (and mls.train after its step).
   void set_interrupt(const std::atomic<bool>* flag);
