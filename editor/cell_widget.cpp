@@ -224,10 +224,10 @@ CellWidget::CellWidget(const nodes::Cell& cell, QWidget* parent) : QFrame(parent
     });
     showMarkdown(false);
   } else {
-    auto* view = new QLabel(QString::fromStdString("view: " + cell.view));
-    view->setObjectName("cell.view");
-    view->setMinimumHeight(40);
-    lay->addWidget(view);
+    view_ = new QLabel(QString::fromStdString("view: " + cell.view));
+    view_->setObjectName("cell.view");
+    view_->setMinimumHeight(40);
+    lay->addWidget(view_);
   }
   stale_ = new QLabel("stale");
   stale_->setObjectName("cell.stale");
@@ -237,14 +237,14 @@ CellWidget::CellWidget(const nodes::Cell& cell, QWidget* parent) : QFrame(parent
   outputs_ = new QWidget;
   outputs_layout_ = new QVBoxLayout(outputs_);
   outputs_layout_->setContentsMargins(0, 0, 0, 0);
-  text_ = new QLabel;
+  text_ = new QLabel(outputs_);
   text_->setObjectName("cell.text");
   text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   QFont mono("monospace");
   mono.setStyleHint(QFont::Monospace);
   text_->setFont(mono);
   text_->hide();
-  error_ = new QLabel;
+  error_ = new QLabel(outputs_);
   error_->setObjectName("cell.error");
   error_->setWordWrap(true);
   error_->setStyleSheet("color: #b00020;");
@@ -264,6 +264,14 @@ void CellWidget::setCell(const nodes::Cell& cell) {
     setting_ = false;
   }
   if (rendered_ && !editingMarkdown()) showMarkdown(false);
+}
+
+void CellWidget::setViewWidget(QWidget* w) {
+  if (!view_ || !w) return;
+  w->setObjectName("cell.view");
+  layout()->replaceWidget(view_, w);
+  view_->deleteLater();
+  view_ = w;
 }
 
 void CellWidget::setBaseDir(const QString& dir) {
@@ -349,8 +357,8 @@ void CellWidget::setOutput(const lua::CellOutput* out, bool stale) {
     QString t = QString::fromStdString(out->text);
     if (t.endsWith('\n')) t.chop(1);
     text_->setText(t);
-    text_->show();
     outputs_layout_->addWidget(text_);
+    text_->show();
   }
   for (const auto& f : out->figures) {
     auto* svg = new QSvgWidget;
@@ -365,8 +373,8 @@ void CellWidget::setOutput(const lua::CellOutput* out, bool stale) {
     QString e = QString::fromStdString(out->error);
     if (out->error_line > 0) e = QString("line %1: ").arg(out->error_line) + e;
     error_->setText(e);
-    error_->show();
     outputs_layout_->addWidget(error_);
+    error_->show();
   }
 }
 

@@ -74,6 +74,9 @@ class CellWidget : public QFrame {
   void setRunning(bool running);
   // For Markdown images: the project's folder.
   void setBaseDir(const QString& dir);
+  // A view cell's live view of the project (the cell owns it).
+  void setViewWidget(QWidget* w);
+  QWidget* viewWidget() const { return view_; }
   void setCompletions(std::function<std::vector<std::string>(const std::string&)> f);
 
   CodeEdit* editor() const { return edit_; }
@@ -105,6 +108,7 @@ class CellWidget : public QFrame {
   nodes::Cell cell_;
   QString base_dir_;
   QLabel* title_ = nullptr;
+  QWidget* view_ = nullptr;
   CodeEdit* edit_ = nullptr;
   QTextBrowser* rendered_ = nullptr;
   QWidget* outputs_ = nullptr;

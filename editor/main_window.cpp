@@ -22,6 +22,7 @@
 #include <QStatusBar>
 #include <QStyle>
 #include <QStyleFactory>
+#include <QGraphicsView>
 #include <QTabWidget>
 #include <QToolBar>
 #include <QtConcurrent/QtConcurrent>
@@ -237,6 +238,20 @@ void MainWindow::buildDocks() {
   ins->setWidget(inspector_);
   addDockWidget(Qt::RightDockWidgetArea, ins);
   // The notebook beside the canvas: its cells and the graph are seen together.
+  // A graph view cell: a live picture of the canvas's scene (the same scene, read only).
+  notebook_->setViewFactory([this](const std::string& view) -> QWidget* {
+    if (view != "graph") return nullptr;
+    auto* v = new QGraphicsView(scene_);
+    v->setInteractive(false);
+    v->setRenderHint(QPainter::Antialiasing);
+    v->setMinimumHeight(260);
+    v->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    v->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    auto fit = [v, this] { v->fitInView(scene_->itemsBoundingRect().adjusted(-20, -20, 20, 20), Qt::KeepAspectRatio); };
+    connect(&model_, &DocumentModel::changed, v, fit);
+    QTimer::singleShot(0, v, fit);
+    return v;
+  });
   auto* nb = new QDockWidget("Notebook", this);
   nb->setObjectName("dock.notebook");
   nb->setWidget(notebook_);

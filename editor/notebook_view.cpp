@@ -83,6 +83,8 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
       [this] { addCell(nodes::CellKind::Markdown); });
   add("delete", "Delete", "Delete the selected cell (Ctrl+Z restores it)",
       [this] { deleteSelected(); });
+  add("add-view", "+ Graph", "Add a view cell: a live picture of the model graph",
+      [this] { addViewCell("graph"); });
   toolbar_->addSeparator();
   add("run", "Run", "Run the selected cell and its dependents (Shift+Enter)",
       [this] { runSelected(); });
@@ -183,15 +185,24 @@ const nodes::Notebook& NotebookView::notebook() const {
 
 // [SECTION] document
 
+void NotebookView::addViewCell(const std::string& view) {
+  addCell({.kind = nodes::CellKind::View, .view = view});
+}
+
 void NotebookView::addCell(nodes::CellKind kind) {
+  addCell(nodes::Cell{.kind = kind});
+}
+
+void NotebookView::addCell(nodes::Cell cell) {
+  const nodes::CellKind kind = cell.kind;
   nodes::Notebook nb = notebook_;
   size_t at = nb.cells.size();
   if (auto i = index_of(nb, selected_.toStdString())) at = *i + 1;
-  nodes::Cell cell{.kind = kind};
   // A fresh id: cell1, cell2, ...
   for (int n = 1; cell.id.empty(); ++n)
     if (!find_cell(nb, "cell" + std::to_string(n))) cell.id = "cell" + std::to_string(n);
-  if (kind == nodes::CellKind::Markdown) cell.source = "*Double-click to edit*";
+  if (kind == nodes::CellKind::Markdown && cell.source.empty())
+    cell.source = "*Double-click to edit*";
   nb.cells.insert(nb.cells.begin() + static_cast<std::ptrdiff_t>(at), cell);
   nb.present = true;
   pushEdit(std::move(nb), "Add cell " + QString::fromStdString(cell.id));
@@ -251,6 +262,7 @@ void NotebookView::rebuildWidgets() {
     auto* w = new CellWidget(c);
     const QString id = QString::fromStdString(c.id);
     w->setBaseDir(dir);
+    if (c.kind == nodes::CellKind::View && view_factory_) w->setViewWidget(view_factory_(c.view));
     w->setCompletions([this](const std::string& prefix) {
       // The Lua state belongs to the worker while a run is in flight.
       return busy_ ? std::vector<std::string>{} : session_->host().completions(prefix);
@@ -283,7 +295,8 @@ void NotebookView::syncFromDocument() {
   bool same = ids.size() == widgets_.size();
   for (size_t i = 0; same && i < ids.size(); ++i) {
     auto* w = cellWidget(QString::fromStdString(ids[i]));
-    same = w && cells_layout_->indexOf(w) == int(i) && w->cell().kind == notebook_.cells[i].kind;
+    same = w && cells_layout_->indexOf(w) == int(i) && w->cell().kind == notebook_.cells[i].kind &&
+           w->cell().view == notebook_.cells[i].view;
   }
   if (!same)
     rebuildWidgets();

@@ -44,6 +44,7 @@ class NotebookView : public QWidget {
 
   // [Commands] Each run returns at once (false: a run is in flight); runFinished follows.
   void addCell(nodes::CellKind kind);
+  void addCell(nodes::Cell cell);  // a fresh id when it has none
   void deleteSelected();
   bool runCell(const QString& id);
   bool runAll();
@@ -53,6 +54,12 @@ class NotebookView : public QWidget {
   void stop();
   void setLazy(bool lazy);
   void setOnDemand(bool on);
+
+  // Makes a view cell's live view ("graph", "step", "dashboard", "memory"); null: its name.
+  void setViewFactory(std::function<QWidget*(const std::string& view)> f) {
+    view_factory_ = std::move(f);
+  }
+  void addViewCell(const std::string& view);
 
   bool busy() const { return busy_; }
   QString selected() const { return selected_; }
@@ -108,6 +115,7 @@ class NotebookView : public QWidget {
   QWidget* cells_box_;
   QVBoxLayout* cells_layout_;
   std::map<QString, QAction*> actions_;
+  std::function<QWidget*(const std::string&)> view_factory_;
 };
 
 }  // namespace mls::editor

@@ -2,6 +2,7 @@
 // the toolbar and on the widgets under a cell (QTest events, never values set from code).
 #include <QCheckBox>
 #include <QComboBox>
+#include <QGraphicsView>
 #include <QLabel>
 #include <QPushButton>
 #include <QSlider>
@@ -418,4 +419,18 @@ TEST_CASE("a deleted cell comes back with Ctrl+Z", "[editor][notebook]") {
   QApplication::processEvents();
   REQUIRE(nb->cellIds() == QStringList{a, b});
   CHECK(nb->cellWidget(a)->editor()->toPlainText() == "x = 1");
+}
+
+TEST_CASE("a graph view cell shows the canvas's scene, live", "[editor][notebook]") {
+  EditorFixture fx;
+  fx.open_example("fashion-mnist-mlp.mls");
+  NotebookView* nb = fx.window->notebook();
+  click_action(nb, "add-view");
+  REQUIRE(nb->cellIds().size() == 1);
+  CellWidget* w = nb->cellWidget(nb->cellIds()[0]);
+  auto* view = qobject_cast<QGraphicsView*>(w->viewWidget());
+  REQUIRE(view);
+  CHECK(view->scene() == fx.window->view()->scene());
+  CHECK_FALSE(view->isInteractive());
+  CHECK(nb->notebook().cells[0].view == "graph");
 }
