@@ -282,14 +282,25 @@ class Parser : FieldReader {
     return {};
   }
 
-  // layout and notebook belong to the editor; they are kept as they are.
+  // The layout belongs to the editor; it is kept as it is. The notebook is read by
+  // parse_notebook (a bad cell is left out with a warning when salvaging).
   Result<void> extras(const json& root) {
     auto layout = section(root, "", "layout");
     if (!layout) return layout.error();
     if (*layout) doc_.layout = **layout;
     auto notebook = section(root, "", "notebook");
     if (!notebook) return notebook.error();
-    if (*notebook) doc_.notebook = **notebook;
+    if (*notebook) {
+      auto nb = salvage_ ? parse_notebook(**notebook, source_, doc_.warnings)
+                         : parse_notebook(**notebook, source_);
+      if (!nb && salvage_) {
+        doc_.warnings.push_back(nb.error().message + " (notebook left out)");
+      } else if (!nb) {
+        return nb.error();
+      } else {
+        doc_.notebook = std::move(*nb);
+      }
+    }
     return {};
   }
 

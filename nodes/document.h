@@ -28,7 +28,7 @@
 //                  "clip_grad_norm": 0, "clip_grad_value": 0, "early_stopping": {...}},
 //                  (every key in nodes/training_spec.h)
 //     "layout": {"fc1": {"x": 40, "y": 80}, ...},  canvas positions; no meaning to training
-//     "notebook": {"cells": []}                   Lua/Markdown cells; kept verbatim
+//     "notebook": {"lazy": false, "cells": [...]}  Lua, Markdown and view cells (nodes/notebook.h)
 //   }
 //
 // Every section but format_version and model is optional and takes the defaults shown.
@@ -50,6 +50,7 @@
 #include "engine/core/result.h"
 #include "datasets/dataset_spec.h"
 #include "nodes/catalogue.h"
+#include "nodes/notebook.h"
 #include "nodes/training_spec.h"
 
 namespace mls::nodes {
@@ -90,7 +91,7 @@ struct Document {
   std::string weights;
   TrainingSpec training;
   nlohmann::json layout = nlohmann::json::object();  // node id -> {"x":..,"y":..}
-  nlohmann::json notebook;                           // null when the file has none
+  Notebook notebook;  // nodes/notebook.h; present false when the file has none
   // Things the loader fixed or ignored (renamed types, unknown keys). Not saved.
   std::vector<std::string> warnings;
 

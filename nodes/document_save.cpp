@@ -16,7 +16,8 @@ ordered params_json(const NodeDoc& node, const NodeCatalogue& catalogue) {
   const NodeTypeDef* def = catalogue.find(node.type);
   if (def)
     for (const ParamDef& p : def->params)
-      if (node.params.contains(p.name) && (p.saved_when_default || node.params.at(p.name) != p.default_value))
+      if (node.params.contains(p.name) &&
+          (p.saved_when_default || node.params.at(p.name) != p.default_value))
         out[p.name] = ordered(node.params.at(p.name));
   if (node.params.is_object())
     for (const auto& [key, value] : node.params.items())
@@ -63,7 +64,8 @@ std::string serialize_document(const Document& doc, const NodeCatalogue& catalog
 
   root["training"] = training_json(doc.training);
   root["layout"] = layout_json(doc);
-  if (!doc.notebook.is_null()) root["notebook"] = ordered(doc.notebook);
+  if (doc.notebook.present || doc.notebook.lazy || !doc.notebook.cells.empty())
+    root["notebook"] = notebook_to_ordered_json(doc.notebook);
   // `replace` rather than throwing on a string that is not UTF-8: saving must not abort.
   return root.dump(2, ' ', false, ordered::error_handler_t::replace) + "\n";
 }

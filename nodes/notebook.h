@@ -67,5 +67,13 @@ struct Notebook {
 // and save (the form above).
 Result<Notebook> parse_notebook(const nlohmann::json& j, const std::string& source_name);
 nlohmann::json notebook_to_json(const Notebook& nb);
+// The same in the saved key order ("lazy" before "cells"; "id", "kind", "source"/"view",
+// "on_demand"): what save_document writes.
+nlohmann::ordered_json notebook_to_ordered_json(const Notebook& nb);
+// GraphCheck::Salvage: a cell that cannot be read (or a duplicate id) is left out and its
+// message, ending " (cell left out)", added to `salvage_warnings`; the section's own errors
+// still fail.
+Result<Notebook> parse_notebook(const nlohmann::json& j, const std::string& source_name,
+                                std::vector<std::string>& salvage_warnings);
 
 }  // namespace mls::nodes

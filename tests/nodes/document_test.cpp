@@ -74,7 +74,8 @@ TEST_CASE("the Fashion-MNIST example loads with its nodes, links and settings", 
   CHECK(logits->from_port == "out");
   CHECK(doc->nodes[*find_loss_node(*doc)].id == "loss");
   CHECK(doc->layout.at("fc1").at("x") == 400);
-  CHECK(doc->notebook == nlohmann::json{{"cells", nlohmann::json::array()}});
+  CHECK(doc->notebook.present);
+  CHECK(doc->notebook.cells.empty());
 
   std::vector<std::string> order = ids_in_order(*doc);
   CHECK(order == std::vector<std::string>{"image", "flat", "fc1", "relu1", "fc2", "relu2", "fc3",
@@ -98,7 +99,7 @@ TEST_CASE("defaults apply to the sections a file leaves out", "[nodes]") {
   CHECK(doc->training.optimizer.lr == 0.01);
   CHECK(doc->training.optimizer.momentum == 0.0);
   CHECK(doc->dataset.path == "/usr/share/datasets/fashion-mnist");
-  CHECK(doc->notebook.is_null());
+  CHECK_FALSE(doc->notebook.present);
 
   j["training"] = {{"optimizer", {{"type", "adam"}}}, {"mode", "eager"}};
   j["dataset"] = {{"source", "mnist"}, {"path", "/data/mnist"}, {"limit", 1000}};
@@ -134,7 +135,7 @@ TEST_CASE("save then load gives the same document", "[nodes]") {
   doc->training.optimizer.lr = 3e-4;
   doc->training.optimizer.weight_decay = 0.01;
   doc->dataset.test_limit = 500;
-  doc->notebook = {{"cells", {{{"kind", "lua"}, {"source", "print(1)"}}}}};
+  doc->notebook.cells = {{.id = "c1", .source = "print(1)"}};
   doc->layout["ghost"] = {{"x", 1}, {"y", 2}};
 
   const auto dir = std::filesystem::temp_directory_path() / "mls_nodes_roundtrip";
