@@ -61,6 +61,8 @@ int open_mls(lua_State* L) {
   open_train_lib(L);
   open_project_lib(L);
   open_onnx_lib(L);
+  open_plot_lib(L);
+  open_ui_lib(L);
   const luaL_Reg extra[] = {{"is_tensor", is_tensor}, {nullptr, nullptr}};
   set_funcs(L, extra);
   lua_pushstring(L, "0.1.0");
