@@ -92,6 +92,20 @@ struct LuaOptions {
 };
 int lua_command(const LuaOptions& o);
 
+// `mlstudio notebook run|check|export P.mls`: the project's notebook cells, headless
+// (app/notebook_command.cpp).
+struct NotebookOptions {
+  std::string action;  // "run", "check", "export"
+  std::string project;
+  std::string html, lua;            // export targets (run: --html too)
+  std::vector<std::string> params;  // name=value
+  std::string figures;              // run: each figure as DIR/ID-N.svg
+  bool trust = false;
+  double tolerance = 1e-6;  // check: relative tolerance of numbers
+  std::string db = "mlstudio-runs.db";
+};
+int notebook_command(const NotebookOptions& o);
+
 int export_command(const runner::ExportOptions& o, bool json);
 int import_command(const runner::ImportOptions& o);
 

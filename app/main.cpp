@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "engine/core/field_text.h"
 #include "engine/core/op.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/onnx/onnx_file.h"
-#include "engine/core/field_text.h"
 #include "nodes/training_spec.h"
 #include "runner/backends.h"
 #ifdef MLSTUDIO_WITH_GUI
@@ -70,7 +70,8 @@ void add_project_overrides(CLI::App& c, mls::app::ProjectOptions& p) {
   c.add_option("--lr", p.lr, "Override the learning rate")->check(finite(false));
   c.add_option("--seed", p.seed, "Override the seed (initialisation and shuffling)")
       ->check(whole<uint64_t>(0, std::numeric_limits<uint64_t>::max()));
-  c.add_option("--device", p.device, "cpu; vulkan or cuda where this build has them (a second GPU: vulkan:1)");
+  c.add_option("--device", p.device,
+               "cpu; vulkan or cuda where this build has them (a second GPU: vulkan:1)");
   c.add_option("--mode", p.mode, "static (compiled graph) or eager (define-by-run)");
   c.add_option(
       "--precision", p.precision,
@@ -157,8 +158,9 @@ int main(int argc, char** argv) {
       ->check(whole<int64_t>(1, 1'000'000));
   graph_cmd->add_option("--batch", graph.batch, "Batch size (default: the project's)")
       ->check(kBatch);
-  graph_cmd->add_option("--device", graph.project.device,
-                        "The device whose step --plan, --passes and --profile show (default: the project's)");
+  graph_cmd->add_option(
+      "--device", graph.project.device,
+      "The device whose step --plan, --passes and --profile show (default: the project's)");
   graph_cmd->add_option(
       "--precision", graph.project.precision,
       "f32, bf16 or f16: the forward as mixed-precision training compiles it, its matrix "
@@ -229,10 +231,13 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingFile);
   export_cmd->add_option("--onnx", exp.out, "The ONNX file to write")->required();
-  export_cmd->add_option("--run", exp.run_id, "The trained run whose weights to export (none: the project's initial weights)")
+  export_cmd
+      ->add_option("--run", exp.run_id,
+                   "The trained run whose weights to export (none: the project's initial weights)")
       ->check(kId);
   export_cmd->add_option("--db", exp.db, "The run database (SQLite)")->capture_default_str();
-  export_cmd->add_option("--checkpoint", exp.checkpoint, "best, last or auto")->capture_default_str();
+  export_cmd->add_option("--checkpoint", exp.checkpoint, "best, last or auto")
+      ->capture_default_str();
   export_cmd->add_option("--opset", exp.opset, "ONNX operator set")
       ->capture_default_str()
       ->check(whole<int64_t>(13, mls::onnx::kNewestOpset));
@@ -242,28 +247,38 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(whole<int64_t>(1, 100000));
   export_cmd->add_flag("--int8", exp.int8,
-                       "Post-training int8 quantization (QDQ): int8 weights, uint8 activations calibrated on training batches");
+                       "Post-training int8 quantization (QDQ): int8 weights, uint8 activations "
+                       "calibrated on training batches");
   export_cmd
       ->add_option("--calibration-batches", exp.calibration_batches,
                    "With --int8: batches of 64 to calibrate on")
       ->capture_default_str()
       ->check(whole<int64_t>(1, 100000));
   export_cmd->add_option("--save-outputs", exp.save_outputs,
-                         "Also write mlstudio's outputs on the test split to this NPY file (to compare other runtimes)");
-  export_cmd->add_option("--test-limit", exp.project.test_limit, "Use the first N test samples only")->check(kCount);
-  export_cmd->add_option("--limit", exp.project.limit, "Load only the first N training samples")->check(kCount);
+                         "Also write mlstudio's outputs on the test split to this NPY file (to "
+                         "compare other runtimes)");
+  export_cmd
+      ->add_option("--test-limit", exp.project.test_limit, "Use the first N test samples only")
+      ->check(kCount);
+  export_cmd->add_option("--limit", exp.project.limit, "Load only the first N training samples")
+      ->check(kCount);
   export_cmd->add_flag("--json", export_json, "JSON output");
 
   mls::runner::ImportOptions imp;
-  auto* import_cmd = app.add_subcommand("import", "Turn an ONNX model into an editable, trainable project");
+  auto* import_cmd =
+      app.add_subcommand("import", "Turn an ONNX model into an editable, trainable project");
   import_cmd->add_option("model", imp.model, "The ONNX file")->required()->check(CLI::ExistingFile);
-  import_cmd->add_option("-o,--output", imp.out, "The project to write (.mls); its weights go beside it")->required();
-  import_cmd->add_option("--dataset", imp.dataset,
-                         "The data to train on, SOURCE[:PATH] (default: what an mlstudio export recorded)");
+  import_cmd
+      ->add_option("-o,--output", imp.out, "The project to write (.mls); its weights go beside it")
+      ->required();
+  import_cmd->add_option(
+      "--dataset", imp.dataset,
+      "The data to train on, SOURCE[:PATH] (default: what an mlstudio export recorded)");
   import_cmd->add_flag("--force", imp.force, "Replace an existing project");
 
   auto* devices_cmd = app.add_subcommand(
-      "devices", "List the devices this build and machine have (for --device and the editor's picker)");
+      "devices",
+      "List the devices this build and machine have (for --device and the editor's picker)");
 
   mls::app::LuaOptions lua;
   auto* lua_cmd =
@@ -285,7 +300,8 @@ int main(int argc, char** argv) {
       ->check(finite(true));
   lua_cmd
       ->add_option("--memory-limit", lua.memory_limit_mib,
-                   "Sandbox: the memory a script may hold (Lua heap and tensors), in MiB; the jail lets it map as much beyond start-up (0: no limit)")
+                   "Sandbox: the memory a script may hold (Lua heap and tensors), in MiB; the jail "
+                   "lets it map as much beyond start-up (0: no limit)")
       ->capture_default_str()
       ->check(kCount);
   lua_cmd
@@ -302,6 +318,37 @@ int main(int argc, char** argv) {
       ->check(kCount);
   lua_cmd->prefix_command(false);
   lua_cmd->allow_extras(false);
+
+  mls::app::NotebookOptions nbo;
+  auto* nb_cmd = app.add_subcommand("notebook", "Run, check or export a project's notebook cells");
+  nb_cmd->require_subcommand(1);
+  for (const char* action : {"run", "check", "export"}) {
+    auto* c = nb_cmd->add_subcommand(
+        action, std::string(action) == "run"
+                    ? "Run every cell in dependency order and save the outputs"
+                : std::string(action) == "check"
+                    ? "Run again in a fresh state and compare with the saved outputs"
+                    : "Write the notebook as a self-contained HTML page or a Lua script");
+    c->add_option("project", nbo.project, "The project (.mls)")->required();
+    c->add_option("--html", nbo.html, "Write the notebook with its outputs as an HTML page");
+    if (std::string(action) == "export")
+      c->add_option("--lua", nbo.lua, "Write the code cells as a Lua script");
+    if (std::string(action) != "export") {
+      c->add_option(
+          "--param", nbo.params,
+          "name=value: a widget of that name takes the value, and the global is set before the "
+          "cells run (number, true/false or string)");
+      c->add_flag("--trust", nbo.trust,
+                  "Lift the sandbox (the cells may read and write outside the project's folder)");
+      c->add_option("--db", nbo.db, "The run database that mls.train writes to");
+    }
+    if (std::string(action) == "run")
+      c->add_option("--figures", nbo.figures, "Write each figure as DIR/ID-N.svg");
+    if (std::string(action) == "check")
+      c->add_option("--tolerance", nbo.tolerance,
+                    "Relative tolerance of numbers in outputs (default 1e-6)");
+    c->callback([&nbo, action] { nbo.action = action; });
+  }
 
   std::string gui_path;
   app.add_option("project", gui_path, "Open this project (.mls) in the editor")
@@ -332,10 +379,12 @@ int main(int argc, char** argv) {
 
   if (*devices_cmd) {
     for (const auto& d : mls::runner::describe_devices())
-      std::printf("%-10s %s%s\n", d.name.c_str(), d.available ? "" : "(unavailable) ", d.detail.c_str());
+      std::printf("%-10s %s%s\n", d.name.c_str(), d.available ? "" : "(unavailable) ",
+                  d.detail.c_str());
     return 0;
   }
   if (*lua_cmd) return mls::app::lua_command(lua);
+  if (*nb_cmd) return mls::app::notebook_command(nbo);
   if (*graph_cmd) return mls::app::graph_command(graph);
   if (*eval_cmd) return mls::app::eval_command(eval);
   if (*predict_cmd) return mls::app::predict_command(predict);
@@ -350,7 +399,8 @@ int main(int argc, char** argv) {
     run.project.path = run_path;
     return mls::app::run_command(run);
   }
-  if (!run.profile.empty()) return mls::app::fail("--profile FILE.json traces a headless run: add --run P.mls");
+  if (!run.profile.empty())
+    return mls::app::fail("--profile FILE.json traces a headless run: add --run P.mls");
 #ifdef MLSTUDIO_WITH_GUI
   return mls::editor::run_gui(argc, argv, gui_path);
 #else

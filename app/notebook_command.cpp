@@ -1,0 +1,483 @@
+// `mlstudio notebook run|check|export P.mls`: a project's notebook cells, headless.
+//
+// run:    every cell in dependency order (one Lua state, sandboxed under the project's
+//         folder unless --trust), a line per cell, the outputs saved beside the project
+//         (P.outputs.json); exit 1 on the first failed cell, naming it and its line.
+// check:  the same run in a fresh state, compared with the saved outputs (numbers within
+//         a relative tolerance); "same", or the first cell that differs and the line.
+// export: a self-contained HTML page (Markdown through md4c-html, saved outputs, figures
+//         inline as SVG, stale outputs marked) or a Lua script that runs alone.
+//
+// --param name=value: a widget of that name takes the value (Runtime::widget_values), and
+// the value is set as the global `name` before the cells run (a number, true/false, or a
+// string); a cell that assigns the global plainly wins over the parameter.
+#include <md4c-html.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "app/commands.h"
+#include "engine/core/atomic_file.h"
+#include "engine/cpu/cpu_backend.h"
+#include "nodes/document.h"
+#include "nodes/edit.h"
+#include "nodes/notebook.h"
+#include "scripting/notebook/cell_analysis.h"
+#include "scripting/notebook/cell_graph.h"
+#include "scripting/notebook/outputs.h"
+#include "scripting/notebook/session.h"
+#include "scripting/runtime.h"
+
+namespace mls::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+using lua::CellOutput;
+using nlohmann::json;
+using nodes::Cell;
+using nodes::CellKind;
+
+struct Loaded {
+  nodes::Document doc;
+  std::vector<Cell> cells;
+};
+
+Result<Loaded> load(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return make_error(path + ": file not found");
+  auto doc = nodes::load_document(path);
+  if (!doc) return doc.error();
+  std::vector<Cell> cells = doc->notebook.cells;
+  bool any = false;
+  for (const auto& c : cells) any = any || c.kind != CellKind::View;
+  if (!any) return make_error(path + " has no notebook cells");
+  return Loaded{std::move(*doc), std::move(cells)};
+}
+
+lua::ScriptOptions script_options(const NotebookOptions& o) {
+  lua::ScriptOptions so;
+  so.sandbox = !o.trust;
+  so.root = fs::absolute(o.project).parent_path().lexically_normal().string();
+  so.db_path = o.db;
+  return so;
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+// "name=value": the value as JSON (number, bool or string) and as a Lua literal.
+Result<std::pair<std::string, json>> parse_param(const std::string& p) {
+  const auto eq = p.find('=');
+  if (eq == std::string::npos) return make_error("--param " + p + ": expected name=value");
+  std::string name = p.substr(0, eq), text = p.substr(eq + 1);
+  if (!is_identifier(name))
+    return make_error("--param " + p + ": '" + name + "' is not a Lua name");
+  if (text == "true") return std::pair{name, json(true)};
+  if (text == "false") return std::pair{name, json(false)};
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(v))
+    return std::pair{name, json(v)};
+  return std::pair{name, json(text)};
+}
+
+std::string lua_literal(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number()) {
+    std::ostringstream s;
+    s.precision(17);
+    s << v.get<double>();
+    return s.str();
+  }
+  const std::string text = v.get<std::string>();
+  std::string eqs;
+  while (text.find("]" + eqs + "]") != std::string::npos) eqs += "=";
+  return "[" + eqs + "[" + text + "]" + eqs + "]";
+}
+
+// A notebook run: the session, the project it reads, the outputs in notebook order.
+struct Run {
+  std::unique_ptr<nodes::OwnedHistory> history;
+  std::unique_ptr<lua::NotebookSession> session;
+  lua::SavedOutputs outputs;
+  std::vector<std::string> order;  // the cells as they ran
+  std::string first_error;         // "cell data:3: ..." of the first failed cell
+};
+
+Result<Run> run_notebook(const NotebookOptions& o, Loaded& nb, bool print_lines) {
+  Run r;
+  r.history = std::make_unique<nodes::OwnedHistory>(nb.doc);
+  r.session = std::make_unique<lua::NotebookSession>(cpu::backend(), script_options(o));
+  auto& rt = r.session->host().runtime();
+  rt.project = r.history.get();
+  rt.project_path = fs::absolute(o.project).string();
+  for (const auto& p : o.params) {
+    auto kv = parse_param(p);
+    if (!kv) return kv.error();
+    rt.widget_values[kv->first] = kv->second;
+    auto set =
+        r.session->host().run_string(kv->first + " = " + lua_literal(kv->second), "=--param");
+    if (!set) return make_error("--param " + p + ": " + set.error().message);
+  }
+  r.session->on_cell_finished = [&](const CellOutput& out) {
+    if (print_lines)
+      std::printf("%-20s %8.3f s  %s\n", terminal_safe(out.cell_id).c_str(), out.seconds,
+                  out.ok ? "ok" : "error");
+    std::fflush(stdout);
+  };
+  r.session->set_cells(nb.cells);
+  r.order = r.session->run_all();
+  for (const auto& c : nb.cells) {
+    if (c.kind != CellKind::Lua) continue;
+    const CellOutput* out = r.session->output(c.id);
+    if (!out) continue;
+    CellOutput saved = *out;
+    saved.cell_id = c.id;
+    if (saved.hash.empty()) saved.hash = r.session->current_hash(c.id);
+    r.outputs[c.id] = saved;
+  }
+  for (const auto& id : r.order) {
+    auto it = r.outputs.find(id);
+    if (it != r.outputs.end() && !it->second.ok) {
+      r.first_error = it->second.error.empty() ? "cell " + id + ": failed" : it->second.error;
+      if (r.first_error.rfind("cell ", 0) != 0) r.first_error = "cell " + id + ": " + r.first_error;
+      break;
+    }
+  }
+  return r;
+}
+
+// [SECTION] Comparing outputs: text exactly, numbers within a relative tolerance
+
+struct Token {
+  bool number = false;
+  double value = 0;
+  std::string text;
+};
+
+std::vector<Token> tokenize(const std::string& s) {
+  std::vector<Token> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    const bool starts = std::isdigit(static_cast<unsigned char>(c)) ||
+                        ((c == '-' || c == '+' || c == '.') && i + 1 < s.size() &&
+                         (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '.'));
+    if (starts) {
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str() + i, &end);
+      const size_t n = static_cast<size_t>(end - (s.c_str() + i));
+      if (n > 0) {
+        out.push_back({true, v, s.substr(i, n)});
+        i += n;
+        continue;
+      }
+    }
+    if (out.empty() || out.back().number) out.push_back({});
+    out.back().text += c;
+    ++i;
+  }
+  return out;
+}
+
+bool same_line(const std::string& a, const std::string& b, double tol) {
+  if (a == b) return true;
+  const auto ta = tokenize(a), tb = tokenize(b);
+  if (ta.size() != tb.size()) return false;
+  for (size_t i = 0; i < ta.size(); ++i) {
+    if (ta[i].number != tb[i].number) return false;
+    if (!ta[i].number) {
+      if (ta[i].text != tb[i].text) return false;
+      continue;
+    }
+    const double x = ta[i].value, y = tb[i].value;
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (x == y) continue;
+    if (std::fabs(x - y) > tol * std::max(std::fabs(x), std::fabs(y))) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The first differing line of two texts: "" when they are the same.
+std::string first_difference(const std::string& what, const std::string& saved,
+                             const std::string& now, double tol) {
+  const auto a = lines_of(saved), b = lines_of(now);
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string x = i < a.size() ? a[i] : "(none)", y = i < b.size() ? b[i] : "(none)";
+    if (i < a.size() && i < b.size() && same_line(x, y, tol)) continue;
+    return what + " line " + std::to_string(i + 1) + ": saved \"" + x + "\", now \"" + y + "\"";
+  }
+  return "";
+}
+
+std::string compare(const CellOutput& saved, const CellOutput& now, double tol) {
+  if (saved.ok != now.ok)
+    return saved.ok ? "it failed now: " + now.error : "it failed when saved and runs now";
+  if (auto d = first_difference("error", saved.error, now.error, tol); !d.empty()) return d;
+  if (auto d = first_difference("text", saved.text, now.text, tol); !d.empty()) return d;
+  if (saved.figures.size() != now.figures.size())
+    return std::to_string(saved.figures.size()) + " figures saved, " +
+           std::to_string(now.figures.size()) + " now";
+  for (size_t i = 0; i < saved.figures.size(); ++i)
+    if (auto d = first_difference("figure " + std::to_string(i + 1) + " SVG", saved.figures[i].svg,
+                                  now.figures[i].svg, tol);
+        !d.empty())
+      return d;
+  if (saved.widgets.size() != now.widgets.size())
+    return std::to_string(saved.widgets.size()) + " widgets saved, " +
+           std::to_string(now.widgets.size()) + " now";
+  for (size_t i = 0; i < saved.widgets.size(); ++i)
+    if (lua::widget_to_json(saved.widgets[i]) != lua::widget_to_json(now.widgets[i]))
+      return "widget " + saved.widgets[i].name + " differs";
+  return "";
+}
+
+// [SECTION] Export
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_html(const std::string& md) {
+  std::string out;
+  md_html(
+      md.data(), static_cast<MD_SIZE>(md.size()),
+      [](const MD_CHAR* text, MD_SIZE size, void* user) {
+        static_cast<std::string*>(user)->append(text, size);
+      },
+      &out, MD_DIALECT_GITHUB | MD_FLAG_LATEXMATHSPANS, 0);
+  return out;
+}
+
+constexpr const char* kCss =
+    R"(body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}
+.cell{margin:1em 0}.code pre{background:#f5f5f5;border-left:3px solid #4a7bd0;padding:.6em;overflow-x:auto}
+.out pre{margin:.3em 0;padding:.4em .6em;background:#fff;border-left:3px solid #ccc;white-space:pre-wrap}
+.error pre{border-left-color:#c0392b;color:#c0392b}.stale{opacity:.55}.stale-note{color:#b7791f;font-size:.85em}
+.id{color:#888;font-size:.8em}.widget{font-size:.9em;color:#555}figure{margin:.5em 0}figure svg{max-width:100%;height:auto}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em}
+)";
+
+// The cells whose saved output is stale: its hash is not the cell's current one, or a
+// cell it reads from (transitively) is stale.
+std::set<std::string> stale_cells(const Loaded& nb, const lua::SavedOutputs& saved,
+                                  lua::NotebookSession& s) {
+  std::vector<std::pair<std::string, lua::CellSymbols>> symbols;
+  for (const auto& c : nb.cells)
+    if (c.kind == CellKind::Lua)
+      if (auto sym = lua::analyse_cell(c.source, "=cell " + c.id); sym)
+        symbols.emplace_back(c.id, std::move(*sym));
+  lua::CellGraph graph(symbols);
+  std::set<std::string> stale;
+  for (const auto& id : graph.order()) {
+    auto it = saved.find(id);
+    bool st = it == saved.end() || it->second.hash != s.current_hash(id);
+    for (const auto& d : graph.dependencies(id)) st = st || stale.count(d) > 0;
+    if (st) stale.insert(id);
+  }
+  return stale;
+}
+
+std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::NotebookSession& s) {
+  const std::set<std::string> stale_ids = stale_cells(nb, saved, s);
+  std::string title = nb.doc.name.empty() ? "notebook" : nb.doc.name;
+  std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" +
+                  html_escape(title) + "</title>\n<style>" + kCss + "</style></head><body>\n";
+  for (const auto& c : nb.cells) {
+    if (c.kind == CellKind::Markdown) {
+      h += "<div class=\"cell md\" id=\"" + html_escape(c.id) + "\">\n" + markdown_html(c.source) +
+           "</div>\n";
+      continue;
+    }
+    if (c.kind == CellKind::View) {
+      h += "<div class=\"cell view\"><p class=\"id\">[view: " + html_escape(c.view) +
+           "]</p></div>\n";
+      continue;
+    }
+    auto it = saved.find(c.id);
+    const bool stale = stale_ids.count(c.id) > 0;
+    h += "<div class=\"cell code\" id=\"" + html_escape(c.id) + "\"><span class=\"id\">" +
+         html_escape(c.id) + "</span>\n<pre><code class=\"language-lua\">" + html_escape(c.source) +
+         "</code></pre>\n";
+    if (it == saved.end()) {
+      h += "<p class=\"stale-note\">(not run)</p>\n</div>\n";
+      continue;
+    }
+    const CellOutput& o = it->second;
+    h += std::string("<div class=\"out") + (o.ok ? "" : " error") + (stale ? " stale" : "") +
+         "\">\n";
+    if (stale)
+      h += "<p class=\"stale-note\">stale: the code or its inputs changed since this output</p>\n";
+    for (const auto& w : o.widgets)
+      h += "<p class=\"widget\">" + html_escape(w.kind) + " <b>" + html_escape(w.name) +
+           "</b> = " + html_escape(w.value.dump()) + "</p>\n";
+    if (!o.text.empty()) h += "<pre>" + html_escape(o.text) + "</pre>\n";
+    for (const auto& f : o.figures)
+      h += "<figure>" + f.svg +
+           (f.title.empty() ? "" : "<figcaption>" + html_escape(f.title) + "</figcaption>") +
+           "</figure>\n";
+    if (!o.ok) h += "<pre>" + html_escape(o.error) + "</pre>\n";
+    h += "</div>\n</div>\n";
+  }
+  return h + "</body></html>\n";
+}
+
+Result<std::string> export_lua(const Loaded& nb) {
+  std::vector<std::pair<std::string, lua::CellSymbols>> symbols;
+  std::map<std::string, const Cell*> by_id;
+  for (const auto& c : nb.cells) {
+    if (c.kind != CellKind::Lua) continue;
+    auto sym = lua::analyse_cell(c.source, "=cell " + c.id);
+    if (!sym) return make_error(nb.doc.name + ": cell " + c.id + ": " + sym.error().message);
+    symbols.emplace_back(c.id, std::move(*sym));
+    by_id[c.id] = &c;
+  }
+  lua::CellGraph graph(symbols);
+  if (!graph.problems().empty()) return make_error(graph.problems().front().reason);
+  std::string out =
+      "-- " + (nb.doc.name.empty() ? std::string("notebook") : nb.doc.name) +
+      ": exported by `mlstudio notebook export --lua` (code cells in dependency order)\n";
+  for (const auto& c : nb.cells) {
+    if (c.kind != CellKind::Markdown) continue;
+    out += "\n";
+    for (const auto& line : lines_of(c.source)) out += line.empty() ? "--\n" : "-- " + line + "\n";
+  }
+  for (const auto& id : graph.order()) {
+    out += "\n-- [cell " + id + "]\n" + by_id.at(id)->source + "\n";
+  }
+  return out;
+}
+
+int save_html(const std::string& path, const std::string& html) {
+  auto w = write_text_atomically(path, html);
+  if (!w) return fail("cannot write " + path + ": " + w.error().message);
+  return 0;
+}
+
+int do_run(const NotebookOptions& o) {
+  auto nb = load(o.project);
+  if (!nb) return fail(nb.error().message);
+  auto r = run_notebook(o, *nb, true);
+  if (!r) return fail(r.error().message);
+  if (auto s = lua::save_outputs(o.project, r->outputs); !s) return fail(s.error().message);
+  if (!o.figures.empty()) {
+    std::error_code ec;
+    fs::create_directories(o.figures, ec);
+    for (const auto& [id, out] : r->outputs)
+      for (size_t i = 0; i < out.figures.size(); ++i) {
+        const std::string f =
+            (fs::path(o.figures) / (id + "-" + std::to_string(i + 1) + ".svg")).string();
+        if (auto w = write_text_atomically(f, out.figures[i].svg); !w)
+          return fail("cannot write " + f + ": " + w.error().message);
+      }
+  }
+  if (!o.html.empty())
+    if (int rc = save_html(o.html, export_html(*nb, r->outputs, *r->session)); rc) return rc;
+  // The message and where it failed; the traceback is in the saved output.
+  if (!r->first_error.empty())
+    return fail(o.project + ": " + r->first_error.substr(0, r->first_error.find('\n')));
+  std::printf("%zu cells ran; outputs saved to %s\n", r->order.size(),
+              lua::outputs_path(o.project).c_str());
+  return 0;
+}
+
+int do_check(const NotebookOptions& o) {
+  auto nb = load(o.project);
+  if (!nb) return fail(nb.error().message);
+  auto saved = lua::load_outputs(o.project);
+  if (!saved) return fail(saved.error().message);
+  if (!saved->has_value())
+    return fail(o.project + " has no saved outputs (" + lua::outputs_path(o.project) +
+                "); run `mlstudio notebook run " + o.project + "` first");
+  auto r = run_notebook(o, *nb, false);
+  if (!r) return fail(r.error().message);
+  int differ = 0;
+  for (const auto& c : nb->cells) {
+    if (c.kind != CellKind::Lua) continue;
+    auto s = (*saved)->find(c.id);
+    auto n = r->outputs.find(c.id);
+    std::string why;
+    if (s == (*saved)->end())
+      why = "no saved output";
+    else if (n == r->outputs.end())
+      why = "it did not run";
+    else
+      why = compare(s->second, n->second, o.tolerance);
+    if (why.empty()) continue;
+    ++differ;
+    std::printf("cell %s differs: %s\n", terminal_safe(c.id).c_str(), terminal_safe(why).c_str());
+  }
+  if (differ)
+    return fail(o.project + ": " + std::to_string(differ) +
+                " cell(s) differ from the saved outputs");
+  std::printf("same\n");
+  return 0;
+}
+
+int do_export(const NotebookOptions& o) {
+  if (o.html.empty() == o.lua.empty())
+    return fail("notebook export: give one of --html OUT.html or --lua OUT.lua");
+  auto nb = load(o.project);
+  if (!nb) return fail(nb.error().message);
+  if (!o.lua.empty()) {
+    auto text = export_lua(*nb);
+    if (!text) return fail(o.project + ": " + text.error().message);
+    auto w = write_text_atomically(o.lua, *text);
+    if (!w) return fail("cannot write " + o.lua + ": " + w.error().message);
+    return 0;
+  }
+  auto saved = lua::load_outputs(o.project);
+  if (!saved) return fail(saved.error().message);
+  lua::NotebookSession s(cpu::backend(), script_options(o));
+  s.set_cells(nb->cells);
+  if (saved->has_value()) s.restore_outputs(**saved);
+  return save_html(o.html, export_html(*nb, saved->value_or(lua::SavedOutputs{}), s));
+}
+
+}  // namespace
+
+int notebook_command(const NotebookOptions& o) {
+  if (o.tolerance < 0) return fail("--tolerance must be >= 0");
+  if (o.action == "run") return do_run(o);
+  if (o.action == "check") return do_check(o);
+  if (o.action == "export") return do_export(o);
+  return fail("notebook: unknown action " + o.action + " (run, check, export)");
+}
+
+}  // namespace mls::app

@@ -1,0 +1,170 @@
+// `mlstudio notebook run|check|export` on the example notebooks and on small hand-made ones.
+#include <fstream>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/cli_util.h"
+
+using namespace mls::e2e;
+
+namespace {
+
+fs::path notebook_dir(const std::string& name) {
+  fs::path d = temp_dir() / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// A copy of an example notebook in a scratch folder (its outputs are written beside it).
+std::string copy_example(const std::string& file, const fs::path& dir) {
+  const fs::path to = dir / file;
+  fs::copy_file(fs::path(MLS_SOURCE_DIR) / "resources/examples" / file, to,
+                fs::copy_options::overwrite_existing);
+  return to.string();
+}
+
+// A project (the two-spirals MLP) with these cells: {kind, id, source}.
+std::string write_notebook(const fs::path& dir,
+                           const std::vector<std::array<std::string, 3>>& cells) {
+  auto doc = nlohmann::json::parse(
+      read_file(std::string(MLS_SOURCE_DIR) + "/resources/examples/two-spirals-mlp.mls"));
+  doc["notebook"]["cells"] = nlohmann::json::array();
+  for (const auto& [kind, id, source] : cells)
+    doc["notebook"]["cells"].push_back({{"id", id}, {"kind", kind}, {"source", source}});
+  const fs::path p = dir / "nb.mls";
+  std::ofstream(p) << doc.dump(2);
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("notebook run and check pass on every example notebook", "[e2e][notebook]") {
+  std::vector<std::string> examples;
+  for (const auto& e : fs::directory_iterator(fs::path(MLS_SOURCE_DIR) / "resources/examples")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("notebook-", 0) == 0 && e.path().extension() == ".mls") examples.push_back(name);
+  }
+  std::sort(examples.begin(), examples.end());
+  REQUIRE(examples.size() >= 3);
+  const fs::path dir = notebook_dir("examples");
+  for (const auto& name : examples) {
+    INFO(name);
+    const std::string p = copy_example(name, dir);
+    Output run_out = run("notebook run " + p + " --db " + (dir / "runs.db").string(), 120);
+    INFO(run_out.out << run_out.err);
+    REQUIRE(run_out.code == 0);
+    CHECK(run_out.out.find("outputs saved to") != std::string::npos);
+    const std::string outputs = p.substr(0, p.size() - 4) + ".outputs.json";
+    REQUIRE(fs::exists(outputs));
+    auto saved = nlohmann::json::parse(read_file(outputs));
+    CHECK(saved["format"] == 1);
+    CHECK(!saved["cells"].empty());
+    Output check = run("notebook check " + p + " --db " + (dir / "runs.db").string(), 120);
+    INFO(check.out << check.err);
+    CHECK(check.code == 0);
+    CHECK(check.out.find("same") != std::string::npos);
+  }
+}
+
+TEST_CASE("notebook export writes an HTML page and a Lua script that runs alone",
+          "[e2e][notebook]") {
+  const fs::path dir = notebook_dir("export");
+  const std::string p = copy_example("notebook-tour.mls", dir);
+  const std::string figures = (dir / "figs").string();
+  REQUIRE(run("notebook run " + p + " --figures " + figures, 60).code == 0);
+  CHECK(read_file(figures + "/grad-1.svg").find("<svg") != std::string::npos);
+  CHECK(read_file(figures + "/matrix-1.svg").find("<svg") != std::string::npos);
+  CHECK_FALSE(fs::exists(figures + "/grid-1.svg"));  // the grid cell plots nothing
+  const std::string html = (dir / "tour.html").string();
+  Output o = run("notebook export " + p + " --html " + html, 60);
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  const std::string page = read_file(html);
+  CHECK(page.find("<h1>A tour of tensors and autograd</h1>") != std::string::npos);
+  CHECK(page.find("<svg") != std::string::npos);
+  CHECK(page.find("<style>") != std::string::npos);
+  CHECK(page.find("out stale") == std::string::npos);  // just run: nothing is stale
+
+  const std::string lua = (dir / "tour.lua").string();
+  REQUIRE(run("notebook export " + p + " --lua " + lua, 60).code == 0);
+  const std::string script = read_file(lua);
+  CHECK(script.find("-- # A tour of tensors and autograd") != std::string::npos);
+  CHECK(script.find("-- [cell grid]") < script.find("-- [cell grad]"));
+  Output ran = run("lua " + lua, 60);
+  INFO(ran.err);
+  CHECK(ran.code == 0);
+  CHECK(ran.out.find("largest error of the gradient") != std::string::npos);
+
+  // An edit of a cell's code makes its saved output, and its readers', stale in the export.
+  std::string text = read_file(p);
+  text = std::regex_replace(text, std::regex("n = 101"), "n = 51");
+  std::ofstream(p) << text;
+  REQUIRE(run("notebook export " + p + " --html " + html, 60).code == 0);
+  const std::string stale_page = read_file(html);
+  size_t stale = 0;
+  for (size_t at = stale_page.find("out stale"); at != std::string::npos;
+       at = stale_page.find("out stale", at + 1))
+    ++stale;
+  CHECK(stale == 2);  // grid, and grad which reads xs; matrix reads neither
+
+  Output bad = run("notebook export " + p + " --html " + (dir / "no/such/dir/x.html").string(), 60);
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("no/such/dir/x.html") != std::string::npos);
+}
+
+TEST_CASE("notebook run: --param, an error cell, bad inputs", "[e2e][notebook]") {
+  const fs::path dir = notebook_dir("params");
+  const std::string p = write_notebook(
+      dir, {{"markdown", "intro", "# Params"},
+            {"lua", "knob", "k = mls.ui.slider(\"k\", {min = 0, max = 10, value = 2})"},
+            {"lua", "show", "print(\"k is\", k, \"scale is\", scale)"}});
+  Output o = run("notebook run " + p + " --param k=7 --param scale=hello", 60);
+  INFO(o.out << o.err);
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("knob") != std::string::npos);
+  auto saved = nlohmann::json::parse(read_file((dir / "nb.outputs.json").string()));
+  CHECK(saved["cells"]["show"]["text"] == "k is\t7.0\tscale is\thello\n");
+
+  // A changed saved output makes check fail, naming the cell.
+  saved["cells"]["show"]["text"] = "k is\t8.0\tscale is\thello\n";
+  std::ofstream(dir / "nb.outputs.json") << saved.dump();
+  Output check = run("notebook check " + p + " --param k=7 --param scale=hello", 60);
+  CHECK(check.code == 1);
+  CHECK(check.out.find("cell show differs") != std::string::npos);
+  CHECK(check.out.find("k is\t8.0") != std::string::npos);
+  // Within the tolerance it is the same.
+  saved["cells"]["show"]["text"] = "k is\t7.0000001\tscale is\thello\n";
+  std::ofstream(dir / "nb.outputs.json") << saved.dump();
+  CHECK(run("notebook check " + p + " --param k=7 --param scale=hello", 60).code == 0);
+  CHECK(run("notebook check " + p + " --tolerance 1e-9 --param k=7 --param scale=hello", 60).code ==
+        1);
+
+  // A broken outputs file is named.
+  std::ofstream(dir / "nb.outputs.json") << "{\"format\": 1, \"cells\": ";
+  Output broken = run("notebook check " + p, 60);
+  CHECK(broken.code == 1);
+  CHECK(broken.err.find("nb.outputs.json") != std::string::npos);
+
+  const std::string e = write_notebook(
+      dir, {{"lua", "data", "x = 1\ny = 2\nz = nil + x"}, {"lua", "after", "print(x)"}});
+  Output err = run("notebook run " + e, 60);
+  CHECK(err.code == 1);
+  CHECK(err.err.find("nb.mls: cell data:3: attempt to perform arithmetic") != std::string::npos);
+
+  fs::remove(dir / "nb.outputs.json");
+  Output none = run("notebook check " + e, 60);
+  CHECK(none.code == 1);
+  CHECK(none.err.find("has no saved outputs") != std::string::npos);
+
+  Output missing = run("notebook run " + (dir / "missing.mls").string(), 60);
+  CHECK(missing.code == 1);
+  CHECK(missing.err.find("missing.mls") != std::string::npos);
+
+  Output empty =
+      run("notebook run " + std::string(MLS_SOURCE_DIR) + "/resources/examples/two-spirals-mlp.mls",
+          60);
+  CHECK(empty.code == 1);
+  CHECK(empty.err.find("two-spirals-mlp.mls has no notebook cells") != std::string::npos);
+}
