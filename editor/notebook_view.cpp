@@ -1,5 +1,4 @@
 // [SECTION] construction   the toolbar, the session on the open project
-// [SECTION] cells          the notebook and its undoable edits
 // [SECTION] document       cells follow the document; edits go through its commands
 // [SECTION] running        one run at a time on a worker thread, Stop
 #include "editor/notebook_view.h"
@@ -11,9 +10,9 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
-#include <QUndoCommand>
 #include "engine/core/backend_registry.h"
 #include "engine/core/check.h"
+#include "nodes/notebook_edit.h"
 #include "scripting/runtime.h"
 
 namespace mls::editor {
@@ -118,8 +117,6 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   connect(&watcher_, &QFutureWatcher<std::vector<std::string>>::finished, this,
           &NotebookView::finished);
   connect(model_, &DocumentModel::changed, this, &NotebookView::syncFromDocument);
-  // A new or opened project starts with an empty notebook (its undo history is gone too).
-  connect(model_, &DocumentModel::reloaded, this, [this] { setNotebook({}); });
   syncFromDocument();
 }
 
@@ -148,39 +145,12 @@ void NotebookView::select(const QString& id) {
   if (auto* w = cellWidget(selected_)) w->setLineWidth(1);
   selected_ = id;
   if (auto* w = cellWidget(id)) w->setLineWidth(2);
-  const nodes::Cell* c = find_cell(notebook_, id.toStdString());
+  const nodes::Cell* c = find_cell(notebook(), id.toStdString());
   actions_["on-demand"]->setChecked(c && c->on_demand);
 }
 
-// [SECTION] cells
-
-// Until the document holds the notebook (nodes/notebook_edit.h's commands on
-// Document::notebook), the view keeps the cells and edits them through undo commands on the
-// model's stack, so Ctrl+Z undoes a cell edit in turn with node edits.
-class NotebookView::CellEdit : public QUndoCommand {
- public:
-  CellEdit(NotebookView* view, nodes::Notebook after, const QString& text)
-      : QUndoCommand(text), view_(view), before_(view->notebook_), after_(std::move(after)) {}
-  void redo() override { view_->setNotebook(after_); }
-  void undo() override { view_->setNotebook(before_); }
-
- private:
-  NotebookView* view_;
-  nodes::Notebook before_, after_;
-};
-
-void NotebookView::setNotebook(const nodes::Notebook& nb) {
-  notebook_ = nb;
-  syncFromDocument();
-}
-
-void NotebookView::pushEdit(nodes::Notebook after, const QString& text) {
-  if (after == notebook_) return;
-  model_->undoStack()->push(new CellEdit(this, std::move(after), text));
-}
-
 const nodes::Notebook& NotebookView::notebook() const {
-  return notebook_;
+  return model_->doc().notebook;
 }
 
 // [SECTION] document
@@ -195,18 +165,15 @@ void NotebookView::addCell(nodes::CellKind kind) {
 
 void NotebookView::addCell(nodes::Cell cell) {
   const nodes::CellKind kind = cell.kind;
-  nodes::Notebook nb = notebook_;
-  size_t at = nb.cells.size();
-  if (auto i = index_of(nb, selected_.toStdString())) at = *i + 1;
-  // A fresh id: cell1, cell2, ...
-  for (int n = 1; cell.id.empty(); ++n)
-    if (!find_cell(nb, "cell" + std::to_string(n))) cell.id = "cell" + std::to_string(n);
+  size_t at = notebook().cells.size();
+  if (auto i = index_of(notebook(), selected_.toStdString())) at = *i + 1;
   if (kind == nodes::CellKind::Markdown && cell.source.empty())
     cell.source = "*Double-click to edit*";
-  nb.cells.insert(nb.cells.begin() + static_cast<std::ptrdiff_t>(at), cell);
-  nb.present = true;
-  pushEdit(std::move(nb), "Add cell " + QString::fromStdString(cell.id));
-  const QString id = QString::fromStdString(cell.id);
+  const size_t before = notebook().cells.size();
+  // The id: a fresh one from the command (cell1, cell2, ...).
+  if (!model_->push(nodes::make_add_cell(model_->doc(), at, std::move(cell)))) return;
+  if (notebook().cells.size() != before + 1) return;
+  const QString id = QString::fromStdString(notebook().cells[at].id);
   select(id);
   if (auto* w = cellWidget(id); w && w->editor() && kind == nodes::CellKind::Lua)
     w->editor()->setFocus();
@@ -214,38 +181,29 @@ void NotebookView::addCell(nodes::Cell cell) {
 
 void NotebookView::deleteSelected() {
   if (selected_.isEmpty() || busy_) return;
-  const auto i = index_of(notebook_, selected_.toStdString());
+  const auto i = index_of(notebook(), selected_.toStdString());
   if (!i) return;
-  nodes::Notebook nb = notebook_;
-  nb.cells.erase(nb.cells.begin() + static_cast<std::ptrdiff_t>(*i));
-  pushEdit(std::move(nb), "Delete cell " + selected_);
-  const auto& cells = notebook_.cells;
+  if (!model_->push(nodes::make_remove_cell(model_->doc(), selected_.toStdString()))) return;
+  const auto& cells = notebook().cells;
   select(cells.empty() ? QString()
                        : QString::fromStdString(cells[std::min(*i, cells.size() - 1)].id));
 }
 
 void NotebookView::setOnDemand(bool on) {
-  const auto i = index_of(notebook_, selected_.toStdString());
-  if (!i || notebook_.cells[*i].on_demand == on) return;
-  nodes::Notebook nb = notebook_;
-  nb.cells[*i].on_demand = on;
-  pushEdit(std::move(nb),
-           on ? "Run " + selected_ + " only when asked" : "Run " + selected_ + " reactively");
+  const nodes::Cell* c = find_cell(notebook(), selected_.toStdString());
+  if (!c || c->on_demand == on) return;
+  (void)model_->push(nodes::make_set_cell_on_demand(model_->doc(), c->id, on));
 }
 
 void NotebookView::setLazy(bool lazy) {
-  if (notebook_.lazy == lazy) return;
-  nodes::Notebook nb = notebook_;
-  nb.lazy = lazy;
-  pushEdit(std::move(nb), lazy ? "Lazy notebook" : "Reactive notebook");
+  if (notebook().lazy != lazy)
+    (void)model_->push(nodes::make_set_notebook_lazy(model_->doc(), lazy));
 }
 
 void NotebookView::setSource(const QString& id, const QString& source) {
-  const auto i = index_of(notebook_, id.toStdString());
-  if (!i) return;
-  nodes::Notebook nb = notebook_;
-  nb.cells[*i].source = source.toStdString();
-  pushEdit(std::move(nb), "Edit cell " + id);
+  const nodes::Cell* c = find_cell(notebook(), id.toStdString());
+  if (!c || c->source == source.toStdString()) return;
+  (void)model_->push(nodes::make_set_cell_source(model_->doc(), c->id, source.toStdString()));
 }
 
 void NotebookView::rebuildWidgets() {
@@ -258,7 +216,7 @@ void NotebookView::rebuildWidgets() {
                           ? QString()
                           : QFileInfo(QString::fromStdString(model_->path())).absolutePath();
   int row = 0;
-  for (const auto& c : notebook_.cells) {
+  for (const auto& c : notebook().cells) {
     auto* w = new CellWidget(c);
     const QString id = QString::fromStdString(c.id);
     w->setBaseDir(dir);
@@ -287,33 +245,33 @@ void NotebookView::syncFromDocument() {
   const bool graph_changed = doc.nodes != last_nodes_ || doc.links != last_links_;
   last_nodes_ = doc.nodes;
   last_links_ = doc.links;
-  actions_["lazy"]->setChecked(notebook_.lazy);
+  actions_["lazy"]->setChecked(notebook().lazy);
   // Widgets: rebuilt when cells came, went or moved; else each shows its cell.
   std::vector<std::string> ids, shown_ids;
-  for (const auto& c : notebook_.cells) ids.push_back(c.id);
+  for (const auto& c : notebook().cells) ids.push_back(c.id);
   for (const auto& [id, w] : widgets_) shown_ids.push_back(id.toStdString());
   bool same = ids.size() == widgets_.size();
   for (size_t i = 0; same && i < ids.size(); ++i) {
     auto* w = cellWidget(QString::fromStdString(ids[i]));
-    same = w && cells_layout_->indexOf(w) == int(i) && w->cell().kind == notebook_.cells[i].kind &&
-           w->cell().view == notebook_.cells[i].view;
+    same = w && cells_layout_->indexOf(w) == int(i) && w->cell().kind == notebook().cells[i].kind &&
+           w->cell().view == notebook().cells[i].view;
   }
   if (!same)
     rebuildWidgets();
   else
-    for (const auto& c : notebook_.cells) widgets_[QString::fromStdString(c.id)]->setCell(c);
+    for (const auto& c : notebook().cells) widgets_[QString::fromStdString(c.id)]->setCell(c);
   // The session: not while a run holds it; finished() syncs then.
   if (busy_) {
     pending_sync_ = true;
     pending_project_ = pending_project_ || graph_changed;
     return;
   }
-  if (shown_ != notebook_.cells) {
-    session_->set_cells(notebook_.cells);
-    shown_ = notebook_.cells;
+  if (shown_ != notebook().cells) {
+    session_->set_cells(notebook().cells);
+    shown_ = notebook().cells;
   }
-  session_->set_lazy(notebook_.lazy);
-  if (graph_changed && !notebook_.cells.empty()) {
+  session_->set_lazy(notebook().lazy);
+  if (graph_changed && !notebook().cells.empty()) {
     // Lazy: marks the readers stale. Reactive: re-runs them on the worker.
     start([](lua::NotebookSession& s) { return s.mark_project_changed(); });
     return;

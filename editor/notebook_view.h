@@ -1,10 +1,9 @@
-// The notebook beside the canvas: the cells in order (every add, delete and edit is an undo
-// command on the DocumentModel's stack; until Document::notebook holds them, the view keeps
-// them),
-// each drawn by a CellWidget with its output, and a NotebookSession that runs them on a
-// worker thread, one run at a time, with Stop. mls.project.current() in a cell is the open
-// project (through GuiThreadHistory, as in the Lua console); an edit on the canvas marks the
-// cells that read the project stale, or re-runs them.
+// The notebook beside the canvas: the document's cells in order (DocumentModel is the source
+// of truth: every add, delete and edit is a cell edit command on its undo stack), each drawn by a
+// CellWidget with its output, and a NotebookSession that runs them on a worker thread, one run at a
+// time, with Stop. mls.project.current() in a cell is the open project (through GuiThreadHistory,
+// as in the Lua console); an edit on the canvas marks the cells that read the project stale, or
+// re-runs them.
 //
 //   auto* nb = new NotebookView(&model);
 //   nb->addCell(nodes::CellKind::Lua);          // after the selected cell; undoable
@@ -80,9 +79,6 @@ class NotebookView : public QWidget {
   void liveRunStarted(std::shared_ptr<mls::Telemetry> telemetry);
 
  private:
-  class CellEdit;
-  void setNotebook(const nodes::Notebook& nb);
-  void pushEdit(nodes::Notebook after, const QString& text);
   void setSource(const QString& id, const QString& source);
   using Job = std::function<std::vector<std::string>(lua::NotebookSession&)>;
   bool start(Job job);
@@ -94,7 +90,6 @@ class NotebookView : public QWidget {
   void setBusy(bool busy);
 
   DocumentModel* model_;
-  nodes::Notebook notebook_;
   GuiThreadHistory bridge_;
   std::unique_ptr<lua::NotebookSession> session_;
   std::atomic<bool> cancel_{false};
