@@ -10,6 +10,7 @@
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QGraphicsView>
 #include <QInputDialog>
 #include <QLineEdit>
 #include <QMenuBar>
@@ -22,7 +23,6 @@
 #include <QStatusBar>
 #include <QStyle>
 #include <QStyleFactory>
-#include <QGraphicsView>
 #include <QTabWidget>
 #include <QToolBar>
 #include <QtConcurrent/QtConcurrent>
@@ -247,7 +247,9 @@ void MainWindow::buildDocks() {
     v->setMinimumHeight(260);
     v->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     v->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    auto fit = [v, this] { v->fitInView(scene_->itemsBoundingRect().adjusted(-20, -20, 20, 20), Qt::KeepAspectRatio); };
+    auto fit = [v, this] {
+      v->fitInView(scene_->itemsBoundingRect().adjusted(-20, -20, 20, 20), Qt::KeepAspectRatio);
+    };
     connect(&model_, &DocumentModel::changed, v, fit);
     QTimer::singleShot(0, v, fit);
     return v;
