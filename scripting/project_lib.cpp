@@ -10,7 +10,10 @@
 //   p:save("copy.mls")
 //   local q = mls.project.current()          -- in the editor's console: the open project;
 //   q:add_node("drop", "mls.dropout")        --   the edit shows on the canvas, Ctrl+Z undoes it
+//   local id = p:add_cell{kind = "lua", source = "x = 1", at = 1}   -- notebook cells, the same
+//   p:set_cell_source(id, "x = 2"); p:remove_cell(id)                --   undoable commands
 #include "nodes/edit.h"
+#include "nodes/notebook_edit.h"
 #include "scripting/bindings.h"
 #include "scripting/libs.h"
 
@@ -123,7 +126,8 @@ int l_open(lua_State* L) {
 int l_new(lua_State* L) {
   auto owned = std::make_unique<nodes::OwnedHistory>();
   nodes::DocumentHistory* h = owned.get();
-  push_object(L, kProjectMeta, std::make_unique<ProjectBox>(ProjectBox{"", std::move(owned), h, false}));
+  push_object(L, kProjectMeta,
+              std::make_unique<ProjectBox>(ProjectBox{"", std::move(owned), h, false}));
   return 1;
 }
 
@@ -131,8 +135,10 @@ int l_new(lua_State* L) {
 int l_current(lua_State* L) {
   Runtime& rt = runtime(L);
   if (!rt.project)
-    return luaL_error(L, "mls.project.current: no project is open here (it is the editor's open project; "
-                         "use mls.project.open(path) for a file)");
+    return luaL_error(
+        L,
+        "mls.project.current: no project is open here (it is the editor's open project; "
+        "use mls.project.open(path) for a file)");
   push_object(L, kProjectMeta,
               std::make_unique<ProjectBox>(ProjectBox{rt.project_path, nullptr, rt.project, true}));
   return 1;
@@ -188,6 +194,79 @@ int l_rename(lua_State* L) {
 int l_set_training(lua_State* L) {
   json patch = params_json(L, 2);
   return edit(L, [&](const nodes::Document& d) { return nodes::make_set_training(d, patch); });
+}
+
+// p:add_cell{kind = "lua" | "markdown" | "view", source =, view =, id =, at =, on_demand =}:
+// `at` is the 1-based position the cell takes (default: the end); returns the cell's id.
+int l_add_cell(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  nodes::Cell cell;
+  auto opt_string = [&](const char* key) {
+    std::string out;
+    if (lua_getfield(L, 2, key) != LUA_TNIL) out = luaL_checkstring(L, -1);
+    lua_pop(L, 1);
+    return out;
+  };
+  const std::string kind = opt_string("kind");
+  if (!kind.empty()) {
+    auto k = nodes::parse_cell_kind(kind);
+    if (!k)
+      return luaL_error(L, "add_cell: unknown kind '%s' (expected 'lua', 'markdown', 'view')",
+                        kind.c_str());
+    cell.kind = *k;
+  }
+  cell.source = opt_string("source");
+  cell.view = opt_string("view");
+  cell.id = opt_string("id");
+  lua_getfield(L, 2, "on_demand");
+  cell.on_demand = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  size_t at = p->doc().notebook.cells.size();
+  if (lua_getfield(L, 2, "at") != LUA_TNIL) {
+    lua_Integer i = luaL_checkinteger(L, -1);
+    if (i < 1) return luaL_error(L, "add_cell: at must be 1 or more (got %d)", static_cast<int>(i));
+    at = static_cast<size_t>(i - 1);
+  }
+  lua_pop(L, 1);
+  if (cell.id.empty()) cell.id = nodes::fresh_cell_id(p->doc());
+  const std::string id = cell.id;
+  edit(L, [&](const nodes::Document& d) { return nodes::make_add_cell(d, at, cell); });
+  lua_pushstring(L, id.c_str());
+  return 1;
+}
+int l_remove_cell(lua_State* L) {
+  const std::string id = luaL_checkstring(L, 2);
+  return edit(L, [&](const nodes::Document& d) { return nodes::make_remove_cell(d, id); });
+}
+int l_set_cell_source(lua_State* L) {
+  const std::string id = luaL_checkstring(L, 2), source = luaL_checkstring(L, 3);
+  return edit(L,
+              [&](const nodes::Document& d) { return nodes::make_set_cell_source(d, id, source); });
+}
+// p:cells(): {id =, kind =, source =, view = (view cells), on_demand =} tables, in order.
+int l_cells(lua_State* L) {
+  ProjectBox* p = check_project(L, 1);
+  const auto& cells = p->doc().notebook.cells;
+  lua_createtable(L, static_cast<int>(cells.size()), 0);
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const nodes::Cell& c = cells[i];
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, c.id.c_str());
+    lua_setfield(L, -2, "id");
+    lua_pushstring(L, std::string(nodes::cell_kind_name(c.kind)).c_str());
+    lua_setfield(L, -2, "kind");
+    lua_pushlstring(L, c.source.data(), c.source.size());
+    lua_setfield(L, -2, "source");
+    if (c.kind == nodes::CellKind::View) {
+      lua_pushstring(L, c.view.c_str());
+      lua_setfield(L, -2, "view");
+    }
+    lua_pushboolean(L, c.on_demand);
+    lua_setfield(L, -2, "on_demand");
+    lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
 }
 
 int l_undo(lua_State* L) {
@@ -307,6 +386,10 @@ const luaL_Reg kMethods[] = {{"add_node", l_add_node},
                              {"set_params", l_set_params},
                              {"rename", l_rename},
                              {"set_training", l_set_training},
+                             {"add_cell", l_add_cell},
+                             {"remove_cell", l_remove_cell},
+                             {"set_cell_source", l_set_cell_source},
+                             {"cells", l_cells},
                              {"undo", l_undo},
                              {"redo", l_redo},
                              {"history", l_history},
@@ -316,7 +399,8 @@ const luaL_Reg kMethods[] = {{"add_node", l_add_node},
                              {"text", l_text},
                              {"save", l_save},
                              {nullptr, nullptr}};
-const luaL_Reg kFuncs[] = {{"open", l_open}, {"new", l_new}, {"current", l_current}, {nullptr, nullptr}};
+const luaL_Reg kFuncs[] = {
+    {"open", l_open}, {"new", l_new}, {"current", l_current}, {nullptr, nullptr}};
 
 }  // namespace
 
