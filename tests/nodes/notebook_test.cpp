@@ -247,3 +247,21 @@ TEST_CASE("notebook: a cell moves to each position; fresh ids take the first fre
     CHECK(serialize_document(doc) == before);
   }
 }
+
+TEST_CASE("notebook: a project without the section gets it with a cell and loses it on undo",
+          "[notebook]") {
+  auto doc = load_document(kExamples + "fashion-mnist-cnn.mls");
+  REQUIRE(doc);
+  REQUIRE_FALSE(doc->notebook.present);
+  const std::string before = serialize_document(*doc);
+  CHECK(before.find("\"notebook\"") == std::string::npos);
+  UndoStack stack;
+  REQUIRE(stack.push(make_set_notebook_lazy(*doc, true), *doc));
+  REQUIRE(stack.push(make_add_cell(*doc, 0, {.source = "x = 1"}), *doc));
+  const json saved = json::parse(serialize_document(*doc)).at("notebook");
+  CHECK(saved == json::parse(R"({"lazy": true, "cells": [{"id": "cell1", "kind": "lua",
+                                 "source": ["x = 1"]}]})"));
+  REQUIRE(stack.undo(*doc));
+  REQUIRE(stack.undo(*doc));
+  CHECK(serialize_document(*doc) == before);
+}
