@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <limits>
 
+#include <stb_image_write.h>
+
 namespace mls::plot {
 
 namespace {
@@ -18,9 +20,10 @@ std::string num(double v) {
 }
 
 std::string svg_open(int width, int height) {
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) +
-         "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) +
-         " " + std::to_string(height) +
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" "
+         "xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"" +
+         std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " +
+         std::to_string(width) + " " + std::to_string(height) +
          "\" font-family=\"sans-serif\" font-size=\"11\">\n<rect x=\"0\" y=\"0\" width=\"" +
          std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" fill=\"white\"/>\n";
 }
@@ -37,6 +40,26 @@ std::string skipped_note(int64_t skipped, const char* what, double y) {
       8, y,
       std::to_string(skipped) + " " + what + (skipped == 1 ? "" : "s") + " skipped (NaN or Inf)",
       "start", " class=\"note\" fill=\"#a00\"");
+}
+
+std::string base64(const std::string& in) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < in.size(); i += 3) {
+    const auto b = [&](size_t k) { return k < in.size() ? static_cast<unsigned char>(in[k]) : 0u; };
+    const unsigned v = (b(i) << 16) | (b(i + 1) << 8) | b(i + 2);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+void append_bytes(void* context, void* data, int size) {
+  static_cast<std::string*>(context)->append(static_cast<const char*>(data),
+                                             static_cast<size_t>(size));
 }
 
 bool finite_point(double x, double y) {
@@ -301,6 +324,7 @@ Grid grid_shape(int n, int cols) {
 
 Result<std::string> render_images(const std::vector<Image>& images, int cols,
                                   const std::string& title) {
+  constexpr int64_t kRectPixels = 16384;  // above it, images are embedded PNGs
   if (images.empty()) return make_error("plot.image: no image");
   const int h = images[0].h, w = images[0].w;
   int64_t total = 0;
@@ -342,6 +366,19 @@ Result<std::string> render_images(const std::vector<Image>& images, int cols,
     const int col = static_cast<int>(i) % g.cols, row = static_cast<int>(i) / g.cols;
     out += "<g class=\"img\" transform=\"translate(" + num(pad + col * (maxw * s + pad)) + "," +
            num(top + pad + row * (maxh * s + pad)) + ")\">\n";
+    if (total > kRectPixels) {
+      // Large grids: each image an embedded PNG (a <rect> per pixel would be megabytes).
+      std::vector<unsigned char> px(static_cast<size_t>(im.h) * im.w * im.channels);
+      for (size_t k = 0; k < px.size(); ++k) px[k] = static_cast<unsigned char>(level(im.pix[k]));
+      std::string png;
+      stbi_write_png_to_func(append_bytes, &png, im.w, im.h, im.channels, px.data(),
+                             im.w * im.channels);
+      out += "<image class=\"png\" x=\"0\" y=\"0\" width=\"" + num(im.w * s) + "\" height=\"" +
+             num(im.h * s) +
+             "\" style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64," +
+             base64(png) + "\"/>\n</g>\n";
+      continue;
+    }
     for (int y = 0; y < im.h; ++y) {
       // Runs of one colour on a row share a <rect>.
       int x = 0;

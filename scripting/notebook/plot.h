@@ -80,8 +80,9 @@ struct Grid {
   int rows = 0, cols = 0;
 };
 Grid grid_shape(int n, int cols);
-// SVG of the images in a grid, each pixel a <rect>; refused for none, an empty one, pixels
-// of the wrong count, or more than 4M pixels in all.
+// SVG of the images in a grid: each pixel a <rect> (runs of one colour merged) up to 16384
+// pixels in all, else each image an embedded PNG (a data: URI); refused for none, an empty one,
+// pixels of the wrong count, or more than 4M pixels in all.
 Result<std::string> render_images(const std::vector<Image>& images, int cols,
                                   const std::string& title);
 

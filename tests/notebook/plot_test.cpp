@@ -200,4 +200,14 @@ TEST_CASE("An image grid lays out N images in rows of cols", "[notebook][plot]")
   Result<std::string> r = render_images({rgb}, 8, "rgb");
   REQUIRE(r.ok());
   CHECK(r->find("fill=\"#ff0000\"") != std::string::npos);
+  // Past 16384 pixels each image is an embedded PNG, not rects.
+  std::vector<Image> big(
+      24, Image{.h = 28, .w = 28, .channels = 1, .pix = std::vector<float>(784, 0.5f)});
+  big[0].pix[0] = 1;
+  Result<std::string> b = render_images(big, 8, "");
+  REQUIRE(b.ok());
+  CHECK(well_formed(*b));
+  CHECK(count(*b, "class=\"png\"") == 24);
+  CHECK(count(*b, "data:image/png;base64,iVBORw0KGgo") == 24);  // the PNG signature
+  CHECK(count(*b, "<rect") == 1);                               // the background only
 }
