@@ -9,6 +9,8 @@
 
 #include "runner/model_export.h"
 #include "runner/project.h"
+#include "scripting/jail.h"
+#include "scripting/lua_host.h"
 
 namespace mls::app {
 
@@ -91,6 +93,9 @@ struct LuaOptions {
   int64_t resume = 0;  // the script's first mls.train continues this run
 };
 int lua_command(const LuaOptions& o);
+// The kernel's wall around a sandboxed script (rlimits, Landlock, seccomp; scripting/jail.h)
+// for `o`'s limits and the in-VM sandbox `so`: what `mlstudio lua` and `notebook run` apply.
+jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so);
 
 // `mlstudio notebook run|check|export P.mls`: the project's notebook cells, headless
 // (app/notebook_command.cpp).

@@ -11,10 +11,10 @@
 
 #include "app/commands.h"
 #include "engine/cpu/cpu_backend.h"
+#include "runner/checkpoints.h"
 #include "scripting/jail.h"
 #include "scripting/lua_host.h"
 #include "scripting/repl.h"
-#include "runner/checkpoints.h"
 #include "store/run_store.h"
 
 namespace mls::app {
@@ -29,8 +29,8 @@ int run_script(const LuaOptions& o, const lua::ScriptOptions& so) {
   if (!r) {
     std::fprintf(stderr, "mlstudio: %s\n", r.error().message.c_str());
     const std::string& m = r.error().message;
-    if (o.memory_limit_mib > 0 &&
-        (m.find("not enough memory") != std::string::npos || m.find("out of memory") != std::string::npos))
+    if (o.memory_limit_mib > 0 && (m.find("not enough memory") != std::string::npos ||
+                                   m.find("out of memory") != std::string::npos))
       std::fprintf(stderr, "mlstudio: the sandbox's memory limit is %lld MiB (--memory-limit)\n",
                    static_cast<long long>(o.memory_limit_mib));
     if (o.file_limit_mib > 0 && m.find("File too large") != std::string::npos)
@@ -51,6 +51,8 @@ uint64_t mapped_bytes() {
   return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+}  // namespace
+
 // The second wall around a sandboxed script, kept by the kernel (scripting/jail.h): what
 // the in-VM sandbox allows, and no more, in case the VM's own checks are ever got round.
 jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) {
@@ -63,7 +65,8 @@ jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) 
   // thread stacks and allocator slack) beyond, for what the VM cannot see.
   if (o.memory_limit_mib > 0) {
     // (A limit past an exbibyte is none: the shift would wrap.)
-    const uint64_t held = static_cast<uint64_t>(std::min<int64_t>(o.memory_limit_mib, 1LL << 40)) << 20;
+    const uint64_t held = static_cast<uint64_t>(std::min<int64_t>(o.memory_limit_mib, 1LL << 40))
+                          << 20;
     l.address_space_bytes = mapped_bytes() + held + held / 4 + (uint64_t{256} << 20);
   }
   if (o.time_limit > 0) {
@@ -110,8 +113,6 @@ jail::JailLimits script_jail(const LuaOptions& o, const lua::ScriptOptions& so) 
   return l;
 }
 
-}  // namespace
-
 int lua_command(const LuaOptions& o) {
   lua::ScriptOptions so;
   so.db_path = o.db;
@@ -121,7 +122,8 @@ int lua_command(const LuaOptions& o) {
   // One --memory-limit for both walls: the VM counts the Lua heap and tensors and stops the
   // script with a traceback; the kernel (the jail) is the backstop for what it cannot see.
   so.memory_limit = o.memory_limit_mib > 0
-                        ? static_cast<int64_t>(std::min<int64_t>(o.memory_limit_mib, 1LL << 40)) << 20
+                        ? static_cast<int64_t>(std::min<int64_t>(o.memory_limit_mib, 1LL << 40))
+                              << 20
                         : std::numeric_limits<int64_t>::max();
   if (o.instruction_limit < 0 || o.time_limit < 0 || o.memory_limit_mib < 0 ||
       o.file_limit_mib < 0) {
@@ -159,7 +161,8 @@ int lua_command(const LuaOptions& o) {
     (void)store::RunStore::open(fs::absolute(so.db_path).string());
     // The checkpoints folder made for the jail goes again when no run wrote into it.
     std::error_code ec;
-    fs::remove(fs::path(runner::checkpoint_dir(fs::absolute(so.db_path).string(), 1)).parent_path(), ec);
+    fs::remove(fs::path(runner::checkpoint_dir(fs::absolute(so.db_path).string(), 1)).parent_path(),
+               ec);
   }
   if (r.timed_out) {
     std::fprintf(stderr,

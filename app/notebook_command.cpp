@@ -470,12 +470,35 @@ int do_export(const NotebookOptions& o) {
   return save_html(o.html, export_html(*nb, saved->value_or(lua::SavedOutputs{}), s));
 }
 
+// run and check without --trust: the cells run in a jailed child process, as `mlstudio lua`
+// runs a script (script_jail: rlimits, Landlock, seccomp), writing only under the project's
+// folder, the run database's files and the --html and --figures targets.
+int jailed(const NotebookOptions& o, int (*body)(const NotebookOptions&)) {
+  if (o.trust) return body(o);
+  LuaOptions lo;
+  lo.file = o.project;
+  lo.db = o.db;
+  const lua::ScriptOptions so = script_options(o);
+  jail::JailLimits limits = script_jail(lo, so);
+  std::error_code ec;
+  if (!o.html.empty()) limits.write_paths.push_back(fs::absolute(o.html).parent_path().string());
+  if (!o.figures.empty()) {
+    fs::create_directories(o.figures, ec);
+    limits.write_paths.push_back(fs::absolute(o.figures).string());
+  }
+  std::fprintf(stderr, "mlstudio: sandbox: %s (--trust lifts it)\n",
+               jail::probe_walls().describe().c_str());
+  const jail::JailResult r = jail::run_jailed(limits, [&] { return body(o); });
+  if (!r.reason.empty()) return fail(o.project + ": stopped by the sandbox: " + r.reason);
+  return r.exit_code;
+}
+
 }  // namespace
 
 int notebook_command(const NotebookOptions& o) {
   if (o.tolerance < 0) return fail("--tolerance must be >= 0");
-  if (o.action == "run") return do_run(o);
-  if (o.action == "check") return do_check(o);
+  if (o.action == "run") return jailed(o, do_run);
+  if (o.action == "check") return jailed(o, do_check);
   if (o.action == "export") return do_export(o);
   return fail("notebook: unknown action " + o.action + " (run, check, export)");
 }

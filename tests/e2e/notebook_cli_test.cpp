@@ -153,6 +153,20 @@ TEST_CASE("notebook run: --param, an error cell, bad inputs", "[e2e][notebook]")
   CHECK(err.code == 1);
   CHECK(err.err.find("nb.mls: cell data:3: attempt to perform arithmetic") != std::string::npos);
 
+  // Sandboxed unless --trust: a cell may not write outside the project's folder.
+  const std::string outside = (temp_dir() / "outside.txt").string();
+  const std::string w = write_notebook(
+      dir, {{"lua", "w",
+             "local f = assert(io.open(\"" + outside + "\", \"w\"))\nf:write(\"x\")\nf:close()"}});
+  Output boxed = run("notebook run " + w, 60);
+  CHECK(boxed.code == 1);
+  CHECK(boxed.err.find("sandbox:") != std::string::npos);
+  CHECK(boxed.err.find("cell w:1:") != std::string::npos);
+  CHECK_FALSE(fs::exists(outside));
+  Output trusted = run("notebook run " + w + " --trust", 60);
+  CHECK(trusted.code == 0);
+  CHECK(fs::exists(outside));
+
   fs::remove(dir / "nb.outputs.json");
   Output none = run("notebook check " + e, 60);
   CHECK(none.code == 1);
