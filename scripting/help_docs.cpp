@@ -420,8 +420,6 @@ const std::vector<HelpEntry>& help_entries() {
       {"Tensor:silu", "t:silu()", "elementwise t * sigmoid(t)", "x:silu()"},
       {"Tensor:gelu", "t:gelu([\"none\" | \"tanh\"])", "GELU, exact or its tanh approximation",
        "x:gelu()"},
-      {"Tensor:sin", "t:sin()", "elementwise sine", "x:sin()"},
-      {"Tensor:cos", "t:cos()", "elementwise cosine", "x:cos()"},
       {"Tensor:leaky_relu", "t:leaky_relu([slope])",
        "t where positive, slope * t elsewhere (slope 0.01)", "x:leaky_relu(0.1)"},
       {"Tensor:softplus", "t:softplus([beta])", "log(1 + e^(beta t)) / beta (beta 1)",

@@ -334,8 +334,6 @@ MLS_UNARY(relu, relu(e, x))
 MLS_UNARY(tanh, e.emit1("tanh", {x}))
 MLS_UNARY(sigmoid, e.emit1("sigmoid", {x}))
 MLS_UNARY(silu, silu(e, x))
-MLS_UNARY(sin, e.emit1("sin", {x}))
-MLS_UNARY(cos, e.emit1("cos", {x}))
 #undef MLS_UNARY
 
 int l_gelu(lua_State* L) {
@@ -910,8 +908,6 @@ const luaL_Reg kMeta[] = {{"__add", l_add},
                           {"sigmoid", l_sigmoid},
                           {"silu", l_silu},
                           {"gelu", l_gelu},
-                          {"sin", l_sin},
-                          {"cos", l_cos},
                           {"leaky_relu", l_leaky_relu},
                           {"softplus", l_softplus},
                           {"clamp", l_clamp},
