@@ -68,6 +68,19 @@ TEST_CASE("notebook run and check pass on every example notebook", "[e2e][notebo
   }
 }
 
+TEST_CASE("notebook run --param moves the training notebook's learning-rate slider",
+          "[e2e][notebook]") {
+  const fs::path dir = notebook_dir("train");
+  const std::string p = copy_example("notebook-train-mlp.mls", dir);
+  Output o = run("notebook run " + p + " --param lr=0.1 --db " + (dir / "runs.db").string(), 120);
+  INFO(o.out << o.err);
+  REQUIRE(o.code == 0);
+  auto saved = nlohmann::json::parse(read_file((dir / "notebook-train-mlp.outputs.json").string()));
+  CHECK(saved["cells"]["settings"]["widgets"][0]["value"] == 0.1);
+  CHECK(saved["cells"]["train"]["text"].get<std::string>().find(
+            "trained 1 epoch at lr 0.100: test accuracy") == 0);
+}
+
 TEST_CASE("notebook export writes an HTML page and a Lua script that runs alone",
           "[e2e][notebook]") {
   const fs::path dir = notebook_dir("export");
