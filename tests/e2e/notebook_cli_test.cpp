@@ -86,7 +86,9 @@ TEST_CASE("notebook export writes an HTML page and a Lua script that runs alone"
   const fs::path dir = notebook_dir("export");
   const std::string p = copy_example("notebook-tour.mls", dir);
   const std::string figures = (dir / "figs").string();
-  REQUIRE(run("notebook run " + p + " --figures " + figures, 60).code == 0);
+  const std::string run_html = (dir / "run.html").string();
+  REQUIRE(run("notebook run " + p + " --figures " + figures + " --html " + run_html, 60).code == 0);
+  CHECK(read_file(run_html).find("<h2>A function and its gradient</h2>") != std::string::npos);
   CHECK(read_file(figures + "/grad-1.svg").find("<svg") != std::string::npos);
   CHECK(read_file(figures + "/matrix-1.svg").find("<svg") != std::string::npos);
   CHECK_FALSE(fs::exists(figures + "/grid-1.svg"));  // the grid cell plots nothing
