@@ -8,6 +8,7 @@
 #include <QKeyEvent>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSlider>
 #include <QStringListModel>
 #include <QSvgWidget>
@@ -53,12 +54,18 @@ CodeEdit::CodeEdit(QWidget* parent)
   setLineWrapMode(QPlainTextEdit::NoWrap);
   setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   connect(this, &QPlainTextEdit::cursorPositionChanged, this, &CodeEdit::updateSelections);
-  connect(this, &QPlainTextEdit::blockCountChanged, this, [this] { updateGeometry(); });
+  // As tall as its lines: the notebook scrolls, not the cell.
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  auto fit = [this] { setFixedHeight(sizeHint().height()); };
+  connect(this, &QPlainTextEdit::blockCountChanged, this, fit);
+  fit();
 }
 
 QSize CodeEdit::sizeHint() const {
   const int lines = std::max(1, document()->blockCount());
-  const int h = lines * fontMetrics().lineSpacing() + 2 * frameWidth() + 12;
+  const int h = lines * fontMetrics().lineSpacing() + 2 * frameWidth() +
+                2 * int(document()->documentMargin()) + horizontalScrollBar()->sizeHint().height() +
+                4;
   return {QPlainTextEdit::sizeHint().width(), h};
 }
 
@@ -243,6 +250,8 @@ CellWidget::CellWidget(const nodes::Cell& cell, QWidget* parent) : QFrame(parent
   QFont mono("monospace");
   mono.setStyleHint(QFont::Monospace);
   text_->setFont(mono);
+  text_->setWordWrap(true);
+  text_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   text_->hide();
   error_ = new QLabel(outputs_);
   error_->setObjectName("cell.error");
@@ -300,10 +309,19 @@ void CellWidget::showMarkdown(bool edit) {
   }
   rendered_->document()->setBaseUrl(QUrl::fromLocalFile(base_dir_ + "/"));
   rendered_->setMarkdown(QString::fromStdString(cell_.source));
-  rendered_->document()->setTextWidth(std::max(200, width() - 20));
-  rendered_->setFixedHeight(int(rendered_->document()->size().height()) + 8);
+  fitMarkdown();
   edit_->hide();
   rendered_->show();
+}
+
+void CellWidget::fitMarkdown() {
+  rendered_->document()->setTextWidth(std::max(100, rendered_->viewport()->width()));
+  rendered_->setFixedHeight(int(rendered_->document()->size().height()) + 8);
+}
+
+void CellWidget::resizeEvent(QResizeEvent* e) {
+  QFrame::resizeEvent(e);
+  if (rendered_ && rendered_->isVisible()) fitMarkdown();
 }
 
 bool CellWidget::eventFilter(QObject* o, QEvent* e) {
@@ -364,7 +382,11 @@ void CellWidget::setOutput(const lua::CellOutput* out, bool stale) {
     auto* svg = new QSvgWidget;
     svg->setObjectName("cell.figure");
     svg->load(QByteArray::fromStdString(f.svg));
-    svg->setFixedSize(f.width, f.height);
+    // Its height; as wide as the cell allows up to its own width (a narrow dock squeezes it
+    // horizontally: QSvgRenderer of Qt 6.4 cannot keep the aspect ratio).
+    svg->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
+    svg->setMaximumWidth(f.width);
+    svg->setFixedHeight(f.height);
     svg->setToolTip(QString::fromStdString(f.title));
     outputs_layout_->addWidget(svg);
   }

@@ -99,9 +99,11 @@ class CellWidget : public QFrame {
  protected:
   bool eventFilter(QObject* o, QEvent* e) override;
   void mousePressEvent(QMouseEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
 
  private:
   void showMarkdown(bool edit);
+  void fitMarkdown();  // the rendered text's height at the cell's width
   void clearOutputs();
   QWidget* makeWidget(const lua::Widget& w);
 

@@ -258,6 +258,13 @@ void MainWindow::buildDocks() {
   nb->setObjectName("dock.notebook");
   nb->setWidget(notebook_);
   addDockWidget(Qt::RightDockWidgetArea, nb);
+  // Tabbed with the Inspector, so the cells have the dock's height; in front when the opened
+  // project has cells.
+  tabifyDockWidget(ins, nb);
+  ins->raise();
+  connect(&model_, &DocumentModel::reloaded, nb, [this, nb, ins] {
+    (model_.doc().notebook.cells.empty() ? static_cast<QWidget*>(ins) : nb)->raise();
+  });
   auto* bottom = new QDockWidget("Console", this);
   bottom->setObjectName("dock.console");
   auto* tabs = new QTabWidget;
@@ -267,7 +274,7 @@ void MainWindow::buildDocks() {
   tabs->addTab(run_log_, "Run log");
   bottom->setWidget(tabs);
   addDockWidget(Qt::BottomDockWidgetArea, bottom);
-  resizeDocks({pal, ins, nb}, {230, 300, 460}, Qt::Horizontal);
+  resizeDocks({pal, ins}, {230, 460}, Qt::Horizontal);
   resizeDocks({bottom}, {190}, Qt::Vertical);
 }
 

@@ -87,7 +87,9 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   toolbar_->addSeparator();
   add("run", "Run", "Run the selected cell and its dependents (Shift+Enter)",
       [this] { runSelected(); });
-  add("run-all", "Run all", "Run every cell in dependency order", [this] { runAll(); });
+  add("run-all", "Run all", "Run every cell in dependency order (Ctrl+Shift+Enter)", [this] {
+    runAll();
+  })->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Return));
   add("run-to", "Run to here", "Run what the selected cell needs, then it",
       [this] { runToHere(); });
   add("restart", "Restart", "A fresh Lua state: every cell stale", [this] { restart(); });
@@ -108,6 +110,7 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   cells_layout_->addStretch(1);
   scroll_->setWidget(cells_box_);
   scroll_->setWidgetResizable(true);
+  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(0, 0, 0, 0);
   lay->setSpacing(0);
