@@ -13,6 +13,7 @@
 #include "engine/core/backend_registry.h"
 #include "engine/core/check.h"
 #include "nodes/notebook_edit.h"
+#include "scripting/notebook/outputs.h"
 #include "scripting/runtime.h"
 
 namespace mls::editor {
@@ -120,6 +121,16 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   connect(&watcher_, &QFutureWatcher<std::vector<std::string>>::finished, this,
           &NotebookView::finished);
   connect(model_, &DocumentModel::changed, this, &NotebookView::syncFromDocument);
+  // An opened project's saved outputs (P.outputs.json): shown, stale where the code or the
+  // inputs changed since.
+  connect(model_, &DocumentModel::reloaded, this, [this] {
+    if (busy_ || model_->path().empty()) return;
+    syncFromDocument();
+    auto saved = lua::load_outputs(model_->path());
+    if (!saved || !*saved) return;
+    session_->restore_outputs(**saved);
+    refreshOutputs();
+  });
   syncFromDocument();
 }
 

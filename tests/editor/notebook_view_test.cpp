@@ -17,6 +17,7 @@
 #include "editor/cell_widget.h"
 #include "editor/lua_highlighter.h"
 #include "editor/notebook_view.h"
+#include "scripting/notebook/outputs.h"
 #include "tests/editor/editor_test_util.h"
 
 namespace Catch {
@@ -433,4 +434,26 @@ TEST_CASE("a graph view cell shows the canvas's scene, live", "[editor][notebook
   CHECK(view->scene() == fx.window->view()->scene());
   CHECK_FALSE(view->isInteractive());
   CHECK(nb->notebook().cells[0].view == "graph");
+}
+
+TEST_CASE("an opened notebook shows its saved outputs, stale where the code changed since",
+          "[editor][notebook]") {
+  EditorFixture fx;
+  NotebookView* nb = fx.window->notebook();
+  const QString a = add_lua(nb, "x = 2");
+  const QString b = add_lua(nb, "print(x * 21)");
+  const std::string path = fx.dir.file("saved.mls");
+  REQUIRE(fx.window->model()->saveAs(path).ok());
+  lua::SavedOutputs saved;
+  saved[b.toStdString()] = {.cell_id = b.toStdString(),
+                            .text = "42\n",
+                            .hash = nb->session().current_hash(b.toStdString())};
+  saved[a.toStdString()] = {.cell_id = a.toStdString(), .text = "old\n", .hash = "not its hash"};
+  REQUIRE(lua::save_outputs(path, saved).ok());
+  REQUIRE(fx.window->openFile(QString::fromStdString(path)).ok());
+  QApplication::processEvents();
+  REQUIRE(nb->cellIds() == QStringList{a, b});
+  CHECK(text_of(nb, b) == "42");
+  CHECK(text_of(nb, a) == "old");
+  CHECK(nb->cellWidget(a)->stale());
 }
