@@ -276,6 +276,16 @@ TEST_CASE("cells are added, typed and run through the notebook's GUI", "[editor]
   CHECK(wait_run(nb) == QStringList{a, b});
   CHECK(text_of(nb, b) == "43");
   CHECK_FALSE(nb->cellWidget(b)->stale());
+
+  // A failing cell: its message under it and its line marked in the editor.
+  const QString c = add_lua(nb, "local k = 1\nerror('boom at two')");
+  run_cell(nb, c);
+  CHECK(wait_run(nb) == QStringList{c});
+  CellWidget* wc = nb->cellWidget(c);
+  CHECK(wc->editor()->errorLine() == 2);
+  CHECK(wc->errorLabel()->isVisible());
+  CHECK(wc->errorLabel()->text().startsWith("line 2: "));
+  CHECK(wc->errorLabel()->text().contains("boom at two"));
 }
 
 TEST_CASE("editing a cell re-runs exactly its dependents, in order; lazy mode marks them stale",
