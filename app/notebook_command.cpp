@@ -30,6 +30,7 @@
 #include "scripting/notebook/cell_analysis.h"
 #include "scripting/notebook/cell_graph.h"
 #include "scripting/notebook/outputs.h"
+#include "scripting/notebook/plot.h"
 #include "scripting/notebook/session.h"
 #include "scripting/runtime.h"
 
@@ -251,29 +252,6 @@ std::string compare(const CellOutput& saved, const CellOutput& now, double tol) 
 
 // [SECTION] Export
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string markdown_html(const std::string& md) {
   std::string out;
   md_html(
@@ -318,22 +296,22 @@ std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::N
   const std::set<std::string> stale_ids = stale_cells(nb, saved, s);
   std::string title = nb.doc.name.empty() ? "notebook" : nb.doc.name;
   std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" +
-                  html_escape(title) + "</title>\n<style>" + kCss + "</style></head><body>\n";
+                  plot::xml_escape(title) + "</title>\n<style>" + kCss + "</style></head><body>\n";
   for (const auto& c : nb.cells) {
     if (c.kind == CellKind::Markdown) {
-      h += "<div class=\"cell md\" id=\"" + html_escape(c.id) + "\">\n" + markdown_html(c.source) +
+      h += "<div class=\"cell md\" id=\"" + plot::xml_escape(c.id) + "\">\n" + markdown_html(c.source) +
            "</div>\n";
       continue;
     }
     if (c.kind == CellKind::View) {
-      h += "<div class=\"cell view\"><p class=\"id\">[view: " + html_escape(c.view) +
+      h += "<div class=\"cell view\"><p class=\"id\">[view: " + plot::xml_escape(c.view) +
            "]</p></div>\n";
       continue;
     }
     auto it = saved.find(c.id);
     const bool stale = stale_ids.count(c.id) > 0;
-    h += "<div class=\"cell code\" id=\"" + html_escape(c.id) + "\"><span class=\"id\">" +
-         html_escape(c.id) + "</span>\n<pre><code class=\"language-lua\">" + html_escape(c.source) +
+    h += "<div class=\"cell code\" id=\"" + plot::xml_escape(c.id) + "\"><span class=\"id\">" +
+         plot::xml_escape(c.id) + "</span>\n<pre><code class=\"language-lua\">" + plot::xml_escape(c.source) +
          "</code></pre>\n";
     if (it == saved.end()) {
       h += "<p class=\"stale-note\">(not run)</p>\n</div>\n";
@@ -345,14 +323,14 @@ std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::N
     if (stale)
       h += "<p class=\"stale-note\">stale: the code or its inputs changed since this output</p>\n";
     for (const auto& w : o.widgets)
-      h += "<p class=\"widget\">" + html_escape(w.kind) + " <b>" + html_escape(w.name) +
-           "</b> = " + html_escape(w.value.dump()) + "</p>\n";
-    if (!o.text.empty()) h += "<pre>" + html_escape(o.text) + "</pre>\n";
+      h += "<p class=\"widget\">" + plot::xml_escape(w.kind) + " <b>" + plot::xml_escape(w.name) +
+           "</b> = " + plot::xml_escape(w.value.dump()) + "</p>\n";
+    if (!o.text.empty()) h += "<pre>" + plot::xml_escape(o.text) + "</pre>\n";
     for (const auto& f : o.figures)
       h += "<figure>" + f.svg +
-           (f.title.empty() ? "" : "<figcaption>" + html_escape(f.title) + "</figcaption>") +
+           (f.title.empty() ? "" : "<figcaption>" + plot::xml_escape(f.title) + "</figcaption>") +
            "</figure>\n";
-    if (!o.ok) h += "<pre>" + html_escape(o.error) + "</pre>\n";
+    if (!o.ok) h += "<pre>" + plot::xml_escape(o.error) + "</pre>\n";
     h += "</div>\n</div>\n";
   }
   return h + "</body></html>\n";
