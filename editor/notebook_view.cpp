@@ -5,6 +5,7 @@
 
 #include <QAction>
 #include <QFileInfo>
+#include <QTemporaryDir>
 #include <QScrollArea>
 #include <QToolBar>
 #include <QVBoxLayout>
@@ -38,37 +39,17 @@ const nodes::Cell* find_cell(const nodes::Notebook& nb, const std::string& id) {
 NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWidget* parent)
     : QWidget(parent),
       model_(model),
+      db_path_(db_path),
       bridge_(model),
       toolbar_(new QToolBar),
       scroll_(new QScrollArea),
       cells_box_(new QWidget),
       cells_layout_(new QVBoxLayout(cells_box_)) {
   setObjectName("notebook");
-  // The notebook is the user's own, as the console: not sandboxed; files relative to the
-  // project's folder.
-  lua::ScriptOptions options;
-  options.db_path = db_path;
-  Backend* host = backend_registry().host();
-  MLS_CHECK(host != nullptr, "the notebook needs the CPU backend registered");
-  session_ = std::make_unique<lua::NotebookSession>(*host, options);
-  session_->host().runtime().project = &bridge_;
-  session_->host().runtime().new_telemetry = [this] {
-    auto tm = std::make_shared<Telemetry>();
-    QMetaObject::invokeMethod(
-        this, [this, tm] { Q_EMIT liveRunStarted(tm); }, Qt::QueuedConnection);
-    return tm;
-  };
-  session_->set_interrupt(&cancel_);
-  session_->on_cell_started = [this](const std::string& id) {
-    QMetaObject::invokeMethod(
-        this,
-        [this, id = QString::fromStdString(id)] {
-          if (auto* w = cellWidget(running_)) w->setRunning(false);
-          running_ = id;
-          if (auto* w = cellWidget(id)) w->setRunning(true);
-        },
-        Qt::QueuedConnection);
-  };
+  // A notebook comes with a project file, which may be a stranger's: its cells run in the
+  // sandbox (files only under the project's folder, no os.execute, a memory limit) unless the
+  // user trusts it (the "Trust" action; dropped when another project opens).
+  makeSession();
 
   auto add = [this](const QString& name, const QString& text, const QString& tip, auto fn) {
     QAction* a = toolbar_->addAction(text, this, fn);
@@ -102,6 +83,13 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   QAction* od = add("on-demand", "Only when asked", "Run the selected cell only when asked",
                     [this] { setOnDemand(actions_["on-demand"]->isChecked()); });
   od->setCheckable(true);
+  toolbar_->addSeparator();
+  QAction* trust = add("trust", "Trust",
+                       "Run this notebook's cells with your own rights: files anywhere, "
+                       "os.execute, no memory limit. Off: they run in the sandbox, under the "
+                       "project's folder. Only for notebooks you wrote or trust.",
+                       [this] { setTrusted(actions_["trust"]->isChecked()); });
+  trust->setCheckable(true);
 
   // A click between the cells leaves them (Ctrl+Z is then the document's, not a cell's text).
   cells_box_->setObjectName("notebook.cells");
@@ -124,7 +112,15 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   // An opened project's saved outputs (P.outputs.json): shown, stale where the code or the
   // inputs changed since.
   connect(model_, &DocumentModel::reloaded, this, [this] {
-    if (busy_ || model_->path().empty()) return;
+    if (busy_) return;
+    // Another project: trust was given to the one before, and the sandbox's root moves.
+    if (trusted_ || sandboxRoot() != session_->host().options().root) {
+      trusted_ = false;
+      actions_["trust"]->setChecked(false);
+      makeSession();
+      shown_.clear();
+    }
+    if (model_->path().empty()) return;
     syncFromDocument();
     auto saved = lua::load_outputs(model_->path());
     if (!saved || !*saved) return;
@@ -137,6 +133,62 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
 NotebookView::~NotebookView() {
   cancel_ = true;
   watcher_.waitForFinished();
+}
+
+std::string NotebookView::sandboxRoot() {
+  if (!model_->path().empty())
+    return QFileInfo(QString::fromStdString(model_->path())).absolutePath().toStdString();
+  // An unsaved project has no folder: its cells get an empty one of their own.
+  if (!scratch_) scratch_ = std::make_unique<QTemporaryDir>();
+  return scratch_->path().toStdString();
+}
+
+void NotebookView::makeSession() {
+  lua::ScriptOptions options;
+  options.db_path = db_path_;
+  options.sandbox = !trusted_;
+  options.root = sandboxRoot();
+  Backend* host = backend_registry().host();
+  MLS_CHECK(host != nullptr, "the notebook needs the CPU backend registered");
+  // The outputs shown stay (stale: nothing ran in the new state).
+  std::map<std::string, lua::CellOutput> kept;
+  if (session_)
+    for (const auto& c : shown_)
+      if (const lua::CellOutput* out = session_->output(c.id)) kept[c.id] = *out;
+  session_ = std::make_unique<lua::NotebookSession>(*host, options);
+  session_->host().runtime().project = &bridge_;
+  session_->host().runtime().new_telemetry = [this] {
+    auto tm = std::make_shared<Telemetry>();
+    QMetaObject::invokeMethod(
+        this, [this, tm] { Q_EMIT liveRunStarted(tm); }, Qt::QueuedConnection);
+    return tm;
+  };
+  session_->set_interrupt(&cancel_);
+  session_->on_cell_started = [this](const std::string& id) {
+    QMetaObject::invokeMethod(
+        this,
+        [this, id = QString::fromStdString(id)] {
+          if (auto* w = cellWidget(running_)) w->setRunning(false);
+          running_ = id;
+          if (auto* w = cellWidget(id)) w->setRunning(true);
+        },
+        Qt::QueuedConnection);
+  };
+  if (!shown_.empty()) {
+    session_->set_cells(shown_);
+    session_->set_lazy(notebook().lazy);
+    session_->restore_outputs(kept);
+  }
+}
+
+void NotebookView::setTrusted(bool trusted) {
+  if (busy_ || trusted == trusted_) {
+    actions_["trust"]->setChecked(trusted_);
+    return;
+  }
+  trusted_ = trusted;
+  makeSession();
+  refreshOutputs();
 }
 
 QAction* NotebookView::action(const QString& name) const {
@@ -335,7 +387,7 @@ void NotebookView::finished() {
 void NotebookView::setBusy(bool busy) {
   busy_ = busy;
   actions_["stop"]->setEnabled(busy);
-  for (const char* name : {"run", "run-all", "run-to", "restart", "delete"})
+  for (const char* name : {"run", "run-all", "run-to", "restart", "delete", "trust"})
     actions_[name]->setEnabled(!busy);
   Q_EMIT busyChanged(busy);
 }

@@ -28,6 +28,7 @@
 #include "scripting/notebook/session.h"
 
 class QAction;
+class QTemporaryDir;
 class QScrollArea;
 class QToolBar;
 class QVBoxLayout;
@@ -53,6 +54,10 @@ class NotebookView : public QWidget {
   void stop();
   void setLazy(bool lazy);
   void setOnDemand(bool on);
+  // Off (the default, and again whenever another project opens): cells run in the sandbox,
+  // under the project's folder. On: with the user's rights. Either way a fresh Lua state.
+  void setTrusted(bool trusted);
+  bool trusted() const { return trusted_; }
 
   // Makes a view cell's live view ("graph", "step", "dashboard", "memory"); null: its name.
   void setViewFactory(std::function<QWidget*(const std::string& view)> f) {
@@ -88,8 +93,14 @@ class NotebookView : public QWidget {
   void refreshOutputs();
   void rebuildWidgets();
   void setBusy(bool busy);
+  // A fresh session: sandboxed under sandboxRoot() unless trusted; the shown outputs kept.
+  void makeSession();
+  std::string sandboxRoot();
 
   DocumentModel* model_;
+  std::string db_path_;
+  bool trusted_ = false;
+  std::unique_ptr<QTemporaryDir> scratch_;  // the folder of an unsaved project's cells
   GuiThreadHistory bridge_;
   std::unique_ptr<lua::NotebookSession> session_;
   std::atomic<bool> cancel_{false};

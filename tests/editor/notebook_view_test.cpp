@@ -1,6 +1,7 @@
 // The notebook in the editor, driven as a person would: keys typed into the cells, clicks on
 // the toolbar and on the widgets under a cell (QTest events, never values set from code).
 #include <QCheckBox>
+#include <filesystem>
 #include <QComboBox>
 #include <QGraphicsView>
 #include <QLabel>
@@ -466,4 +467,56 @@ TEST_CASE("an opened notebook shows its saved outputs, stale where the code chan
   CHECK(text_of(nb, b) == "42");
   CHECK(text_of(nb, a) == "old");
   CHECK(nb->cellWidget(a)->stale());
+}
+
+TEST_CASE("a project's cells run in the sandbox until the user trusts the notebook",
+          "[editor][notebook][sandbox]") {
+  EditorFixture fx;
+  NotebookView* nb = fx.window->notebook();
+  // A project in a folder of its own, with a file beside it; a secret outside it.
+  std::filesystem::create_directories(fx.dir.file("proj"));
+  const std::string path = fx.dir.file("proj/p.mls");
+  REQUIRE(fx.window->model()->saveAs(path).ok());
+  { std::ofstream(fx.dir.file("proj/inside.txt")) << "beside the project"; }
+  test::TempDir outside{"mls_outside"};
+  const std::string secret = outside.file("secret.txt");
+  { std::ofstream(secret) << "the user's secret"; }
+  REQUIRE(fx.window->openFile(QString::fromStdString(path)).ok());
+  QApplication::processEvents();
+  CHECK_FALSE(nb->trusted());
+  CHECK_FALSE(nb->action("trust")->isChecked());
+
+  const QString in = add_lua(nb, QString("local f = io.open('%1') print(f:read('a')) f:close()")
+                                     .arg(QString::fromStdString(fx.dir.file("proj/inside.txt"))));
+  const QString out = add_lua(nb, QString("local f = assert(io.open('%1')) print(f:read('a'))")
+                                      .arg(QString::fromStdString(secret)));
+  const QString ex = add_lua(nb, "print(os.execute())");
+  click_action(nb, "run-all");
+  wait_run(nb);
+  INFO(nb->cellWidget(in)->errorLabel()->text().toStdString());
+  CHECK(text_of(nb, in) == "beside the project");
+  CellWidget* wo = nb->cellWidget(out);
+  CHECK(wo->errorLabel()->isVisible());
+  CHECK(wo->errorLabel()->text().contains("sandbox"));
+  CHECK_FALSE(wo->outputText()->text().contains("secret"));
+  CHECK(nb->cellWidget(ex)->errorLabel()->text().contains("sandbox"));
+
+  // Trusted: the same cells run with the user's rights (a fresh state; outputs kept, stale).
+  click_action(nb, "trust");
+  CHECK(nb->trusted());
+  CHECK(nb->cellWidget(in)->stale());
+  click_action(nb, "run-all");
+  wait_run(nb);
+  CHECK(text_of(nb, out) == "the user's secret");
+  CHECK(text_of(nb, ex) == QString("true"));  // a shell is there
+
+  // The project opened again: the trust given before does not carry over.
+  REQUIRE(fx.window->model()->saveAs(path).ok());
+  REQUIRE(fx.window->openFile(QString::fromStdString(path)).ok());
+  QApplication::processEvents();
+  CHECK_FALSE(nb->trusted());
+  CHECK_FALSE(nb->action("trust")->isChecked());
+  click_action(nb, "run-all");
+  wait_run(nb);
+  CHECK(nb->cellWidget(out)->errorLabel()->text().contains("sandbox"));
 }
