@@ -267,7 +267,8 @@ class MoveNode final : public EditCommand {
 
 class SetNodeDevice final : public EditCommand {
  public:
-  SetNodeDevice(std::string id, std::string device) : id_(std::move(id)), device_(std::move(device)) {}
+  SetNodeDevice(std::string id, std::string device)
+      : id_(std::move(id)), device_(std::move(device)) {}
   Result<void> check(const Document& doc) const {
     if (!find_node(doc, id_)) return make_error("cannot place node " + q(id_) + ": no such node");
     if (!device_.empty() && device_ != "cpu")
@@ -284,7 +285,8 @@ class SetNodeDevice final : public EditCommand {
   }
   void revert(Document& doc) override { doc.nodes[*find_node(doc, id_)].device = old_; }
   std::string text() const override {
-    return device_.empty() ? "Run " + id_ + " on the project's device" : "Run " + id_ + " on the " + device_;
+    return device_.empty() ? "Run " + id_ + " on the project's device"
+                           : "Run " + id_ + " on the " + device_;
   }
 
  private:
@@ -547,7 +549,8 @@ EditResult make_move_node(const Document& doc, const std::string& id, LayoutPos 
   return checked<MoveNode>(doc, id, pos);
 }
 
-EditResult make_set_node_device(const Document& doc, const std::string& id, const std::string& device) {
+EditResult make_set_node_device(const Document& doc, const std::string& id,
+                                const std::string& device) {
   return checked<SetNodeDevice>(doc, id, device);
 }
 
@@ -614,8 +617,22 @@ Result<void> UndoStack::push(std::unique_ptr<EditCommand> command, Document& doc
   if (Result<void> ok = command->apply(doc); !ok) return ok;
   commands_.resize(index_);
   if (clean_ && *clean_ > index_) clean_.reset();  // the saved state is gone with the tail
-  commands_.push_back(std::move(command));
-  ++index_;
+  const auto now = clock_ ? clock_() : std::chrono::steady_clock::now();
+  const std::string key = command->merge_key();
+  // kMergeIdle: the same edit going on, onto the last applied step that is not the saved one.
+  const bool merge = merge_open_ && !key.empty() && index_ > 0 && clean_ != index_ &&
+                     now - last_push_ < kMergeIdle && commands_[index_ - 1]->merge_key() == key &&
+                     commands_[index_ - 1]->merge_with(*command);
+  merge_open_ = true;
+  last_push_ = now;
+  if (!merge) {
+    commands_.push_back(std::move(command));
+    ++index_;
+  } else if (commands_[index_ - 1]->changes_nothing(doc)) {
+    commands_.pop_back();  // typed and erased again: the step is gone
+    --index_;
+    merge_open_ = false;
+  }
   changed();
   return {};
 }
@@ -628,6 +645,7 @@ Result<void> UndoStack::push(EditResult command, Document& doc) {
 bool UndoStack::undo(Document& doc) {
   if (!can_undo()) return false;
   commands_[--index_]->revert(doc);
+  merge_open_ = false;
   changed();
   return true;
 }
@@ -635,6 +653,7 @@ bool UndoStack::undo(Document& doc) {
 bool UndoStack::redo(Document& doc) {
   if (!can_redo() || !commands_[index_]->apply(doc)) return false;
   ++index_;
+  merge_open_ = false;
   changed();
   return true;
 }
@@ -656,10 +675,12 @@ void UndoStack::clear() {
   commands_.clear();
   index_ = 0;
   clean_ = 0;
+  merge_open_ = false;
 }
 
 void UndoStack::set_clean() {
   clean_ = index_;
+  merge_open_ = false;
 }
 
 void UndoStack::changed() {
@@ -678,7 +699,8 @@ std::map<std::string, LayoutPos> layered_layout(const Document& doc) {
   for (size_t i : topological_order(doc)) {
     int d = 0;
     for (const LinkDoc& l : doc.links)
-      if (l.to_node == doc.nodes[i].id && depth.count(l.from_node)) d = std::max(d, depth[l.from_node] + 1);
+      if (l.to_node == doc.nodes[i].id && depth.count(l.from_node))
+        d = std::max(d, depth[l.from_node] + 1);
     depth[doc.nodes[i].id] = d;
   }
   std::map<int, int> rows;

@@ -24,6 +24,7 @@
 // given must outlive its command.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -50,6 +51,23 @@ class EditCommand {
   virtual void revert(Document& doc) = 0;
   // A short description for menus: "Add node fc1 (mls.linear)".
   virtual std::string text() const = 0;
+
+  // Edits that a person makes as one (the keystrokes typed into one cell) share a non-empty
+  // merge key ("cell data source"); a history joins a pushed command into the step before it
+  // when the keys match (see kMergeIdle for when). "" (the default): never merged.
+  virtual std::string merge_key() const { return {}; }
+  // Takes `next` (same merge key, applied right after this one) into this command, so that
+  // one revert() undoes both and one apply() redoes both. False: they stay two steps.
+  virtual bool merge_with(const EditCommand& next) {
+    (void)next;
+    return false;
+  }
+  // True when the command, as apply() left `doc`, changes nothing (typed, then erased): after
+  // a merge the history drops it.
+  virtual bool changes_nothing(const Document& doc) const {
+    (void)doc;
+    return false;
+  }
 };
 
 using EditResult = Result<std::unique_ptr<EditCommand>>;
@@ -86,7 +104,8 @@ EditResult make_set_params(const Document& doc, const std::string& id, const nlo
 
 // Where the node runs when the project trains on a GPU: "" the project's device, "cpu" the
 // host (NodeDoc::device).
-EditResult make_set_node_device(const Document& doc, const std::string& id, const std::string& device);
+EditResult make_set_node_device(const Document& doc, const std::string& id,
+                                const std::string& device);
 
 // Renames a node; its links and layout entry follow.
 EditResult make_rename_node(const Document& doc, const std::string& id, const std::string& new_id);
@@ -118,10 +137,19 @@ EditResult make_set_frames(const Document& doc, const std::vector<CommentFrame>&
 EditResult make_set_training(const Document& doc, const nlohmann::json& patch);
 EditResult make_set_dataset(const Document& doc, const nlohmann::json& patch);
 
+// When a pushed command joins the step before it (UndoStack, and the editor's QUndoStack):
+// both have the same non-empty merge_key(), that step is the last one applied (nothing undone
+// or redone since, and it is not the saved state), no end_merge() came between them, and the
+// push comes less than kMergeIdle after the one before it. So typing into a cell is one undo
+// step until the person pauses for a second, another edit is made, or (in the editor) the
+// keyboard focus moves. A step that comes to change nothing is dropped.
+inline constexpr std::chrono::milliseconds kMergeIdle{1000};
+
 // A linear history of applied commands, like QUndoStack: index() commands are applied,
 // the ones after it can be redone. Pushing drops the redo tail.
 class UndoStack {
  public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
   // Applies the command; on success records it (dropping the redo tail), on failure
   // returns the command's error and changes nothing.
   Result<void> push(std::unique_ptr<EditCommand> command, Document& doc);
@@ -142,6 +170,11 @@ class UndoStack {
   // Forgets every command (after loading another document, say); the state is clean.
   void clear();
 
+  // The next push starts a step of its own, whatever its merge key (see kMergeIdle).
+  void end_merge() { merge_open_ = false; }
+  // The clock kMergeIdle is measured on (tests set their own); steady_clock by default.
+  void set_clock(Clock clock) { clock_ = std::move(clock); }
+
   // The clean state marks the document as saved: is_clean() is true while the stack is at
   // the index of the last set_clean(). A clean state in a dropped redo tail is lost.
   void set_clean();
@@ -160,6 +193,9 @@ class UndoStack {
   std::optional<size_t> clean_ = 0;
   uint64_t revision_ = 0;
   std::function<void()> on_change_;
+  bool merge_open_ = false;  // the last push may be merged into
+  std::chrono::steady_clock::time_point last_push_{};
+  Clock clock_;
 };
 
 // A document together with its edit history, as something that edits it sees it: a
@@ -179,6 +215,8 @@ class DocumentHistory {
   virtual size_t history_index() const = 0;
   // The document was saved as it is now.
   virtual void mark_saved() = 0;
+  // The edit in progress ended: the next push starts its own undo step (see kMergeIdle).
+  virtual void end_merge() {}
 };
 
 // A document that owns its history: what `mls.project.open` gives a script.
@@ -194,7 +232,9 @@ class OwnedHistory final : public DocumentHistory {
   std::vector<std::string> history() const override;
   size_t history_index() const override { return stack_.index(); }
   void mark_saved() override { stack_.set_clean(); }
+  void end_merge() override { stack_.end_merge(); }
   const UndoStack& stack() const { return stack_; }
+  UndoStack& stack() { return stack_; }
 
  private:
   Document doc_;

@@ -17,17 +17,6 @@ std::string at(const std::string& source_name, const std::string& path) {
   return source_name + ": " + path + ": ";
 }
 
-std::string views_list() {
-  std::string out;
-  for (const char* v : kCellViews) out += std::string(out.empty() ? "'" : ", '") + v + "'";
-  return out;
-}
-
-bool known_view(const std::string& v) {
-  return std::any_of(std::begin(kCellViews), std::end(kCellViews),
-                     [&](const char* k) { return v == k; });
-}
-
 // Lines joined with "\n"; a string taken as it is.
 Result<std::string> read_source(const json& s, const std::string& where) {
   if (s.is_string()) return s.get<std::string>();
@@ -73,12 +62,12 @@ Result<Cell> parse_cell(const json& c, const std::string& source_name, const std
   if (auto v = c.find("view"); v != c.end()) {
     if (cell.kind != CellKind::View)
       return make_error(at(source_name, path + "/view") + "only a view cell has a view");
-    if (!v->is_string() || !known_view(v->get<std::string>()))
+    if (!v->is_string() || !is_cell_view(v->get<std::string>()))
       return make_error(at(source_name, path + "/view") + "unknown view " + v->dump() +
-                        " (expected " + views_list() + ")");
+                        " (expected " + cell_views_list() + ")");
     cell.view = v->get<std::string>();
   } else if (cell.kind == CellKind::View) {
-    return make_error(at(source_name, path) + "a view cell needs a \"view\" (" + views_list() +
+    return make_error(at(source_name, path) + "a view cell needs a \"view\" (" + cell_views_list() +
                       ")");
   }
   if (auto d = c.find("on_demand"); d != c.end()) {
@@ -136,6 +125,17 @@ std::string_view cell_kind_name(CellKind k) {
       return "view";
   }
   return "lua";
+}
+
+bool is_cell_view(std::string_view view) {
+  return std::any_of(std::begin(kCellViews), std::end(kCellViews),
+                     [&](const char* k) { return view == k; });
+}
+
+std::string cell_views_list() {
+  std::string out;
+  for (const char* v : kCellViews) out += std::string(out.empty() ? "'" : ", '") + v + "'";
+  return out;
 }
 
 std::optional<CellKind> parse_cell_kind(std::string_view name) {

@@ -41,6 +41,8 @@ std::optional<CellKind> parse_cell_kind(std::string_view name);
 
 // What a view cell shows of the project.
 inline constexpr const char* kCellViews[] = {"graph", "step", "dashboard", "memory"};
+bool is_cell_view(std::string_view view);  // one of kCellViews
+std::string cell_views_list();             // "'graph', 'step', 'dashboard', 'memory'"
 
 struct Cell {
   std::string id;  // stable; "" in make_add_cell: a fresh one ("cell1", "cell2", ...)

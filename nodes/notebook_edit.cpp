@@ -2,29 +2,18 @@
 // apply(), so revert() restores it exactly (order, flags, the present mark).
 #include "nodes/notebook_edit.h"
 
-#include <algorithm>
-
 namespace mls::nodes {
 
 namespace {
 
-bool known_view(const std::string& v) {
-  return std::any_of(std::begin(kCellViews), std::end(kCellViews),
-                     [&](const char* k) { return v == k; });
-}
-
-std::string views_list() {
-  std::string out;
-  for (const char* v : kCellViews) out += std::string(out.empty() ? "'" : ", '") + v + "'";
-  return out;
-}
-
-// A check of the document followed by a change of its notebook.
+// A check of the document followed by a change of its notebook. Commands with a merge key
+// ("cell ID source") set the whole of what they change, so a merged command keeps the state
+// before the first and redoes with the change of the last.
 class NotebookCommand final : public EditCommand {
  public:
   using Change = std::function<Result<void>(Notebook&)>;
-  NotebookCommand(std::string text, Change change)
-      : text_(std::move(text)), change_(std::move(change)) {}
+  NotebookCommand(std::string text, Change change, std::string merge_key = {})
+      : text_(std::move(text)), change_(std::move(change)), merge_key_(std::move(merge_key)) {}
 
   Result<void> apply(Document& doc) override {
     Notebook after = doc.notebook;
@@ -36,10 +25,19 @@ class NotebookCommand final : public EditCommand {
   }
   void revert(Document& doc) override { doc.notebook = before_; }
   std::string text() const override { return text_; }
+  std::string merge_key() const override { return merge_key_; }
+  bool merge_with(const EditCommand& next) override {
+    const auto* n = dynamic_cast<const NotebookCommand*>(&next);
+    if (!n || merge_key_.empty() || n->merge_key_ != merge_key_) return false;
+    change_ = n->change_;
+    return true;
+  }
+  bool changes_nothing(const Document& doc) const override { return doc.notebook == before_; }
 
  private:
   std::string text_;
   Change change_;
+  std::string merge_key_;
   Notebook before_;
 };
 
@@ -53,9 +51,9 @@ Result<void> check_cell(const Notebook& nb, const Cell& cell) {
   if (!is_valid_node_id(cell.id))
     return make_error("invalid cell id '" + cell.id + "' (expected [A-Za-z_][A-Za-z0-9_.-]*)");
   if (nb.find(cell.id)) return make_error("a cell '" + cell.id + "' already exists");
-  if (cell.kind == CellKind::View && !known_view(cell.view))
+  if (cell.kind == CellKind::View && !is_cell_view(cell.view))
     return make_error("view cell '" + cell.id + "': unknown view '" + cell.view + "' (expected " +
-                      views_list() + ")");
+                      cell_views_list() + ")");
   if (cell.kind != CellKind::View && !cell.view.empty())
     return make_error(std::string(cell_kind_name(cell.kind)) + " cell '" + cell.id +
                       "' cannot have a view (only a view cell has one)");
@@ -63,10 +61,12 @@ Result<void> check_cell(const Notebook& nb, const Cell& cell) {
 }
 
 // Runs the change once on a copy, so that the factory refuses what apply() would.
-EditResult make(const Document& doc, std::string text, NotebookCommand::Change change) {
+EditResult make(const Document& doc, std::string text, NotebookCommand::Change change,
+                std::string merge_key = {}) {
   Notebook probe = doc.notebook;
   if (auto r = change(probe); !r) return r.error();
-  return std::unique_ptr<EditCommand>(new NotebookCommand(std::move(text), std::move(change)));
+  return std::unique_ptr<EditCommand>(
+      new NotebookCommand(std::move(text), std::move(change), std::move(merge_key)));
 }
 
 }  // namespace
@@ -111,14 +111,18 @@ EditResult make_move_cell(const Document& doc, const std::string& id, size_t to_
 }
 
 EditResult make_set_cell_source(const Document& doc, const std::string& id, std::string source) {
-  return make(doc, "Edit cell " + id, [id, source](Notebook& nb) -> Result<void> {
-    auto i = cell_index(nb, id);
-    if (!i) return i.error();
-    if (nb.cells[*i].kind == CellKind::View)
-      return make_error("view cell '" + id + "' has no source to edit");
-    nb.cells[*i].source = source;
-    return {};
-  });
+  // Typing into a cell is a run of these: one merge key per cell (kMergeIdle).
+  return make(
+      doc, "Edit cell " + id,
+      [id, source](Notebook& nb) -> Result<void> {
+        auto i = cell_index(nb, id);
+        if (!i) return i.error();
+        if (nb.cells[*i].kind == CellKind::View)
+          return make_error("view cell '" + id + "' has no source to edit");
+        nb.cells[*i].source = source;
+        return {};
+      },
+      "cell " + id + " source");
 }
 
 EditResult make_set_cell_on_demand(const Document& doc, const std::string& id, bool on_demand) {
@@ -139,9 +143,9 @@ EditResult make_set_cell_view(const Document& doc, const std::string& id, std::s
     if (nb.cells[*i].kind != CellKind::View)
       return make_error(std::string(cell_kind_name(nb.cells[*i].kind)) + " cell '" + id +
                         "' cannot show a view (only a view cell can)");
-    if (!known_view(view))
+    if (!is_cell_view(view))
       return make_error("view cell '" + id + "': unknown view '" + view + "' (expected " +
-                        views_list() + ")");
+                        cell_views_list() + ")");
     nb.cells[*i].view = view;
     return {};
   });
