@@ -30,4 +30,14 @@ const nodes::Document* project_document(lua_State* L, int idx, std::string* path
 // past 1000 elements.
 std::string tensor_repr(const Tensor& t, bool requires_grad);
 
+// The one number format tensor_repr gives every element of a tensor of `dtype` holding
+// `values` (its to_f64()): "0.5000", "1.0000e-05" (when the magnitudes call for it), "3",
+// "true". The notebook's tensor tables use it, so a table's cells read as the print does.
+struct ElementFormat {
+  DType dtype = DType::F32;
+  bool ints = false, sci = false;
+  std::string operator()(double x) const;
+};
+ElementFormat element_format(DType dtype, const std::vector<double>& values);
+
 }  // namespace mls::lua

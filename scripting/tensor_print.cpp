@@ -8,12 +8,11 @@
 
 namespace mls::lua {
 
-std::string tensor_repr(const Tensor& t, bool requires_grad) {
-  const Shape& s = t.shape();
-  const std::vector<double> v = t.to_f64();
-  const bool ints = t.dtype() == DType::I64 || t.dtype() == DType::I32 || t.dtype() == DType::U8 ||
-                    t.dtype() == DType::I8 || t.dtype() == DType::Bool;
-  const bool summarise = v.size() > 1000;
+ElementFormat element_format(DType dtype, const std::vector<double>& v) {
+  ElementFormat f;
+  f.dtype = dtype;
+  f.ints = dtype == DType::I64 || dtype == DType::I32 || dtype == DType::U8 || dtype == DType::I8 ||
+           dtype == DType::Bool;
   // One format for every element, as PyTorch: fixed with 4 decimals unless the magnitudes
   // call for scientific notation.
   double amax = 0, amin_nz = HUGE_VAL;
@@ -22,19 +21,28 @@ std::string tensor_repr(const Tensor& t, bool requires_grad) {
     amax = std::max(amax, std::fabs(x));
     if (x != 0) amin_nz = std::min(amin_nz, std::fabs(x));
   }
-  const bool sci = !ints && (amax >= 1e8 || (amin_nz < 1e-4 && amin_nz != HUGE_VAL));
-  auto fmt = [&](double x) {
-    char b[48];
-    if (t.dtype() == DType::Bool)
-      std::snprintf(b, sizeof b, "%s", x != 0 ? "true" : "false");
-    else if (ints)
-      std::snprintf(b, sizeof b, "%lld", static_cast<long long>(x));
-    else if (sci)
-      std::snprintf(b, sizeof b, "%.4e", x);
-    else
-      std::snprintf(b, sizeof b, "%.4f", x);
-    return std::string(b);
-  };
+  f.sci = !f.ints && (amax >= 1e8 || (amin_nz < 1e-4 && amin_nz != HUGE_VAL));
+  return f;
+}
+
+std::string ElementFormat::operator()(double x) const {
+  char b[48];
+  if (dtype == DType::Bool)
+    std::snprintf(b, sizeof b, "%s", x != 0 ? "true" : "false");
+  else if (ints)
+    std::snprintf(b, sizeof b, "%lld", static_cast<long long>(x));
+  else if (sci)
+    std::snprintf(b, sizeof b, "%.4e", x);
+  else
+    std::snprintf(b, sizeof b, "%.4f", x);
+  return b;
+}
+
+std::string tensor_repr(const Tensor& t, bool requires_grad) {
+  const Shape& s = t.shape();
+  const std::vector<double> v = t.to_f64();
+  const bool summarise = v.size() > 1000;
+  const ElementFormat fmt = element_format(t.dtype(), v);
   size_t width = 0;
   for (double x : v) width = std::max(width, fmt(x).size());
   std::string out = "tensor(";

@@ -48,6 +48,15 @@ json widget_to_json(const Widget& w) {
   return j;
 }
 
+json table_to_json(const Table& t) {
+  json j = {{"title", t.title},         {"columns", t.columns},       {"rows", t.rows},
+            {"truncated", t.truncated}, {"total_rows", t.total_rows}, {"total_cols", t.total_cols}};
+  if (!t.shape.empty()) j["shape"] = t.shape;
+  if (!t.row_labels.empty()) j["row_labels"] = t.row_labels;
+  if (!t.note.empty()) j["note"] = t.note;
+  return j;
+}
+
 json cell_output_to_json(const CellOutput& o) {
   json j = {{"text", o.text}, {"ok", o.ok}, {"seconds", o.seconds}, {"hash", o.hash}};
   if (!o.ok) {
@@ -61,6 +70,10 @@ json cell_output_to_json(const CellOutput& o) {
   if (!o.widgets.empty()) {
     j["widgets"] = json::array();
     for (const auto& w : o.widgets) j["widgets"].push_back(widget_to_json(w));
+  }
+  if (!o.tables.empty()) {
+    j["tables"] = json::array();
+    for (const auto& t : o.tables) j["tables"].push_back(table_to_json(t));
   }
   if (o.run_id != 0) j["run_id"] = o.run_id;
   return j;
@@ -89,6 +102,28 @@ Result<Widget> widget_from_json(const json& j, const std::string& where) {
   return w;
 }
 
+Result<Table> table_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) return bad(where, "a table must be an object");
+  Table t;
+  if (auto r = get(j, "title", t.title, where); !r) return r.error();
+  if (auto r = get(j, "shape", t.shape, where); !r) return r.error();
+  if (auto r = get(j, "columns", t.columns, where); !r) return r.error();
+  if (auto r = get(j, "row_labels", t.row_labels, where); !r) return r.error();
+  if (auto r = get(j, "rows", t.rows, where); !r) return r.error();
+  if (auto r = get(j, "truncated", t.truncated, where); !r) return r.error();
+  if (auto r = get(j, "total_rows", t.total_rows, where); !r) return r.error();
+  if (auto r = get(j, "total_cols", t.total_cols, where); !r) return r.error();
+  if (auto r = get(j, "note", t.note, where); !r) return r.error();
+  for (size_t i = 0; i < t.rows.size(); ++i)
+    if (t.rows[i].size() != t.columns.size())
+      return bad(where + "/rows/" + std::to_string(i),
+                 "has " + std::to_string(t.rows[i].size()) + " cells for " +
+                     std::to_string(t.columns.size()) + " columns");
+  if (!t.row_labels.empty() && t.row_labels.size() != t.rows.size())
+    return bad(where + "/row_labels", "must have one label per row");
+  return t;
+}
+
 Result<CellOutput> cell_output_from_json(const json& j, const std::string& where) {
   if (!j.is_object()) return bad(where, "a cell's output must be an object");
   CellOutput o;
@@ -105,6 +140,14 @@ Result<CellOutput> cell_output_from_json(const json& j, const std::string& where
       auto f = figure_from_json((*it)[i], where + "/figures/" + std::to_string(i));
       if (!f) return f.error();
       o.figures.push_back(std::move(*f));
+    }
+  }
+  if (auto it = j.find("tables"); it != j.end()) {
+    if (!it->is_array()) return bad(where + "/tables", "must be an array");
+    for (size_t i = 0; i < it->size(); ++i) {
+      auto t = table_from_json((*it)[i], where + "/tables/" + std::to_string(i));
+      if (!t) return t.error();
+      o.tables.push_back(std::move(*t));
     }
   }
   if (auto it = j.find("widgets"); it != j.end()) {

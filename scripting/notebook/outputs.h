@@ -1,7 +1,9 @@
 // A notebook's saved outputs, beside its project: `P.mls` -> `P.outputs.json`, so the .mls
 // keeps only the cells' source (readable diffs) and a notebook reopens with its outputs.
 //
-//   {"format": 1, "cells": {"data": {"text": "...", "figures": [...], "hash": "...", ...}}}
+//   {"format": 1, "cells": {"data": {"text": "...", "figures": [...], "tables": [...],
+//                                    "hash": "...", ...}}}
+// (Files written before tables existed have no "tables": they read as none.)
 //
 //   auto saved = load_outputs("lab/tour.mls");   // nullopt: none saved yet
 //   if (!saved) return fail(saved.error().message); // "lab/tour.outputs.json: ..."
@@ -24,10 +26,12 @@ namespace mls::lua {
 
 nlohmann::json figure_to_json(const Figure& f);
 nlohmann::json widget_to_json(const Widget& w);
+nlohmann::json table_to_json(const Table& t);
 nlohmann::json cell_output_to_json(const CellOutput& o);
 // `where` names the place in messages ("tour.outputs.json: /cells/data/figures/0: ...").
 Result<Figure> figure_from_json(const nlohmann::json& j, const std::string& where);
 Result<Widget> widget_from_json(const nlohmann::json& j, const std::string& where);
+Result<Table> table_from_json(const nlohmann::json& j, const std::string& where);
 Result<CellOutput> cell_output_from_json(const nlohmann::json& j, const std::string& where);
 
 using SavedOutputs = std::map<std::string, CellOutput>;  // cell id -> its output

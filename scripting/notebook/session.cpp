@@ -1,5 +1,6 @@
 // [SECTION] state           cells, their analysis, the graph, outputs, stale marks
-// [SECTION] running a cell  print capture, returned values, errors, in-place mutation
+// [SECTION] running a cell  print capture, returned values (text, tables, figures), errors,
+//                           in-place mutation
 // [SECTION] scheduling      reactive and lazy runs, on-demand cells, failures
 // [SECTION] edits           set_cells, set_cell, remove_cell, restart
 #include "scripting/notebook/session.h"
@@ -12,6 +13,7 @@
 
 #include <lua.hpp>
 
+#include "scripting/notebook/rich_output.h"
 #include "scripting/pretty.h"
 #include "scripting/runtime.h"
 
@@ -112,21 +114,30 @@ uint64_t fingerprint(lua_State* L, int idx, int depth, int& budget) {
   }
 }
 
-// print() while a cell runs: into its output.
-int cell_print(lua_State* L) {
-  auto* out = static_cast<CellOutput*>(lua_touserdata(L, lua_upvalueindex(1)));
+void print_into(lua_State* L, CellOutput& out) {
   const int n = lua_gettop(L);
   for (int i = 1; i <= n; ++i) {
-    if (i > 1) out->text += '\t';
-    out->text += print_text(L, i);
+    if (i > 1) out.text += '\t';
+    out.text += print_text(L, i);
   }
-  out->text += '\n';
+  out.text += '\n';
+}
+
+// print() while a cell runs: into its output.
+int cell_print(lua_State* L) {
+  print_into(L, *static_cast<CellOutput*>(lua_touserdata(L, lua_upvalueindex(1))));
   return 0;
 }
 
-// The cell's returned values, as print shows them.
+// The cell's returned values, as print shows them, and their tables and figures (tensors,
+// models: rich_output.h). Upvalues: the Runtime and the tensor metatable (as the bindings'),
+// then the output.
 int cell_return(lua_State* L) {
-  if (lua_gettop(L) > 0) cell_print(L);
+  auto& out = *static_cast<CellOutput*>(lua_touserdata(L, lua_upvalueindex(3)));
+  const int n = lua_gettop(L);
+  if (n == 0) return 0;
+  print_into(L, out);
+  for (int i = 1; i <= n; ++i) add_returned_value(L, i, i, out);
   return 0;
 }
 
@@ -268,8 +279,10 @@ struct NotebookSession::Impl {
     lua_pushlightuserdata(L, &out);
     lua_pushcclosure(L, cell_print, 1);
     lua_setglobal(L, "print");
+    lua_pushlightuserdata(L, &rt);
+    luaL_getmetatable(L, "mls.Tensor");
     lua_pushlightuserdata(L, &out);
-    lua_pushcclosure(L, cell_return, 1);
+    lua_pushcclosure(L, cell_return, 3);
     lua_setglobal(L, kCellReturn);
     rt.cell_output = &out;
 
