@@ -105,6 +105,7 @@ struct NotebookOptions {
   std::string html, lua;            // export targets (run: --html too)
   std::vector<std::string> params;  // name=value
   std::string figures;              // run: each figure as DIR/ID-N.svg
+  bool png = false;                 // run: and as DIR/ID-N.png (app/figure_png.h)
   bool trust = false;
   double tolerance = 1e-6;  // check: relative tolerance of numbers
   std::string db = "mlstudio-runs.db";

@@ -342,8 +342,12 @@ int main(int argc, char** argv) {
                   "Lift the sandbox (the cells may read and write outside the project's folder)");
       c->add_option("--db", nbo.db, "The run database that mls.train writes to");
     }
-    if (std::string(action) == "run")
-      c->add_option("--figures", nbo.figures, "Write each figure as DIR/ID-N.svg");
+    if (std::string(action) == "run") {
+      auto* figures = c->add_option("--figures", nbo.figures, "Write each figure as DIR/ID-N.svg");
+      c->add_flag("--png", nbo.png,
+                  "With --figures: each figure as DIR/ID-N.png too, at the SVG's size")
+          ->needs(figures);
+    }
     if (std::string(action) == "check")
       c->add_option("--tolerance", nbo.tolerance,
                     "Relative tolerance of numbers in outputs (default 1e-6)");

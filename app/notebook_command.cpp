@@ -2,7 +2,10 @@
 //
 // run:    every cell in dependency order (one Lua state, sandboxed under the project's
 //         folder unless --trust), a line per cell, the outputs saved beside the project
-//         (P.outputs.json); exit 1 on the first failed cell, naming it and its line.
+//         (P.outputs.json); at the first failed cell it stops: exit 1 naming the cell and
+//         its line, the cells after it not run (the outputs of those that ran are saved).
+//         --figures DIR writes each figure as DIR/ID-N.svg, and with --png as DIR/ID-N.png
+//         too (rasterised with QSvgRenderer, at the SVG's size, after the run).
 // check:  the same run in a fresh state, compared with the saved outputs (numbers within
 //         a relative tolerance); "same", or the first cell that differs and the line.
 // export: a self-contained HTML page (Markdown through md4c-html, saved outputs, figures
@@ -10,9 +13,14 @@
 //
 // --param name=value: a widget of that name takes the value (Runtime::widget_values), and
 // the value is set as the global `name` before the cells run (a number, true/false, or a
-// string); a cell that assigns the global plainly wins over the parameter.
+// string). The parameter wins, as papermill's do: a cell that assigns the global another
+// value (not through a widget) gets a warning on stderr naming it, and the global is set back
+// to the parameter after that cell, so the cells that read it see the parameter.
 #include <md4c-html.h>
 
+#include <lua.hpp>
+
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +30,7 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "app/figure_png.h"
 #include "engine/core/atomic_file.h"
 #include "engine/cpu/cpu_backend.h"
 #include "nodes/document.h"
@@ -113,7 +122,22 @@ struct Run {
   lua::SavedOutputs outputs;
   std::vector<std::string> order;  // the cells as they ran
   std::string first_error;         // "cell data:3: ..." of the first failed cell
+  size_t not_run = 0;              // Lua cells after the failed one, not run
 };
+
+// Whether the global `name` holds the parameter's value.
+bool global_is(lua_State* L, const std::string& name, const json& value) {
+  lua_getglobal(L, name.c_str());
+  bool same = false;
+  if (value.is_boolean())
+    same = lua_isboolean(L, -1) && static_cast<bool>(lua_toboolean(L, -1)) == value.get<bool>();
+  else if (value.is_number())
+    same = lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == value.get<double>();
+  else if (lua_type(L, -1) == LUA_TSTRING)
+    same = lua_tostring(L, -1) == value.get<std::string>();
+  lua_pop(L, 1);
+  return same;
+}
 
 Result<Run> run_notebook(const NotebookOptions& o, Loaded& nb, bool print_lines) {
   Run r;
@@ -122,22 +146,44 @@ Result<Run> run_notebook(const NotebookOptions& o, Loaded& nb, bool print_lines)
   auto& rt = r.session->host().runtime();
   rt.project = r.history.get();
   rt.project_path = fs::absolute(o.project).string();
+  std::map<std::string, std::pair<json, std::string>> params;  // name: value, "name=value"
   for (const auto& p : o.params) {
     auto kv = parse_param(p);
     if (!kv) return kv.error();
     rt.widget_values[kv->first] = kv->second;
+    params[kv->first] = {kv->second, p};
     auto set =
         r.session->host().run_string(kv->first + " = " + lua_literal(kv->second), "=--param");
     if (!set) return make_error("--param " + p + ": " + set.error().message);
   }
+  // The first failed cell stops the run: the session stops after a cell when this is set.
+  std::atomic<bool> stop{false};
+  r.session->set_interrupt(&stop);
   r.session->on_cell_finished = [&](const CellOutput& out) {
     if (print_lines)
       std::printf("%-20s %8.3f s  %s\n", terminal_safe(out.cell_id).c_str(), out.seconds,
                   out.ok ? "ok" : "error");
     std::fflush(stdout);
+    if (!out.ok) {
+      stop = true;
+      return;
+    }
+    for (const auto& name : r.session->writes(out.cell_id)) {
+      auto p = params.find(name);
+      if (p == params.end() || global_is(r.session->host().state(), name, p->second.first))
+        continue;
+      std::fprintf(
+          stderr, "mlstudio: warning: cell %s assigns %s; --param %s wins for the cells after it\n",
+          terminal_safe(out.cell_id).c_str(), name.c_str(),
+          terminal_safe(p->second.second).c_str());
+      (void)r.session->host().run_string(name + " = " + lua_literal(p->second.first), "=--param");
+    }
   };
   r.session->set_cells(nb.cells);
   r.order = r.session->run_all();
+  r.session->set_interrupt(nullptr);
+  for (const auto& c : nb.cells)
+    if (c.kind == CellKind::Lua && !r.session->output(c.id)) ++r.not_run;
   for (const auto& c : nb.cells) {
     if (c.kind != CellKind::Lua) continue;
     const CellOutput* out = r.session->output(c.id);
@@ -299,8 +345,8 @@ std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::N
                   plot::xml_escape(title) + "</title>\n<style>" + kCss + "</style></head><body>\n";
   for (const auto& c : nb.cells) {
     if (c.kind == CellKind::Markdown) {
-      h += "<div class=\"cell md\" id=\"" + plot::xml_escape(c.id) + "\">\n" + markdown_html(c.source) +
-           "</div>\n";
+      h += "<div class=\"cell md\" id=\"" + plot::xml_escape(c.id) + "\">\n" +
+           markdown_html(c.source) + "</div>\n";
       continue;
     }
     if (c.kind == CellKind::View) {
@@ -311,8 +357,8 @@ std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::N
     auto it = saved.find(c.id);
     const bool stale = stale_ids.count(c.id) > 0;
     h += "<div class=\"cell code\" id=\"" + plot::xml_escape(c.id) + "\"><span class=\"id\">" +
-         plot::xml_escape(c.id) + "</span>\n<pre><code class=\"language-lua\">" + plot::xml_escape(c.source) +
-         "</code></pre>\n";
+         plot::xml_escape(c.id) + "</span>\n<pre><code class=\"language-lua\">" +
+         plot::xml_escape(c.source) + "</code></pre>\n";
     if (it == saved.end()) {
       h += "<p class=\"stale-note\">(not run)</p>\n</div>\n";
       continue;
@@ -389,7 +435,10 @@ int do_run(const NotebookOptions& o) {
     if (int rc = save_html(o.html, export_html(*nb, r->outputs, *r->session)); rc) return rc;
   // The message and where it failed; the traceback is in the saved output.
   if (!r->first_error.empty())
-    return fail(o.project + ": " + r->first_error.substr(0, r->first_error.find('\n')));
+    return fail(o.project + ": " + r->first_error.substr(0, r->first_error.find('\n')) +
+                (r->not_run ? " (stopped: " + std::to_string(r->not_run) + " later cell" +
+                                  (r->not_run == 1 ? "" : "s") + " not run)"
+                            : std::string()));
   std::printf("%zu cells ran; outputs saved to %s\n", r->order.size(),
               lua::outputs_path(o.project).c_str());
   return 0;
@@ -411,6 +460,7 @@ int do_check(const NotebookOptions& o) {
     auto s = (*saved)->find(c.id);
     auto n = r->outputs.find(c.id);
     std::string why;
+    if (s == (*saved)->end() && n == r->outputs.end()) continue;  // after a failed cell, both
     if (s == (*saved)->end())
       why = "no saved output";
     else if (n == r->outputs.end())
@@ -475,7 +525,14 @@ int jailed(const NotebookOptions& o, int (*body)(const NotebookOptions&)) {
 
 int notebook_command(const NotebookOptions& o) {
   if (o.tolerance < 0) return fail("--tolerance must be >= 0");
-  if (o.action == "run") return jailed(o, do_run);
+  if (o.action == "run") {
+    const int rc = jailed(o, do_run);
+    // Out of the jail (Qt loads plugins and fonts): the SVGs the run wrote, failed or not.
+    if (!o.png || o.figures.empty()) return rc;
+    auto n = rasterise_figures(o.figures);
+    if (!n) return fail(n.error().message);
+    return rc;
+  }
   if (o.action == "check") return jailed(o, do_check);
   if (o.action == "export") return do_export(o);
   return fail("notebook: unknown action " + o.action + " (run, check, export)");

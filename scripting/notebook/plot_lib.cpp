@@ -278,12 +278,18 @@ int l_hist(lua_State* L) {
   return ok ? 0 : raise(L);
 }
 
-int l_image(lua_State* L) {
-  const char* who = "mls.plot.image";
+// mls.plot.image{img} and heatmap{m}: the options, then the table's first element (`what`)
+// checked as check_data does and left on the stack for read_data.
+void check_first(lua_State* L, const char* who, const char* what, int rank) {
   check_common(L, who);
   lua_rawgeti(L, 1, 1);
-  if (lua_isnil(L, -1)) luaL_error(L, "%s: the image (argument 1 of the table) is missing", who);
-  check_data(L, who, "the image", 0);
+  if (lua_isnil(L, -1)) luaL_error(L, "%s: %s (argument 1 of the table) is missing", who, what);
+  check_data(L, who, what, rank);
+}
+
+int l_image(lua_State* L) {
+  const char* who = "mls.plot.image";
+  check_first(L, who, "the image", 0);
   const lua_Integer cols = opt_integer(L, 1, "cols", 8);
   if (cols < 1) luaL_error(L, "%s: cols must be >= 1, got %d", who, static_cast<int>(cols));
   bool ok = true;
@@ -321,10 +327,7 @@ int l_image(lua_State* L) {
 
 int l_heatmap(lua_State* L) {
   const char* who = "mls.plot.heatmap";
-  check_common(L, who);
-  lua_rawgeti(L, 1, 1);
-  if (lua_isnil(L, -1)) luaL_error(L, "%s: the matrix (argument 1 of the table) is missing", who);
-  check_data(L, who, "the matrix", 2);
+  check_first(L, who, "the matrix", 2);
   bool ok = true;
   {
     std::vector<double> v;

@@ -2,6 +2,7 @@
 #include <fstream>
 #include <regex>
 
+#include <stb_image.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/e2e/cli_util.h"
@@ -196,4 +197,88 @@ TEST_CASE("notebook run: --param, an error cell, bad inputs", "[e2e][notebook]")
           60);
   CHECK(empty.code == 1);
   CHECK(empty.err.find("two-spirals-mlp.mls has no notebook cells") != std::string::npos);
+}
+
+TEST_CASE("notebook run stops at the first failed cell; the cells before it keep their outputs",
+          "[e2e][notebook]") {
+  const fs::path dir = notebook_dir("first_error");
+  const std::string p = write_notebook(dir, {{"lua", "setup", "a = 1\nprint(\"setup ran\")"},
+                                             {"lua", "data", "x = a\ny = 2\nz = nil + x"},
+                                             {"lua", "other", "print(\"other ran\")"},
+                                             {"lua", "after", "print(x)"}});
+  Output o = run("notebook run " + p, 60);
+  INFO(o.out << o.err);
+  CHECK(o.code == 1);
+  CHECK(o.err.find("nb.mls: cell data:3: attempt to perform arithmetic") != std::string::npos);
+  CHECK(o.err.find("(stopped: 2 later cells not run)") != std::string::npos);
+  CHECK(o.out.find("other") == std::string::npos);  // no line: it never started
+  auto saved = nlohmann::json::parse(read_file((dir / "nb.outputs.json").string()));
+  CHECK(saved["cells"]["setup"]["text"] == "setup ran\n");
+  CHECK(saved["cells"]["data"]["ok"] == false);
+  CHECK(saved["cells"]["data"]["error_line"] == 3);
+  CHECK_FALSE(saved["cells"].contains("other"));
+  CHECK_FALSE(saved["cells"].contains("after"));
+  // check runs the same way: the same cells ran, the same error: the same.
+  Output check = run("notebook check " + p, 60);
+  INFO(check.out << check.err);
+  CHECK(check.code == 0);
+}
+
+TEST_CASE("notebook run: a cell assigning a --param name is warned about, the parameter wins",
+          "[e2e][notebook]") {
+  const fs::path dir = notebook_dir("param_wins");
+  const std::string p = write_notebook(
+      dir, {{"lua", "setup", "scale = 3\nprint(\"setup\", scale)"},
+            {"lua", "knob", "k = mls.ui.slider(\"k\", {min = 0, max = 10, value = 2})"},
+            {"lua", "use", "print(\"use\", scale, k)"}});
+  Output o = run("notebook run " + p + " --param scale=5 --param k=7", 60);
+  INFO(o.out << o.err);
+  REQUIRE(o.code == 0);
+  CHECK(o.err.find(
+            "warning: cell setup assigns scale; --param scale=5 wins for the cells after it") !=
+        std::string::npos);
+  CHECK(o.err.find("cell knob") == std::string::npos);  // the slider took the parameter
+  auto saved = nlohmann::json::parse(read_file((dir / "nb.outputs.json").string()));
+  CHECK(saved["cells"]["setup"]["text"] == "setup\t3\n");
+  CHECK(saved["cells"]["use"]["text"] == "use\t5\t7.0\n");
+  // Without the parameter the cell's value stands, and nothing is said.
+  Output plain = run("notebook run " + p, 60);
+  CHECK(plain.code == 0);
+  CHECK(plain.err.find("warning") == std::string::npos);
+  saved = nlohmann::json::parse(read_file((dir / "nb.outputs.json").string()));
+  CHECK(saved["cells"]["use"]["text"] == "use\t3\t2.0\n");
+}
+
+TEST_CASE("notebook run --figures DIR --png writes each figure as a PNG at the SVG's size",
+          "[e2e][notebook]") {
+  const fs::path dir = notebook_dir("png");
+  const std::string p = copy_example("notebook-tour.mls", dir);
+  const fs::path figs = dir / "figs";
+  Output o = run("notebook run " + p + " --figures " + figs.string() + " --png", 60);
+  INFO(o.out << o.err);
+  REQUIRE(o.code == 0);
+  for (const char* name : {"grad-1", "matrix-1"}) {
+    INFO(name);
+    const std::string svg = read_file((figs / (std::string(name) + ".svg")).string());
+    std::smatch m;
+    REQUIRE(std::regex_search(svg, m, std::regex("<svg[^>]* width=\"(\\d+)\" height=\"(\\d+)\"")));
+    const int sw = std::stoi(m[1]), sh = std::stoi(m[2]);
+    int w = 0, h = 0, n = 0;
+    unsigned char* px =
+        stbi_load((figs / (std::string(name) + ".png")).string().c_str(), &w, &h, &n, 3);
+    REQUIRE(px != nullptr);
+    CHECK(w == sw);
+    CHECK(h == sh);
+    // Not blank: the curves, axes and text are drawn (a few percent of the pixels at least).
+    size_t ink = 0, total = static_cast<size_t>(w) * static_cast<size_t>(h);
+    for (size_t i = 0; i < total; ++i)
+      if (px[3 * i] < 200 || px[3 * i + 1] < 200 || px[3 * i + 2] < 200) ++ink;
+    stbi_image_free(px);
+    CHECK(ink > total / 50);
+    CHECK(ink < total / 2 + total / 4);
+  }
+  // Without --figures, --png is refused by the command line.
+  Output bad = run("notebook run " + p + " --png", 60);
+  CHECK(bad.code != 0);
+  CHECK(bad.err.find("--figures") != std::string::npos);
 }
