@@ -264,6 +264,8 @@ bool finish(lua_State* L, Runtime& rt, LuaRunEvents& ev, const Result<runner::Ru
     rt.error = "mls.train: " + r.error().message;
     return false;
   }
+  // A notebook cell that trains names its run (the last one, when it trains several).
+  if (rt.cell_output && r->run_id > 0) rt.cell_output->run_id = r->run_id;
   if (r->result.interrupted) {
     // Stopped by the host (the editor's Stop) or the time limit: the weights stay as they were.
     if (ev.past_deadline()) {
