@@ -5,19 +5,23 @@
 #include <QComboBox>
 #include <QCompleter>
 #include <QFileInfo>
+#include <QHeaderView>
 #include <QKeyEvent>
 #include <QLabel>
+#include <QPainter>
 #include <QPushButton>
 #include <QScrollBar>
 #include <QSlider>
 #include <QStringListModel>
-#include <QSvgWidget>
+#include <QSvgRenderer>
+#include <QTableWidget>
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 #include <cmath>
 
 #include "editor/lua_highlighter.h"
+#include "scripting/notebook/math_text.h"
 
 namespace mls::editor {
 
@@ -177,6 +181,46 @@ void CodeEdit::updateSelections() {
   setExtraSelections(sel);
 }
 
+// [SECTION] FigureWidget
+
+FigureWidget::FigureWidget(const lua::Figure& f, QWidget* parent) : QSvgWidget(parent) {
+  load(QByteArray::fromStdString(f.svg));
+  const QSize d = renderer()->defaultSize();
+  width_ = f.width > 0 ? f.width : std::max(1, d.width());
+  height_ = f.height > 0 ? f.height : std::max(1, d.height());
+  ratio_ = double(height_) / double(width_);
+  // As wide as the cell allows up to the SVG's own width; the height follows.
+  QSizePolicy p(QSizePolicy::Maximum, QSizePolicy::Fixed);
+  p.setHeightForWidth(true);
+  setSizePolicy(p);
+  setFixedHeight(height_);
+  setToolTip(QString::fromStdString(f.title));
+}
+
+int FigureWidget::heightForWidth(int w) const {
+  return std::max(1, int(std::lround(std::min(w, width_) * ratio_)));
+}
+
+QSize FigureWidget::sizeHint() const {
+  return {width_, height_};
+}
+
+QSize FigureWidget::minimumSizeHint() const {
+  return {std::min(width_, 60), heightForWidth(std::min(width_, 60))};
+}
+
+void FigureWidget::resizeEvent(QResizeEvent* e) {
+  QSvgWidget::resizeEvent(e);
+  const int h = heightForWidth(width());
+  if (h != height()) setFixedHeight(h);
+}
+
+void FigureWidget::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  const double w = std::min(width(), width_);
+  renderer()->render(&p, QRectF(0, 0, w, w * ratio_));
+}
+
 // [SECTION] CellWidget
 
 CellWidget::CellWidget(const nodes::Cell& cell, QWidget* parent) : QFrame(parent), cell_(cell) {
@@ -308,7 +352,8 @@ void CellWidget::showMarkdown(bool edit) {
     return;
   }
   rendered_->document()->setBaseUrl(QUrl::fromLocalFile(base_dir_ + "/"));
-  rendered_->setMarkdown(QString::fromStdString(cell_.source));
+  // Inline math ($...$) as Unicode text: Qt's Markdown has none.
+  rendered_->setMarkdown(QString::fromStdString(lua::markdown_math(cell_.source)));
   fitMarkdown();
   edit_->hide();
   rendered_->show();
@@ -378,17 +423,11 @@ void CellWidget::setOutput(const lua::CellOutput* out, bool stale) {
     outputs_layout_->addWidget(text_);
     text_->show();
   }
+  for (const auto& t : out->tables) outputs_layout_->addWidget(makeTable(t));
   for (const auto& f : out->figures) {
-    auto* svg = new QSvgWidget;
+    auto* svg = new FigureWidget(f);
     svg->setObjectName("cell.figure");
-    svg->load(QByteArray::fromStdString(f.svg));
-    // Its height; as wide as the cell allows up to its own width (a narrow dock squeezes it
-    // horizontally: QSvgRenderer of Qt 6.4 cannot keep the aspect ratio).
-    svg->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
-    svg->setMaximumWidth(f.width);
-    svg->setFixedHeight(f.height);
-    svg->setToolTip(QString::fromStdString(f.title));
-    outputs_layout_->addWidget(svg);
+    outputs_layout_->addWidget(svg, 0, Qt::AlignLeft);
   }
   for (const auto& w : out->widgets) outputs_layout_->addWidget(makeWidget(w));
   if (!out->ok) {
@@ -398,6 +437,72 @@ void CellWidget::setOutput(const lua::CellOutput* out, bool stale) {
     outputs_layout_->addWidget(error_);
     error_->show();
   }
+}
+
+QWidget* CellWidget::makeTable(const lua::Table& t) {
+  auto* box = new QWidget;
+  box->setObjectName("cell.table_box");
+  auto* lay = new QVBoxLayout(box);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->setSpacing(1);
+  if (!t.title.empty()) {
+    auto* title = new QLabel(QString::fromStdString(t.title));
+    title->setObjectName("cell.table_title");
+    title->setStyleSheet("color: #555; font-size: 9pt;");
+    lay->addWidget(title);
+  }
+  auto* table = new QTableWidget(int(t.rows.size()), int(t.columns.size()));
+  table->setObjectName("cell.table");
+  table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table->setSelectionMode(QAbstractItemView::ContiguousSelection);
+  table->setWordWrap(false);
+  QStringList header;
+  for (const auto& c : t.columns) header << QString::fromStdString(c);
+  table->setHorizontalHeaderLabels(header);
+  if (t.row_labels.empty()) {
+    table->verticalHeader()->hide();
+  } else {
+    QStringList rows;
+    for (const auto& r : t.row_labels) rows << QString::fromStdString(r);
+    table->setVerticalHeaderLabels(rows);
+  }
+  QFont mono("monospace");
+  mono.setStyleHint(QFont::Monospace);
+  table->setFont(mono);
+  table->verticalHeader()->setDefaultSectionSize(table->fontMetrics().height() + 6);
+  for (size_t r = 0; r < t.rows.size(); ++r)
+    for (size_t c = 0; c < t.rows[r].size() && c < t.columns.size(); ++c) {
+      auto* item = new QTableWidgetItem(QString::fromStdString(t.rows[r][c]));
+      // Numbers read right-aligned (a tensor's values, a summary's counts), names left.
+      const bool number = !t.shape.empty() || t.columns[c] == "parameters";
+      item->setTextAlignment(Qt::AlignVCenter | (number ? Qt::AlignRight : Qt::AlignLeft));
+      table->setItem(int(r), int(c), item);
+    }
+  table->resizeColumnsToContents();
+  // At most 12 rows high: a long tensor scrolls inside its table, not the notebook.
+  constexpr int kRowsShown = 12;
+  int h = table->horizontalHeader()->sizeHint().height() + 2 * table->frameWidth() +
+          table->horizontalScrollBar()->sizeHint().height();
+  for (int r = 0; r < std::min(table->rowCount(), kRowsShown); ++r) h += table->rowHeight(r);
+  table->setFixedHeight(h);
+  table->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  lay->addWidget(table);
+  QStringList notes;
+  if (t.truncated) {
+    QString n = QString("showing %1 of %2 rows").arg(t.rows.size()).arg(t.total_rows);
+    if (t.columns.size() < t.total_cols)
+      n += QString(", %1 of %2 columns").arg(t.columns.size()).arg(t.total_cols);
+    notes << n;
+  }
+  if (!t.note.empty()) notes << QString::fromStdString(t.note);
+  if (!notes.isEmpty()) {
+    auto* note = new QLabel(notes.join("; "));
+    note->setObjectName("cell.table_note");
+    note->setWordWrap(true);
+    note->setStyleSheet("color: #777; font-size: 9pt;");
+    lay->addWidget(note);
+  }
+  return box;
 }
 
 QWidget* CellWidget::makeWidget(const lua::Widget& w) {

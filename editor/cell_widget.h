@@ -1,9 +1,10 @@
 // One notebook cell as the notebook view shows it: a code cell's editor (Lua highlighting,
 // bracket matching, completion of mls names, Shift+Enter runs it, the error's line marked),
 // a Markdown cell rendered (double-click edits it, Shift+Enter or leaving renders it again),
-// a view cell's title, and under each its output: text, figures (SVG), widgets, the error,
-// greyed with "stale" when its code or inputs changed since, and the notebook's problems
-// that name it.
+// a view cell's title, and under each its output: text, tables (a returned tensor's values,
+// a model's summary: read-only, scrollable, at most 12 rows high), figures (SVG, keeping
+// their aspect ratio), widgets, the error, greyed with "stale" when its code or inputs
+// changed since, and the notebook's problems that name it.
 //
 //   auto* w = new CellWidget({.id = "a", .source = "x = 1"});
 //   connect(w, &CellWidget::runRequested, ...);      // Shift+Enter
@@ -14,6 +15,7 @@
 #include <QFrame>
 #include <QPlainTextEdit>
 #include <QStringList>
+#include <QSvgWidget>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -58,6 +60,28 @@ class CodeEdit : public QPlainTextEdit {
   LuaHighlighter* highlighter_;
   int error_line_ = 0;
   std::pair<int, int> matched_{-1, -1};
+};
+
+// A figure under a cell: the SVG drawn at the widget's width with the figure's own aspect
+// ratio (Qt 6.4's QSvgWidget stretches it to the widget's shape), never wider than the SVG
+// itself; its height follows its width.
+class FigureWidget : public QSvgWidget {
+  Q_OBJECT
+ public:
+  explicit FigureWidget(const lua::Figure& f, QWidget* parent = nullptr);
+  double aspectRatio() const { return ratio_; }  // height / width of the SVG
+  bool hasHeightForWidth() const override { return true; }
+  int heightForWidth(int w) const override;
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+
+ protected:
+  void paintEvent(QPaintEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
+
+ private:
+  int width_, height_;
+  double ratio_;
 };
 
 class CellWidget : public QFrame {
@@ -106,6 +130,7 @@ class CellWidget : public QFrame {
   void fitMarkdown();  // the rendered text's height at the cell's width
   void clearOutputs();
   QWidget* makeWidget(const lua::Widget& w);
+  QWidget* makeTable(const lua::Table& t);
 
   nodes::Cell cell_;
   QString base_dir_;
