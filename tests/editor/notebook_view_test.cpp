@@ -347,6 +347,8 @@ TEST_CASE("an edit on the canvas marks the cells that read the project stale",
           "[editor][notebook]") {
   EditorFixture fx;
   fx.open_example("fashion-mnist-mlp.mls");
+  // A run writes the outputs beside the project (P.outputs.json): here, not in the sources.
+  REQUIRE(fx.window->model()->saveAs(fx.dir.file("canvas-edit.mls")).ok());
   NotebookView* nb = fx.window->notebook();
   const QString r = add_lua(nb, "n = #mls.project.current():nodes()");
   const QString o = add_lua(nb, "k = 3");
