@@ -274,6 +274,23 @@ std::string first_difference(const std::string& what, const std::string& saved,
   return "";
 }
 
+// A table's first difference: its form exactly, each cell as a line (numbers within tol).
+std::string table_difference(size_t i, const lua::Table& saved, const lua::Table& now, double tol) {
+  const std::string what = "table " + std::to_string(i + 1);
+  if (saved.title != now.title)
+    return what + ": saved \"" + saved.title + "\", now \"" + now.title + "\"";
+  if (saved.shape != now.shape || saved.columns != now.columns ||
+      saved.row_labels != now.row_labels || saved.total_rows != now.total_rows ||
+      saved.total_cols != now.total_cols || saved.rows.size() != now.rows.size())
+    return what + " (" + saved.title + "): its shape, rows or columns differ";
+  for (size_t r = 0; r < saved.rows.size(); ++r)
+    for (size_t c = 0; c < saved.rows[r].size() && c < now.rows[r].size(); ++c)
+      if (!same_line(saved.rows[r][c], now.rows[r][c], tol))
+        return what + " row " + std::to_string(r + 1) + " column " + std::to_string(c + 1) +
+               ": saved \"" + saved.rows[r][c] + "\", now \"" + now.rows[r][c] + "\"";
+  return "";
+}
+
 std::string compare(const CellOutput& saved, const CellOutput& now, double tol) {
   if (saved.ok != now.ok)
     return saved.ok ? "it failed now: " + now.error : "it failed when saved and runs now";
@@ -287,6 +304,11 @@ std::string compare(const CellOutput& saved, const CellOutput& now, double tol) 
                                   now.figures[i].svg, tol);
         !d.empty())
       return d;
+  if (saved.tables.size() != now.tables.size())
+    return std::to_string(saved.tables.size()) + " tables saved, " +
+           std::to_string(now.tables.size()) + " now";
+  for (size_t i = 0; i < saved.tables.size(); ++i)
+    if (auto d = table_difference(i, saved.tables[i], now.tables[i], tol); !d.empty()) return d;
   if (saved.widgets.size() != now.widgets.size())
     return std::to_string(saved.widgets.size()) + " widgets saved, " +
            std::to_string(now.widgets.size()) + " now";
@@ -316,7 +338,38 @@ constexpr const char* kCss =
 .error pre{border-left-color:#c0392b;color:#c0392b}.stale{opacity:.55}.stale-note{color:#b7791f;font-size:.85em}
 .id{color:#888;font-size:.8em}.widget{font-size:.9em;color:#555}figure{margin:.5em 0}figure svg{max-width:100%;height:auto}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em}
+.tbl .scroll{max-height:22em;overflow:auto;display:inline-block;max-width:100%}.tbl td{text-align:right;font-family:monospace}
+.tbl th{background:#f5f5f5;font-weight:normal;color:#555}.tbl .caption,.tbl .note{font-size:.85em;color:#666;margin:.2em 0}
 )";
+
+// A cell's table (a returned tensor, a model summary): scrollable, with what was left out.
+std::string table_html(const lua::Table& t) {
+  using plot::xml_escape;
+  std::string h = "<div class=\"tbl\">";
+  if (!t.title.empty()) h += "<p class=\"caption\">" + xml_escape(t.title) + "</p>";
+  h += "<div class=\"scroll\"><table>\n<thead><tr>";
+  if (!t.row_labels.empty()) h += "<th></th>";
+  for (const auto& c : t.columns) h += "<th>" + xml_escape(c) + "</th>";
+  h += "</tr></thead>\n<tbody>\n";
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    h += "<tr>";
+    if (r < t.row_labels.size()) h += "<th>" + xml_escape(t.row_labels[r]) + "</th>";
+    for (const auto& cell : t.rows[r]) h += "<td>" + xml_escape(cell) + "</td>";
+    h += "</tr>\n";
+  }
+  h += "</tbody></table></div>";
+  std::string note;
+  if (t.truncated) {
+    note = "showing " + std::to_string(t.rows.size()) + " of " + std::to_string(t.total_rows) +
+           " rows";
+    if (t.columns.size() < t.total_cols)
+      note += ", " + std::to_string(t.columns.size()) + " of " + std::to_string(t.total_cols) +
+              " columns";
+  }
+  if (!t.note.empty()) note += (note.empty() ? "" : "; ") + t.note;
+  if (!note.empty()) h += "<p class=\"note\">" + xml_escape(note) + "</p>";
+  return h + "</div>\n";
+}
 
 // The cells whose saved output is stale: its hash is not the cell's current one, or a
 // cell it reads from (transitively) is stale.
@@ -372,6 +425,7 @@ std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::N
       h += "<p class=\"widget\">" + plot::xml_escape(w.kind) + " <b>" + plot::xml_escape(w.name) +
            "</b> = " + plot::xml_escape(w.value.dump()) + "</p>\n";
     if (!o.text.empty()) h += "<pre>" + plot::xml_escape(o.text) + "</pre>\n";
+    for (const auto& t : o.tables) h += table_html(t);
     for (const auto& f : o.figures)
       h += "<figure>" + f.svg +
            (f.title.empty() ? "" : "<figcaption>" + plot::xml_escape(f.title) + "</figcaption>") +

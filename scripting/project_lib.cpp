@@ -374,6 +374,20 @@ int l_save(lua_State* L) {
   return ok ? 0 : raise(L);
 }
 
+// Its name and size, not an address: a notebook cell returning a project prints the same
+// text on every run (`mlstudio notebook check` compares it).
+int l_tostring(lua_State* L) {
+  ProjectBox* p = test_object<ProjectBox>(L, 1, kProjectMeta);
+  if (!p || !p->history) {
+    lua_pushliteral(L, "project (closed)");
+    return 1;
+  }
+  const nodes::Document& d = p->doc();
+  lua_pushfstring(L, "project '%s' (%d nodes, %d notebook cells)", d.name.c_str(),
+                  static_cast<int>(d.nodes.size()), static_cast<int>(d.notebook.cells.size()));
+  return 1;
+}
+
 int l_gc(lua_State* L) {
   take_object<ProjectBox>(L, 1, kProjectMeta);
   return 0;
@@ -415,7 +429,7 @@ void open_project_lib(lua_State* L) {
   lua_newtable(L);
   set_funcs(L, kFuncs);
   lua_setfield(L, -2, "project");
-  register_class(L, kProjectMeta, kMethods, nullptr, l_gc);
+  register_class(L, kProjectMeta, kMethods, l_tostring, l_gc);
 }
 
 }  // namespace mls::lua

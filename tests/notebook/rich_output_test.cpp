@@ -206,6 +206,8 @@ TEST_CASE("A returned project is summarised from the editor's analysis of its gr
   INFO(s.output("p")->error);
   REQUIRE(s.output("p")->ok);
   REQUIRE(s.output("p")->tables.size() == 1);
+  // Its text names it (not an address), so `notebook check` reads the same on every run.
+  CHECK(has(s.output("p")->text, "project 'Fashion-MNIST MLP' ("));
   const Table& t = s.output("p")->tables[0];
   INFO(t.note);
   CHECK(t.note.empty());
