@@ -1,10 +1,12 @@
 // [SECTION] construction   the toolbar, the session on the open project
 // [SECTION] document       cells follow the document; edits go through its commands
 // [SECTION] running        one run at a time on a worker thread, Stop
+// [SECTION] runs           a training cell's dashboard and run id, the saved outputs
 #include "editor/notebook_view.h"
 
 #include <QAction>
 #include <QFileInfo>
+#include <QLabel>
 #include <QTemporaryDir>
 #include <QScrollArea>
 #include <QToolBar>
@@ -245,6 +247,23 @@ void NotebookView::addCell(nodes::Cell cell) {
     w->editor()->setFocus();
 }
 
+bool NotebookView::moveSelected(int delta) {
+  if (selected_.isEmpty() || busy_) return false;
+  const std::string id = selected_.toStdString();
+  const auto i = index_of(notebook(), id);
+  if (!i) return false;
+  const auto to = static_cast<std::ptrdiff_t>(*i) + delta;
+  if (to < 0 || to >= static_cast<std::ptrdiff_t>(notebook().cells.size())) return false;
+  if (!model_->push(nodes::make_move_cell(model_->doc(), id, static_cast<size_t>(to))))
+    return false;
+  select(selected_);
+  // Out of the cells' text: Ctrl+Z is then the document's (it moves the cell back), and
+  // Alt+Up / Alt+Down go on moving it.
+  cells_box_->setFocus();
+  if (auto* w = cellWidget(selected_)) scroll_->ensureWidgetVisible(w);
+  return true;
+}
+
 void NotebookView::deleteSelected() {
   if (selected_.isEmpty() || busy_) return;
   const auto i = index_of(notebook(), selected_.toStdString());
@@ -273,6 +292,8 @@ void NotebookView::setSource(const QString& id, const QString& source) {
 }
 
 void NotebookView::rebuildWidgets() {
+  // The run boxes outlive the widgets they sit in (a moved cell keeps its dashboard).
+  for (auto& [id, r] : runs_) r.box->setParent(nullptr);
   for (auto& [id, w] : widgets_) {
     cells_layout_->removeWidget(w);
     w->deleteLater();
@@ -304,6 +325,18 @@ void NotebookView::rebuildWidgets() {
     cells_layout_->insertWidget(row++, w);
     widgets_[id] = w;
   }
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    CellWidget* w = cellWidget(it->first);
+    if (!w) {  // the cell is gone
+      delete it->second.box;
+      it = runs_.erase(it);
+      continue;
+    }
+    static_cast<QVBoxLayout*>(w->layout())->addWidget(it->second.box);
+    it->second.box->show();
+    ++it;
+  }
+  if (auto* w = cellWidget(selected_)) w->setLineWidth(2);
 }
 
 void NotebookView::syncFromDocument() {
@@ -352,7 +385,11 @@ void NotebookView::refreshOutputs() {
   for (const auto& c : shown_) {
     CellWidget* w = cellWidget(QString::fromStdString(c.id));
     if (!w) continue;
-    if (c.kind == nodes::CellKind::Lua) w->setOutput(session_->output(c.id), session_->stale(c.id));
+    if (c.kind == nodes::CellKind::Lua) {
+      const lua::CellOutput* out = session_->output(c.id);
+      w->setOutput(out, session_->stale(c.id));
+      showRunId(QString::fromStdString(c.id), out ? out->run_id : 0);
+    }
     w->setProblems(problems[c.id]);
   }
 }
@@ -362,6 +399,7 @@ void NotebookView::refreshOutputs() {
 bool NotebookView::start(Job job) {
   if (busy_) return false;
   cancel_ = false;
+  trained_.clear();
   setBusy(true);
   watcher_.setFuture(QtConcurrent::run([this, job = std::move(job)] { return job(*session_); }));
   return true;
@@ -373,6 +411,9 @@ void NotebookView::finished() {
   if (auto* w = cellWidget(running_)) w->setRunning(false);
   running_.clear();
   setBusy(false);
+  // Before a pending sync, which may start the next job on the session.
+  endLiveRuns();
+  if (!last_run_.isEmpty()) saveOutputs();
   if (pending_sync_) {
     pending_sync_ = false;
     if (pending_project_) last_nodes_.clear(), last_links_.clear();
@@ -418,6 +459,109 @@ void NotebookView::restart() {
 
 void NotebookView::stop() {
   cancel_ = true;
+}
+
+// [SECTION] runs
+
+RunDashboard* NotebookView::dashboard(const QString& id) const {
+  auto it = runs_.find(id);
+  return it == runs_.end() ? nullptr : it->second.dashboard;
+}
+
+QLabel* NotebookView::runLabel(const QString& id) const {
+  auto it = runs_.find(id);
+  return it == runs_.end() ? nullptr : it->second.label;
+}
+
+NotebookView::RunBox& NotebookView::runBox(const QString& id) {
+  RunBox& r = runs_[id];
+  if (r.box) return r;
+  r.box = new QWidget;
+  r.box->setObjectName("cell.run");
+  auto* lay = new QVBoxLayout(r.box);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->setSpacing(2);
+  r.label = new QLabel;
+  r.label->setObjectName("cell.run.id");
+  r.label->setStyleSheet("color: #555; font-size: 9pt;");
+  r.label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  r.label->hide();
+  lay->addWidget(r.label);
+  if (CellWidget* w = cellWidget(id)) static_cast<QVBoxLayout*>(w->layout())->addWidget(r.box);
+  return r;
+}
+
+void NotebookView::showRunId(const QString& id, int64_t run_id) {
+  if (run_id == 0 && !runs_.count(id)) return;
+  RunBox& r = runBox(id);
+  r.label->setText(run_id ? QString("trained: run #%1 (mlstudio runs show %1)").arg(run_id)
+                          : QString());
+  r.label->setVisible(run_id != 0);
+}
+
+void NotebookView::showLiveRun(std::shared_ptr<Telemetry> telemetry) {
+  if (running_.isEmpty()) return;
+  trained_.insert(running_);
+  RunBox& r = runBox(running_);
+  if (!r.dashboard) {
+    r.dashboard = new RunDashboard;
+    r.box->layout()->addWidget(r.dashboard);
+  }
+  r.dashboard->setTelemetry(std::move(telemetry));
+}
+
+void NotebookView::endLiveRuns() {
+  for (const QString& id : trained_) {
+    RunDashboard* d = dashboard(id);
+    if (!d) continue;
+    const lua::CellOutput* out = session_->output(id.toStdString());
+    RunDashboard::End how = RunDashboard::End::Done;
+    if (out && !out->ok) {
+      const std::shared_ptr<const Telemetry>& tm = d->telemetry();
+      const bool all_epochs = tm && tm->planned_epochs.load() > 0 &&
+                              static_cast<int64_t>(tm->epochs.size()) >= tm->planned_epochs.load();
+      // Stop: "mls.train: interrupted after N steps"; a cell that failed after its run ended
+      // still trained to the end.
+      if (out->error.find("interrupted") != std::string::npos)
+        how = RunDashboard::End::Stopped;
+      else if (!all_epochs)
+        how = RunDashboard::End::Failed;
+    }
+    d->setEnded(how, out ? out->run_id : 0);
+  }
+  // A cell that ran without training no longer has a run to show.
+  for (const QString& id : last_run_) {
+    if (trained_.count(id)) continue;
+    auto it = runs_.find(id);
+    if (it == runs_.end() || !it->second.dashboard) continue;
+    delete it->second.dashboard;
+    it->second.dashboard = nullptr;
+  }
+  trained_.clear();
+}
+
+void NotebookView::saveOutputs() {
+  if (model_->path().empty()) return;  // an unsaved project: nowhere beside it yet
+  lua::SavedOutputs outputs;
+  for (const auto& c : shown_)
+    if (const lua::CellOutput* out = session_->output(c.id)) outputs[c.id] = *out;
+  auto saved = lua::save_outputs(model_->path(), outputs);
+  const QString path = QString::fromStdString(lua::outputs_path(model_->path()));
+  outputs_error_ = saved ? QString() : QString::fromStdString(saved.error().message);
+  // Shown above the cells until a write succeeds; the run itself is not undone.
+  auto* notice = findChild<QLabel*>("notebook.notice", Qt::FindDirectChildrenOnly);
+  if (!notice && !outputs_error_.isEmpty()) {
+    notice = new QLabel(this);
+    notice->setObjectName("notebook.notice");
+    notice->setWordWrap(true);
+    notice->setStyleSheet("color: #b00020; background: #fff0f0; padding: 2px;");
+    static_cast<QVBoxLayout*>(layout())->insertWidget(1, notice);
+  }
+  if (notice) {
+    notice->setText("The outputs were not saved: " + outputs_error_);
+    notice->setVisible(!outputs_error_.isEmpty());
+  }
+  if (saved) Q_EMIT outputsSaved(path);
 }
 
 }  // namespace mls::editor

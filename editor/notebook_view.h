@@ -9,6 +9,10 @@
 //   nb->addCell(nodes::CellKind::Lua);          // after the selected cell; undoable
 //   nb->runCell("a");                           // returns at once; runFinished(ids) follows
 //   nb->stop();                                 // the running cell stops at its next instruction
+//   nb->moveSelected(+1);                       // Alt+Down; undoable
+// A cell whose mls.train runs shows a RunDashboard under its output (live while it trains,
+// its final curves after) and "run #ID"; after each run a saved project's outputs are written
+// beside it (P.outputs.json).
 #pragma once
 
 #include <QFutureWatcher>
@@ -18,16 +22,19 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "editor/cell_widget.h"
 #include "editor/document_model.h"
 #include "editor/gui_thread_history.h"
+#include "editor/run_dashboard.h"
 #include "engine/train/telemetry.h"
 #include "nodes/notebook.h"
 #include "scripting/notebook/session.h"
 
 class QAction;
+class QLabel;
 class QTemporaryDir;
 class QScrollArea;
 class QToolBar;
@@ -46,6 +53,9 @@ class NotebookView : public QWidget {
   void addCell(nodes::CellKind kind);
   void addCell(nodes::Cell cell);  // a fresh id when it has none
   void deleteSelected();
+  // Moves the selected cell up (-1) or down (+1) through the document's undoable command;
+  // it stays selected. False at either end or while a run is in flight.
+  bool moveSelected(int delta);
   bool runCell(const QString& id);
   bool runAll();
   bool runToHere();
@@ -76,12 +86,19 @@ class NotebookView : public QWidget {
   const nodes::Notebook& notebook() const;
   // The ids the last run ran, in order.
   const QStringList& lastRun() const { return last_run_; }
+  // Under a cell that trained: its dashboard (null: none) and its "run #ID" label (null: none).
+  RunDashboard* dashboard(const QString& id) const;
+  QLabel* runLabel(const QString& id) const;
+  // Why the last write of P.outputs.json failed ("" when it did not).
+  QString outputsError() const { return outputs_error_; }
 
  Q_SIGNALS:
   void runFinished(const QStringList& ran);
   void busyChanged(bool busy);
   // A cell trained: its live feed, for the Instruments tab.
   void liveRunStarted(std::shared_ptr<mls::Telemetry> telemetry);
+  // P.outputs.json was written after a run.
+  void outputsSaved(const QString& path);
 
  private:
   void setSource(const QString& id, const QString& source);
@@ -93,6 +110,19 @@ class NotebookView : public QWidget {
   void refreshOutputs();
   void rebuildWidgets();
   void setBusy(bool busy);
+  // The running cell's mls.train started: its dashboard follows the run.
+  void showLiveRun(std::shared_ptr<Telemetry> telemetry);
+  // The run's cells: their dashboards end (or go, for a cell that no longer trains).
+  void endLiveRuns();
+  // The box under a cell that holds its run's label and dashboard (made on demand).
+  struct RunBox {
+    QWidget* box = nullptr;  // owned by the cell's widget while it has one
+    QLabel* label = nullptr;
+    RunDashboard* dashboard = nullptr;
+  };
+  RunBox& runBox(const QString& id);
+  void showRunId(const QString& id, int64_t run_id);
+  void saveOutputs();
   // A fresh session: sandboxed under sandboxRoot() unless trusted; the shown outputs kept.
   void makeSession();
   std::string sandboxRoot();
@@ -122,6 +152,9 @@ class NotebookView : public QWidget {
   QVBoxLayout* cells_layout_;
   std::map<QString, QAction*> actions_;
   std::function<QWidget*(const std::string&)> view_factory_;
+  std::map<QString, RunBox> runs_;
+  std::set<QString> trained_;  // the cells whose mls.train started in the run in flight
+  QString outputs_error_;
 };
 
 }  // namespace mls::editor
