@@ -60,9 +60,25 @@ CodeEdit::CodeEdit(QWidget* parent)
   connect(this, &QPlainTextEdit::cursorPositionChanged, this, &CodeEdit::updateSelections);
   // As tall as its lines: the notebook scrolls, not the cell.
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
-  auto fit = [this] { setFixedHeight(sizeHint().height()); };
+  auto fit = [this] {
+    if (fit_to_lines_) setFixedHeight(sizeHint().height());
+  };
   connect(this, &QPlainTextEdit::blockCountChanged, this, fit);
   fit();
+}
+
+void CodeEdit::setFitToLines(bool fit) {
+  fit_to_lines_ = fit;
+  if (fit) {
+    setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    setFixedHeight(sizeHint().height());
+    return;
+  }
+  setVerticalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
+  setMinimumHeight(0);
+  setMaximumHeight(QWIDGETSIZE_MAX);
 }
 
 QSize CodeEdit::sizeHint() const {

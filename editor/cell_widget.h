@@ -43,8 +43,10 @@ class CodeEdit : public QPlainTextEdit {
   // Where the bracket at or before the cursor and its partner are (-1: none).
   std::pair<int, int> matchedBrackets() const { return matched_; }
   LuaHighlighter* highlighter() const { return highlighter_; }
-  // Fits its height to its lines.
+  // Fits its height to its lines (a notebook cell: the notebook scrolls). Off: it takes
+  // the height its layout gives it and scrolls itself (a Lua file's tab).
   QSize sizeHint() const override;
+  void setFitToLines(bool fit);
 
  Q_SIGNALS:
   void runRequested();  // Shift+Enter
@@ -60,6 +62,7 @@ class CodeEdit : public QPlainTextEdit {
   LuaHighlighter* highlighter_;
   int error_line_ = 0;
   std::pair<int, int> matched_{-1, -1};
+  bool fit_to_lines_ = true;
 };
 
 // A figure under a cell: the SVG drawn at the widget's width with the figure's own aspect

@@ -23,6 +23,7 @@
 #include <QStatusBar>
 #include <QStyle>
 #include <QStyleFactory>
+#include <QTabBar>
 #include <QTabWidget>
 #include <QToolBar>
 #include <QtConcurrent/QtConcurrent>
@@ -95,6 +96,15 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     tabs_->addTab(instruments_, "Instruments");
     tabs_->setTabToolTip(2, "Live curves, where memory goes, time per op, and the pre-flight estimate");
   }
+  // Lua files open as closable tabs after these (openScript); these stay.
+  tabs_->setTabsClosable(true);
+  for (int i = 0; i < tabs_->count(); ++i) {
+    tabs_->tabBar()->setTabButton(i, QTabBar::RightSide, nullptr);
+    tabs_->tabBar()->setTabButton(i, QTabBar::LeftSide, nullptr);
+  }
+  connect(tabs_, &QTabWidget::tabCloseRequested, this, [this](int i) {
+    if (auto* s = qobject_cast<ScriptEditor*>(tabs_->widget(i))) (void)closeScript(s);
+  });
   setCentralWidget(tabs_);
   buildInstruments();
   connect(scene_, &CanvasScene::frameRenameRequested, this, [this](int index) {
@@ -309,6 +319,22 @@ void MainWindow::buildActions() {
   });
   recent_menu_ = file->addMenu("Open &Recent");
   rebuildRecentMenu();
+  QAction* open_lua =
+      file->addAction("Open &Lua file…", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+  open_lua->setObjectName("file.open-lua");
+  connect(open_lua, &QAction::triggered, this, [this] {
+    const QString dir = model_.path().empty()
+                            ? QString()
+                            : QFileInfo(QString::fromStdString(model_.path())).absolutePath();
+    const QString p =
+        QFileDialog::getOpenFileName(this, "Open Lua file", dir, "Lua scripts (*.lua)");
+    if (!p.isEmpty()) (void)openScript(p);
+  });
+  // The project folder's scripts, listed afresh each time the menu opens.
+  scripts_menu_ = file->addMenu("Scri&pts");
+  scripts_menu_->setObjectName("file.scripts");
+  connect(scripts_menu_, &QMenu::aboutToShow, this, &MainWindow::rebuildScriptsMenu);
+  rebuildScriptsMenu();
   QAction* save = withIcon(file->addAction("&Save", QKeySequence::Save), "save");
   quick_.save = save;
   connect(save, &QAction::triggered, this, [this] {
@@ -630,6 +656,9 @@ bool MainWindow::train() {
 
 void MainWindow::closeEvent(QCloseEvent* e) {
   if (!maybeSave()) return e->ignore();
+  if (options_.interactive)
+    for (ScriptEditor* s : scripts())
+      if (!s->maybeClose()) return e->ignore();
   trainer_.stop();
   e->accept();
 }

@@ -22,6 +22,7 @@
 #include "editor/instruments.h"
 #include "editor/notebook_view.h"
 #include "editor/palette.h"
+#include "editor/script_editor.h"
 #include "editor/step_view.h"
 #include "editor/train_controller.h"
 #include "runner/model_export.h"
@@ -58,6 +59,14 @@ class MainWindow : public QMainWindow {
   Result<void> saveTo(const QString& path);
   void newFromTemplate(const QString& example_file);  // "" : an empty project
   bool maybeSave();  // true when it is fine to drop the current document
+  // A Lua file in a tab beside the canvas (main_window_files.cpp); one already open is
+  // brought to the front. openFile opens .lua files this way too.
+  Result<ScriptEditor*> openScript(const QString& path);
+  QList<ScriptEditor*> scripts() const;
+  // Closes a script's tab; with unsaved edits it asks (Save, Discard, Cancel): false: kept.
+  bool closeScript(ScriptEditor* script);
+  // The project folder's .lua files, as File > Scripts lists them (empty: no saved project).
+  QStringList projectScripts() const;
 
   // Training with the toolbar's settings; false when the graph cannot train yet.
   bool train();
@@ -120,6 +129,7 @@ class MainWindow : public QMainWindow {
   void readDataset();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
+  void rebuildScriptsMenu();
   void offerRecovery();
   // Sets the icon by name and remembers it, so a theme change redraws it in the new colours.
   QAction* withIcon(QAction* a, const char* name);
@@ -155,6 +165,7 @@ class MainWindow : public QMainWindow {
   QDoubleSpinBox* lr_;
   QAction *train_act_, *pause_act_, *stop_act_, *dark_act_;
   QMenu* recent_menu_;
+  QMenu* scripts_menu_;
   std::vector<std::pair<QAction*, const char*>> icons_;
   struct {
     QAction *new_ = nullptr, *open = nullptr, *save = nullptr, *undo = nullptr, *redo = nullptr,

@@ -1,14 +1,17 @@
 // The main window's files: templates, open (in part, when broken; ONNX models through an
-// import), save, recent files, the unsaved-changes prompt, and the autosave with its
-// recovery after a crash.
+// import), save, recent files, the unsaved-changes prompt, the autosave with its recovery
+// after a crash, and the project's Lua files in tabs beside the canvas.
 #include <QCoreApplication>
 #include <QDir>
+#include <QDirIterator>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QMenu>
 #include <QMessageBox>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QTabWidget>
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -26,6 +29,11 @@ QString examplePath(const QString& file) {
 }  // namespace
 
 Result<void> MainWindow::openFile(const QString& path) {
+  if (QFileInfo(path).suffix().compare("lua", Qt::CaseInsensitive) == 0) {
+    auto s = openScript(path);
+    if (!s) return s.error();
+    return {};
+  }
   if (QFileInfo(path).suffix().compare("onnx", Qt::CaseInsensitive) == 0) {
     // A model from ONNX becomes a project: asked where (interactive), else beside the model.
     QString project = QFileInfo(path).dir().filePath(QFileInfo(path).completeBaseName() + ".mls");
@@ -239,6 +247,95 @@ void MainWindow::rebuildRecentMenu() {
       if (maybeSave()) (void)openFile(p);
     });
   recent_menu_->setEnabled(!list.isEmpty());
+}
+
+// [SECTION] Lua files
+
+Result<ScriptEditor*> MainWindow::openScript(const QString& path) {
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  for (ScriptEditor* s : scripts())
+    if (s->path() == abs) {
+      tabs_->setCurrentWidget(s);
+      s->editor()->setFocus();
+      return s;
+    }
+  auto made = ScriptEditor::open(abs, {.db_path = options_.db, .model = &model_});
+  if (!made) {
+    showStatus(QString::fromStdString(made.error().message), true);
+    if (options_.interactive)
+      QMessageBox::warning(this, "Cannot open " + QFileInfo(path).fileName(),
+                           QString::fromStdString(made.error().message));
+    return made.error();
+  }
+  ScriptEditor* s = made->release();
+  const int i = tabs_->addTab(s, s->fileName());
+  tabs_->setTabToolTip(i, abs);
+  connect(s, &ScriptEditor::modifiedChanged, this, [this, s](bool modified) {
+    const int at = tabs_->indexOf(s);
+    if (at >= 0) tabs_->setTabText(at, s->fileName() + (modified ? " •" : ""));
+  });
+  connect(s, &ScriptEditor::message, this, &MainWindow::showStatus);
+  // mls.train in the script: the Instruments tab follows it, as the console's runs.
+  connect(s, &ScriptEditor::liveRunStarted, this, [this](std::shared_ptr<Telemetry> tm) {
+    telemetry_ = tm;
+    instruments_->setLive(tm);
+  });
+  connect(s, &ScriptEditor::runFinished, this, &MainWindow::loadRunCurves);
+  tabs_->setCurrentWidget(s);
+  s->editor()->setFocus();
+  showStatus("opened " + abs + " (F5 runs it" +
+             (s->trusted() ? QString(")") : ", sandboxed under " + s->sandboxRoot() + ")"));
+  return s;
+}
+
+QList<ScriptEditor*> MainWindow::scripts() const {
+  QList<ScriptEditor*> out;
+  for (int i = 0; i < tabs_->count(); ++i)
+    if (auto* s = qobject_cast<ScriptEditor*>(tabs_->widget(i))) out << s;
+  return out;
+}
+
+bool MainWindow::closeScript(ScriptEditor* script) {
+  const int i = tabs_->indexOf(script);
+  if (i < 0 || !script->maybeClose()) return false;
+  tabs_->removeTab(i);
+  delete script;  // waits for a stopped script's worker to end
+  return true;
+}
+
+QStringList MainWindow::projectScripts() const {
+  if (model_.path().empty()) return {};
+  const QDir dir = QFileInfo(QString::fromStdString(model_.path())).absoluteDir();
+  QStringList out;
+  // The project's folder and its subfolders, hidden ones left out; a bounded walk (a project
+  // kept in a home folder must not freeze the menu).
+  QDirIterator it(dir.absolutePath(), {"*.lua"}, QDir::Files | QDir::Readable,
+                  QDirIterator::Subdirectories);
+  for (int seen = 0; it.hasNext() && seen < 2000; ++seen) {
+    const QString f = it.next();
+    const QStringList parts = dir.relativeFilePath(f).split('/');
+    if (std::none_of(parts.begin(), parts.end(),
+                     [](const QString& p) { return p.startsWith('.'); }))
+      out << f;
+    if (out.size() >= 200) break;
+  }
+  out.sort();
+  return out;
+}
+
+void MainWindow::rebuildScriptsMenu() {
+  scripts_menu_->clear();
+  if (model_.path().empty()) {
+    scripts_menu_->addAction("(save the project to list the .lua files in its folder)")
+        ->setEnabled(false);
+    return;
+  }
+  const QStringList files = projectScripts();
+  const QDir dir = QFileInfo(QString::fromStdString(model_.path())).absoluteDir();
+  if (files.isEmpty())
+    scripts_menu_->addAction("(no .lua files in " + dir.absolutePath() + ")")->setEnabled(false);
+  for (const QString& f : files)
+    scripts_menu_->addAction(dir.relativeFilePath(f), this, [this, f] { (void)openScript(f); });
 }
 
 }  // namespace mls::editor
