@@ -32,6 +32,8 @@
 
 #include "datasets/dataset_spec.h"
 #include "engine/core/backend_registry.h"
+#include "editor/memory_view.h"
+#include "editor/run_dashboard.h"
 #include "editor/theme.h"
 #include "engine/train/progress_line.h"
 
@@ -248,8 +250,27 @@ void MainWindow::buildDocks() {
   ins->setWidget(inspector_);
   addDockWidget(Qt::RightDockWidgetArea, ins);
   // The notebook beside the canvas: its cells and the graph are seen together.
-  // A graph view cell: a live picture of the canvas's scene (the same scene, read only).
+  // View cells: live pictures of the project. "graph": the canvas's scene (the same scene,
+  // read only); "step": the training step as the trainer compiles it; "dashboard": the run
+  // the editor started last (Train, the console or a cell); "memory": that run's bytes by
+  // category, else the pre-flight estimate's.
   notebook_->setViewFactory([this](const std::string& view) -> QWidget* {
+    if (view == "step") {
+      auto* v = new StepView(&model_);
+      v->setMinimumHeight(320);
+      return v;
+    }
+    if (view == "dashboard") {
+      auto* d = new RunDashboard;
+      d->follow([this] { return std::shared_ptr<const Telemetry>(telemetry_); });
+      return d;
+    }
+    if (view == "memory") {
+      auto* m = new MemoryView;
+      m->follow([this] { return std::shared_ptr<const Telemetry>(telemetry_); },
+                [this] { return instruments_->preflight(); });
+      return m;
+    }
     if (view != "graph") return nullptr;
     auto* v = new QGraphicsView(scene_);
     v->setInteractive(false);
