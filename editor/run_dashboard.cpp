@@ -81,6 +81,7 @@ void RunDashboard::setEnded(End how, int64_t run_id) {
   run_id_ = run_id;
   if (!source_) timer_.stop();
   status_->setText(status());
+  fitHeight();
   update();
 }
 
@@ -97,6 +98,7 @@ void RunDashboard::refresh() {
   const bool came = pull();
   if (came || rendered_size_ != size()) render();
   status_->setText(status());
+  fitHeight();
   if (came) update();
 }
 
@@ -226,11 +228,17 @@ QString RunDashboard::status() const {
   return s;
 }
 
+void RunDashboard::fitHeight() {
+  // The status line wraps in a narrow cell; the charts go one above the other there.
+  const int charts = width() >= kSideBySide ? 1 : 2;
+  const int line = status_->heightForWidth(width());
+  const int h = (line > 0 ? line : status_->sizeHint().height()) + 6 + charts * kChartHeight;
+  if (h != height()) setFixedHeight(h);
+}
+
 void RunDashboard::resizeEvent(QResizeEvent* e) {
   QWidget::resizeEvent(e);
-  const int charts = width() >= kSideBySide ? 1 : 2;
-  const int h = status_->sizeHint().height() + 6 + charts * kChartHeight;
-  if (h != height()) setFixedHeight(h);
+  fitHeight();
   if (rendered_size_ != size()) render();
 }
 

@@ -68,6 +68,7 @@ class RunDashboard : public QWidget {
   bool pull();  // true when points came
   void render();
   QRect chartRect(int which) const;
+  void fitHeight();
 
   std::shared_ptr<const Telemetry> live_;
   Source source_;
