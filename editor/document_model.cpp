@@ -1,5 +1,8 @@
 #include "editor/document_model.h"
 
+#include <QApplication>
+#include <QWidget>
+
 #include "datasets/dataset_spec.h"
 #include "engine/core/check.h"
 
@@ -7,7 +10,8 @@ namespace mls::editor {
 
 // A document edit on the QUndoStack. QUndoStack::push calls redo() at once; the command was
 // already applied (push() must know whether it succeeds before it is recorded), so the
-// first redo() does nothing.
+// first redo() does nothing. Commands with a merge key join the step before them through
+// QUndoStack's own merging (id(), mergeWith()) under the rule of nodes::kMergeIdle.
 class EditUndoCommand : public QUndoCommand {
  public:
   EditUndoCommand(DocumentModel* model, std::unique_ptr<nodes::EditCommand> command)
@@ -21,13 +25,27 @@ class EditUndoCommand : public QUndoCommand {
       // Every edit goes through this stack, so a redo finds the document as it left it.
       MLS_CHECK(r.ok(),
                 "redo of a document edit failed: the document was changed outside the undo stack");
+      model_->merge_open_ = false;
       model_->notifyChanged();
     }
     applied_once_ = true;
   }
   void undo() override {
     command_->revert(model_->doc_);
+    model_->merge_open_ = false;
     model_->notifyChanged();
+  }
+  // QUndoStack merges only commands of one id; the keys are compared in mergeWith.
+  int id() const override { return command_->merge_key().empty() ? -1 : 1; }
+  bool mergeWith(const QUndoCommand* other) override {
+    const auto* next = static_cast<const EditUndoCommand*>(other);
+    if (!model_->merging_ || next->command_->merge_key() != command_->merge_key() ||
+        !command_->merge_with(*next->command_))
+      return false;
+    // Typed and erased again: QUndoStack drops the step, and the next edit starts anew.
+    setObsolete(command_->changes_nothing(model_->doc_));
+    if (isObsolete()) model_->merge_open_ = false;
+    return true;
   }
 
  private:
@@ -38,13 +56,22 @@ class EditUndoCommand : public QUndoCommand {
 
 DocumentModel::DocumentModel(QObject* parent) : QObject(parent) {
   stack_.setUndoLimit(0);
+  // Focus moving anywhere (out of a cell, into the canvas, another window) ends an edit.
+  if (auto* app = qobject_cast<QApplication*>(QCoreApplication::instance()))
+    connect(app, &QApplication::focusChanged, this, [this] { end_merge(); });
   reanalyze();
 }
 
 Result<void> DocumentModel::push(nodes::EditResult command) {
   if (!command) return command.error();
   if (auto r = (*command)->apply(doc_); !r) return r.error();
+  const auto now = std::chrono::steady_clock::now();
+  // QUndoStack itself refuses to merge into the saved (clean) state.
+  merging_ = merge_open_ && now - last_push_ < nodes::kMergeIdle;
+  merge_open_ = true;
+  last_push_ = now;
   stack_.push(new EditUndoCommand(this, std::move(*command)));
+  merging_ = false;
   notifyChanged();
   return {};
 }
@@ -73,6 +100,7 @@ size_t DocumentModel::history_index() const {
 
 void DocumentModel::mark_saved() {
   stack_.setClean();
+  merge_open_ = false;
 }
 
 Result<void> DocumentModel::load(const std::string& path) {
@@ -97,6 +125,7 @@ void DocumentModel::reset(nodes::Document doc, const std::string& path, bool sav
   doc_ = std::move(doc);
   path_ = path;
   stack_.clear();
+  merge_open_ = false;
   if (saved)
     stack_.setClean();
   else
@@ -113,6 +142,7 @@ Result<void> DocumentModel::saveAs(const std::string& path) {
   if (auto r = nodes::save_document(doc_, path); !r) return r;
   path_ = path;
   stack_.setClean();
+  merge_open_ = false;
   return {};
 }
 

@@ -13,6 +13,7 @@
 #include <QObject>
 #include <QString>
 #include <QUndoStack>
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -34,6 +35,9 @@ class DocumentModel : public QObject, public nodes::DocumentHistory {
   std::vector<std::string> history() const override;
   size_t history_index() const override;
   void mark_saved() override;
+  // The next push starts its own undo step (nodes::kMergeIdle). Called whenever the keyboard
+  // focus moves in the application: typing into a cell is one step until the person leaves it.
+  void end_merge() override { merge_open_ = false; }
 
   // Several edits as one undo step ("Paste 3 nodes", "Auto-layout").
   void beginMacro(const QString& text) { stack_.beginMacro(text); }
@@ -90,6 +94,10 @@ class DocumentModel : public QObject, public nodes::DocumentHistory {
   std::optional<nodes::InferContext> data_;
   QString data_error_;
   nlohmann::json last_dataset_;
+  // nodes::kMergeIdle: whether the command being pushed may join the step before it.
+  bool merge_open_ = false;
+  bool merging_ = false;
+  std::chrono::steady_clock::time_point last_push_{};
   friend class EditUndoCommand;
 };
 
