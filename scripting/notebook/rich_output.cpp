@@ -332,24 +332,27 @@ Table project_summary(const nodes::Document& doc, const nodes::DocumentAnalysis&
   return t;
 }
 
-void add_returned_value(lua_State* L, int idx, int position, CellOutput& out) {
+bool add_returned_value(lua_State* L, int idx, int position, CellOutput& out, std::string* text) {
   idx = lua_absindex(L, idx);
   const std::string prefix = position > 1 ? "value " + std::to_string(position) + ": " : "";
   try {
     if (auto* t = static_cast<LuaTensor*>(luaL_testudata(L, idx, "mls.Tensor"))) {
-      if (t->closed || t->trace_id || !t->value.defined() || t->value.shape().empty()) return;
+      if (t->closed || t->trace_id || !t->value.defined() || t->value.shape().empty()) return false;
       const Shape s = t->value.shape();
       const std::vector<double> v = t->value.to_f64();
-      const std::string title =
-          prefix + "tensor " + dims_text(s) + " " + std::string(dtype_name(t->value.dtype()));
-      out.tables.push_back(make_tensor_table(s, t->value.dtype(), v, title, {}));
-      for (Figure& f : make_tensor_figures(s, v, title)) out.figures.push_back(std::move(f));
-      return;
+      const std::string name = "tensor " + dims_text(s) + " " +
+                               std::string(dtype_name(t->value.dtype())) +
+                               (t->requires_grad ? " (requires grad)" : "");
+      out.tables.push_back(make_tensor_table(s, t->value.dtype(), v, prefix + name, {}));
+      for (Figure& f : make_tensor_figures(s, v, prefix + name))
+        out.figures.push_back(std::move(f));
+      *text = name;
+      return true;
     }
     std::string path;
     if (const nodes::Document* doc = project_document(L, idx, &path)) {
       out.tables.push_back(project_table(L, *doc, path));
-      return;
+      return false;
     }
     if (is_module(L, idx)) {
       Table t;
@@ -358,6 +361,7 @@ void add_returned_value(lua_State* L, int idx, int position, CellOutput& out) {
   } catch (const std::exception&) {
     // A value that cannot be shown richly keeps its text.
   }
+  return false;
 }
 
 }  // namespace mls::lua

@@ -7,7 +7,7 @@
 //   std::vector<Figure> f = tensor_figures(x, "...");    // heatmap, image grid, or none
 //   DocumentAnalysis a = nodes::analyze_document(doc, data, "mlp.mls");
 //   Table s = project_summary(doc, a, "model summary: mlp");  // a row a node, then "total"
-//   add_returned_value(L, idx, 1, out);                  // what `return x` in a cell adds
+//   add_returned_value(L, idx, 1, out, &text);           // what `return x` in a cell adds
 //
 // The project summary uses the editor's analysis (nodes/analysis.h: the node types' own
 // shape rules and lowering), the module summary the modules' own parameters: no second
@@ -52,8 +52,10 @@ Table project_summary(const nodes::Document& doc, const nodes::DocumentAnalysis&
 
 // Adds the rich form of the value at `idx` (the `position`th returned value) to `out`: tables
 // and figures for a tensor, a summary for an mls.nn module or an mls.project handle; nothing
-// for other values. Must run inside a C function whose upvalues 1 and 2 are the Runtime and
-// the tensor metatable (bindings.h). Never raises; leaves the stack as it found it.
-void add_returned_value(lua_State* L, int idx, int position, CellOutput& out);
+// for other values. A tensor shown as a table is not printed again: true, with `text` its
+// short form for the cell's text ("tensor [6, 8] f32"). Must run inside a C function whose
+// upvalues 1 and 2 are the Runtime and the tensor metatable (bindings.h). Never raises;
+// leaves the stack as it found it.
+bool add_returned_value(lua_State* L, int idx, int position, CellOutput& out, std::string* text);
 
 }  // namespace mls::lua

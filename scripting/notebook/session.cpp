@@ -130,14 +130,18 @@ int cell_print(lua_State* L) {
 }
 
 // The cell's returned values, as print shows them, and their tables and figures (tensors,
-// models: rich_output.h). Upvalues: the Runtime and the tensor metatable (as the bindings'),
-// then the output.
+// models: rich_output.h); a tensor shown as a table is named in the text, not printed again.
+// Upvalues: the Runtime and the tensor metatable (as the bindings'), then the output.
 int cell_return(lua_State* L) {
   auto& out = *static_cast<CellOutput*>(lua_touserdata(L, lua_upvalueindex(3)));
   const int n = lua_gettop(L);
   if (n == 0) return 0;
-  print_into(L, out);
-  for (int i = 1; i <= n; ++i) add_returned_value(L, i, i, out);
+  std::string line, name;
+  for (int i = 1; i <= n; ++i) {
+    if (i > 1) line += '\t';
+    line += add_returned_value(L, i, i, out, &name) ? name : print_text(L, i);
+  }
+  out.text += line + '\n';
   return 0;
 }
 
