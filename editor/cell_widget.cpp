@@ -155,9 +155,11 @@ void CodeEdit::markErrorLine(int line) {
 
 void CodeEdit::updateSelections() {
   QList<QTextEdit::ExtraSelection> sel;
+  // Light marks on a dark theme would hide the light text: darker ones there.
+  const bool dark = palette().color(QPalette::Base).lightness() < 128;
   if (error_line_ > 0 && error_line_ <= document()->blockCount()) {
     QTextEdit::ExtraSelection s;
-    s.format.setBackground(QColor(255, 205, 205));
+    s.format.setBackground(dark ? QColor(110, 32, 32) : QColor(255, 205, 205));
     s.format.setProperty(QTextFormat::FullWidthSelection, true);
     s.cursor = QTextCursor(document()->findBlockByNumber(error_line_ - 1));
     sel << s;
@@ -187,7 +189,9 @@ void CodeEdit::updateSelections() {
     for (int p : {at, j}) {
       if (p < 0 || p >= text.size()) continue;
       QTextEdit::ExtraSelection s;
-      s.format.setBackground(matched_.second >= 0 ? QColor(190, 230, 190) : QColor(255, 170, 170));
+      s.format.setBackground(matched_.second >= 0
+                                 ? (dark ? QColor(40, 100, 40) : QColor(190, 230, 190))
+                                 : (dark ? QColor(130, 40, 40) : QColor(255, 170, 170)));
       s.cursor = QTextCursor(document());
       s.cursor.setPosition(p);
       s.cursor.setPosition(p + 1, QTextCursor::KeepAnchor);

@@ -87,18 +87,11 @@ struct ScriptEditor::PrintQueue {
   bool dropped = false;
 };
 
-// print() in a script writes to the tab's output pane (the worker's lines are posted to the
-// GUI thread).
-int script_print(lua_State* L) {
-  auto* self = static_cast<ScriptEditor*>(lua_touserdata(L, lua_upvalueindex(1)));
-  ScriptEditor::PrintQueue* queue = self->prints_.get();
-  const int n = lua_gettop(L);
-  QString line;
-  for (int i = 1; i <= n; ++i) {
-    if (i > 1) line += '\t';
-    line += QString::fromStdString(lua::print_text(L, i));  // tables as trees (pretty.h)
-  }
-  bool post = false;
+// A line from the worker (print, mls.train's progress) for the output pane: queued, and
+// shown when the GUI thread gets to it, in the order the lines came.
+void ScriptEditor::post(const QString& line) {
+  PrintQueue* queue = prints_.get();
+  bool first = false;
   {
     std::lock_guard lock(queue->mu);
     if (queue->text.size() + line.size() > kMaxPendingChars) {
@@ -107,27 +100,38 @@ int script_print(lua_State* L) {
       if (!queue->text.isEmpty()) queue->text += '\n';
       queue->text += line;
     }
-    post = !queue->posted;
+    first = !queue->posted;
     queue->posted = true;
   }
-  if (post)
-    QMetaObject::invokeMethod(
-        self,
-        [self, queue] {
-          QString text;
-          bool dropped = false;
-          {
-            std::lock_guard lock(queue->mu);
-            text.swap(queue->text);
-            dropped = queue->dropped;
-            queue->dropped = false;
-            queue->posted = false;
-          }
-          if (!text.isEmpty()) self->appendOutput(text);
-          if (dropped)
-            self->appendOutput("[output dropped: the script printed faster than shown]", kGrey);
-        },
-        Qt::QueuedConnection);
+  if (!first) return;
+  QMetaObject::invokeMethod(
+      this,
+      [this, queue] {
+        QString text;
+        bool dropped = false;
+        {
+          std::lock_guard lock(queue->mu);
+          text.swap(queue->text);
+          dropped = queue->dropped;
+          queue->dropped = false;
+          queue->posted = false;
+        }
+        if (!text.isEmpty()) appendOutput(text);
+        if (dropped) appendOutput("[output dropped: the script printed faster than shown]", kGrey);
+      },
+      Qt::QueuedConnection);
+}
+
+// print() in a script writes to the tab's output pane.
+int script_print(lua_State* L) {
+  auto* self = static_cast<ScriptEditor*>(lua_touserdata(L, lua_upvalueindex(1)));
+  const int n = lua_gettop(L);
+  QString line;
+  for (int i = 1; i <= n; ++i) {
+    if (i > 1) line += '\t';
+    line += QString::fromStdString(lua::print_text(L, i));  // tables as trees (pretty.h)
+  }
+  self->post(line);
   return 0;
 }
 
@@ -223,7 +227,8 @@ ScriptEditor::ScriptEditor(const QString& path, const QByteArray& text, ScriptEd
   show_where();
 
   bar_->setObjectName("script.diskbar");
-  bar_->setStyleSheet("#script\\.diskbar { background: #fff4c8; color: #3a3000; }");
+  bar_->setStyleSheet("#script\\.diskbar { background: #fff4c8; }");
+  bar_text_->setStyleSheet("color: #3a3000;");  // dark on the bar's yellow in either theme
   auto* bar_lay = new QHBoxLayout(bar_);
   bar_lay->setContentsMargins(8, 3, 8, 3);
   bar_text_->setObjectName("script.diskbar.text");
@@ -354,17 +359,15 @@ bool ScriptEditor::run() {
   options.db_path = options_.db_path;
   host_ = std::make_unique<lua::LuaHost>(*backend, options);
   lua::Runtime& rt = host_->runtime();
-  rt.script_path = path_.toStdString();
+  // A run that mls.train starts records the script's file and its hash: only when that is
+  // what runs (no unsaved edits), else it is recorded as the console's are.
+  if (!isModified()) rt.script_path = path_.toStdString();
   if (bridge_) {
     rt.project = bridge_.get();
     rt.project_path = options_.model->path();
   }
   // mls.train's lines go to the pane; its live feed to the Instruments tab.
-  rt.report = [this](const std::string& line) {
-    QMetaObject::invokeMethod(
-        this, [this, l = QString::fromStdString(line)] { appendOutput(l, kGrey); },
-        Qt::QueuedConnection);
-  };
+  rt.report = [this](const std::string& line) { post(QString::fromStdString(line)); };
   rt.new_telemetry = [this] {
     auto tm = std::make_shared<Telemetry>();
     QMetaObject::invokeMethod(
@@ -389,6 +392,11 @@ bool ScriptEditor::run() {
                    .arg(fileName(),
                         trusted() ? QString("trusted") : "sandboxed: files under " + sandboxRoot()),
                kGrey);
+  if (isModified())
+    appendOutput(
+        "(with unsaved edits: the runs it records do not name the file; save to "
+        "record them with it)",
+        kGrey);
   setRunning(true);
   lua::LuaHost* host = host_.get();
   const std::string code = edit_->toPlainText().toStdString();
@@ -426,9 +434,8 @@ void ScriptEditor::finish(const Outcome& o) {
     }
   }
   setRunning(false);
-  say(o.ok ? fileName() + " finished"
-           : fileName() + ": " + QString::fromStdString(o.error).section('\n', 0, 0),
-      !o.ok);
+  // The error's first line names the file and line already ("explore.lua:9: ...").
+  say(o.ok ? fileName() + " finished" : QString::fromStdString(o.error).section('\n', 0, 0), !o.ok);
   Q_EMIT runFinished(o.ok);
 }
 

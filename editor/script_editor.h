@@ -119,6 +119,7 @@ class ScriptEditor : public QWidget {
   struct PrintQueue;
   void finish(const Outcome& o);
   void appendOutput(const QString& text, const QColor& color = QColor());
+  void post(const QString& line);  // from the worker
   void setRunning(bool running);
   void say(const QString& text, bool error);
   // From the watcher: what is on disk now, against what was last read or written here.

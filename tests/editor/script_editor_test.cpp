@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "store/run_store.h"
 #include "tests/editor/editor_test_util.h"
 
 using namespace mls;
@@ -465,4 +466,43 @@ TEST_CASE("closing a script's tab with unsaved edits asks", "[editor][scripts]")
   QTest::mouseClick(tabs->tabBar()->tabButton(tabs->indexOf(*again), QTabBar::RightSide),
                     Qt::LeftButton);
   CHECK(fx.window->scripts().isEmpty());
+}
+
+TEST_CASE("mls.train in a script is recorded as the script's run and fed to the Instruments tab",
+          "[editor][scripts][train]") {
+  EditorFixture fx;
+  const std::string file = fx.dir.file("lab/train.lua");
+  write(file,
+        "mls.manual_seed(3)\n"
+        "local net = mls.nn.Sequential(mls.nn.Flatten(), mls.nn.Linear(784, 10))\n"
+        "local data = mls.data.fashion_mnist{limit = 256, test_limit = 64}\n"
+        "local r = mls.train{model = net, data = data, epochs = 1, batch_size = 64}\n"
+        "print('run', r.run_id)");
+  auto opened = fx.window->openScript(QString::fromStdString(file));
+  REQUIRE(opened.ok());
+  ScriptEditor* s = *opened;
+  focus_editor(fx, s);
+  QSignalSpy live(s, &ScriptEditor::liveRunStarted);
+  REQUIRE(run_f5(s));
+  INFO(s->output()->toPlainText().toStdString());
+  CHECK(s->output()->toPlainText().contains("run\t1"));
+  CHECK(live.size() == 1);
+  // Edited and not saved: what runs is not the file, so the run does not name it.
+  QTest::keyClick(s->editor(), Qt::Key_Return);
+  QTest::keyClicks(s->editor(), "print('edited')");
+  REQUIRE(run_f5(s));
+  CHECK(s->output()->toPlainText().contains("run\t2"));
+  CHECK(s->output()->toPlainText().contains("edited"));
+  auto store = store::RunStore::open_read_only(fx.dir.file("runs.db"));
+  REQUIRE(store.ok());
+  auto first = (*store)->get_run(1);
+  REQUIRE(first.ok());
+  CHECK(first->name == "train");
+  CHECK(first->project_path == file);
+  CHECK_FALSE(first->project_hash.empty());
+  CHECK(first->status == "finished");
+  auto second = (*store)->get_run(2);
+  REQUIRE(second.ok());
+  CHECK(second->project_path.empty());
+  CHECK(second->status == "finished");
 }
