@@ -26,6 +26,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -56,6 +59,7 @@ using nodes::CellKind;
 struct Loaded {
   nodes::Document doc;
   std::vector<Cell> cells;
+  fs::path dir;  // the project's folder: Markdown's images are read from under it
 };
 
 Result<Loaded> load(const std::string& path) {
@@ -67,7 +71,7 @@ Result<Loaded> load(const std::string& path) {
   bool any = false;
   for (const auto& c : cells) any = any || c.kind != CellKind::View;
   if (!any) return make_error(path + " has no notebook cells");
-  return Loaded{std::move(*doc), std::move(cells)};
+  return Loaded{std::move(*doc), std::move(cells), fs::absolute(path).parent_path()};
 }
 
 lua::ScriptOptions script_options(const NotebookOptions& o) {
@@ -331,6 +335,64 @@ std::string markdown_html(const std::string& md) {
   return out;
 }
 
+// A URL as md4c-html wrote it (&amp; and %XX escapes) back to its text.
+std::string unescape_url(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.compare(i, 5, "&amp;") == 0) {
+      out += '&';
+      i += 4;
+    } else if (s[i] == '%' && i + 2 < s.size() &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// Markdown's images from the project's folder go into the page as data: URIs, so that the
+// page stands alone. Only image files under the folder (a stranger's notebook must not pull
+// ~/.ssh into a page its reader may publish), at most 16 MiB each; any other src stays.
+std::string embed_images(const std::string& html, const fs::path& dir) {
+  static const std::map<std::string, std::string> kTypes = {
+      {".png", "image/png"}, {".jpg", "image/jpeg"},    {".jpeg", "image/jpeg"},
+      {".gif", "image/gif"}, {".svg", "image/svg+xml"}, {".webp", "image/webp"}};
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(dir, ec);
+  std::string out;
+  size_t at = 0;
+  const std::string tag = "<img src=\"";
+  for (size_t i = html.find(tag); i != std::string::npos; i = html.find(tag, at)) {
+    const size_t start = i + tag.size(), end = html.find('"', start);
+    if (end == std::string::npos) break;
+    out.append(html, at, start - at);
+    at = end;
+    const std::string url = unescape_url(html.substr(start, end - start));
+    const bool scheme = std::regex_search(url, std::regex("^[A-Za-z][A-Za-z0-9+.-]*:"));
+    const fs::path file = fs::weakly_canonical(root / url, ec);
+    auto type = kTypes.find(file.extension().string());
+    const auto rel = file.lexically_relative(root);
+    std::string bytes;
+    if (!scheme && !url.empty() && url[0] != '/' && type != kTypes.end() && !rel.empty() &&
+        *rel.begin() != ".." && fs::is_regular_file(file, ec) &&
+        fs::file_size(file, ec) <= (size_t{16} << 20)) {
+      std::ifstream in(file, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    if (bytes.empty()) {
+      out.append(html, start, end - start);
+      continue;
+    }
+    out += "data:" + type->second + ";base64," + plot::base64(bytes);
+  }
+  out.append(html, at, std::string::npos);
+  return out;
+}
+
 constexpr const char* kCss =
     R"(body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}
 .cell{margin:1em 0}.code pre{background:#f5f5f5;border-left:3px solid #4a7bd0;padding:.6em;overflow-x:auto}
@@ -399,7 +461,7 @@ std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::N
   for (const auto& c : nb.cells) {
     if (c.kind == CellKind::Markdown) {
       h += "<div class=\"cell md\" id=\"" + plot::xml_escape(c.id) + "\">\n" +
-           markdown_html(c.source) + "</div>\n";
+           embed_images(markdown_html(c.source), nb.dir) + "</div>\n";
       continue;
     }
     if (c.kind == CellKind::View) {

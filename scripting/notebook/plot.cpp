@@ -42,21 +42,6 @@ std::string skipped_note(int64_t skipped, const char* what, double y) {
       "start", " class=\"note\" fill=\"#a00\"");
 }
 
-std::string base64(const std::string& in) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < in.size(); i += 3) {
-    const auto b = [&](size_t k) { return k < in.size() ? static_cast<unsigned char>(in[k]) : 0u; };
-    const unsigned v = (b(i) << 16) | (b(i + 1) << 8) | b(i + 2);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += i + 2 < in.size() ? kAlphabet[v & 63] : '=';
-  }
-  return out;
-}
-
 void append_bytes(void* context, void* data, int size) {
   static_cast<std::string*>(context)->append(static_cast<const char*>(data),
                                              static_cast<size_t>(size));
@@ -76,6 +61,21 @@ double min_gap(std::vector<double> xs) {
 }
 
 }  // namespace
+
+std::string base64(const std::string& in) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < in.size(); i += 3) {
+    const auto b = [&](size_t k) { return k < in.size() ? static_cast<unsigned char>(in[k]) : 0u; };
+    const unsigned v = (b(i) << 16) | (b(i + 1) << 8) | b(i + 2);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
 
 std::string xml_escape(const std::string& s) {
   std::string out;

@@ -96,5 +96,7 @@ std::string heat_colour(double t);
 
 // Escapes text for SVG (& < > ").
 std::string xml_escape(const std::string& s);
+// Bytes as base64 (RFC 4648, padded): what a data: URI carries.
+std::string base64(const std::string& bytes);
 
 }  // namespace mls::plot

@@ -282,3 +282,33 @@ TEST_CASE("notebook run --figures DIR --png writes each figure as a PNG at the S
   CHECK(bad.code != 0);
   CHECK(bad.err.find("--figures") != std::string::npos);
 }
+
+TEST_CASE("notebook export --html embeds Markdown's images from the project's folder, only those",
+          "[e2e][notebook]") {
+  const fs::path dir = notebook_dir("export_images");
+  fs::create_directories(dir / "img");
+  // A 1x1 PNG (the bytes of a real file) in the project's folder, another outside it.
+  const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + "not really decoded";
+  std::ofstream(dir / "img" / "a b.png", std::ios::binary) << png;
+  const fs::path outside = temp_dir() / "outside-secret.png";
+  std::ofstream(outside, std::ios::binary) << png;
+  const std::string p = write_notebook(
+      dir, {{"markdown", "intro",
+             "| op | grad |\n|---|---|\n| tanh | 1 - tanh^2 |\n\n![here](img/a%20b.png) "
+             "![web](https://example.org/x.png) ![out](../outside-secret.png) "
+             "![missing](img/none.png)"},
+            {"lua", "c", "print(1)"}});
+  const std::string html = (dir / "page.html").string();
+  Output o = run("notebook export " + p + " --html " + html, 60);
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  const std::string page = read_file(html);
+  CHECK(page.find("<table>") != std::string::npos);
+  CHECK(page.find("<td>tanh</td>") != std::string::npos);
+  // base64 of the 8 signature bytes and the text after them starts so:
+  CHECK(page.find("<img src=\"data:image/png;base64,iVBORw0KGgpub3QgcmVhbGx5") !=
+        std::string::npos);
+  CHECK(page.find("src=\"https://example.org/x.png\"") != std::string::npos);
+  CHECK(page.find("src=\"../outside-secret.png\"") != std::string::npos);  // not read
+  CHECK(page.find("src=\"img/none.png\"") != std::string::npos);
+}
