@@ -433,6 +433,26 @@ TEST_CASE("Stop ends a script that loops forever", "[editor][scripts]") {
   CHECK(s->output()->toPlainText().contains("interrupted"));
   CHECK_FALSE(s->running());
   CHECK(s->runAction()->isEnabled());
+
+  // Shift+F5 in the tab stops it too, and not the window's training (its Stop has that key).
+  QAction* window_stop = window_action(fx, "&Stop");
+  REQUIRE(window_stop);
+  QSignalSpy window_stopped(window_stop, &QAction::triggered);
+  done.clear();
+  QTest::keyClick(s->editor(), Qt::Key_F5);
+  REQUIRE(wait_until([&] { return s->running(); }));
+  QTest::keyClick(s->editor(), Qt::Key_F5, Qt::ShiftModifier);
+  REQUIRE(done.wait(10'000));
+  CHECK_FALSE(done.at(0).at(0).toBool());
+  CHECK(window_stopped.isEmpty());
+
+  // Closing the tab while it runs stops it (no question: nothing unsaved).
+  QTest::keyClick(s->editor(), Qt::Key_F5);
+  REQUIRE(wait_until([&] { return s->output()->toPlainText().contains("looping"); }));
+  QTabWidget* tabs = centre(fx);
+  QTest::mouseClick(tabs->tabBar()->tabButton(tabs->indexOf(s), QTabBar::RightSide),
+                    Qt::LeftButton);
+  CHECK(fx.window->scripts().isEmpty());
 }
 
 TEST_CASE("closing a script's tab with unsaved edits asks", "[editor][scripts]") {
