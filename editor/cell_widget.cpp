@@ -422,7 +422,7 @@ void CellWidget::setStale(bool stale) {
   if (stale == stale_shown_) return;
   stale_shown_ = stale;
   stale_->setVisible(stale);
-  outputs_->setStyleSheet(stale ? "QLabel { color: #9e9e9e; }" : QString());
+  outputs_->setStyleSheet(stale ? "QLabel, QTableWidget { color: #9e9e9e; }" : QString());
 }
 
 void CellWidget::setProblems(const QStringList& reasons) {
@@ -479,7 +479,7 @@ QWidget* CellWidget::makeTable(const lua::Table& t) {
   if (!t.title.empty()) {
     auto* title = new QLabel(QString::fromStdString(t.title));
     title->setObjectName("cell.table_title");
-    title->setStyleSheet("color: #555; font-size: 9pt;");
+    title->setStyleSheet("color: grey; font-size: 9pt;");
     lay->addWidget(title);
   }
   auto* table = new QTableWidget(int(t.rows.size()), int(t.columns.size()));
@@ -530,7 +530,7 @@ QWidget* CellWidget::makeTable(const lua::Table& t) {
     auto* note = new QLabel(notes.join("; "));
     note->setObjectName("cell.table_note");
     note->setWordWrap(true);
-    note->setStyleSheet("color: #777; font-size: 9pt;");
+    note->setStyleSheet("color: grey; font-size: 9pt;");
     lay->addWidget(note);
   }
   return box;
