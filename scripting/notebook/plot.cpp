@@ -77,6 +77,24 @@ std::string base64(const std::string& in) {
   return out;
 }
 
+std::vector<Image> images_from_planes(const std::vector<double>& values, int64_t n, int64_t c,
+                                      int64_t h, int64_t w, int64_t max_images) {
+  std::vector<Image> images;
+  for (int64_t i = 0; i < std::min(n, max_images); ++i) {
+    Image im{.h = static_cast<int>(h),
+             .w = static_cast<int>(w),
+             .channels = static_cast<int>(c),
+             .pix = {}};
+    im.pix.resize(static_cast<size_t>(h * w * c));
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < h * w; ++p)
+        im.pix[static_cast<size_t>(p * c + ch)] =
+            static_cast<float>(values[static_cast<size_t>((i * c + ch) * h * w + p)]);
+    images.push_back(std::move(im));
+  }
+  return images;
+}
+
 std::string xml_escape(const std::string& s) {
   std::string out;
   out.reserve(s.size());

@@ -75,6 +75,10 @@ struct Image {
   int h = 0, w = 0, channels = 1;
   std::vector<float> pix;
 };
+// The first `max_images` of n images laid out (N, C, H, W) in `values` (C planes of H*W each),
+// as interleaved pixels: what mls.plot.image and a tensor's image grid draw.
+std::vector<Image> images_from_planes(const std::vector<double>& values, int64_t n, int64_t c,
+                                      int64_t h, int64_t w, int64_t max_images = INT64_MAX);
 // Rows and columns of a grid of n images with at most `cols` columns.
 struct Grid {
   int rows = 0, cols = 0;

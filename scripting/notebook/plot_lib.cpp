@@ -300,23 +300,10 @@ int l_image(lua_State* L) {
     int64_t n = 1, c = 1, h = s[0], w = s[1];
     if (s.size() == 3) n = s[0], h = s[1], w = s[2];
     if (s.size() == 4) n = s[0], c = s[1], h = s[2], w = s[3];
-    std::vector<plot::Image> images;
     if (n * h * w <= (int64_t{1} << 22)) {
-      for (int64_t i = 0; i < n; ++i) {
-        plot::Image im{.h = static_cast<int>(h),
-                       .w = static_cast<int>(w),
-                       .channels = static_cast<int>(c),
-                       .pix = {}};
-        im.pix.resize(static_cast<size_t>(h * w * c));
-        // (C,H,W) planes to interleaved pixels.
-        for (int64_t ch = 0; ch < c; ++ch)
-          for (int64_t p = 0; p < h * w; ++p)
-            im.pix[static_cast<size_t>(p * c + ch)] =
-                static_cast<float>(v[static_cast<size_t>(((i * c) + ch) * h * w + p)]);
-        images.push_back(std::move(im));
-      }
       ok = emit(L, who,
-                plot::render_images(images, static_cast<int>(cols), field_string(L, 1, "title")));
+                plot::render_images(plot::images_from_planes(v, n, c, h, w), static_cast<int>(cols),
+                                    field_string(L, 1, "title")));
     } else {
       runtime(L).error = std::string(who) + ": more than 4M pixels";
       ok = false;
