@@ -9,6 +9,7 @@
 #include <QMainWindow>
 #include <QPlainTextEdit>
 #include <QProgressBar>
+#include <QSet>
 #include <QTimer>
 #include <string>
 #include <utility>
@@ -166,6 +167,7 @@ class MainWindow : public QMainWindow {
   QAction *train_act_, *pause_act_, *stop_act_, *dark_act_;
   QMenu* recent_menu_;
   QMenu* scripts_menu_;
+  QSet<QString> trusted_scripts_;  // Lua files trusted in this session (absolute paths)
   std::vector<std::pair<QAction*, const char*>> icons_;
   struct {
     QAction *new_ = nullptr, *open = nullptr, *save = nullptr, *undo = nullptr, *redo = nullptr,

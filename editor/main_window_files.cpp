@@ -1,6 +1,7 @@
 // The main window's files: templates, open (in part, when broken; ONNX models through an
 // import), save, recent files, the unsaved-changes prompt, the autosave with its recovery
 // after a crash, and the project's Lua files in tabs beside the canvas.
+#include <QAction>
 #include <QCoreApplication>
 #include <QDir>
 #include <QDirIterator>
@@ -281,6 +282,14 @@ Result<ScriptEditor*> MainWindow::openScript(const QString& path) {
     instruments_->setLive(tm);
   });
   connect(s, &ScriptEditor::runFinished, this, &MainWindow::loadRunCurves);
+  // Trust is the file's for this session: a tab closed and opened again keeps it.
+  if (trusted_scripts_.contains(abs)) s->trustAction()->setChecked(true);
+  connect(s->trustAction(), &QAction::toggled, this, [this, abs](bool on) {
+    if (on)
+      trusted_scripts_.insert(abs);
+    else
+      trusted_scripts_.remove(abs);
+  });
   tabs_->setCurrentWidget(s);
   s->editor()->setFocus();
   showStatus("opened " + abs + " (F5 runs it" +

@@ -214,7 +214,8 @@ ScriptEditor::ScriptEditor(const QString& path, const QByteArray& text, ScriptEd
       "Run this file with your own rights: files anywhere, os.execute and io.popen, C modules, "
       "no memory limit. Off (the default), it runs in the sandbox: it reads and writes files "
       "only under its folder (the project's, when it is in the project). Only for scripts "
-      "you wrote or have read. Forgotten when the tab is closed.");
+      "you wrote or have read. Kept for this file until mlstudio closes; dropped when the file "
+      "is reloaded after another program changed it.");
   auto* where = new QLabel;
   where->setObjectName("script.where");
   where->setStyleSheet("color: grey; padding-left: 8px;");
@@ -510,7 +511,11 @@ bool ScriptEditor::reload() {
   edit_->markErrorLine(0);
   hideBar();
   watch();
-  say("reloaded " + path_, false);
+  // Trust was given to the text the user had; another program's is a stranger's.
+  const bool was_trusted = trusted();
+  trust_act_->setChecked(false);
+  say("reloaded " + path_ + (was_trusted ? " (no longer trusted: it runs in the sandbox)" : ""),
+      false);
   return true;
 }
 

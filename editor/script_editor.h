@@ -10,8 +10,9 @@
 // A run happens on a worker thread in a fresh LuaHost (Stop interrupts it at its next
 // instruction), sandboxed: files only under the script's folder, or under the project's
 // folder when the script is inside it, no os.execute, a memory limit. "Trust this script"
-// lifts the sandbox for this file while the tab is open; it is off again when the tab is
-// closed and reopened. The run is of the editor's text, saved or not.
+// lifts the sandbox for this file (the main window remembers it for the session, not on
+// disk); a Reload of another program's change drops it. The run is of the editor's text,
+// saved or not.
 //
 // The file on disk is watched. Another program's change is offered in a bar over the code
 // ("Reload" / "Keep mine"); with unsaved edits too, and then Save asks before overwriting
@@ -80,7 +81,7 @@ class ScriptEditor : public QWidget {
   // keep the tab. A running script is stopped.
   bool maybeClose();
   // Reloads the file from disk (the bar's "Reload"); the editor's text before it can be
-  // restored with Undo.
+  // restored with Undo. Trust is dropped: the text is another program's.
   bool reload();
   // The bar's "Keep mine": the bar goes, the editor keeps its text (Save will still ask).
   void keepMine();

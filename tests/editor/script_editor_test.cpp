@@ -250,6 +250,23 @@ TEST_CASE("a script runs in the sandbox unless trusted: files outside its folder
   CHECK(s->editor()->errorLine() == 0);
   // Trust is the file's: the other tab is still sandboxed.
   CHECK_FALSE((*inside)->trusted());
+
+  // Kept for the session: the tab closed and opened again is still trusted.
+  REQUIRE(fx.window->closeScript(s));
+  auto again = fx.window->openScript(QString::fromStdString(file));
+  REQUIRE(again.ok());
+  s = *again;
+  CHECK(s->trusted());
+  // Another program's version, reloaded, is not: it runs in the sandbox again.
+  write(file, "print(assert(io.open(\"" + outside.file("secret.txt") + "\")):read(\"a\"))");
+  REQUIRE(wait_until([&] { return s->diskBar()->isVisible(); }));
+  QTest::mouseClick(s->reloadButton(), Qt::LeftButton);
+  CHECK_FALSE(s->trusted());
+  CHECK_FALSE(s->trustAction()->isChecked());
+  focus_editor(fx, s);
+  CHECK_FALSE(run_f5(s));
+  CHECK(s->output()->toPlainText().contains("is outside the script's folder"));
+  CHECK_FALSE(s->output()->toPlainText().contains("the secret"));
 }
 
 TEST_CASE("a script inside the project's folder is sandboxed to the project's folder",
