@@ -41,6 +41,7 @@
 #include "nodes/notebook.h"
 #include "scripting/notebook/cell_analysis.h"
 #include "scripting/notebook/cell_graph.h"
+#include "scripting/notebook/math_text.h"
 #include "scripting/notebook/outputs.h"
 #include "scripting/notebook/plot.h"
 #include "scripting/notebook/session.h"
@@ -332,7 +333,7 @@ std::string markdown_html(const std::string& md) {
         static_cast<std::string*>(user)->append(text, size);
       },
       &out, MD_DIALECT_GITHUB | MD_FLAG_LATEXMATHSPANS, 0);
-  return out;
+  return lua::html_math(out);  // md4c marks the math; it is shown as Unicode, as in the GUI
 }
 
 // A URL as md4c-html wrote it (&amp; and %XX escapes) back to its text.
@@ -399,6 +400,7 @@ constexpr const char* kCss =
 .out pre{margin:.3em 0;padding:.4em .6em;background:#fff;border-left:3px solid #ccc;white-space:pre-wrap}
 .error pre{border-left-color:#c0392b;color:#c0392b}.stale{opacity:.55}.stale-note{color:#b7791f;font-size:.85em}
 .id{color:#888;font-size:.8em}.widget{font-size:.9em;color:#555}figure{margin:.5em 0}figure svg{max-width:100%;height:auto}
+.math{font-family:serif;font-style:italic}div.math{text-align:center;margin:.5em 0}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em}
 .tbl .scroll{max-height:22em;overflow:auto;display:inline-block;max-width:100%}.tbl td{text-align:right;font-family:monospace}
 .tbl th{background:#f5f5f5;font-weight:normal;color:#555}.tbl .caption,.tbl .note{font-size:.85em;color:#666;margin:.2em 0}
