@@ -623,11 +623,17 @@ void CanvasScene::autoLayout() {
 }
 
 void CanvasScene::commitMoves() {
+  bool dragged = press_pos_.empty();
+  for (const auto& [id, item] : items_) {
+    auto it = press_pos_.find(id);
+    dragged = dragged || it == press_pos_.end() || it->second != item->pos();
+  }
   std::vector<std::pair<std::string, QPointF>> moved;
   for (const auto& [id, item] : items_) {
     const QPointF p(snap(item->pos().x()), snap(item->pos().y()));
     auto old = layout_pos(model_->doc(), id);
-    if (!old || *old != p) moved.push_back({id, p});
+    // Unplaced nodes (an automatic layout) are placed for good once something is dragged.
+    if (old ? *old != p : dragged) moved.push_back({id, p});
   }
   if (moved.empty()) return;
   if (moved.size() > 1) model_->beginMacro(QString("Move %1 nodes").arg(moved.size()));
@@ -641,6 +647,8 @@ void CanvasScene::clearHighlights() {
 }
 
 void CanvasScene::mousePressEvent(QGraphicsSceneMouseEvent* e) {
+  press_pos_.clear();
+  for (const auto& [id, item] : items_) press_pos_[id] = item->pos();
   if (e->button() == Qt::LeftButton)
     if (auto port = portAt(e->scenePos())) {
       drag_from_ = port;

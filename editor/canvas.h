@@ -93,6 +93,9 @@ class CanvasScene : public QGraphicsScene {
 
   DocumentModel* model_;
   std::map<std::string, NodeItem*> items_;
+  // Where the nodes were when the mouse went down: a click that moves none records nothing
+  // (not even the automatic layout of a document that has none).
+  std::map<std::string, QPointF> press_pos_;
   std::map<std::string, NodeRunInfo> run_info_;
   std::vector<FrameItem*> frame_items_;
   std::vector<WireItem*> wires_;

@@ -432,3 +432,30 @@ TEST_CASE("comment frames group nodes, move with the mouse, save, and undo exact
   // A frame without a size is refused.
   CHECK_FALSE(nodes::make_set_frames(m->doc(), {{"x", 0, 0, 0, 10}}, "Add comment frame").ok());
 }
+
+TEST_CASE("a click on the empty canvas records nothing; a drag places every node for good",
+          "[editor][canvas]") {
+  EditorFixture fx;
+  fx.open_example("fashion-mnist-cnn.mls");  // no layout saved: laid out automatically
+  DocumentModel* m = fx.window->model();
+  CanvasView* view = fx.window->view();
+  const QRectF items = fx.window->scene()->itemsBoundingRect();
+  const QPoint empty = fx.view_point(items.bottomRight() + QPointF(60, 60));
+  QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, empty);
+  QApplication::processEvents();
+  CHECK(m->undoStack()->count() == 0);
+  CHECK(m->undoStack()->isClean());
+  // A node dragged: it moves, and the others keep the places they are drawn at (one step).
+  NodeItem* fc1 = fx.window->scene()->nodeItem("conv1");
+  REQUIRE(fc1);
+  const QPointF before = fc1->pos();
+  const QPoint at = fx.view_point(fc1->sceneBoundingRect().center());
+  QTest::mousePress(view->viewport(), Qt::LeftButton, {}, at);
+  QTest::mouseMove(view->viewport(), at + QPoint(40, 20));
+  QTest::mouseMove(view->viewport(), at + QPoint(80, 40));
+  QTest::mouseRelease(view->viewport(), Qt::LeftButton, {}, at + QPoint(80, 40));
+  QApplication::processEvents();
+  CHECK(fc1->pos() != before);
+  CHECK(m->undoStack()->count() == 1);
+  CHECK(m->doc().layout.size() == m->doc().nodes.size());
+}
