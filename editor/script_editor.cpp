@@ -268,8 +268,17 @@ ScriptEditor::ScriptEditor(const QString& path, const QByteArray& text, ScriptEd
   // it comes back.
   watcher_.addPath(QFileInfo(path_).absolutePath());
   watch();
-  connect(&watcher_, &QFileSystemWatcher::fileChanged, this, &ScriptEditor::checkDisk);
-  connect(&watcher_, &QFileSystemWatcher::directoryChanged, this, &ScriptEditor::checkDisk);
+  // A burst of changes (a program writing in pieces, a database journal beside the file)
+  // is looked at once, when it has settled.
+  disk_timer_.setSingleShot(true);
+  disk_timer_.setInterval(100);
+  connect(&disk_timer_, &QTimer::timeout, this, &ScriptEditor::checkDisk);
+  auto changed = [this] {
+    watch();  // a rename over the file or its deletion ended the old watch
+    disk_timer_.start();
+  };
+  connect(&watcher_, &QFileSystemWatcher::fileChanged, this, changed);
+  connect(&watcher_, &QFileSystemWatcher::directoryChanged, this, changed);
 }
 
 ScriptEditor::~ScriptEditor() {

@@ -24,6 +24,7 @@
 #include <QElapsedTimer>
 #include <QFileSystemWatcher>
 #include <QFutureWatcher>
+#include <QTimer>
 #include <QWidget>
 #include <atomic>
 #include <memory>
@@ -143,6 +144,7 @@ class ScriptEditor : public QWidget {
   QPushButton* keep_;
   QAction *run_act_, *stop_act_, *save_act_, *trust_act_;
   QFileSystemWatcher watcher_;
+  QTimer disk_timer_;
   QString message_;
 
   std::unique_ptr<GuiThreadHistory> bridge_;  // mls.project.current() from the worker

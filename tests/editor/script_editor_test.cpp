@@ -105,7 +105,7 @@ void click_action(ScriptEditor* s, QAction* a) {
 
 }  // namespace
 
-TEST_CASE("a Lua file opens in a tab beside the canvas; Ctrl+S saves what was typed, F5 runs it",
+TEST_CASE("a Lua file opens in a tab beside the canvas: Ctrl+S saves what was typed, F5 runs it",
           "[editor][scripts]") {
   EditorFixture fx;
   const std::string file = fx.dir.file("proj/hello.lua");
@@ -321,7 +321,7 @@ TEST_CASE("File > Scripts lists the project folder's .lua files and opens one",
   CHECK(fx.window->scripts()[0]->editor()->toPlainText() == "print('a')");
 }
 
-TEST_CASE("a file changed on disk is offered for reload in a bar; Reload loads it",
+TEST_CASE("a file changed on disk is offered for reload in a bar, and Reload loads it",
           "[editor][scripts][disk]") {
   EditorFixture fx;
   const std::string file = fx.dir.file("w.lua");
@@ -400,7 +400,8 @@ TEST_CASE("unsaved edits and a change on disk: Save asks before overwriting",
   CHECK(read_file(file) == "a = 1\nb = 2\nc = 3");
 }
 
-TEST_CASE("a file deleted on disk is said to be; Save writes it again", "[editor][scripts][disk]") {
+TEST_CASE("a file deleted on disk is said to be, and Save writes it again",
+          "[editor][scripts][disk]") {
   EditorFixture fx;
   const std::string file = fx.dir.file("gone.lua");
   write(file, "print(1)\n");
@@ -542,4 +543,19 @@ TEST_CASE("mls.train in a script is recorded as the script's run and fed to the 
   REQUIRE(second.ok());
   CHECK(second->project_path.empty());
   CHECK(second->status == "finished");
+}
+
+TEST_CASE("a script reads the open project with mls.project.current()", "[editor][scripts]") {
+  EditorFixture fx;
+  fx.open_example("two-blobs-logistic.mls");
+  const size_t nodes = fx.window->model()->doc().nodes.size();
+  REQUIRE(nodes > 0);
+  const std::string file = fx.dir.file("p.lua");
+  write(file, "print('nodes', #mls.project.current():nodes())");
+  auto opened = fx.window->openScript(QString::fromStdString(file));
+  REQUIRE(opened.ok());
+  focus_editor(fx, *opened);
+  REQUIRE(run_f5(*opened));
+  INFO((*opened)->output()->toPlainText().toStdString());
+  CHECK((*opened)->output()->toPlainText().contains(QString("nodes\t%1").arg(nodes)));
 }
