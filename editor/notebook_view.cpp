@@ -7,9 +7,11 @@
 #include <QAction>
 #include <QFileInfo>
 #include <QLabel>
+#include <QMenu>
 #include <QTemporaryDir>
 #include <QScrollArea>
 #include <QToolBar>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -64,10 +66,34 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
       [this] { addCell(nodes::CellKind::Lua); });
   add("add-markdown", "+ Markdown", "Add a Markdown cell after the selected one",
       [this] { addCell(nodes::CellKind::Markdown); });
+  // "+ View": a graph view cell on a click, the other views from its menu (its arrow).
+  QAction* view = add("add-view", "+ View",
+                      "Add a view cell: a live picture of the model graph (the arrow: the "
+                      "training step, the dashboard of the latest run, its memory)",
+                      [this] { addViewCell("graph"); });
+  auto* views = new QMenu(this);
+  views->setObjectName("notebook.views");
+  for (const auto& [name, text] : {std::pair<const char*, const char*>{"graph", "Graph"},
+                                   {"step", "Training step"},
+                                   {"dashboard", "Dashboard"},
+                                   {"memory", "Memory"}}) {
+    QAction* a = views->addAction(text, this, [this, v = std::string(name)] { addViewCell(v); });
+    a->setObjectName(QString("notebook.add-view-") + name);
+    actions_[QString("add-view-") + name] = a;
+  }
+  if (auto* b = qobject_cast<QToolButton*>(toolbar_->widgetForAction(view))) {
+    b->setMenu(views);
+    b->setPopupMode(QToolButton::MenuButtonPopup);
+  }
   add("delete", "Delete", "Delete the selected cell (Ctrl+Z restores it)",
       [this] { deleteSelected(); });
-  add("add-view", "+ Graph", "Add a view cell: a live picture of the model graph",
-      [this] { addViewCell("graph"); });
+  QAction* up = add("move-up", "Move up", "Move the selected cell up (Alt+Up; Ctrl+Z: back)",
+                    [this] { moveSelected(-1); });
+  up->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Up));
+  QAction* down =
+      add("move-down", "Move down", "Move the selected cell down (Alt+Down; Ctrl+Z: back)",
+          [this] { moveSelected(+1); });
+  down->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Down));
   toolbar_->addSeparator();
   add("run", "Run", "Run the selected cell and its dependents (Shift+Enter)",
       [this] { runSelected(); });
@@ -111,6 +137,8 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   connect(&watcher_, &QFutureWatcher<std::vector<std::string>>::finished, this,
           &NotebookView::finished);
   connect(model_, &DocumentModel::changed, this, &NotebookView::syncFromDocument);
+  // A cell's mls.train: a dashboard under it (the Instruments tab follows the same feed).
+  connect(this, &NotebookView::liveRunStarted, this, &NotebookView::showLiveRun);
   // An opened project's saved outputs (P.outputs.json): shown, stale where the code or the
   // inputs changed since.
   connect(model_, &DocumentModel::reloaded, this, [this] {
@@ -122,6 +150,11 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
       makeSession();
       shown_.clear();
     }
+    clearRuns();
+    // Opening a project is not an edit of its graph: nothing re-runs (and the session is
+    // free for restore_outputs below).
+    last_nodes_ = model_->doc().nodes;
+    last_links_ = model_->doc().links;
     if (model_->path().empty()) return;
     syncFromDocument();
     auto saved = lua::load_outputs(model_->path());
@@ -462,6 +495,12 @@ void NotebookView::stop() {
 }
 
 // [SECTION] runs
+
+void NotebookView::clearRuns() {
+  for (auto& [id, r] : runs_) delete r.box;
+  runs_.clear();
+  trained_.clear();
+}
 
 RunDashboard* NotebookView::dashboard(const QString& id) const {
   auto it = runs_.find(id);

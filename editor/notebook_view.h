@@ -121,6 +121,7 @@ class NotebookView : public QWidget {
     RunDashboard* dashboard = nullptr;
   };
   RunBox& runBox(const QString& id);
+  void clearRuns();  // another project: its cells' runs are not these
   void showRunId(const QString& id, int64_t run_id);
   void saveOutputs();
   // A fresh session: sandboxed under sandboxRoot() unless trusted; the shown outputs kept.
