@@ -442,10 +442,15 @@ void CellWidget::clearOutputs() {
 }
 
 void CellWidget::setOutput(const lua::CellOutput* out, bool stale) {
-  clearOutputs();
+  // The notebook refreshes every cell after each edit anywhere: an output already shown keeps
+  // its widgets (building a 100 x 64 table took ~40 ms), only its stale mark follows.
+  const bool same = out ? shown_output_ && *shown_output_ == *out : !shown_output_;
+  if (!same) clearOutputs();
   setStale(stale);
   if (edit_ && cell_.kind == nodes::CellKind::Lua)
     edit_->markErrorLine(out && !out->ok ? out->error_line : 0);
+  if (same) return;
+  shown_output_ = out ? std::optional<lua::CellOutput>(*out) : std::nullopt;
   if (!out) return;
   if (!out->text.empty()) {
     QString t = QString::fromStdString(out->text);

@@ -18,6 +18,7 @@
 #include <QSvgWidget>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "nodes/notebook.h"
 #include "scripting/notebook/cell_output.h"
@@ -149,6 +150,7 @@ class CellWidget : public QFrame {
   QLabel* stale_ = nullptr;
   bool stale_shown_ = false;
   bool setting_ = false;
+  std::optional<lua::CellOutput> shown_output_;  // what the output area shows
 };
 
 }  // namespace mls::editor

@@ -130,4 +130,27 @@ TEST_CASE("a typed cell returning a model shows its summary", "[editor][rich]") 
   CHECK(cell_text(t, 0, 3) == "100480");  // 784 * 128 + 128
   CHECK(cell_text(t, 2, 0) == "total");
   CHECK(cell_text(t, 2, 3) == "100480");
+
+  // Typing elsewhere refreshes the notebook: the table shown is kept, not built again; an
+  // edit of the cell itself marks it stale, the table still there.
+  const QString id = QString::fromStdString(w->cell().id);
+  CellWidget* other = run_typed(nb, "y = 1");
+  w = nb->cellWidget(id);
+  REQUIRE(w);
+  REQUIRE(other != w);
+  t = w->findChild<QTableWidget*>("cell.table");
+  REQUIRE(t);
+  other->editor()->setFocus();
+  QTest::keyClicks(other->editor(), "0");
+  QApplication::processEvents();
+  CHECK(nb->cellWidget(id) == w);
+  // One table, the same one (a rebuilt one would sit beside the old until it is deleted).
+  CHECK(w->findChildren<QTableWidget*>("cell.table") == QList<QTableWidget*>{t});
+  CHECK_FALSE(w->stale());
+  w->editor()->setFocus();
+  QTest::keyClick(w->editor(), Qt::Key_End, Qt::ControlModifier);
+  QTest::keyClicks(w->editor(), " ");
+  QApplication::processEvents();
+  CHECK(w->stale());
+  CHECK(w->findChildren<QTableWidget*>("cell.table") == QList<QTableWidget*>{t});
 }
