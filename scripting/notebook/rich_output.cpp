@@ -128,20 +128,7 @@ std::vector<Figure> make_tensor_figures(const Shape& s, const std::vector<double
   const int64_t n = s[0], c = s.size() == 4 ? s[1] : 1, h = s[s.size() - 2], w = s.back();
   constexpr int64_t kImages = 16;
   const int64_t shown = std::min(n, kImages);
-  std::vector<plot::Image> ims;
-  for (int64_t i = 0; i < shown; ++i) {
-    plot::Image im{.h = static_cast<int>(h),
-                   .w = static_cast<int>(w),
-                   .channels = static_cast<int>(c),
-                   .pix = {}};
-    im.pix.resize(static_cast<size_t>(h * w * c));
-    // (C,H,W) planes to interleaved pixels.
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < h * w; ++p)
-        im.pix[static_cast<size_t>(p * c + ch)] =
-            static_cast<float>(v[static_cast<size_t>((i * c + ch) * h * w + p)]);
-    ims.push_back(std::move(im));
-  }
+  const std::vector<plot::Image> ims = plot::images_from_planes(v, n, c, h, w, kImages);
   const std::string t =
       shown < n ? title + " (the first " + std::to_string(shown) + " of " + std::to_string(n) + ")"
                 : title;
