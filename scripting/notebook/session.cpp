@@ -25,6 +25,7 @@ namespace {
 
 struct Analysis {
   std::string source;
+  std::string chunk;  // what runs, when not the source: its last expression returned
   bool ok = true;
   std::string error;  // the syntax error, when !ok
   CellSymbols symbols;
@@ -47,6 +48,23 @@ std::string hex(uint64_t h) {
 
 std::string chunkname(const std::string& id) {
   return "=cell " + id;
+}
+
+// A cell that ends in a bare expression (`m`, `x * 2`: not a Lua statement, so the cell does
+// not compile) returns it, as a notebook shows its last expression: the source with "return "
+// before its last line of code. Only for a source that does not compile as it is, so the
+// meaning of valid code never changes (`m:sum()` on the last line is a call: it needs `return`).
+std::string last_line_returned(const std::string& source) {
+  size_t end = source.size();
+  while (end > 0) {
+    const size_t start =
+        source.rfind('\n', end - 1) == std::string::npos ? 0 : source.rfind('\n', end - 1) + 1;
+    const size_t code = source.find_first_not_of(" \t\r", start);
+    if (code < end && source.compare(code, 2, "--") != 0)
+      return source.substr(0, code) + "return " + source.substr(code);
+    end = start == 0 ? 0 : start - 1;
+  }
+  return {};
 }
 
 // The line in cell `id` an error message names first ("cell a:3: ..." or in its traceback).
@@ -191,6 +209,16 @@ struct NotebookSession::Impl {
     a = {};
     a.source = c.source;
     Result<CellSymbols> r = analyse_cell(c.source, chunkname(c.id));
+    if (!r) {
+      // The original's error stands unless returning the last line makes it compile.
+      const std::string alt = last_line_returned(c.source);
+      if (auto r2 =
+              alt.empty() ? Result<CellSymbols>(r.error()) : analyse_cell(alt, chunkname(c.id));
+          r2) {
+        r = std::move(r2);
+        a.chunk = alt;
+      }
+    }
     if (r) {
       a.symbols = std::move(*r);
     } else {
@@ -292,8 +320,8 @@ struct NotebookSession::Impl {
 
     const auto t0 = std::chrono::steady_clock::now();
     Result<void> r;
-    if (luaL_loadbufferx(L, a.source.data(), a.source.size(), chunkname(id).c_str(), "t") !=
-        LUA_OK) {
+    const std::string& code = a.chunk.empty() ? a.source : a.chunk;
+    if (luaL_loadbufferx(L, code.data(), code.size(), chunkname(id).c_str(), "t") != LUA_OK) {
       r = Error{lua_tostring(L, -1) ? lua_tostring(L, -1) : "syntax error"};
       lua_pop(L, 1);
     } else {

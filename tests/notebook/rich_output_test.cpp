@@ -120,8 +120,9 @@ TEST_CASE("Returned 1-D and 3-D tensors: a value column, and rows labelled by in
       "local v = mls.tensor{0.5, 0.00001, 2}\nprint(v)\n"
       "return v, mls.arange(0, 24):long():reshape{2, 3, 4}");
   REQUIRE(out.tables.size() == 2);
-  CHECK(out.text == "tensor([5.0000e-01, 1.0000e-05, 2.0000e+00])\n"
-                    "tensor [3] f32\ttensor [2, 3, 4] i64\n");
+  CHECK(out.text ==
+        "tensor([5.0000e-01, 1.0000e-05, 2.0000e+00])\n"
+        "tensor [3] f32\ttensor [2, 3, 4] i64\n");
   const Table& v = out.tables[0];
   CHECK(v.columns == std::vector<std::string>{"value"});
   // The print's scientific format (a magnitude under 1e-4): the same in the table.
@@ -263,4 +264,31 @@ TEST_CASE("Tables round-trip through P.outputs.json; a file without them still r
   REQUIRE_FALSE(bad);
   CHECK(has(bad.error().message, "/cells/c/tables/0/rows/1"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("A cell ending in a bare expression shows it, as if it returned it", "[rich]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_cells({lua_cell("def", "m = mls.tensor{{1, 2}, {3, 4}}"),
+               lua_cell("show", "-- the matrix\nm\n\n-- done\n"),
+               lua_cell("calc", "local k = 3\n  k * 2  -- six"), lua_cell("bad", "x = = 1\ny"),
+               lua_cell("call", "print('a')")});
+  // Read through the analysis like any cell: "show" reads m, so it runs after "def".
+  CHECK(s.reads("show") == std::set<std::string>{"m"});
+  s.run_all();
+  const CellOutput* show = s.output("show");
+  REQUIRE(show != nullptr);
+  INFO(show->error);
+  REQUIRE(show->ok);
+  CHECK(show->text == "tensor [2, 2] f32\n");
+  REQUIRE(show->tables.size() == 1);
+  CHECK(show->tables[0].rows[1] == std::vector<std::string>{"3.0000", "4.0000"});
+  REQUIRE(s.output("calc") != nullptr);
+  CHECK(s.output("calc")->text == "6\n");
+  // A real syntax error keeps its own message and line.
+  const CellOutput* bad = s.output("bad");
+  REQUIRE(bad != nullptr);
+  CHECK_FALSE(bad->ok);
+  CHECK(bad->error_line == 1);
+  CHECK(has(bad->error, "unexpected symbol near '='"));
+  CHECK(s.output("call")->text == "a\n");
 }
