@@ -502,13 +502,21 @@ std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::N
 
 Result<std::string> export_lua(const Loaded& nb) {
   std::vector<std::pair<std::string, lua::CellSymbols>> symbols;
-  std::map<std::string, const Cell*> by_id;
+  std::map<std::string, std::string> code_of;
   for (const auto& c : nb.cells) {
     if (c.kind != CellKind::Lua) continue;
-    auto sym = lua::analyse_cell(c.source, "=cell " + c.id);
+    bool returns_last = false;
+    auto sym = lua::analyse_cell(c.source, "=cell " + c.id, &returns_last);
     if (!sym) return make_error(nb.doc.name + ": cell " + c.id + ": " + sym.error().message);
     symbols.emplace_back(c.id, std::move(*sym));
-    by_id[c.id] = &c;
+    // A cell ending in a bare expression shows it: in a script, it is printed (the ")" on a
+    // line of its own, after any comment on the last line).
+    std::string code = c.source;
+    if (returns_last) {
+      const size_t at = lua::last_code_line(code);
+      code = code.substr(0, at) + "print(" + code.substr(at) + "\n)";
+    }
+    code_of[c.id] = std::move(code);
   }
   lua::CellGraph graph(symbols);
   if (!graph.problems().empty()) return make_error(graph.problems().front().reason);
@@ -521,7 +529,7 @@ Result<std::string> export_lua(const Loaded& nb) {
     for (const auto& line : lines_of(c.source)) out += line.empty() ? "--\n" : "-- " + line + "\n";
   }
   for (const auto& id : graph.order()) {
-    out += "\n-- [cell " + id + "]\n" + by_id.at(id)->source + "\n";
+    out += "\n-- [cell " + id + "]\n" + code_of.at(id) + "\n";
   }
   return out;
 }

@@ -265,7 +265,27 @@ int dump_writer(lua_State*, const void* p, size_t sz, void* ud) {
 
 }  // namespace
 
-Result<CellSymbols> analyse_cell(std::string_view source, const std::string& chunkname) {
+size_t last_code_line(std::string_view source) {
+  size_t end = source.size();
+  while (end > 0) {
+    const size_t nl = source.rfind('\n', end - 1);
+    const size_t start = nl == std::string_view::npos ? 0 : nl + 1;
+    const size_t code = source.find_first_not_of(" \t\r", start);
+    if (code < end && source.substr(code, 2) != "--") return code;
+    end = start == 0 ? 0 : start - 1;
+  }
+  return std::string_view::npos;
+}
+
+std::string with_last_line_returned(std::string_view source) {
+  const size_t at = last_code_line(source);
+  if (at == std::string_view::npos) return {};
+  return std::string(source.substr(0, at)) + "return " + std::string(source.substr(at));
+}
+
+namespace {
+
+Result<CellSymbols> analyse_chunk(std::string_view source, const std::string& chunkname) {
   // A bare state: the compiler only (no libraries, nothing runs).
   std::unique_ptr<lua_State, decltype(&lua_close)> state(luaL_newstate(), &lua_close);
   if (!state) return Error{chunkname + ": no memory for the cell analysis"};
@@ -285,6 +305,22 @@ Result<CellSymbols> analyse_cell(std::string_view source, const std::string& chu
   for (const std::string& r : reads)
     if (!s.writes.count(r)) s.reads.insert(r);
   return s;
+}
+
+}  // namespace
+
+Result<CellSymbols> analyse_cell(std::string_view source, const std::string& chunkname,
+                                 bool* returns_last) {
+  if (returns_last) *returns_last = false;
+  Result<CellSymbols> r = analyse_chunk(source, chunkname);
+  if (r) return r;
+  // The source's own error stands unless returning its last line makes it compile.
+  const std::string alt = with_last_line_returned(source);
+  if (alt.empty()) return r;
+  Result<CellSymbols> r2 = analyse_chunk(alt, chunkname);
+  if (!r2) return r;
+  if (returns_last) *returns_last = true;
+  return r2;
 }
 
 }  // namespace mls::lua

@@ -27,7 +27,16 @@ struct CellSymbols {
   bool operator==(const CellSymbols&) const = default;
 };
 
-Result<CellSymbols> analyse_cell(std::string_view source, const std::string& chunkname);
+// A cell that ends in a bare expression (`m`, `x * 2`) shows it, as a notebook shows its last
+// expression: such a source does not compile, and with "return " before its last line of code
+// it does. analyse_cell analyses that form then, and says so in `returns_last` (when given);
+// the meaning of a source that compiles as it is never changes (`m:sum()` is a call).
+Result<CellSymbols> analyse_cell(std::string_view source, const std::string& chunkname,
+                                 bool* returns_last = nullptr);
+// Where the last line of code starts (comments and blank lines skipped); npos: none.
+size_t last_code_line(std::string_view source);
+// The source with "return " before its last line of code ("" when it has none).
+std::string with_last_line_returned(std::string_view source);
 
 // A decoded Lua 5.4 function prototype (the parts the analysis uses, and the rest of what the
 // dump holds, so that a nested prototype's place in the chunk is found).

@@ -50,23 +50,6 @@ std::string chunkname(const std::string& id) {
   return "=cell " + id;
 }
 
-// A cell that ends in a bare expression (`m`, `x * 2`: not a Lua statement, so the cell does
-// not compile) returns it, as a notebook shows its last expression: the source with "return "
-// before its last line of code. Only for a source that does not compile as it is, so the
-// meaning of valid code never changes (`m:sum()` on the last line is a call: it needs `return`).
-std::string last_line_returned(const std::string& source) {
-  size_t end = source.size();
-  while (end > 0) {
-    const size_t start =
-        source.rfind('\n', end - 1) == std::string::npos ? 0 : source.rfind('\n', end - 1) + 1;
-    const size_t code = source.find_first_not_of(" \t\r", start);
-    if (code < end && source.compare(code, 2, "--") != 0)
-      return source.substr(0, code) + "return " + source.substr(code);
-    end = start == 0 ? 0 : start - 1;
-  }
-  return {};
-}
-
 // The line in cell `id` an error message names first ("cell a:3: ..." or in its traceback).
 int error_line(const std::string& message, const std::string& id) {
   const std::string tag = "cell " + id + ":";
@@ -208,17 +191,9 @@ struct NotebookSession::Impl {
     if (a.source == c.source && (a.ok || !a.error.empty())) return;
     a = {};
     a.source = c.source;
-    Result<CellSymbols> r = analyse_cell(c.source, chunkname(c.id));
-    if (!r) {
-      // The original's error stands unless returning the last line makes it compile.
-      const std::string alt = last_line_returned(c.source);
-      if (auto r2 =
-              alt.empty() ? Result<CellSymbols>(r.error()) : analyse_cell(alt, chunkname(c.id));
-          r2) {
-        r = std::move(r2);
-        a.chunk = alt;
-      }
-    }
+    bool returns_last = false;
+    Result<CellSymbols> r = analyse_cell(c.source, chunkname(c.id), &returns_last);
+    if (returns_last) a.chunk = with_last_line_returned(c.source);  // shows its last expression
     if (r) {
       a.symbols = std::move(*r);
     } else {

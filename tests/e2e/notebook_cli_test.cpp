@@ -199,7 +199,7 @@ TEST_CASE("notebook run: --param, an error cell, bad inputs", "[e2e][notebook]")
   CHECK(empty.err.find("two-spirals-mlp.mls has no notebook cells") != std::string::npos);
 }
 
-TEST_CASE("notebook run stops at the first failed cell; the cells before it keep their outputs",
+TEST_CASE("notebook run stops at the first failed cell, the cells before it keep their outputs",
           "[e2e][notebook]") {
   const fs::path dir = notebook_dir("first_error");
   const std::string p = write_notebook(dir, {{"lua", "setup", "a = 1\nprint(\"setup ran\")"},
@@ -311,4 +311,29 @@ TEST_CASE("notebook export --html embeds Markdown's images from the project's fo
   CHECK(page.find("src=\"https://example.org/x.png\"") != std::string::npos);
   CHECK(page.find("src=\"../outside-secret.png\"") != std::string::npos);  // not read
   CHECK(page.find("src=\"img/none.png\"") != std::string::npos);
+}
+
+TEST_CASE("a cell ending in a bare expression shows it: run, the HTML export, and a Lua export "
+          "that prints it",
+          "[e2e][notebook]") {
+  const fs::path dir = notebook_dir("bare");
+  const std::string p = write_notebook(
+      dir, {{"lua", "a", "x = 6 * 7"}, {"lua", "b", "-- twice\nx * 2 -- the answer, doubled"}});
+  Output o = run("notebook run " + p, 60);
+  INFO(o.out << o.err);
+  REQUIRE(o.code == 0);
+  const auto saved = nlohmann::json::parse(read_file((dir / "nb.outputs.json").string()));
+  CHECK(saved["cells"]["b"]["text"] == "84\n");
+  // The export finds the cell's inputs (x), so its saved output is not shown stale.
+  const std::string html = (dir / "nb.html").string();
+  REQUIRE(run("notebook export " + p + " --html " + html, 60).code == 0);
+  CHECK(read_file(html).find("out stale") == std::string::npos);
+  const std::string lua = (dir / "nb.lua").string();
+  o = run("notebook export " + p + " --lua " + lua, 60);
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  o = run("lua " + lua, 60);
+  INFO(o.err);
+  CHECK(o.code == 0);
+  CHECK(o.out == "84\n");
 }
