@@ -90,10 +90,12 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   QAction* up = add("move-up", "Move up", "Move the selected cell up (Alt+Up; Ctrl+Z: back)",
                     [this] { moveSelected(-1); });
   up->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Up));
+  up->setIconText("↑");  // the toolbar is narrow in its dock: Run and Run all stay in sight
   QAction* down =
       add("move-down", "Move down", "Move the selected cell down (Alt+Down; Ctrl+Z: back)",
           [this] { moveSelected(+1); });
   down->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Down));
+  down->setIconText("↓");
   toolbar_->addSeparator();
   add("run", "Run", "Run the selected cell and its dependents (Shift+Enter)",
       [this] { runSelected(); });
@@ -405,7 +407,7 @@ void NotebookView::syncFromDocument() {
   session_->set_lazy(notebook().lazy);
   if (graph_changed && !notebook().cells.empty()) {
     // Lazy: marks the readers stale. Reactive: re-runs them on the worker.
-    start([](lua::NotebookSession& s) { return s.mark_project_changed(); });
+    start([](lua::NotebookSession& s) { return s.mark_project_changed(); }, false);
     return;
   }
   refreshOutputs();
@@ -429,8 +431,9 @@ void NotebookView::refreshOutputs() {
 
 // [SECTION] running
 
-bool NotebookView::start(Job job) {
+bool NotebookView::start(Job job, bool save_outputs) {
   if (busy_) return false;
+  save_after_ = save_outputs;
   cancel_ = false;
   trained_.clear();
   setBusy(true);
@@ -446,7 +449,7 @@ void NotebookView::finished() {
   setBusy(false);
   // Before a pending sync, which may start the next job on the session.
   endLiveRuns();
-  if (!last_run_.isEmpty()) saveOutputs();
+  if (!last_run_.isEmpty() && save_after_) saveOutputs();
   if (pending_sync_) {
     pending_sync_ = false;
     if (pending_project_) last_nodes_.clear(), last_links_.clear();
@@ -544,6 +547,8 @@ void NotebookView::showLiveRun(std::shared_ptr<Telemetry> telemetry) {
   RunBox& r = runBox(running_);
   if (!r.dashboard) {
     r.dashboard = new RunDashboard;
+    r.dashboard->setStoppable(true);
+    connect(r.dashboard, &RunDashboard::stopRequested, this, &NotebookView::stop);
     r.box->layout()->addWidget(r.dashboard);
   }
   r.dashboard->setTelemetry(std::move(telemetry));

@@ -103,7 +103,10 @@ class NotebookView : public QWidget {
  private:
   void setSource(const QString& id, const QString& source);
   using Job = std::function<std::vector<std::string>(lua::NotebookSession&)>;
-  bool start(Job job);
+  // save_outputs: P.outputs.json is written after the job. Not after the re-runs a canvas edit
+  // starts: their outputs come from a graph that may never be saved, which the outputs' hash
+  // does not cover (they would read as fresh when the project reopens without the edit).
+  bool start(Job job, bool save_outputs = true);
   void finished();
   // The document's cells changed (edit, undo, load): the widgets and the session follow.
   void syncFromDocument();
@@ -156,6 +159,7 @@ class NotebookView : public QWidget {
   std::map<QString, RunBox> runs_;
   std::set<QString> trained_;  // the cells whose mls.train started in the run in flight
   QString outputs_error_;
+  bool save_after_ = true;  // the job in flight's save_outputs
 };
 
 }  // namespace mls::editor

@@ -1,7 +1,9 @@
 #include "editor/run_dashboard.h"
 
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QPainter>
+#include <QPushButton>
 #include <QVBoxLayout>
 #include <cmath>
 #include <cstdio>
@@ -25,14 +27,23 @@ QString number(double v) {
 
 }  // namespace
 
-RunDashboard::RunDashboard(QWidget* parent) : QWidget(parent), status_(new QLabel) {
+RunDashboard::RunDashboard(QWidget* parent)
+    : QWidget(parent), status_(new QLabel), stop_(new QPushButton("Stop")) {
   setObjectName("run.dashboard");
   status_->setObjectName("run.dashboard.status");
   status_->setStyleSheet("color: #444; font-size: 9pt;");
   status_->setWordWrap(true);
+  stop_->setObjectName("run.dashboard.stop");
+  stop_->setToolTip("Stop the run (as the notebook's Stop): it is recorded as interrupted");
+  stop_->hide();
+  connect(stop_, &QPushButton::clicked, this, &RunDashboard::stopRequested);
+  auto* top = new QHBoxLayout;
+  top->setContentsMargins(0, 0, 0, 0);
+  top->addWidget(status_, 1);
+  top->addWidget(stop_, 0, Qt::AlignTop);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(0, 2, 0, 0);
-  lay->addWidget(status_);
+  lay->addLayout(top);
   lay->addStretch(1);
   setMinimumWidth(240);
   setFixedHeight(24 + kChartHeight);
@@ -59,10 +70,16 @@ void RunDashboard::reset() {
   rendered_size_ = {};
 }
 
+void RunDashboard::setStoppable(bool stoppable) {
+  stoppable_ = stoppable;
+  stop_->setVisible(stoppable_ && live_ && !ended_);
+}
+
 void RunDashboard::setTelemetry(std::shared_ptr<const Telemetry> telemetry) {
   live_ = std::move(telemetry);
   ended_ = false;
   run_id_ = 0;
+  stop_->setVisible(stoppable_);
   reset();
   timer_.start();
   refresh();
@@ -80,6 +97,7 @@ void RunDashboard::setEnded(End how, int64_t run_id) {
   end_ = how;
   run_id_ = run_id;
   if (!source_) timer_.stop();
+  stop_->hide();
   status_->setText(status());
   fitHeight();
   update();
@@ -144,7 +162,9 @@ bool RunDashboard::pull() {
 }
 
 QRect RunDashboard::chartRect(int which) const {
-  const int top = status_->geometry().bottom() + 2;
+  const int top =
+      std::max(status_->geometry().bottom(), stop_->isVisible() ? stop_->geometry().bottom() : 0) +
+      2;
   if (width() >= kSideBySide) {
     const int w = width() / 2;
     return {which * w, top, w, kChartHeight};
@@ -162,8 +182,8 @@ void RunDashboard::render() {
     c.width = w;
     c.height = kChartHeight;
     c.series.push_back({.name = "step", .x = step_x_, .y = step_loss_});
-    // Each epoch's mean at the step where it ended.
-    if (!epoch_x_.empty() && batches_per_epoch_ > 0) {
+    // Each epoch's mean at the step where it ended (a line: from the second epoch on).
+    if (epoch_x_.size() > 1 && batches_per_epoch_ > 0) {
       plot::Series tr{.name = "epoch (train)"}, va{.name = "epoch (validation)"};
       for (size_t i = 0; i < epoch_x_.size(); ++i) {
         const double at = epoch_x_[i] * static_cast<double>(batches_per_epoch_);
@@ -231,8 +251,11 @@ QString RunDashboard::status() const {
 void RunDashboard::fitHeight() {
   // The status line wraps in a narrow cell; the charts go one above the other there.
   const int charts = width() >= kSideBySide ? 1 : 2;
-  const int line = status_->heightForWidth(width());
-  const int h = (line > 0 ? line : status_->sizeHint().height()) + 6 + charts * kChartHeight;
+  const int button = stop_->isVisible() ? stop_->sizeHint().width() + 6 : 0;
+  int line = status_->heightForWidth(width() - button);
+  if (line <= 0) line = status_->sizeHint().height();
+  if (stop_->isVisible()) line = std::max(line, stop_->sizeHint().height());
+  const int h = line + 6 + charts * kChartHeight;
   if (h != height()) setFixedHeight(h);
 }
 

@@ -24,6 +24,7 @@
 #include "engine/train/telemetry.h"
 
 class QLabel;
+class QPushButton;
 
 namespace mls::editor {
 
@@ -44,6 +45,9 @@ class RunDashboard : public QWidget {
   void setEnded(End how, int64_t run_id);
   // Copies the points added since the last refresh and redraws when any came.
   void refresh();
+  // A Stop button beside the status line while the run goes on (stopRequested on a click).
+  void setStoppable(bool stoppable);
+  QPushButton* stopButton() const { return stop_; }
 
   // What is drawn (for tests and the status line).
   size_t stepCount() const { return step_x_.size(); }
@@ -54,6 +58,11 @@ class RunDashboard : public QWidget {
   int64_t runId() const { return run_id_; }
   QString status() const;
   bool live() const { return timer_.isActive(); }
+
+ Q_SIGNALS:
+  void stopRequested();
+
+ public:
   const std::shared_ptr<const Telemetry>& telemetry() const { return live_; }
   // The two charts' SVG as last rendered ("" before any point).
   const std::string& lossSvg() const { return loss_svg_; }
@@ -74,6 +83,8 @@ class RunDashboard : public QWidget {
   Source source_;
   QTimer timer_;
   QLabel* status_;
+  QPushButton* stop_;
+  bool stoppable_ = false;
   bool ended_ = false;
   End end_ = End::Done;
   int64_t run_id_ = 0;

@@ -5,6 +5,7 @@
 #include <QGraphicsView>
 #include <QLabel>
 #include <QMenu>
+#include <QPushButton>
 #include <QTimer>
 #include <QToolBar>
 #include <QToolButton>
@@ -214,7 +215,13 @@ TEST_CASE("Stop stops a training cell; its dashboard says stopped and keeps its 
   REQUIRE(d->stepCount() > 0);  // drawn while the run goes on
   CHECK(d->live());
   CHECK(d->status().contains("training"));
-  click_action(nb, "stop");
+  REQUIRE(d->stopButton()->isVisible());
+  SECTION("with the notebook's Stop") {
+    click_action(nb, "stop");
+  }
+  SECTION("with the Stop beside the dashboard's status") {
+    QTest::mouseClick(d->stopButton(), Qt::LeftButton);
+  }
   wait_run(nb);
   const lua::CellOutput* out = nb->session().output(a.toStdString());
   REQUIRE(out);
@@ -222,6 +229,7 @@ TEST_CASE("Stop stops a training cell; its dashboard says stopped and keeps its 
   CHECK(out->error.find("interrupted") != std::string::npos);
   CHECK(out->run_id >= 1);  // the run is in the store, recorded as interrupted
   CHECK_FALSE(d->live());
+  CHECK_FALSE(d->stopButton()->isVisible());
   CHECK(d->status().contains("stopped"));
   CHECK(d->stepCount() > 0);
 }
@@ -360,4 +368,32 @@ TEST_CASE("Alt+Down moves the selected cell down, Alt+Up up, and Ctrl+Z moves it
   CHECK(nb->cellIds() == QStringList{a, b, c});
   CHECK(nb->action("move-up")->shortcut() == QKeySequence(Qt::ALT | Qt::Key_Up));
   CHECK(nb->action("move-down")->shortcut() == QKeySequence(Qt::ALT | Qt::Key_Down));
+}
+
+TEST_CASE("P.outputs.json is written after a run the user starts, not after a canvas edit's re-run",
+          "[editor][notebook][views]") {
+  EditorFixture fx;
+  fx.open_example("fashion-mnist-mlp.mls");
+  const std::string path = fx.dir.file("canvas.mls");
+  REQUIRE(fx.window->model()->saveAs(path).ok());
+  NotebookView* nb = fx.window->notebook();
+  const QString r = add_lua(nb, "print(#mls.project.current():nodes())");
+  const size_t nodes = fx.window->model()->doc().nodes.size();
+  run_cell(nb, r);
+  CHECK(wait_run(nb) == QStringList{r});
+  auto saved = lua::load_outputs(path);
+  REQUIRE(saved.ok());
+  REQUIRE(saved->has_value());
+  CHECK((*saved)->at(r.toStdString()).text == std::to_string(nodes) + "\n");
+  // A node dropped on the canvas: the cell re-runs (reactive) and shows the new count, but
+  // the graph it read is not saved, so neither is its output.
+  REQUIRE(fx.window->view()->dropNodeType("mls.relu", QPointF(40, 40)).ok());
+  QApplication::processEvents();
+  CHECK(wait_run(nb) == QStringList{r});
+  REQUIRE(nb->session().output(r.toStdString()));
+  CHECK(nb->session().output(r.toStdString())->text == std::to_string(nodes + 1) + "\n");
+  saved = lua::load_outputs(path);
+  REQUIRE(saved.ok());
+  REQUIRE(saved->has_value());
+  CHECK((*saved)->at(r.toStdString()).text == std::to_string(nodes) + "\n");
 }
