@@ -48,16 +48,19 @@ void MainWindow::buildInstruments() {
     telemetry_ = tm;
     instruments_->setLive(tm);
   });
-  connect(console_, &ConsoleWidget::entryFinished, this, [this] {
+  // A run from the console or a notebook cell ended with its entry or its cell: done when its
+  // last epoch came in, else stopped.
+  auto lua_run_ended = [this] {
     if (telemetry_ && !trainer_.running() && instruments_->phase() == RunPhase::Training &&
         !telemetry_->running.load()) {
-      // The console's run ended with its entry: done when its last epoch came in.
       const size_t epochs = telemetry_->epochs.size();
       const bool done = epochs > 0 && static_cast<int64_t>(epochs) >= telemetry_->planned_epochs.load();
       instruments_->setPhase(done ? RunPhase::Done : RunPhase::Stopped);
     }
     loadRunCurves();
-  });
+  };
+  connect(console_, &ConsoleWidget::entryFinished, this, lua_run_ended);
+  connect(notebook_, &NotebookView::runFinished, this, lua_run_ended);
 }
 
 void MainWindow::requestEstimate(int64_t batch) {

@@ -135,6 +135,8 @@ TEST_CASE("a cell that trains shows a live dashboard under it, its run id, and s
   INFO(out->error);
   REQUIRE(out->ok);
   CHECK(live.count() == 1);
+  // The Instruments tab followed the same run, and knows it ended.
+  CHECK(fx.window->instruments()->phase() == RunPhase::Done);
 
   // What the cell printed: the run's final loss (to 17 digits) and its id.
   double final_loss = 0;
