@@ -54,7 +54,8 @@ void MainWindow::buildInstruments() {
     if (telemetry_ && !trainer_.running() && instruments_->phase() == RunPhase::Training &&
         !telemetry_->running.load()) {
       const size_t epochs = telemetry_->epochs.size();
-      const bool done = epochs > 0 && static_cast<int64_t>(epochs) >= telemetry_->planned_epochs.load();
+      const bool done =
+          epochs > 0 && static_cast<int64_t>(epochs) >= telemetry_->planned_epochs.load();
       instruments_->setPhase(done ? RunPhase::Done : RunPhase::Stopped);
     }
     loadRunCurves();
