@@ -90,7 +90,7 @@ TEST_CASE("mlstudio graph --ir prints the SSA form labelled with the document's 
   CHECK(p.out.find("linear_act [fc1]") != std::string::npos);
 }
 
-TEST_CASE("mlstudio graph --passes shows each pass shrinking the step; --profile times every kernel", "[e2e]") {
+TEST_CASE("mlstudio graph --passes shows each pass shrinking the step, --profile times every kernel", "[e2e]") {
   Output p = run("graph " + example() + " --passes --batch 8");
   REQUIRE(p.code == 0);
   for (const char* pass : {"dead-code elimination", "algebraic simplification", "constant folding",

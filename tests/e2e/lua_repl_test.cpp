@@ -76,7 +76,7 @@ TEST_CASE("The Lua REPL in a terminal: results, errors with a traceback, recover
   CHECK(fs::exists(fs::path(home) / ".mlstudio_history"));
 }
 
-TEST_CASE("mlstudio lua FILE: a failing script exits 1 with file:line; a sandboxed one cannot escape", "[e2e][lua]") {
+TEST_CASE("mlstudio lua FILE: a failing script exits 1 with file:line, a sandboxed one cannot escape", "[e2e][lua]") {
   const fs::path script = temp_dir() / "bad.lua";
   std::ofstream(script) << "local a = mls.ones{3}\nlocal b = a + mls.ones{4}\n";
   Output o = run("lua " + script.string());

@@ -433,7 +433,7 @@ TEST_CASE("comment frames group nodes, move with the mouse, save, and undo exact
   CHECK_FALSE(nodes::make_set_frames(m->doc(), {{"x", 0, 0, 0, 10}}, "Add comment frame").ok());
 }
 
-TEST_CASE("a click on the empty canvas records nothing; a drag places every node for good",
+TEST_CASE("a click on the empty canvas records nothing, a drag places every node for good",
           "[editor][canvas]") {
   EditorFixture fx;
   fx.open_example("fashion-mnist-cnn.mls");  // no layout saved: laid out automatically

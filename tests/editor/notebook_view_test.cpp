@@ -289,7 +289,7 @@ TEST_CASE("cells are added, typed and run through the notebook's GUI", "[editor]
   CHECK(wc->errorLabel()->text().contains("boom at two"));
 }
 
-TEST_CASE("editing a cell re-runs exactly its dependents, in order; lazy mode marks them stale",
+TEST_CASE("editing a cell re-runs exactly its dependents, in order, lazy mode marks them stale",
           "[editor][notebook]") {
   EditorFixture fx;
   NotebookView* nb = fx.window->notebook();

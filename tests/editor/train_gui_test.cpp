@@ -102,7 +102,7 @@ TEST_CASE("training from the GUI records a run while the event loop stays respon
     fx.window->grab().save(QString(dir) + "/after-run.png");
 }
 
-TEST_CASE("Pause holds the run between steps; Stop ends it as interrupted", "[editor][train]") {
+TEST_CASE("Pause holds the run between steps, Stop ends it as interrupted", "[editor][train]") {
   EditorFixture fx;
   small_mlp(fx, 50);
   QSignalSpy finished(fx.window->trainer(), &TrainController::finished);

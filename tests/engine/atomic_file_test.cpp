@@ -146,7 +146,7 @@ TEST_CASE("replace_file renames over a regular file but refuses a FIFO", "[atomi
 }
 
 TEST_CASE(
-    "open_for_reading: a regular file opens; a FIFO, /dev/zero, a directory are refused at once",
+    "open_for_reading: a regular file opens, a FIFO, /dev/zero, a directory are refused at once",
     "[atomic_file]") {
   TempDir dir("mls_atomic");
   std::ofstream(dir.file("f")) << "12345";

@@ -92,7 +92,7 @@ void make_training_step(Graph& g, Ref loss) {
 
 }  // namespace
 
-TEST_CASE("programs print as nested calls and read back; bad ones are errors that say why", "[fusion]") {
+TEST_CASE("programs print as nested calls and read back, bad ones are errors that say why", "[fusion]") {
   for (const char* text : {"relu(add(x0,x1))", "t0=sub(x0,x1); mul(t0,t0)", "scale(add_scalar(x0,1e-05),-0.5)",
                            "clamp(mul(x0,0.25),-inf,6)", "mul(sub(x0,add(x1,mul(x2,x3))),x4)"}) {
     auto p = FusedProgram::parse(text);
@@ -273,7 +273,7 @@ TEST_CASE("broadcast operands of every layout are gathered right", "[fusion]") {
   }
 }
 
-TEST_CASE("matmul + bias + relu fuses into linear_act; MLP training gives the same loss and gradients",
+TEST_CASE("matmul + bias + relu fuses into linear_act, MLP training gives the same loss and gradients",
           "[fusion]") {
   Graph g("mlp");
   Ref x = g.add_input("x", {DType::F32, {32, 20}});
@@ -327,7 +327,7 @@ TEST_CASE("gelu keeps its input for the backward pass: only matmul + bias fuse",
   }
 }
 
-TEST_CASE("conv2d + bias + relu fuses into conv2d_act; a LeNet-like step gives the same loss and gradients",
+TEST_CASE("conv2d + bias + relu fuses into conv2d_act, a LeNet-like step gives the same loss and gradients",
           "[fusion]") {
   Graph g("lenet");
   Ref x = g.add_input("x", {DType::F32, {8, 1, 12, 12}});

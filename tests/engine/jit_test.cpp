@@ -82,7 +82,7 @@ TEST_CASE("a traced function computes what the same function computes eagerly", 
   }
 }
 
-TEST_CASE("the same signature is a cache hit; a new batch size or dtype traces again", "[jit]") {
+TEST_CASE("the same signature is a cache hit, a new batch size or dtype traces again", "[jit]") {
   TracedFunction f(host(), layer);
   Tensor w = random_tensor({4, 3}, 2), b = random_tensor({3}, 3);
   Tensor x1 = random_tensor({5, 4}, 10), x2 = random_tensor({5, 4}, 11), x3 = random_tensor({7, 4}, 12);

@@ -93,7 +93,7 @@ TEST_CASE("comparisons and where broadcast, on integers too", "[math]") {
   CHECK(s.value(w).to_f64() == std::vector<double>{0, 0, -1, 1, -1, -1});
 }
 
-TEST_CASE("maximum splits its gradient on ties; clamp passes it only strictly inside", "[math]") {
+TEST_CASE("maximum splits its gradient on ties, clamp passes it only strictly inside", "[math]") {
   EagerSession s(host());
   Ref a = s.leaf(Tensor::from_f32(host(), {3}, {1, 2, 3}), true);
   Ref b = s.leaf(Tensor::from_f32(host(), {3}, {1, 0, 5}), true);

@@ -110,7 +110,7 @@ TEST_CASE("random interval sets: no overlap, and the peak lies between the bound
   }
 }
 
-TEST_CASE("a compiled chain of four ops plans two buffers; views cost nothing", "[memory][plan]") {
+TEST_CASE("a compiled chain of four ops plans two buffers, views cost nothing", "[memory][plan]") {
   Graph g("chain");
   Ref x = g.add_input("x", {DType::F32, {16, 16}});  // 1024 bytes per value
   Ref a = exp(g, x);

@@ -231,7 +231,7 @@ TEST_CASE("cast between every pair of types matches its reference", "[mixed-prec
     }
 }
 
-TEST_CASE("cast is differentiable between float types, with f32 gradients; not through integers",
+TEST_CASE("cast is differentiable between float types, with f32 gradients, not through integers",
           "[mixed-precision]") {
   Graph g("casts");
   Ref w = g.add_param("w", {DType::F32, {3, 4}});
@@ -473,7 +473,7 @@ TEST_CASE("an overflowing f16 loss scale skips the step, leaves everything as it
   }
 }
 
-TEST_CASE("a non-finite gradient in bf16 skips the step; a dynamic scale halves, and good steps grow it",
+TEST_CASE("a non-finite gradient in bf16 skips the step, a dynamic scale halves, and good steps grow it",
           "[mixed-precision]") {
   Blobs data(64, 20, 4, 6);
   HostBatch b = first_batch(data, 32);
@@ -512,7 +512,7 @@ TEST_CASE("a non-finite gradient in bf16 skips the step; a dynamic scale halves,
   CHECK(t.loss_scaler().skipped() == 1);
 }
 
-TEST_CASE("the loss scale is part of the trainer's state; f32 checkpoints stay as they were",
+TEST_CASE("the loss scale is part of the trainer's state, f32 checkpoints stay as they were",
           "[mixed-precision]") {
   Blobs data(64, 20, 4, 7);
   HostBatch b = first_batch(data, 32);

@@ -103,7 +103,7 @@ TEST_CASE("nll_loss: value, gradient, and nll_loss(log_softmax) == cross_entropy
   require_close(a.grads[0], b.grads[0], 1e-5, 1e-7, "the same gradient as cross_entropy");
 }
 
-TEST_CASE("batch_norm_eval: the running statistics normalise; gradients of all five inputs",
+TEST_CASE("batch_norm_eval: the running statistics normalise, gradients of all five inputs",
           "[norm]") {
   const int64_t n = 2, ch = 3, s = 4;  // x [2, 3, 2, 2]
   std::vector<double> x = uniform(n * ch * s, 5, -2, 2), gamma = uniform(ch, 6),
@@ -134,7 +134,7 @@ TEST_CASE("batch_norm_eval: the running statistics normalise; gradients of all f
   for (size_t k = 0; k < 5; ++k) require_close(r.grads[k], fd_grad(f, in, k), 1e-4, 1e-5, names[k]);
 }
 
-TEST_CASE("batch_norm_train: biased var normalises; the unbiased factor gives running_var",
+TEST_CASE("batch_norm_train: biased var normalises, the unbiased factor gives running_var",
           "[norm]") {
   const Shape shape{4, 2, 3};
   std::vector<double> x = uniform(24, 10, -3, 3);
@@ -288,7 +288,7 @@ TEST_CASE("dropout: the mask is the splitmix64 stream of the seed, in graph and 
   CHECK(plan->tensor(yo).to_f64() != yv);
 }
 
-TEST_CASE("embedding: out-of-range indices give zero rows and no gradient; repeats accumulate",
+TEST_CASE("embedding: out-of-range indices give zero rows and no gradient, repeats accumulate",
           "[norm]") {
   EagerSession s(host());
   Ref w = s.leaf(Tensor::from_f32(host(), {3, 2}, {1, 2, 3, 4, 5, 6}), true);

@@ -73,7 +73,7 @@ TEST_CASE("two independent branches share waves and run at once, bit-identical t
   require_same_as_sequential(g, 300, 1);
 }
 
-TEST_CASE("large kernels of a wave run alone; tiny waves stay on one thread", "[concurrent]") {
+TEST_CASE("large kernels of a wave run alone, tiny waves stay on one thread", "[concurrent]") {
   for (int64_t n : {int64_t{512}, int64_t{16}}) {  // 512x512 kernels split themselves; 16x16 ones are too small to share
     Graph g("sizes");
     Ref x = g.add_input("x", {DType::F32, {n, n}});

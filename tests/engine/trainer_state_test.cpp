@@ -120,7 +120,7 @@ TEST_CASE("dropout draws a new mask every step in one compiled plan, eager equal
   for (size_t i = 0; i < 20; ++i) CHECK(ra->step_losses[i] == Approx(re->step_losses[i]).epsilon(1e-5));
 }
 
-TEST_CASE("frozen parameters stay as they were; the others train", "[trainer][state]") {
+TEST_CASE("frozen parameters stay as they were, the others train", "[trainer][state]") {
   Blobs data(256, 6, 3, 9);
   Trainer t(host(), builder(6, 3, {.freeze_first = true}), {.epochs = 2, .batch_size = 32, .seed = 1, .opt = {.lr = 0.1}});
   REQUIRE(t.init().ok());

@@ -53,7 +53,7 @@ TEST_CASE("after warm-up a static training step allocates nothing", "[trainer][m
   CHECK(after.current[tag_index(AllocTag::OptimizerState)] == 2 * after.current[tag_index(AllocTag::Parameter)]);
 }
 
-TEST_CASE("training separates blobs and evaluation reports accuracy; a bad label is an error", "[trainer]") {
+TEST_CASE("training separates blobs and evaluation reports accuracy, a bad label is an error", "[trainer]") {
   Blobs train(2000, 10, 3, 7), test(500, 10, 3, 7);
   Trainer t(host(), mlp_builder(10, {32}, 3), {.epochs = 3, .batch_size = 50, .seed = 2, .opt = {.type = "sgd", .lr = 0.1, .momentum = 0.9}});
   auto r = t.fit(train, &test, nullptr);

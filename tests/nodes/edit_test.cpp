@@ -79,7 +79,7 @@ void expect_refused(UndoStack& stack, Document& doc, EditResult cmd,
 
 }  // namespace
 
-TEST_CASE("edit commands build the Fashion-MNIST MLP, which lowers; undo and redo are exact",
+TEST_CASE("edit commands build the Fashion-MNIST MLP, which lowers, undo and redo are exact",
           "[nodes][edit]") {
   cpu::init();
   Document doc;
@@ -231,7 +231,7 @@ TEST_CASE("refused edits name the node and port and leave the document unchanged
   }
 }
 
-TEST_CASE("removing a node takes its links and layout; undo puts them back in place",
+TEST_CASE("removing a node takes its links and layout, undo puts them back in place",
           "[nodes][edit]") {
   Document doc = example();
   const std::string original = serialize_document(doc);

@@ -220,7 +220,7 @@ TEST_CASE("notebook: refused commands say why and change nothing", "[notebook]")
   CHECK(serialize_document(doc) == before);
 }
 
-TEST_CASE("notebook: a cell moves to each position; fresh ids take the first free", "[notebook]") {
+TEST_CASE("notebook: a cell moves to each position, fresh ids take the first free", "[notebook]") {
   Document doc = mlp();
   CHECK(fresh_cell_id(doc) == "cell1");
   UndoStack stack;

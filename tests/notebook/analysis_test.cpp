@@ -46,7 +46,7 @@ TEST_CASE("Cell analysis: nested functions count as the cell", "[notebook]") {
   CHECK(u.writes == Names{"r"});
 }
 
-TEST_CASE("Cell analysis: _ENV.x and _ENV['x'] are globals; a computed key is not named",
+TEST_CASE("Cell analysis: _ENV.x and _ENV['x'] are globals, a computed key is not named",
           "[notebook]") {
   auto s = analyse("_ENV.a = _ENV['b']\nlocal k = 'c'\n_ENV[k] = 1");
   CHECK(s.reads == Names{"b"});

@@ -31,7 +31,7 @@ const char* kData =
 
 }  // namespace
 
-TEST_CASE("Notebook session: a cell that trains names its last run; others name none",
+TEST_CASE("Notebook session: a cell that trains names its last run, others name none",
           "[notebook]") {
   test::TempDir dir("mls_cell_run");
   ScriptOptions o;

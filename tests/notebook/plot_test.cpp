@@ -89,7 +89,7 @@ TEST_CASE("A line's points map data to pixels", "[notebook][plot]") {
   CHECK(svg->find(">0.6</text>") != std::string::npos);
 }
 
-TEST_CASE("Several series get a legend and the colour cycle; NaN points are skipped",
+TEST_CASE("Several series get a legend and the colour cycle, NaN points are skipped",
           "[notebook][plot]") {
   Chart c;
   c.kind = Kind::Scatter;

@@ -232,7 +232,7 @@ TEST_CASE("A returned project is summarised from the editor's analysis of its gr
   CHECK(t.rows.back()[3] == std::to_string(sum));
 }
 
-TEST_CASE("Tables round-trip through P.outputs.json; a file without them still reads",
+TEST_CASE("Tables round-trip through P.outputs.json, a file without them still reads",
           "[rich][outputs]") {
   CellOutput o = run_cell("return mls.tensor{{1, 2}, {3, 4}}, mls.nn.Linear(3, 2)");
   REQUIRE(o.tables.size() == 2);

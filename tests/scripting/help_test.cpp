@@ -95,7 +95,7 @@ TEST_CASE("help: modules list their functions, objects their methods", "[help]")
   CHECK(has(help_of(h, "mls.nn.Sequential"), "seq:add(layer)"));
 }
 
-TEST_CASE("help: a word searches the entries; help() says how to use it", "[help]") {
+TEST_CASE("help: a word searches the entries, help() says how to use it", "[help]") {
   lua::LuaHost h(cpu::backend());
   const std::string s = help_of(h, "'softmax'");
   CHECK(has(s, "mls.softmax"));

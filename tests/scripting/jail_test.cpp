@@ -359,7 +359,7 @@ TEST_CASE("jail: no namespaces, mounts or ptrace", "[jail]") {
 }
 
 TEST_CASE(
-    "jail: a child cannot raise its limits, chmod, chown or set xattrs; root holds no "
+    "jail: a child cannot raise its limits, chmod, chown or set xattrs, root holds no "
     "capabilities",
     "[jail]") {
   if (!have_seccomp()) return;

@@ -129,7 +129,7 @@ TEST_CASE("Linear, BatchNorm and LayerNorm nodes and their mls.nn layers share o
                lua_params(h, "mls.nn.LayerNorm(6)", 9));
 }
 
-TEST_CASE("mls.layer_params gives the declaration; a bad layer or group count is named",
+TEST_CASE("mls.layer_params gives the declaration, a bad layer or group count is named",
           "[scripting][layers]") {
   lua::LuaHost h(cpu::backend());
   test::run_ok(h, R"(

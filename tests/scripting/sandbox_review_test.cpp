@@ -50,7 +50,7 @@ TEST_CASE("A batches() iterator revived after its buffer was finalised raises 'c
   CHECK(global_number(h, "n") > 8);
 }
 
-TEST_CASE("An optimizer keeps its own parameter list; named_parameters are checked",
+TEST_CASE("An optimizer keeps its own parameter list, named_parameters are checked",
           "[lua][sandbox][review]") {
   test::TempDir dir("mls_rv_optim");
   lua::ScriptOptions o = sandboxed(dir.str());

@@ -115,7 +115,7 @@ TEST_CASE("mls.train stops after its current step when the host interrupts it, a
   CHECK(info->status == "interrupted");
 }
 
-TEST_CASE("mls.log records metrics in the current run; mls.nn modules walk their parameters in order", "[lua]") {
+TEST_CASE("mls.log records metrics in the current run, mls.nn modules walk their parameters in order", "[lua]") {
   test::TempDir dir("mls_lua_log");
   lua::ScriptOptions o;
   o.db_path = dir.file("runs.db");

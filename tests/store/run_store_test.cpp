@@ -182,7 +182,7 @@ TEST_CASE("run store: the file is in WAL mode with schema_version 3", "[store]")
   CHECK(query_text(store->path(), "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
 }
 
-TEST_CASE("run store: runs list by id; a missing run is named in the error", "[store]") {
+TEST_CASE("run store: runs list by id, a missing run is named in the error", "[store]") {
   TempDir dir;
   auto store = open_ok(dir.file("runs.db"));
   Result<int64_t> a = store->begin_run({.name = "first", .seed = 1});
@@ -244,7 +244,7 @@ TEST_CASE("run store: a second store on the same file sees flushed runs", "[stor
   CHECK(after->status == "finished");
 }
 
-TEST_CASE("run store: the destructor flushes; a live process's running run stays running", "[store]") {
+TEST_CASE("run store: the destructor flushes, a live process's running run stays running", "[store]") {
   TempDir dir;
   int64_t id = 0;
   {
