@@ -170,6 +170,7 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
 NotebookView::~NotebookView() {
   cancel_ = true;
   watcher_.waitForFinished();
+  clearRuns();  // a box whose cell has no widget has no parent to delete it
 }
 
 std::string NotebookView::sandboxRoot() {
