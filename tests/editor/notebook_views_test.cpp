@@ -399,3 +399,30 @@ TEST_CASE("P.outputs.json is written after a run the user starts, not after a ca
   REQUIRE(saved->has_value());
   CHECK((*saved)->at(r.toStdString()).text == std::to_string(nodes) + "\n");
 }
+
+TEST_CASE("P.outputs.json that cannot be written is said above the cells; the run's output stays",
+          "[editor][notebook][views]") {
+  EditorFixture fx;
+  NotebookView* nb = fx.window->notebook();
+  const std::string path = fx.dir.file("blocked.mls");
+  REQUIRE(fx.window->model()->saveAs(path).ok());
+  // A folder where the file should go: the atomic rename onto it fails.
+  std::filesystem::create_directory(lua::outputs_path(path));
+  const QString a = add_lua(nb, "print(6 * 7)");
+  run_cell(nb, a);
+  CHECK(wait_run(nb) == QStringList{a});
+  CHECK(nb->cellWidget(a)->outputText()->text() == "42");
+  INFO(nb->outputsError().toStdString());
+  CHECK(nb->outputsError().contains("blocked.outputs.json"));
+  auto* notice = nb->findChild<QLabel*>("notebook.notice");
+  REQUIRE(notice);
+  CHECK(notice->isVisible());
+  CHECK(notice->text().startsWith("The outputs were not saved: "));
+  // Once the folder is gone, the next run writes the file and the notice goes.
+  std::filesystem::remove(lua::outputs_path(path));
+  run_cell(nb, a);
+  wait_run(nb);
+  CHECK(nb->outputsError().isEmpty());
+  CHECK_FALSE(notice->isVisible());
+  CHECK(std::filesystem::is_regular_file(lua::outputs_path(path)));
+}
