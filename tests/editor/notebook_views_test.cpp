@@ -202,7 +202,7 @@ TEST_CASE("a cell that trains shows a live dashboard under it, its run id, and s
   CHECK(reopened->text().contains(QString("run #%1").arg(run_id)));
 }
 
-TEST_CASE("Stop stops a training cell; its dashboard says stopped and keeps its curves",
+TEST_CASE("Stop stops a training cell, and its dashboard says stopped and keeps its curves",
           "[editor][notebook][views]") {
   EditorFixture fx;
   NotebookView* nb = fx.window->notebook();
@@ -400,8 +400,9 @@ TEST_CASE("P.outputs.json is written after a run the user starts, not after a ca
   CHECK((*saved)->at(r.toStdString()).text == std::to_string(nodes) + "\n");
 }
 
-TEST_CASE("P.outputs.json that cannot be written is said above the cells; the run's output stays",
-          "[editor][notebook][views]") {
+TEST_CASE(
+    "P.outputs.json that cannot be written is said above the cells, and the run's output stays",
+    "[editor][notebook][views]") {
   EditorFixture fx;
   NotebookView* nb = fx.window->notebook();
   const std::string path = fx.dir.file("blocked.mls");
