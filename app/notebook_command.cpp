@@ -148,6 +148,7 @@ Result<Run> run_notebook(const NotebookOptions& o, Loaded& nb, bool print_lines)
   Run r;
   r.history = std::make_unique<nodes::OwnedHistory>(nb.doc);
   r.session = std::make_unique<lua::NotebookSession>(cpu::backend(), script_options(o));
+  r.session->set_project_text(nodes::model_text(nb.doc));
   auto& rt = r.session->host().runtime();
   rt.project = r.history.get();
   rt.project_path = fs::absolute(o.project).string();
@@ -619,6 +620,7 @@ int do_export(const NotebookOptions& o) {
   auto saved = lua::load_outputs(o.project);
   if (!saved) return fail(saved.error().message);
   lua::NotebookSession s(cpu::backend(), script_options(o));
+  s.set_project_text(nodes::model_text(nb->doc));
   s.set_cells(nb->cells);
   if (saved->has_value()) s.restore_outputs(**saved);
   return save_html(o.html, export_html(*nb, saved->value_or(lua::SavedOutputs{}), s));

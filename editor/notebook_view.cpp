@@ -8,8 +8,8 @@
 #include <QFileInfo>
 #include <QLabel>
 #include <QMenu>
-#include <QTemporaryDir>
 #include <QScrollArea>
+#include <QTemporaryDir>
 #include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -17,6 +17,7 @@
 
 #include "engine/core/backend_registry.h"
 #include "engine/core/check.h"
+#include "nodes/document.h"
 #include "nodes/notebook_edit.h"
 #include "scripting/notebook/outputs.h"
 #include "scripting/runtime.h"
@@ -155,8 +156,8 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
     clearRuns();
     // Opening a project is not an edit of its graph: nothing re-runs (and the session is
     // free for restore_outputs below).
-    last_nodes_ = model_->doc().nodes;
-    last_links_ = model_->doc().links;
+    last_model_ = nodes::model_text(model_->doc());
+    session_->set_project_text(last_model_);
     if (model_->path().empty()) return;
     syncFromDocument();
     auto saved = lua::load_outputs(model_->path());
@@ -164,6 +165,8 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
     session_->restore_outputs(**saved);
     refreshOutputs();
   });
+  last_model_ = nodes::model_text(model_->doc());  // the project as opened: not an edit
+  session_->set_project_text(last_model_);
   syncFromDocument();
 }
 
@@ -194,6 +197,7 @@ void NotebookView::makeSession() {
     for (const auto& c : shown_)
       if (const lua::CellOutput* out = session_->output(c.id)) kept[c.id] = *out;
   session_ = std::make_unique<lua::NotebookSession>(*host, options);
+  session_->set_project_text(last_model_);
   session_->host().runtime().project = &bridge_;
   session_->host().runtime().new_telemetry = [this] {
     auto tm = std::make_shared<Telemetry>();
@@ -377,9 +381,10 @@ void NotebookView::rebuildWidgets() {
 
 void NotebookView::syncFromDocument() {
   const nodes::Document& doc = model_->doc();
-  const bool graph_changed = doc.nodes != last_nodes_ || doc.links != last_links_;
-  last_nodes_ = doc.nodes;
-  last_links_ = doc.links;
+  // The graph, the dataset or the training settings: what a cell that reads the project sees.
+  std::string model = nodes::model_text(doc);
+  const bool graph_changed = model != last_model_;
+  last_model_ = std::move(model);
   actions_["lazy"]->setChecked(notebook().lazy);
   // Widgets: rebuilt when cells came, went or moved; else each shows its cell.
   std::vector<std::string> ids, shown_ids;
@@ -406,6 +411,7 @@ void NotebookView::syncFromDocument() {
     shown_ = notebook().cells;
   }
   session_->set_lazy(notebook().lazy);
+  session_->set_project_text(last_model_);
   if (graph_changed && !notebook().cells.empty()) {
     // Lazy: marks the readers stale. Reactive: re-runs them on the worker.
     start([](lua::NotebookSession& s) { return s.mark_project_changed(); }, false);
@@ -453,7 +459,7 @@ void NotebookView::finished() {
   if (!last_run_.isEmpty() && save_after_) saveOutputs();
   if (pending_sync_) {
     pending_sync_ = false;
-    if (pending_project_) last_nodes_.clear(), last_links_.clear();
+    if (pending_project_) last_model_.clear();
     pending_project_ = false;
     syncFromDocument();
   } else {

@@ -143,8 +143,7 @@ class NotebookView : public QWidget {
   bool pending_sync_ = false;     // the document changed while a run was in flight
   bool pending_project_ = false;  // ...and so did the graph
   // The nodes and links last seen, to tell a canvas edit from a cell edit.
-  std::vector<nodes::NodeDoc> last_nodes_;
-  std::vector<nodes::LinkDoc> last_links_;
+  std::string last_model_;  // nodes::model_text of the project last seen
   QString running_;
   QString selected_;
   QStringList last_run_;

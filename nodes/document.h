@@ -120,6 +120,10 @@ Result<Document> load_document(const std::string& path, GraphCheck check = Graph
 // The document as .mls JSON (2-space indent, keys in the order of the spec above).
 std::string serialize_document(const Document& doc,
                                const NodeCatalogue& catalogue = builtin_catalogue());
+// The model as a run sees it (the dataset, the graph, the training settings; not the name,
+// the layout or the notebook), as text: equal for two documents that train the same. The
+// notebook keys the outputs of the cells that read the project with it.
+std::string model_text(const Document& doc, const NodeCatalogue& catalogue = builtin_catalogue());
 // Writes a temporary file next to `path`, flushes it to disk, then renames it over
 // `path`: a failed save leaves the old file as it was and no temporary behind.
 Result<void> save_document(const Document& doc, const std::string& path,

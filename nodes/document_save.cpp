@@ -39,6 +39,17 @@ ordered layout_json(const Document& doc) {
 
 }  // namespace
 
+std::string model_text(const Document& doc, const NodeCatalogue& catalogue) {
+  Document model;
+  model.format_version = doc.format_version;
+  model.dataset = doc.dataset;
+  model.nodes = doc.nodes;
+  model.links = doc.links;
+  model.weights = doc.weights;
+  model.training = doc.training;
+  return serialize_document(model, catalogue);
+}
+
 std::string serialize_document(const Document& doc, const NodeCatalogue& catalogue) {
   ordered root = ordered::object();
   root["format_version"] = doc.format_version;

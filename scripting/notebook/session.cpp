@@ -157,6 +157,7 @@ struct NotebookSession::Impl {
   std::unique_ptr<LuaHost> host;
   const std::atomic<bool>* interrupt = nullptr;
   bool lazy = false;
+  std::string project_hash = "-";  // of set_project_text's text
   NotebookSession* self = nullptr;
 
   std::vector<nodes::Cell> cells;  // notebook order, every kind
@@ -222,6 +223,7 @@ struct NotebookSession::Impl {
     const Analysis* a = analysed(id);
     if (!a) return {};
     uint64_t h = fnv(kFnvBasis, a->source);
+    if (a->symbols.reads_project) h = fnv(fnv(h, "mls.project"), project_hash);
     for (const std::string& name : a->symbols.reads) {
       const std::string d = graph.definer(name);
       if (d.empty()) continue;
@@ -546,6 +548,10 @@ std::vector<std::string> NotebookSession::mark_project_changed() {
     return {};
   }
   return s.run_sequence(seq, {});
+}
+
+void NotebookSession::set_project_text(const std::string& text) {
+  impl_->project_hash = hex(fnv(kFnvBasis, text));
 }
 
 void NotebookSession::set_interrupt(const std::atomic<bool>* flag) {

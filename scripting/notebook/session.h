@@ -76,6 +76,11 @@ class NotebookSession {
   // current_hash() compares with them; the cells stay stale (nothing ran in this state).
   void restore_outputs(const std::map<std::string, CellOutput>& saved);
 
+  // The project the cells read (nodes::model_text of the document): part of the hash of the
+  // cells that read mls.project, so that a saved output of another graph is stale. Setting it
+  // marks nothing stale (mark_project_changed does).
+  void set_project_text(const std::string& text);
+
   // Stops the running cell at its next instruction (and mls.train after its step).
   void set_interrupt(const std::atomic<bool>* flag);
   // Called as each cell starts and ends (on the running thread), for a GUI's progress.

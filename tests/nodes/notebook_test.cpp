@@ -265,3 +265,21 @@ TEST_CASE("notebook: a project without the section gets it with a cell and loses
   REQUIRE(stack.undo(*doc));
   CHECK(serialize_document(*doc) == before);
 }
+
+TEST_CASE("model_text: the graph, dataset and training count, the layout and cells do not",
+          "[notebook]") {
+  auto doc = load_document(std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls");
+  REQUIRE(doc);
+  const std::string base = model_text(*doc);
+  Document moved = *doc;
+  moved.layout = nlohmann::json::object();
+  moved.notebook.cells.push_back({.id = "c", .source = "x = 1"});
+  moved.name = "renamed";
+  CHECK(model_text(moved) == base);
+  Document trained = *doc;
+  trained.training.epochs += 1;
+  CHECK(model_text(trained) != base);
+  Document edited = *doc;
+  edited.links.pop_back();
+  CHECK(model_text(edited) != base);
+}

@@ -351,3 +351,18 @@ TEST_CASE("Notebook session: tensors in a watched table count by identity", "[no
   CHECK(s.problems()[0].cells == Ids{"a", "c"});
   CHECK(s.problems()[0].reason.find("'params'") != std::string::npos);
 }
+
+TEST_CASE("Notebook session: the hash of a cell that reads the project covers the model",
+          "[notebook]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_cells({lua_cell("p", "local p = mls.project\nn = p and 1 or 0"), lua_cell("q", "m = 2")});
+  s.set_project_text("model A");
+  const std::string p0 = s.current_hash("p"), q0 = s.current_hash("q");
+  // Another model: the project's reader has another hash (a saved output of it is stale),
+  // a cell that does not read the project keeps its own.
+  s.set_project_text("model B");
+  CHECK(s.current_hash("p") != p0);
+  CHECK(s.current_hash("q") == q0);
+  s.set_project_text("model A");
+  CHECK(s.current_hash("p") == p0);
+}
