@@ -1,9 +1,11 @@
 #include "editor/cell_widget.h"
 
+#include <QAbstractSlider>
 #include <QAbstractTextDocumentLayout>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QCompleter>
+#include <QCoreApplication>
 #include <QFileInfo>
 #include <QHeaderView>
 #include <QKeyEvent>
@@ -18,6 +20,7 @@
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QVBoxLayout>
+#include <QWheelEvent>
 #include <cmath>
 
 #include "editor/lua_highlighter.h"
@@ -402,6 +405,18 @@ bool CellWidget::eventFilter(QObject* o, QEvent* e) {
     showMarkdown(true);
     return true;
   }
+  // A wheel over a slider or a list that has not the focus scrolls the notebook, as over text,
+  // and leaves the value alone (scrolling past a slider moved it and re-ran its readers).
+  if (e->type() == QEvent::Wheel) {
+    auto* w = qobject_cast<QWidget*>(o);
+    if (w && (qobject_cast<QAbstractSlider*>(w) || qobject_cast<QComboBox*>(w)) && !w->hasFocus()) {
+      const auto* we = static_cast<QWheelEvent*>(e);
+      QWheelEvent up(mapFromGlobal(we->globalPosition()), we->globalPosition(), we->pixelDelta(),
+                     we->angleDelta(), we->buttons(), we->modifiers(), we->phase(), we->inverted());
+      QCoreApplication::sendEvent(this, &up);  // ignored here: it goes up to the scroll area
+      return true;
+    }
+  }
   if (e->type() == QEvent::FocusIn || e->type() == QEvent::MouseButtonPress)
     Q_EMIT selected(QString::fromStdString(cell_.id));
   return QFrame::eventFilter(o, e);
@@ -554,6 +569,8 @@ QWidget* CellWidget::makeWidget(const lua::Widget& w) {
     auto* value = new QLabel;
     auto* s = new QSlider(Qt::Horizontal);
     s->setObjectName("widget." + name);
+    s->setFocusPolicy(Qt::StrongFocus);  // not by the wheel: see eventFilter
+    s->installEventFilter(this);
     s->setRange(0, ticks);
     const double v = w.value.is_number() ? w.value.get<double>() : w.min;
     s->setValue(step > 0 ? int(std::lround((v - w.min) / step)) : 0);
@@ -574,6 +591,8 @@ QWidget* CellWidget::makeWidget(const lua::Widget& w) {
   } else if (w.kind == "select") {
     auto* c = new QComboBox;
     c->setObjectName("widget." + name);
+    c->setFocusPolicy(Qt::StrongFocus);
+    c->installEventFilter(this);
     for (const auto& o : w.options) c->addItem(QString::fromStdString(o));
     if (w.value.is_string()) c->setCurrentText(QString::fromStdString(w.value.get<std::string>()));
     lay->addWidget(new QLabel(label));

@@ -14,6 +14,7 @@
 #include <QTextLayout>
 #include <QTimer>
 #include <QToolBar>
+#include <QWheelEvent>
 
 #include "editor/cell_widget.h"
 #include "editor/lua_highlighter.h"
@@ -387,6 +388,34 @@ TEST_CASE("a slider moved with the keys re-runs only its readers", "[editor][not
   QApplication::processEvents();  // the key's value is sent queued
   CHECK(wait_run(nb) == QStringList{s, r});
   CHECK(text_of(nb, r) == "6.0");
+
+  // The wheel over the slider, the focus elsewhere: the notebook scrolls past it, the value
+  // stays and nothing runs. With the focus on it, the wheel moves it.
+  slider = nb->cellWidget(s)->findChild<QSlider*>("widget.lr");
+  REQUIRE(slider);
+  fx.window->activateWindow();
+  REQUIRE(QTest::qWaitForWindowActive(fx.window.get()));
+  nb->cellWidget(o)->editor()->setFocus();
+  QApplication::processEvents();
+  REQUIRE_FALSE(slider->hasFocus());
+  auto wheel = [&](int dy) {
+    const QPointF at(slider->width() / 2.0, slider->height() / 2.0);
+    QWheelEvent e(at, slider->mapToGlobal(at), QPoint(), QPoint(0, dy), Qt::NoButton,
+                  Qt::NoModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(slider, &e);
+    QApplication::processEvents();
+  };
+  const int value = slider->value();
+  wheel(-120);
+  wheel(-120);
+  CHECK(slider->value() == value);
+  CHECK_FALSE(nb->busy());
+  slider->setFocus();
+  QApplication::processEvents();
+  REQUIRE(slider->hasFocus());
+  wheel(-120);
+  CHECK(slider->value() != value);
+  CHECK(wait_run(nb) == QStringList{s, r});
 }
 
 TEST_CASE("a long cell is stopped with Stop while a timer keeps firing", "[editor][notebook]") {
