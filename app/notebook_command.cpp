@@ -491,10 +491,14 @@ std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::N
            "</b> = " + plot::xml_escape(w.value.dump()) + "</p>\n";
     if (!o.text.empty()) h += "<pre>" + plot::xml_escape(o.text) + "</pre>\n";
     for (const auto& t : o.tables) h += table_html(t);
-    for (const auto& f : o.figures)
+    for (const auto& f : o.figures) {
+      // Our plots draw their title in the SVG: a caption only for a figure that does not.
+      const std::string title = plot::xml_escape(f.title);
+      const bool drawn = f.svg.find(">" + title + "<") != std::string::npos;
       h += "<figure>" + f.svg +
-           (f.title.empty() ? "" : "<figcaption>" + plot::xml_escape(f.title) + "</figcaption>") +
+           (f.title.empty() || drawn ? "" : "<figcaption>" + title + "</figcaption>") +
            "</figure>\n";
+    }
     if (!o.ok) h += "<pre>" + plot::xml_escape(o.error) + "</pre>\n";
     h += "</div>\n</div>\n";
   }

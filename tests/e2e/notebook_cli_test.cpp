@@ -102,6 +102,9 @@ TEST_CASE("notebook export writes an HTML page and a Lua script that runs alone"
   CHECK(page.find("<svg") != std::string::npos);
   CHECK(page.find("<style>") != std::string::npos);
   CHECK(page.find("out stale") == std::string::npos);  // just run: nothing is stale
+  // A plot's title once: drawn in its SVG, not again as a caption.
+  CHECK(page.find("<figcaption>") == std::string::npos);
+  CHECK(page.find(">(M + Mt) / 2<") != std::string::npos);
 
   const std::string lua = (dir / "tour.lua").string();
   REQUIRE(run("notebook export " + p + " --lua " + lua, 60).code == 0);
