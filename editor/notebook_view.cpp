@@ -47,6 +47,9 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
       db_path_(db_path),
       bridge_(model),
       toolbar_(new QToolBar),
+      run_bar_(new QToolBar),
+      mode_bar_(new QToolBar),
+      trust_state_(new QLabel),
       scroll_(new QScrollArea),
       cells_box_(new QWidget),
       cells_layout_(new QVBoxLayout(cells_box_)) {
@@ -56,8 +59,11 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   // user trusts it (the "Trust" action; dropped when another project opens).
   makeSession();
 
-  auto add = [this](const QString& name, const QString& text, const QString& tip, auto fn) {
-    QAction* a = toolbar_->addAction(text, this, fn);
+  // Three rows, so that every command is in sight in a narrow dock: the cells, the runs, and
+  // the modes with the sandbox's state.
+  QToolBar* bar = toolbar_;
+  auto add = [this, &bar](const QString& name, const QString& text, const QString& tip, auto fn) {
+    QAction* a = bar->addAction(text, this, fn);
     a->setObjectName("notebook." + name);
     a->setToolTip(tip);
     actions_[name] = a;
@@ -97,7 +103,7 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
           [this] { moveSelected(+1); });
   down->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Down));
   down->setIconText("↓");
-  toolbar_->addSeparator();
+  bar = run_bar_;
   add("run", "Run", "Run the selected cell and its dependents (Shift+Enter)",
       [this] { runSelected(); });
   add("run-all", "Run all", "Run every cell in dependency order (Ctrl+Shift+Enter)", [this] {
@@ -107,20 +113,24 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
       [this] { runToHere(); });
   add("restart", "Restart", "A fresh Lua state: every cell stale", [this] { restart(); });
   add("stop", "Stop", "Stop the running cell", [this] { stop(); })->setEnabled(false);
-  toolbar_->addSeparator();
+  bar = mode_bar_;
   QAction* lazy = add("lazy", "Lazy", "Mark dependents stale instead of running them",
                       [this] { setLazy(actions_["lazy"]->isChecked()); });
   lazy->setCheckable(true);
   QAction* od = add("on-demand", "Only when asked", "Run the selected cell only when asked",
                     [this] { setOnDemand(actions_["on-demand"]->isChecked()); });
   od->setCheckable(true);
-  toolbar_->addSeparator();
+  mode_bar_->addSeparator();
   QAction* trust = add("trust", "Trust",
                        "Run this notebook's cells with your own rights: files anywhere, "
                        "os.execute, no memory limit. Off: they run in the sandbox, under the "
                        "project's folder. Only for notebooks you wrote or trust.",
                        [this] { setTrusted(actions_["trust"]->isChecked()); });
   trust->setCheckable(true);
+  trust_state_->setObjectName("notebook.trust-state");
+  trust_state_->setContentsMargins(6, 0, 6, 0);
+  mode_bar_->addWidget(trust_state_);
+  showTrust();
 
   // A click between the cells leaves them (Ctrl+Z is then the document's, not a cell's text).
   cells_box_->setObjectName("notebook.cells");
@@ -135,6 +145,8 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   lay->setContentsMargins(0, 0, 0, 0);
   lay->setSpacing(0);
   lay->addWidget(toolbar_);
+  lay->addWidget(run_bar_);
+  lay->addWidget(mode_bar_);
   lay->addWidget(scroll_, 1);
 
   connect(&watcher_, &QFutureWatcher<std::vector<std::string>>::finished, this,
@@ -151,6 +163,7 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
       trusted_ = false;
       actions_["trust"]->setChecked(false);
       makeSession();
+      showTrust();
       shown_.clear();
     }
     clearRuns();
@@ -230,7 +243,25 @@ void NotebookView::setTrusted(bool trusted) {
   }
   trusted_ = trusted;
   makeSession();
+  showTrust();
   refreshOutputs();
+}
+
+void NotebookView::showTrust() {
+  const QString root = QString::fromStdString(session_->host().options().root);
+  trust_state_->setText(trusted_ ? "trusted: your rights" : "sandboxed");
+  trust_state_->setToolTip(trusted_ ? "The cells run with your rights."
+                                    : "The cells may read and write only under " + root +
+                                          " (and read the dataset folders).");
+  trust_state_->setStyleSheet(trusted_ ? "color: #c0392b;" : "color: #2e7d32;");
+}
+
+QWidget* NotebookView::buttonFor(const QString& name) const {
+  QAction* a = action(name);
+  if (!a) return nullptr;
+  for (QToolBar* b : {toolbar_, run_bar_, mode_bar_})
+    if (QWidget* w = b->widgetForAction(a)) return w;
+  return nullptr;
 }
 
 QAction* NotebookView::action(const QString& name) const {

@@ -80,7 +80,9 @@ class NotebookView : public QWidget {
   void select(const QString& id);
   CellWidget* cellWidget(const QString& id) const;
   QStringList cellIds() const;
-  QToolBar* toolbar() const { return toolbar_; }
+  QToolBar* toolbar() const { return toolbar_; }  // the cells' row (add, delete, move)
+  // The button of an action, in whichever row it is ("run-all", "trust", ...).
+  QWidget* buttonFor(const QString& name) const;
   QAction* action(const QString& name) const;  // "add-lua", "run", "stop", "lazy", ...
   lua::NotebookSession& session() { return *session_; }
   const nodes::Notebook& notebook() const;
@@ -130,6 +132,7 @@ class NotebookView : public QWidget {
   // A fresh session: sandboxed under sandboxRoot() unless trusted; the shown outputs kept.
   void makeSession();
   std::string sandboxRoot();
+  void showTrust();
 
   DocumentModel* model_;
   std::string db_path_;
@@ -150,6 +153,9 @@ class NotebookView : public QWidget {
   std::vector<nodes::Cell> shown_;  // the cells the widgets and the session have
   std::map<QString, CellWidget*> widgets_;
   QToolBar* toolbar_;
+  QToolBar* run_bar_;
+  QToolBar* mode_bar_;
+  QLabel* trust_state_;  // "sandboxed" or "trusted", with the folder in its tooltip
   QScrollArea* scroll_;
   QWidget* cells_box_;
   QVBoxLayout* cells_layout_;

@@ -29,7 +29,7 @@ void type(QWidget* w, const QString& text) {
 // "+ Lua" clicked, the code typed into the new cell and run with Shift+Enter; its widget
 // once the run ended.
 CellWidget* run_typed(NotebookView* nb, const QString& code) {
-  QWidget* b = nb->toolbar()->widgetForAction(nb->action("add-lua"));
+  QWidget* b = nb->buttonFor("add-lua");
   REQUIRE(b);
   QTest::mouseClick(b, Qt::LeftButton);
   CellWidget* w = nb->cellWidget(nb->selected());

@@ -16,7 +16,7 @@ using test::EditorFixture;
 namespace {
 
 void click_action(NotebookView* nb, const char* name) {
-  QWidget* b = nb->toolbar()->widgetForAction(nb->action(name));
+  QWidget* b = nb->buttonFor(name);
   REQUIRE(b);
   REQUIRE(b->isEnabled());
   QTest::mouseClick(b, Qt::LeftButton);

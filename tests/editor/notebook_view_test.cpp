@@ -3,6 +3,7 @@
 #include <QCheckBox>
 #include <filesystem>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QGraphicsView>
 #include <QLabel>
 #include <QPushButton>
@@ -230,7 +231,7 @@ namespace {
 using test::EditorFixture;
 
 void click_action(NotebookView* nb, const char* name) {
-  QWidget* b = nb->toolbar()->widgetForAction(nb->action(name));
+  QWidget* b = nb->buttonFor(name);
   REQUIRE(b);
   REQUIRE(b->isEnabled());
   QTest::mouseClick(b, Qt::LeftButton);
@@ -518,6 +519,23 @@ TEST_CASE("a project's cells run in the sandbox until the user trusts the notebo
   QApplication::processEvents();
   CHECK_FALSE(nb->trusted());
   CHECK_FALSE(nb->action("trust")->isChecked());
+  auto* state = nb->findChild<QLabel*>("notebook.trust-state");
+  REQUIRE(state);
+  CHECK(state->text() == "sandboxed");
+  CHECK(state->toolTip().contains(QString::fromStdString(fx.dir.file("proj"))));
+  // In the dock as it opens, every command is in sight (none in a toolbar's overflow).
+  auto* dock = fx.window->findChild<QDockWidget*>("dock.notebook");
+  REQUIRE(dock);
+  dock->raise();
+  QApplication::processEvents();
+  for (const char* name : {"add-lua", "add-markdown", "add-view", "delete", "move-up",
+                           "move-down", "run", "run-all", "run-to", "restart", "stop", "lazy",
+                           "on-demand", "trust"}) {
+    INFO(name);
+    QWidget* b = nb->buttonFor(name);
+    REQUIRE(b);
+    CHECK(b->isVisible());
+  }
 
   const QString in = add_lua(nb, QString("local f = io.open('%1') print(f:read('a')) f:close()")
                                      .arg(QString::fromStdString(fx.dir.file("proj/inside.txt"))));
@@ -537,6 +555,7 @@ TEST_CASE("a project's cells run in the sandbox until the user trusts the notebo
   // Trusted: the same cells run with the user's rights (a fresh state; outputs kept, stale).
   click_action(nb, "trust");
   CHECK(nb->trusted());
+  CHECK(state->text() == "trusted: your rights");
   CHECK(nb->cellWidget(in)->stale());
   click_action(nb, "run-all");
   wait_run(nb);
@@ -549,6 +568,7 @@ TEST_CASE("a project's cells run in the sandbox until the user trusts the notebo
   QApplication::processEvents();
   CHECK_FALSE(nb->trusted());
   CHECK_FALSE(nb->action("trust")->isChecked());
+  CHECK(state->text() == "sandboxed");
   click_action(nb, "run-all");
   wait_run(nb);
   CHECK(nb->cellWidget(out)->errorLabel()->text().contains("sandbox"));

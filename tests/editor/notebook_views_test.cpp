@@ -50,7 +50,7 @@ void type(QWidget* w, const QString& text) {
 
 void click_action(NotebookView* nb, const QString& name) {
   REQUIRE(nb->action(name));
-  QWidget* b = nb->toolbar()->widgetForAction(nb->action(name));
+  QWidget* b = nb->buttonFor(name);
   REQUIRE(b);
   REQUIRE(b->isEnabled());
   QTest::mouseClick(b, Qt::LeftButton);
