@@ -12,6 +12,7 @@
 #include "datasets/dataset_spec.h"
 #include "scripting/bindings.h"
 #include "scripting/libs.h"
+#include "scripting/notebook/graph_figure.h"
 #include "scripting/notebook/plot.h"
 #include "scripting/train_lib.h"
 
@@ -235,7 +236,9 @@ bool module_summary(lua_State* L, int idx, Table* out) {
 
 // [SECTION] returned
 
-Table project_table(lua_State* L, const nodes::Document& doc, const std::string& path) {
+// The project's summary table, then its graph drawn (graph_figure.h).
+void add_project(lua_State* L, const nodes::Document& doc, const std::string& path,
+                 CellOutput& out) {
   Runtime& rt = runtime(L);
   namespace fs = std::filesystem;
   const fs::path base = path.empty() ? fs::current_path() : fs::absolute(path).parent_path();
@@ -263,7 +266,8 @@ Table project_table(lua_State* L, const nodes::Document& doc, const std::string&
   if (!data_error.empty())
     t.note = "no shapes: the dataset did not open (" + data_error + ")" +
              (t.note.empty() ? "" : "; " + t.note);
-  return t;
+  out.tables.push_back(std::move(t));
+  out.figures.push_back(graph_figure(doc, a, name));
 }
 
 }  // namespace
@@ -338,7 +342,7 @@ bool add_returned_value(lua_State* L, int idx, int position, CellOutput& out, st
     }
     std::string path;
     if (const nodes::Document* doc = project_document(L, idx, &path)) {
-      out.tables.push_back(project_table(L, *doc, path));
+      add_project(L, *doc, path, out);
       return false;
     }
     if (is_module(L, idx)) {

@@ -1,7 +1,8 @@
 // What a notebook cell's returned values become besides their text: a tensor as a table of
 // its values (as the tensor printer formats them; large ones keep their first rows and
 // columns) with a heatmap for a 2-D one or an image grid for an image batch, and an mls.nn
-// module or a project as a summary table (layers, types, shapes, parameter counts, a total).
+// module or a project as a summary table (layers, types, shapes, parameter counts, a total);
+// a project also as its graph drawn (graph_figure.h).
 //
 //   Table t = tensor_table(x, "tensor [3, 4] f32");     // t.rows[1][2] == "0.5000"
 //   std::vector<Figure> f = tensor_figures(x, "...");    // heatmap, image grid, or none

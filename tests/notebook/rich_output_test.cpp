@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "engine/cpu/cpu_backend.h"
+#include "nodes/document.h"
 #include "scripting/notebook/outputs.h"
 #include "scripting/notebook/rich_output.h"
 #include "scripting/notebook/session.h"
@@ -230,6 +231,30 @@ TEST_CASE("A returned project is summarised from the editor's analysis of its gr
   int64_t sum = 0;
   for (size_t i = 0; i + 1 < t.rows.size(); ++i) sum += std::stoll(t.rows[i][3]);
   CHECK(t.rows.back()[3] == std::to_string(sum));
+
+  // And its graph drawn: a box a node (id, type, output shape), a curve a link, top down.
+  REQUIRE(s.output("p")->figures.size() == 1);
+  const Figure& g = s.output("p")->figures[0];
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = g.svg.find(what); at != std::string::npos; at = g.svg.find(what, at + 1)) ++n;
+    return n;
+  };
+  auto doc = mls::nodes::load_document(mlp.string());
+  REQUIRE(doc);
+  CHECK(count("<g class=\"node\">") == doc->nodes.size());
+  CHECK(count("<path ") == doc->links.size());
+  CHECK(has(g.svg, ">fc1</text>"));
+  CHECK(has(g.svg, ">[N,256]</text>"));
+  // The input is above fc1, fc1 above the loss (the y of their boxes).
+  auto box_y = [&](const std::string& id) {
+    const size_t label = g.svg.find(">" + id + "</text>");
+    const size_t rect = g.svg.rfind("<rect x=", label);
+    const size_t y = g.svg.find("y=\"", rect) + 3;
+    return std::stod(g.svg.substr(y, g.svg.find('"', y) - y));
+  };
+  CHECK(box_y(doc->nodes.front().id) < box_y("fc1"));
+  CHECK(box_y("fc1") < box_y("loss"));
 }
 
 TEST_CASE("Tables round-trip through P.outputs.json, a file without them still reads",
