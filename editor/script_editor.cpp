@@ -60,22 +60,6 @@ Result<std::optional<QByteArray>> read_disk(const QString& path) {
       QByteArray(reinterpret_cast<const char*>(bytes->data()), qsizetype(bytes->size())));
 }
 
-// The line in `name` (the chunk's name) that an error message names first: "name:12: ...".
-int error_line(const std::string& message, const std::string& name) {
-  const std::string tag = name + ":";
-  for (size_t at = message.find(tag); at != std::string::npos; at = message.find(tag, at + 1)) {
-    size_t p = at + tag.size();
-    int line = 0;
-    bool digits = false;
-    while (p < message.size() && message[p] >= '0' && message[p] <= '9') {
-      line = line * 10 + (message[p++] - '0');
-      digits = true;
-    }
-    if (digits && p < message.size() && message[p] == ':') return line;
-  }
-  return 0;
-}
-
 }  // namespace
 
 // Printed text from the worker, handed to the GUI thread in batches: one queued call at a
@@ -433,7 +417,7 @@ void ScriptEditor::finish(const Outcome& o) {
   if (o.ok) {
     appendOutput(QString("finished in %1 s").arg(s, 0, 'f', 2), kGrey);
   } else {
-    const int line = error_line(o.error, fileName().toStdString());
+    const int line = lua::error_line(o.error, fileName().toStdString());
     edit_->markErrorLine(line);
     appendOutput(QString::fromStdString(o.error), kRed);
     if (line > 0) {

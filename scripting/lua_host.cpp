@@ -836,4 +836,19 @@ std::vector<std::string> LuaHost::completions(const std::string& prefix) {
   return out;
 }
 
+int error_line(const std::string& message, const std::string& name) {
+  const std::string tag = name + ":";
+  for (size_t at = message.find(tag); at != std::string::npos; at = message.find(tag, at + 1)) {
+    size_t p = at + tag.size();
+    int line = 0;
+    bool digits = false;
+    while (p < message.size() && message[p] >= '0' && message[p] <= '9') {
+      line = line * 10 + (message[p++] - '0');
+      digits = true;
+    }
+    if (digits && p < message.size() && message[p] == ':') return line;
+  }
+  return 0;
+}
+
 }  // namespace mls::lua

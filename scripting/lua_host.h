@@ -43,7 +43,7 @@ struct ScriptOptions {
   // Bytes of Lua heap plus tensor data a script may hold; 0: 1 GiB in a sandbox, else none.
   int64_t memory_limit = 0;
   std::string db_path = "mlstudio-runs.db";  // where mls.train and mls.log record runs
-  int64_t resume_run = 0;  // > 0: the script's first mls.train continues this run
+  int64_t resume_run = 0;                    // > 0: the script's first mls.train continues this run
 };
 
 class LuaHost {
@@ -93,6 +93,10 @@ Result<std::string> resolve_links(const std::string& path);
 // the path and the folder it must be under. The one check of every path a script names: the
 // sandbox's io functions, loadfile, dofile and require, and mls.data (every path field of a
 // dataset) and mls.project, which then open the resolved path.
+// The line of chunk `name` that an error message names first ("name:12: ..." or in its
+// traceback); 0 when it names none. For "=cell a" chunks, name is "cell a".
+int error_line(const std::string& message, const std::string& name);
+
 Result<std::string> sandbox_path(const ScriptOptions& o, const std::string& path, bool write);
 
 }  // namespace mls::lua

@@ -50,22 +50,6 @@ std::string chunkname(const std::string& id) {
   return "=cell " + id;
 }
 
-// The line in cell `id` an error message names first ("cell a:3: ..." or in its traceback).
-int error_line(const std::string& message, const std::string& id) {
-  const std::string tag = "cell " + id + ":";
-  for (size_t at = message.find(tag); at != std::string::npos; at = message.find(tag, at + 1)) {
-    size_t p = at + tag.size();
-    int line = 0;
-    bool digits = false;
-    while (p < message.size() && message[p] >= '0' && message[p] <= '9') {
-      line = line * 10 + (message[p++] - '0');
-      digits = true;
-    }
-    if (digits && p < message.size() && message[p] == ':') return line;
-  }
-  return 0;
-}
-
 // A table's contents, to tell an in-place change: keys and values to a bounded depth, nested
 // tables deeper than that and userdata (tensors: immutable) by identity.
 uint64_t mix(uint64_t x) {
@@ -317,7 +301,7 @@ struct NotebookSession::Impl {
     if (!r) {
       out.ok = false;
       out.error = r.error().message;
-      out.error_line = error_line(out.error, id);
+      out.error_line = error_line(out.error, "cell " + id);
     }
     for (const Watched& w : watched) {
       bool table = false;
@@ -346,7 +330,7 @@ struct NotebookSession::Impl {
     if (!a || !a->ok) {
       out.ok = false;
       out.error = a ? a->error : "cell " + id + " is not a Lua cell";
-      out.error_line = error_line(out.error, id);
+      out.error_line = error_line(out.error, "cell " + id);
     } else if (graph.blocked(id)) {
       out.ok = false;
       for (const CellProblem& p : graph.problems())
