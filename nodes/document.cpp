@@ -61,7 +61,8 @@ class Parser : FieldReader {
     for (const auto& [key, value] : root.items()) {
       static const std::vector<std::string> known = {"format_version", "name",    "description",
                                                      "dataset",        "model",   "training",
-                                                     "layout",         "notebook"};
+                                                     "layout",         "notebook",
+                                                     "lab"};
       if (std::find(known.begin(), known.end(), key) == known.end())
         doc_.warnings.push_back(source_ + ": " + ptr("", key) + ": unknown key ignored");
     }
@@ -153,7 +154,8 @@ class Parser : FieldReader {
 
   Result<void> node(const json& n, const std::string& path) {
     if (!n.is_object()) return fail(path, "must be an object");
-    if (auto r = known_keys(n, path, {"id", "type", "version", "params", "device"}); !r) return r;
+    if (auto r = known_keys(n, path, {"id", "type", "version", "params", "device", "locked", "solution"}); !r)
+      return r;
     NodeDoc out;
     if (!n.contains("id")) return fail(path, "missing 'id'");
     if (auto r = string_field(n, path, "id", out.id); !r) return r;
@@ -219,6 +221,11 @@ class Parser : FieldReader {
           return r;
       if (out.device != "cpu") out.device.clear();
     }
+    for (auto [key, flag] : {std::pair{"locked", &out.locked}, std::pair{"solution", &out.solution}})
+      if (auto f = n.find(key); f != n.end()) {
+        if (!f->is_boolean()) return fail(ptr(path, key), "must be true or false");
+        *flag = f->get<bool>();
+      }
     doc_.nodes.push_back(std::move(out));
     return {};
   }
@@ -301,6 +308,17 @@ class Parser : FieldReader {
         doc_.notebook = std::move(*nb);
       }
     }
+    auto lab = section(root, "", "lab");
+    if (!lab) return lab.error();
+    if (*lab) {
+      auto l = parse_lab(**lab, source_);
+      if (!l && salvage_)
+        doc_.warnings.push_back(l.error().message + " (lab section left out)");
+      else if (!l)
+        return l.error();
+      else
+        doc_.lab = std::move(*l);
+    }
     return {};
   }
 
@@ -359,7 +377,7 @@ std::optional<Error> json_too_deep(std::string_view text, const std::string& sou
 bool Document::operator==(const Document& o) const {
   return format_version == o.format_version && name == o.name && description == o.description &&
          dataset == o.dataset && nodes == o.nodes && links == o.links && training == o.training &&
-         layout == o.layout && notebook == o.notebook && weights == o.weights;
+         layout == o.layout && notebook == o.notebook && weights == o.weights && lab == o.lab;
 }
 
 Result<Document> parse_document(std::string_view text, const std::string& source_name,

@@ -20,7 +20,7 @@
 //                 (every key in datasets/dataset_spec.h)
 //     "model": {
 //       "nodes": [{"id": "fc1", "type": "mls.linear", "version": 1,
-//                  "params": {"out_features": 256}}, ...],
+//                  "params": {"out_features": 256}}, ...],    (+ "device", "locked", "solution")
 //       "links": [{"from": "image:out", "to": "flat:in"}, ...]   "node:port"
 //     },
 //     "training": {"epochs": 5, "batch_size": 128, "seed": 0, "device": "cpu",
@@ -28,6 +28,7 @@
 //                  "clip_grad_norm": 0, "clip_grad_value": 0, "early_stopping": {...}},
 //                  (every key in nodes/training_spec.h)
 //     "layout": {"fc1": {"x": 40, "y": 80}, ...},  canvas positions; no meaning to training
+//     "lab": {"title": ..., "goals": [...]},      a lab's goals and limits (nodes/lab.h)
 //     "notebook": {"lazy": false, "cells": [...]}  Lua, Markdown and view cells (nodes/notebook.h)
 //   }
 //
@@ -50,6 +51,7 @@
 #include "engine/core/result.h"
 #include "datasets/dataset_spec.h"
 #include "nodes/catalogue.h"
+#include "nodes/lab.h"
 #include "nodes/notebook.h"
 #include "nodes/training_spec.h"
 
@@ -70,6 +72,10 @@ struct NodeDoc {
   // Where the node runs when the project trains on a GPU: "" the project's device, "cpu"
   // the host (its forward and backward; the plan copies its operands there and back).
   std::string device;
+  // Labs (nodes/lab.h): a locked node's type, parameters, device and input links cannot be
+  // edited; a solution node is left out of the student's copy.
+  bool locked = false;
+  bool solution = false;
   bool operator==(const NodeDoc&) const = default;
 };
 
@@ -92,6 +98,7 @@ struct Document {
   TrainingSpec training;
   nlohmann::json layout = nlohmann::json::object();  // node id -> {"x":..,"y":..}
   Notebook notebook;  // nodes/notebook.h; present false when the file has none
+  LabSpec lab;        // nodes/lab.h; present false when the project is not a lab
   // Things the loader fixed or ignored (renamed types, unknown keys). Not saved.
   std::vector<std::string> warnings;
 

@@ -44,6 +44,7 @@ std::string model_text(const Document& doc, const NodeCatalogue& catalogue) {
   model.format_version = doc.format_version;
   model.dataset = doc.dataset;
   model.nodes = doc.nodes;
+  for (NodeDoc& n : model.nodes) n.locked = n.solution = false;  // lab marks: not the model
   model.links = doc.links;
   model.weights = doc.weights;
   model.training = doc.training;
@@ -65,6 +66,8 @@ std::string serialize_document(const Document& doc, const NodeCatalogue& catalog
                      {"version", n.version},
                      {"params", params_json(n, catalogue)}});
     if (!n.device.empty()) nodes.back()["device"] = n.device;
+    if (n.locked) nodes.back()["locked"] = true;
+    if (n.solution) nodes.back()["solution"] = true;
   }
   ordered links = ordered::array();
   for (const LinkDoc& l : doc.links)
@@ -75,6 +78,7 @@ std::string serialize_document(const Document& doc, const NodeCatalogue& catalog
 
   root["training"] = training_json(doc.training);
   root["layout"] = layout_json(doc);
+  if (doc.lab.present) root["lab"] = lab_to_ordered_json(doc.lab);
   if (doc.notebook.present || doc.notebook.lazy || !doc.notebook.cells.empty())
     root["notebook"] = notebook_to_ordered_json(doc.notebook);
   // `replace` rather than throwing on a string that is not UTF-8: saving must not abort.

@@ -488,6 +488,23 @@ Result<LinkDoc> parse_link(const std::string& from, const std::string& to, const
   return LinkDoc{f->node, f->port, t->node, t->port};
 }
 
+// In a student's copy of a lab a locked node keeps its type, parameters, device and inputs.
+Result<void> node_unlocked(const Document& doc, const std::string& id, const std::string& what) {
+  if (!doc.lab.student) return {};
+  auto i = find_node(doc, id);
+  if (!i || !doc.nodes[*i].locked) return {};
+  return make_error(what + ": node " + q(id) + " is locked by the lab");
+}
+
+// ... and the links into it: a node that feeds a locked node keeps its id and stays.
+Result<void> feeds_unlocked(const Document& doc, const std::string& id, const std::string& what) {
+  if (!doc.lab.student) return {};
+  for (const LinkDoc& l : doc.links)
+    if (l.from_node == id)
+      if (auto r = node_unlocked(doc, l.to_node, what + " (it feeds a locked node)"); !r) return r;
+  return {};
+}
+
 }  // namespace
 
 EditResult make_add_node(const Document& doc, const std::string& id, const std::string& type,
@@ -508,6 +525,8 @@ EditResult make_add_node(const Document& doc, const std::string& id, const std::
 }
 
 EditResult make_remove_node(const Document& doc, const std::string& id) {
+  if (auto r = node_unlocked(doc, id, "cannot remove node " + q(id)); !r) return r.error();
+  if (auto r = feeds_unlocked(doc, id, "cannot remove node " + q(id)); !r) return r.error();
   return checked<RemoveNode>(doc, id);
 }
 
@@ -515,17 +534,22 @@ EditResult make_connect(const Document& doc, const std::string& from, const std:
                         const NodeCatalogue& catalogue) {
   Result<LinkDoc> link = parse_link(from, to, "link", "to");
   if (!link) return link.error();
+  if (auto r = node_unlocked(doc, link->to_node, "cannot link " + q(from) + " to " + q(to)); !r)
+    return r.error();
   return checked<Connect>(doc, std::move(*link), catalogue);
 }
 
 EditResult make_disconnect(const Document& doc, const std::string& from, const std::string& to) {
   Result<LinkDoc> link = parse_link(from, to, "unlink", "from");
   if (!link) return link.error();
+  if (auto r = node_unlocked(doc, link->to_node, "cannot unlink " + q(from) + " from " + q(to)); !r)
+    return r.error();
   return checked<Disconnect>(doc, std::move(*link));
 }
 
 EditResult make_set_params(const Document& doc, const std::string& id, const json& patch,
                            const NodeCatalogue& catalogue) {
+  if (auto r = node_unlocked(doc, id, "cannot set params of node " + q(id)); !r) return r.error();
   auto def = node_type(doc, id, catalogue);
   if (!def) return make_error("cannot set params of node " + q(id) + ": " + def.error().message);
   const std::string what = "cannot set params of node " + q(id) + " (" + (*def)->id + ")";
@@ -538,6 +562,8 @@ EditResult make_set_params(const Document& doc, const std::string& id, const jso
 }
 
 EditResult make_rename_node(const Document& doc, const std::string& id, const std::string& new_id) {
+  if (auto r = node_unlocked(doc, id, "cannot rename node " + q(id)); !r) return r.error();
+  if (auto r = feeds_unlocked(doc, id, "cannot rename node " + q(id)); !r) return r.error();
   if (!is_valid_node_id(new_id))
     return make_error("cannot rename node " + q(id) + " to " + q(new_id) +
                       ": a node id must start with a letter or '_' and hold only letters, " +
@@ -551,6 +577,8 @@ EditResult make_move_node(const Document& doc, const std::string& id, LayoutPos 
 
 EditResult make_set_node_device(const Document& doc, const std::string& id,
                                 const std::string& device) {
+  if (auto r = node_unlocked(doc, id, "cannot set the device of node " + q(id)); !r)
+    return r.error();
   return checked<SetNodeDevice>(doc, id, device);
 }
 

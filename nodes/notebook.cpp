@@ -34,11 +34,13 @@ Result<std::string> read_source(const json& s, const std::string& where) {
 
 Result<Cell> parse_cell(const json& c, const std::string& source_name, const std::string& path) {
   if (!c.is_object()) return make_error(at(source_name, path) + "must be an object");
-  static const std::vector<std::string> keys = {"id", "kind", "source", "view", "on_demand"};
+  static const std::vector<std::string> keys = {"id",        "kind", "source", "view",
+                                                "on_demand", "role", "starter"};
   for (const auto& [key, value] : c.items())
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
       return make_error(at(source_name, path + "/" + key) + "unknown key '" + key +
-                        "' (expected 'id', 'kind', 'source', 'view', 'on_demand')");
+                        "' (expected 'id', 'kind', 'source', 'view', 'on_demand', 'role', "
+                        "'starter')");
   Cell cell;
   auto id = c.find("id");
   if (id == c.end()) return make_error(at(source_name, path) + "a cell needs an \"id\"");
@@ -74,6 +76,26 @@ Result<Cell> parse_cell(const json& c, const std::string& source_name, const std
     if (!d->is_boolean())
       return make_error(at(source_name, path + "/on_demand") + "must be true or false");
     cell.on_demand = d->get<bool>();
+  }
+  if (auto r = c.find("role"); r != c.end()) {
+    std::optional<CellRole> role;
+    if (r->is_string() && !r->get<std::string>().empty())
+      role = parse_cell_role(r->get<std::string>());
+    if (!role)
+      return make_error(at(source_name, path + "/role") + "unknown role " + r->dump() +
+                        " (expected 'locked', 'answer', 'check', 'hidden-check')");
+    if (cell.kind != CellKind::Lua && *role != CellRole::Locked)
+      return make_error(at(source_name, path + "/role") + "a " +
+                        std::string(cell_kind_name(cell.kind)) +
+                        " cell can only be 'locked' (answers and checks are Lua cells)");
+    cell.role = *role;
+  }
+  if (auto s = c.find("starter"); s != c.end()) {
+    if (cell.role != CellRole::Answer)
+      return make_error(at(source_name, path + "/starter") + "only an answer cell has a starter");
+    auto src = read_source(*s, at(source_name, path + "/starter"));
+    if (!src) return src.error();
+    cell.starter = std::move(*src);
   }
   return cell;
 }
@@ -127,6 +149,28 @@ std::string_view cell_kind_name(CellKind k) {
   return "lua";
 }
 
+std::string_view cell_role_name(CellRole r) {
+  switch (r) {
+    case CellRole::Free:
+      return "";
+    case CellRole::Locked:
+      return "locked";
+    case CellRole::Answer:
+      return "answer";
+    case CellRole::Check:
+      return "check";
+    case CellRole::HiddenCheck:
+      return "hidden-check";
+  }
+  return "";
+}
+
+std::optional<CellRole> parse_cell_role(std::string_view name) {
+  for (CellRole r : {CellRole::Locked, CellRole::Answer, CellRole::Check, CellRole::HiddenCheck})
+    if (cell_role_name(r) == name) return r;
+  return std::nullopt;
+}
+
 bool is_cell_view(std::string_view view) {
   return std::any_of(std::begin(kCellViews), std::end(kCellViews),
                      [&](const char* k) { return view == k; });
@@ -169,6 +213,21 @@ nlohmann::json notebook_to_json(const Notebook& nb) {
   return nlohmann::json::parse(notebook_to_ordered_json(nb).dump());
 }
 
+namespace {
+// A text as an array of its lines (diffs stay readable).
+nlohmann::ordered_json lines_json(const std::string& text) {
+  nlohmann::ordered_json lines = nlohmann::ordered_json::array();
+  size_t start = 0;
+  while (true) {
+    size_t nl = text.find('\n', start);
+    lines.push_back(text.substr(start, nl == std::string::npos ? nl : nl - start));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return lines;
+}
+}  // namespace
+
 nlohmann::ordered_json notebook_to_ordered_json(const Notebook& nb) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   if (nb.lazy) out["lazy"] = true;
@@ -179,17 +238,11 @@ nlohmann::ordered_json notebook_to_ordered_json(const Notebook& nb) {
       if (!c.source.empty()) cell["source"] = c.source;
       cell["view"] = c.view;
     } else {
-      nlohmann::ordered_json lines = nlohmann::ordered_json::array();
-      size_t start = 0;
-      while (true) {
-        size_t nl = c.source.find('\n', start);
-        lines.push_back(c.source.substr(start, nl == std::string::npos ? nl : nl - start));
-        if (nl == std::string::npos) break;
-        start = nl + 1;
-      }
-      cell["source"] = std::move(lines);
+      cell["source"] = lines_json(c.source);
     }
     if (c.on_demand) cell["on_demand"] = true;
+    if (c.role != CellRole::Free) cell["role"] = std::string(cell_role_name(c.role));
+    if (c.role == CellRole::Answer && !c.starter.empty()) cell["starter"] = lines_json(c.starter);
     cells.push_back(std::move(cell));
   }
   out["cells"] = std::move(cells);

@@ -16,12 +16,17 @@
 //     "cells": [
 //       {"id": "intro", "kind": "markdown", "source": ["# A tour", "", "Text..."]},
 //       {"id": "data", "kind": "lua", "source": ["x = mls.randn{4, 4}"], "on_demand": true},
-//       {"id": "v1", "kind": "view", "view": "graph"}
+//       {"id": "v1", "kind": "view", "view": "graph"},
+//       {"id": "q1", "kind": "lua", "role": "answer", "source": ["y = x * 2"],
+//        "starter": ["-- your code"]},
+//       {"id": "c1", "kind": "lua", "role": "check", "source": ["lab.near('q1', y, 4, 0)"]}
 //     ]
 //   }
 //
 // "source" is an array of lines (a single string is accepted when loading). Cell ids match
 // the node id rule and are unique within the notebook. Unknown keys in a cell are errors.
+// "role" and "starter" belong to labs (nodes/lab.h): "locked", "answer", "check",
+// "hidden-check"; absent for an ordinary cell.
 #pragma once
 
 #include <optional>
@@ -44,6 +49,11 @@ inline constexpr const char* kCellViews[] = {"graph", "step", "dashboard", "memo
 bool is_cell_view(std::string_view view);  // one of kCellViews
 std::string cell_views_list();             // "'graph', 'step', 'dashboard', 'memory'"
 
+// A cell's part in a lab (nodes/lab.h). Free: an ordinary cell.
+enum class CellRole { Free, Locked, Answer, Check, HiddenCheck };
+std::string_view cell_role_name(CellRole r);  // "", "locked", "answer", "check", "hidden-check"
+std::optional<CellRole> parse_cell_role(std::string_view name);
+
 struct Cell {
   std::string id;  // stable; "" in make_add_cell: a fresh one ("cell1", "cell2", ...)
   CellKind kind = CellKind::Lua;
@@ -51,6 +61,8 @@ struct Cell {
   std::string view;    // a view cell's view: one of kCellViews
   // "Run only when asked": never re-run as a dependent of another cell, marked stale instead.
   bool on_demand = false;
+  CellRole role = CellRole::Free;  // labs only
+  std::string starter;             // an answer cell's text in the student's copy (lab pack)
   bool operator==(const Cell&) const = default;
 };
 

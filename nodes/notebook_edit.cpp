@@ -69,6 +69,21 @@ EditResult make(const Document& doc, std::string text, NotebookCommand::Change c
       new NotebookCommand(std::move(text), std::move(change), std::move(merge_key)));
 }
 
+// In a student's copy of a lab (LabSpec::student) only ordinary and answer cells change;
+// answer cells stay where they are, so the grader finds them.
+Result<void> lab_allows(const Document& doc, const std::string& id, const char* verb,
+                        bool answers_too) {
+  if (!doc.lab.student) return {};
+  const Cell* c = doc.notebook.find(id);
+  if (!c || c->role == CellRole::Free) return {};
+  if (answers_too && c->role == CellRole::Answer) return {};
+  return make_error("cell '" + id + "' is " +
+                    (c->role == CellRole::Answer ? std::string("an answer cell of the lab")
+                                                 : "locked by the lab (" +
+                                                       std::string(cell_role_name(c->role)) + ")") +
+                    ": it cannot be " + verb);
+}
+
 }  // namespace
 
 std::string fresh_cell_id(const Document& doc) {
@@ -80,6 +95,10 @@ std::string fresh_cell_id(const Document& doc) {
 
 EditResult make_add_cell(const Document& doc, size_t index, Cell cell) {
   if (cell.id.empty()) cell.id = fresh_cell_id(doc);
+  if (doc.lab.student && cell.role != CellRole::Free)
+    return make_error("cannot add cell '" + cell.id + "' as " +
+                      std::string(cell_role_name(cell.role)) +
+                      ": a student's copy of a lab adds ordinary cells only");
   std::string text = "Add cell " + cell.id;
   return make(doc, std::move(text), [index, cell](Notebook& nb) -> Result<void> {
     if (auto r = check_cell(nb, cell); !r) return r;
@@ -90,6 +109,7 @@ EditResult make_add_cell(const Document& doc, size_t index, Cell cell) {
 }
 
 EditResult make_remove_cell(const Document& doc, const std::string& id) {
+  if (auto r = lab_allows(doc, id, "removed", false); !r) return r.error();
   return make(doc, "Remove cell " + id, [id](Notebook& nb) -> Result<void> {
     auto i = cell_index(nb, id);
     if (!i) return i.error();
@@ -99,6 +119,7 @@ EditResult make_remove_cell(const Document& doc, const std::string& id) {
 }
 
 EditResult make_move_cell(const Document& doc, const std::string& id, size_t to_index) {
+  if (auto r = lab_allows(doc, id, "moved", false); !r) return r.error();
   return make(doc, "Move cell " + id, [id, to_index](Notebook& nb) -> Result<void> {
     auto i = cell_index(nb, id);
     if (!i) return i.error();
@@ -111,6 +132,7 @@ EditResult make_move_cell(const Document& doc, const std::string& id, size_t to_
 }
 
 EditResult make_set_cell_source(const Document& doc, const std::string& id, std::string source) {
+  if (auto r = lab_allows(doc, id, "edited", true); !r) return r.error();
   // Typing into a cell is a run of these: one merge key per cell (kMergeIdle).
   return make(
       doc, "Edit cell " + id,
@@ -137,6 +159,7 @@ EditResult make_set_cell_on_demand(const Document& doc, const std::string& id, b
 }
 
 EditResult make_set_cell_view(const Document& doc, const std::string& id, std::string view) {
+  if (auto r = lab_allows(doc, id, "changed", false); !r) return r.error();
   return make(doc, "Show " + view + " in cell " + id, [id, view](Notebook& nb) -> Result<void> {
     auto i = cell_index(nb, id);
     if (!i) return i.error();
@@ -147,6 +170,27 @@ EditResult make_set_cell_view(const Document& doc, const std::string& id, std::s
       return make_error("view cell '" + id + "': unknown view '" + view + "' (expected " +
                         cell_views_list() + ")");
     nb.cells[*i].view = view;
+    return {};
+  });
+}
+
+EditResult make_set_cell_role(const Document& doc, const std::string& id, CellRole role,
+                              std::string starter) {
+  if (doc.lab.student)
+    return make_error("cell '" + id +
+                      "': a student's copy of a lab cannot change a cell's role (edit the lab)");
+  std::string name(cell_role_name(role));
+  std::string text = role == CellRole::Free ? "Make cell " + id + " ordinary"
+                                            : "Make cell " + id + " " + name;
+  return make(doc, std::move(text), [id, role, starter](Notebook& nb) -> Result<void> {
+    auto i = cell_index(nb, id);
+    if (!i) return i.error();
+    Cell& c = nb.cells[*i];
+    if (c.kind != CellKind::Lua && role != CellRole::Free && role != CellRole::Locked)
+      return make_error(std::string(cell_kind_name(c.kind)) + " cell '" + id +
+                        "' can only be locked (answers and checks are Lua cells)");
+    c.role = role;
+    c.starter = role == CellRole::Answer ? starter : std::string();
     return {};
   });
 }

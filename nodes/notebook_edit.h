@@ -42,6 +42,12 @@ EditResult make_set_cell_on_demand(const Document& doc, const std::string& id, b
 // Text: "Show VIEW in cell ID".
 EditResult make_set_cell_view(const Document& doc, const std::string& id, std::string view);
 
+// A lab author's edit (nodes/lab.h): the cell's role, and an answer cell's starter text.
+// Refused in a student's copy of a lab, where locked cells cannot be edited, moved or
+// removed, answer cells only edited, and new cells are ordinary. Text: "Make cell ID locked".
+EditResult make_set_cell_role(const Document& doc, const std::string& id, CellRole role,
+                              std::string starter = {});
+
 // Lazy mode (Notebook::lazy). Text: "Lazy notebook" / "Reactive notebook".
 EditResult make_set_notebook_lazy(const Document& doc, bool lazy);
 

@@ -139,6 +139,8 @@ struct NotebookSession::Impl {
   Backend& backend;
   ScriptOptions options;
   std::unique_ptr<LuaHost> host;
+  nodes::LabSpec lab;                  // the goals check cells report
+  std::unique_ptr<LabChecks> checks;   // over host's state
   const std::atomic<bool>* interrupt = nullptr;
   bool lazy = false;
   std::string project_hash = "-";  // of set_project_text's text
@@ -153,8 +155,22 @@ struct NotebookSession::Impl {
   std::vector<std::pair<std::string, CellProblem>> mutations;
   std::vector<CellProblem> problems;
 
-  Impl(Backend& b, ScriptOptions o) : backend(b), options(std::move(o)) {
+  Impl(Backend& b, ScriptOptions o) : backend(b), options(std::move(o)) { open_host(); }
+
+  // A fresh Lua state; the check cells' copy of its globals is taken before any cell runs.
+  void open_host() {
+    checks.reset();
     host = std::make_unique<LuaHost>(backend, options);
+    checks = std::make_unique<LabChecks>(host->state(), lab);
+    checks->on_report = [this](const GoalState& g) {
+      if (self && self->on_goal) self->on_goal(g);
+    };
+  }
+
+  const nodes::Cell* cell(const std::string& id) const {
+    for (const auto& c : cells)
+      if (c.id == id) return &c;
+    return nullptr;
   }
 
   const nodes::Cell* find(const std::string& id) const {
@@ -282,12 +298,20 @@ struct NotebookSession::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     Result<void> r;
     const std::string& code = a.chunk.empty() ? a.source : a.chunk;
+    const nodes::Cell* c = cell(id);
+    const bool check = c && nodes::is_check(c->role);
     if (luaL_loadbufferx(L, code.data(), code.size(), chunkname(id).c_str(), "t") != LUA_OK) {
       r = Error{lua_tostring(L, -1) ? lua_tostring(L, -1) : "syntax error"};
       lua_pop(L, 1);
     } else {
+      if (check) {  // lab_checks.h: the snapshot's libraries and `lab`, then the globals
+        checks->push_env();
+        lua_setupvalue(L, -2, 1);
+        checks->begin_cell(id);
+      }
       lua_setglobal(L, kCellFn);
       r = host->run_string(std::string(kCellReturn) + "(" + kCellFn + "())", "=notebook");
+      if (check) checks->end_cell(static_cast<bool>(r), r ? std::string() : r.error().message);
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -465,7 +489,7 @@ void NotebookSession::restart() {
   Impl& s = *impl_;
   auto widgets = s.host->runtime().widget_values;
   s.host.reset();
-  s.host = std::make_unique<LuaHost>(s.backend, s.options);
+  s.open_host();
   s.host->runtime().widget_values = std::move(widgets);
   if (s.interrupt) s.host->set_interrupt(s.interrupt);
   s.mutations.clear();
@@ -536,6 +560,25 @@ std::vector<std::string> NotebookSession::mark_project_changed() {
 
 void NotebookSession::set_project_text(const std::string& text) {
   impl_->project_hash = hex(fnv(kFnvBasis, text));
+}
+
+void NotebookSession::set_lab(const nodes::LabSpec& lab) {
+  impl_->lab = lab;
+  impl_->checks->set_lab(lab);
+}
+
+std::vector<GoalState> NotebookSession::lab_goals() const { return impl_->checks->goals(); }
+
+std::vector<std::string> NotebookSession::run_checks(bool hidden_too) {
+  Impl& s = *impl_;
+  s.checks->reset();
+  std::vector<std::string> ran;
+  for (const auto& c : s.cells) {
+    if (c.role != nodes::CellRole::Check && !(hidden_too && c.role == nodes::CellRole::HiddenCheck))
+      continue;
+    for (auto& id : run_to(c.id)) ran.push_back(std::move(id));
+  }
+  return ran;
 }
 
 void NotebookSession::set_interrupt(const std::atomic<bool>* flag) {

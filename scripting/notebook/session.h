@@ -42,6 +42,7 @@
 #include "scripting/lua_host.h"
 #include "scripting/notebook/cell_graph.h"
 #include "scripting/notebook/cell_output.h"
+#include "scripting/notebook/lab_checks.h"
 
 namespace mls::lua {
 
@@ -99,6 +100,15 @@ class NotebookSession {
   std::string current_hash(const std::string& id) const;
 
   LuaHost& host();
+
+  // Labs (nodes/lab.h). Check cells (roles check and hidden-check) run with the `lab` table
+  // and a copy of the globals taken when the Lua state was made (lab_checks.h); they report
+  // the goals given here. run_checks runs the visible checks (and the hidden ones when
+  // asked) with what they need, after forgetting earlier reports: "Check my work".
+  void set_lab(const nodes::LabSpec& lab);
+  std::vector<GoalState> lab_goals() const;
+  std::vector<std::string> run_checks(bool hidden_too = false);
+  std::function<void(const GoalState&)> on_goal;  // each report, as it happens
 
  private:
   struct Impl;

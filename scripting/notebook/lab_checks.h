@@ -1,0 +1,86 @@
+// The checks of a lab (nodes/lab.h): what a check cell may call and where its results go.
+//
+//   LabChecks checks(L, lab_spec);      // before any submitted code runs: takes the snapshot
+//   checks.begin_cell("c1");            // then load the check cell's chunk and
+//   checks.push_env();                  // set it as the chunk's _ENV (upvalue 1)
+//   ... run it ...
+//   checks.end_cell(ok, error);
+//   for (const GoalState& g : checks.goals()) ...   // passed, message
+//
+// A check cell reads the student's globals, but the libraries it calls (math, string,
+// table, mls, pairs, ...) and the `lab` table come from a copy of the globals taken before
+// any cell ran: a submission that replaces math.abs, mls.train or lab.check changes its own
+// world, not the checks'. `lab` exists only for check cells. lab.* are C functions that take
+// plain Lua numbers, strings and booleans (no metamethods), so a returned object cannot
+// lie about a comparison.
+//
+// In a check cell:
+//   lab.check(goal, ok [, message])        ok: a boolean
+//   lab.near(goal, got, want, tol)         |got - want| <= tol
+//   lab.at_least(goal, got, min) / lab.at_most(goal, got, max)
+//   lab.equal(goal, got, want)             numbers, strings, booleans, or arrays of them
+// A goal reported more than once passes only if every report passed. A goal never
+// reported fails with "not checked" (and names the check cell that failed, if one did).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nodes/lab.h"
+
+struct lua_State;
+
+namespace mls::lua {
+
+struct GoalState {
+  std::string id, text;
+  bool hidden = false;
+  bool reported = false;
+  bool passed = false;   // every report passed (false while not reported)
+  std::string message;   // the first failing report's, else the last passing one's
+  std::string cell;      // the check cell that reported it
+};
+
+class LabChecks {
+ public:
+  // Takes the snapshot of L's globals now (call before any untrusted code runs in L).
+  LabChecks(lua_State* L, nodes::LabSpec lab);
+  ~LabChecks();
+  LabChecks(const LabChecks&) = delete;
+  LabChecks& operator=(const LabChecks&) = delete;
+
+  // Pushes the environment table for a check cell (a fresh one per cell).
+  void push_env();
+  // Around each check cell's run: which cell reports, and how it ended.
+  void begin_cell(const std::string& cell_id);
+  void end_cell(bool ok, const std::string& error);
+
+  // One per lab goal, in the lab's order; unreported goals say why.
+  std::vector<GoalState> goals() const;
+  // Forgets every report (a new "Check my work").
+  void reset();
+  // Other goals (the snapshot stays); forgets the reports.
+  void set_lab(nodes::LabSpec lab) {
+    lab_ = std::move(lab);
+    reset();
+  }
+  // Called at each report (the grader streams them out of its child process).
+  std::function<void(const GoalState&)> on_report;
+
+  // For lab.* (C closures hold a pointer to this object).
+  void report(const std::string& goal, bool passed, const std::string& message);
+  const nodes::LabSpec& lab() const { return lab_; }
+
+ private:
+  lua_State* L_;
+  nodes::LabSpec lab_;
+  int trusted_ref_ = -2;       // registry: the copy of the globals (LUA_NOREF is -2)
+  int string_index_ref_ = -2;  // registry: the copied string table (strings' __index)
+  int saved_string_index_ref_ = -2;  // registry: strings' __index before the check cell
+  std::vector<GoalState> goals_;
+  std::string cell_;
+  std::vector<std::pair<std::string, std::string>> failed_cells_;  // (cell, error)
+};
+
+}  // namespace mls::lua
