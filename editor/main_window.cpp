@@ -34,6 +34,7 @@
 #include "engine/core/backend_registry.h"
 #include "editor/memory_view.h"
 #include "editor/run_dashboard.h"
+#include "editor/step_through_view.h"
 #include "editor/theme.h"
 #include "engine/train/progress_line.h"
 
@@ -292,6 +293,12 @@ void MainWindow::buildDocks() {
   // Tabbed with the Inspector, so the cells have the dock's height; in front when the opened
   // project has cells.
   tabifyDockWidget(ins, nb);
+  // Step through one training step node by node on the canvas (issue 27).
+  auto* st = new QDockWidget("Step through", this);
+  st->setObjectName("dock.step_through");
+  st->setWidget(new StepThroughView(&model_, scene_));
+  addDockWidget(Qt::RightDockWidgetArea, st);
+  tabifyDockWidget(ins, st);
   ins->raise();
   connect(&model_, &DocumentModel::reloaded, nb, [this, nb, ins] {
     (model_.doc().notebook.cells.empty() ? static_cast<QWidget*>(ins) : nb)->raise();

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "engine/autodiff/autodiff.h"
 #include "engine/train/mixed_precision.h"
@@ -405,6 +406,10 @@ void StepThrough::build_points(size_t forward_nodes, const ModelGraph& mg) {
         p.values.push_back(std::move(v));
       }
     }
+    // The wire's gradient first, then the parameters' in their order.
+    std::stable_sort(p.values.begin(), p.values.end(), [](const StepValue& a, const StepValue& b) {
+      return std::make_pair(a.role, a.param) < std::make_pair(b.role, b.param);
+    });
     if (p.values.empty() && !gr.nodes.empty()) {
       const Node& last = g.nodes()[static_cast<size_t>(gr.nodes.back())];
       p.values.push_back(

@@ -1,0 +1,379 @@
+#include "editor/step_through_view.h"
+
+#include <QComboBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QSvgRenderer>
+#include <QSvgWidget>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "editor/canvas.h"
+#include "engine/core/backend_registry.h"
+#include "scripting/notebook/plot.h"
+#include "scripting/notebook/rich_output.h"
+
+namespace mls::editor {
+
+namespace {
+
+using runner::StepThrough;
+using runner::StepValue;
+
+QString number(double v) {
+  return QString::number(v, 'g', 7);
+}
+
+const char* phase_label(StepPhase p) {
+  return p == StepPhase::Forward ? "forward" : p == StepPhase::Backward ? "backward" : "update";
+}
+
+// What the picture shows for a tensor: a heatmap (2-D, or 1-D as one row), an image grid (an
+// image batch), or the first sample's channels as images (N, C, H, W with other C).
+std::vector<lua::Figure> pictures(const Tensor& t, const std::string& title) {
+  const Shape& s = t.shape();
+  if (t.dtype() != DType::F32) return {};
+  if (s.size() == 1) {
+    auto r = t.reshape({1, s[0]});
+    return r ? lua::tensor_figures(*r, title) : std::vector<lua::Figure>{};
+  }
+  if (s.size() == 4 && s[1] != 1 && s[1] != 3 && t.is_contiguous()) {
+    auto r = t.slice(0, 0, 1).reshape({s[1], s[2], s[3]});
+    return r ? lua::tensor_figures(*r, title + " (sample 0, its channels)")
+             : std::vector<lua::Figure>{};
+  }
+  return lua::tensor_figures(t, title);
+}
+
+}  // namespace
+
+StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWidget* parent)
+    : QWidget(parent),
+      model_(model),
+      canvas_(canvas),
+      batch_(new QSpinBox),
+      step_(new QPushButton("Step")),
+      back_(new QPushButton("Step back")),
+      phase_end_(new QPushButton("To end of phase")),
+      next_(new QPushButton("Next batch")),
+      position_(new QLabel),
+      info_(new QLabel),
+      stats_(new QLabel),
+      values_(new QComboBox),
+      histogram_(new QSvgWidget),
+      picture_(new QSvgWidget),
+      picture_note_(new QLabel),
+      changes_(new QTableWidget) {
+  setObjectName("step.through");
+  batch_->setObjectName("step.batch");
+  step_->setObjectName("step.step");
+  back_->setObjectName("step.back");
+  phase_end_->setObjectName("step.phase_end");
+  next_->setObjectName("step.next");
+  position_->setObjectName("step.position");
+  info_->setObjectName("step.info");
+  stats_->setObjectName("step.stats");
+  values_->setObjectName("step.values");
+  histogram_->setObjectName("step.histogram");
+  picture_->setObjectName("step.picture");
+  changes_->setObjectName("step.changes");
+  batch_->setRange(0, 1 << 30);
+  batch_->setToolTip(
+      "The batch of the training split, in the run's order (0: the first of epoch 1)");
+  step_->setToolTip("One document node on: the forward, then the backward, then the update");
+  back_->setToolTip("One node back (the values are kept: nothing runs again)");
+  phase_end_->setToolTip("To the end of the forward, the backward or the update");
+  next_->setToolTip("The step again on the next batch, from the updated parameters");
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel("Batch"));
+  controls->addWidget(batch_);
+  controls->addWidget(step_);
+  controls->addWidget(back_);
+  controls->addWidget(phase_end_);
+  controls->addWidget(next_);
+  controls->addStretch(1);
+  QFont bold = position_->font();
+  bold.setBold(true);
+  position_->setFont(bold);
+  position_->setText("Pick a batch and press Step.");
+  position_->setWordWrap(true);
+  info_->setWordWrap(true);
+  stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  stats_->setWordWrap(true);
+  histogram_->setMinimumHeight(150);
+  histogram_->renderer()->setAspectRatioMode(Qt::KeepAspectRatio);
+  picture_->setMinimumHeight(220);
+  picture_->renderer()->setAspectRatioMode(Qt::KeepAspectRatio);
+  picture_note_->setWordWrap(true);
+  changes_->setColumnCount(5);
+  changes_->setHorizontalHeaderLabels({"parameter", "node", "|Δ|", "|Δ|/|w|", "max |Δ|"});
+  changes_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  changes_->verticalHeader()->hide();
+  changes_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  changes_->setMinimumHeight(150);
+
+  auto* body = new QWidget;
+  auto* col = new QVBoxLayout(body);
+  col->addWidget(position_);
+  col->addWidget(info_);
+  col->addWidget(values_);
+  col->addWidget(stats_);
+  col->addWidget(histogram_);
+  col->addWidget(picture_);
+  col->addWidget(picture_note_);
+  col->addWidget(changes_);
+  col->addStretch(1);
+  auto* scroll = new QScrollArea;
+  scroll->setWidgetResizable(true);
+  scroll->setWidget(body);
+  auto* top = new QVBoxLayout(this);
+  top->setContentsMargins(4, 4, 4, 4);
+  top->addLayout(controls);
+  top->addWidget(scroll, 1);
+
+  connect(step_, &QPushButton::clicked, this, [this] { act(Action::Step); });
+  connect(back_, &QPushButton::clicked, this, [this] { act(Action::Back); });
+  connect(phase_end_, &QPushButton::clicked, this, [this] { act(Action::PhaseEnd); });
+  connect(next_, &QPushButton::clicked, this, [this] { act(Action::NextBatch); });
+  connect(values_, &QComboBox::currentIndexChanged, this, [this] { showValue(); });
+  // An edit makes the step another one: it is evaluated again on the next press.
+  connect(model_, &DocumentModel::changed, this, [this] {
+    if (busy_) {
+      stale_ = true;
+      return;
+    }
+    if (st_) {
+      st_.reset();
+      error_.clear();
+      show();
+    }
+  });
+  show();
+}
+
+StepThroughView::~StepThroughView() {
+  watcher_.waitForFinished();
+}
+
+void StepThroughView::setBusy(bool on) {
+  busy_ = on;
+  for (QWidget* w :
+       std::initializer_list<QWidget*>{batch_, step_, back_, phase_end_, next_, values_})
+    w->setEnabled(!on);
+  if (on) position_->setText("Running the step…");
+}
+
+void StepThroughView::runJob(std::function<Result<void>(StepThrough&)> job,
+                             std::function<void()> then) {
+  setBusy(true);
+  error_.clear();
+  // The step moves to the worker and back: the GUI thread does not touch it meanwhile.
+  auto held = std::make_shared<std::unique_ptr<StepThrough>>(std::move(st_));
+  std::shared_ptr<const nodes::Document> doc;
+  if (!*held) doc = std::make_shared<const nodes::Document>(model_->doc());
+  const std::string path = model_->path();
+  watcher_.disconnect(this);
+  connect(&watcher_, &QFutureWatcher<Result<void>>::finished, this, [this, held, then] {
+    Result<void> r = watcher_.result();
+    st_ = std::move(*held);
+    setBusy(false);
+    if (stale_) {  // the document changed meanwhile: this step is not the project's any more
+      stale_ = false;
+      st_.reset();
+      error_ = "The project changed: press Step again.";
+    } else if (!r) {
+      error_ = QString::fromStdString(r.error().message);
+      if (st_ && !st_->evaluated()) st_.reset();
+    } else if (then) {
+      then();
+    }
+    show();
+    Q_EMIT updated();
+  });
+  watcher_.setFuture(QtConcurrent::run([held, doc, path, job]() -> Result<void> {
+    if (!*held) {
+      runner::ProjectOptions o;
+      o.path = path;
+      o.document = doc;
+      auto p = runner::open_project(o);
+      if (!p) return p.error();
+      auto backend = runner::open_backend(*p);
+      if (!backend) return backend.error();
+      auto opened = StepThrough::open(std::move(*p), **backend);
+      if (!opened) return opened.error();
+      *held = std::move(*opened);
+    }
+    return job(**held);
+  }));
+}
+
+void StepThroughView::act(Action a) {
+  if (busy_) return;
+  const int64_t batch = batch_->value();
+  const bool ready = st_ && st_->evaluated() && st_->batch() == batch;
+  if (a == Action::NextBatch) {
+    if (!st_ || !st_->evaluated()) {
+      runJob([batch](StepThrough& s) { return s.evaluate(batch); }, [this] { st_->step(); });
+      return;
+    }
+    runJob([](StepThrough& s) { return s.next_batch(); },
+           [this] {
+             QSignalBlocker block(batch_);
+             batch_->setValue(static_cast<int>(st_->batch()));
+             st_->step();
+           });
+    return;
+  }
+  if (!ready) {
+    // A new batch (or the first press): evaluate it from the step's starting parameters.
+    if (a == Action::Back) return;
+    runJob([batch](StepThrough& s) { return s.evaluate(batch); },
+           [this, a] {
+             if (a == Action::Step)
+               st_->step();
+             else
+               st_->to_end_of_phase();
+           });
+    return;
+  }
+  if (a == Action::Step) st_->step();
+  if (a == Action::Back) st_->step_back();
+  if (a == Action::PhaseEnd) st_->to_end_of_phase();
+  show();
+  Q_EMIT updated();
+}
+
+QString StepThroughView::positionText() const {
+  return position_->text();
+}
+
+const StepValue* StepThroughView::shownValue() const {
+  if (busy_ || !st_ || st_->cursor() < 0) return nullptr;
+  const auto& vals = st_->current().values;
+  const int i = values_->currentIndex();
+  return i >= 0 && i < static_cast<int>(vals.size()) ? &vals[static_cast<size_t>(i)] : nullptr;
+}
+
+void StepThroughView::show() {
+  const bool has = st_ && st_->evaluated();
+  back_->setEnabled(!busy_ && has && st_->cursor() >= 0);
+  if (!has) {
+    position_->setText(error_.isEmpty() ? "Pick a batch and press Step." : error_);
+    info_->clear();
+    QSignalBlocker block(values_);
+    values_->clear();
+    stats_->clear();
+    histogram_->load(QByteArray());
+    picture_->load(QByteArray());
+    picture_note_->clear();
+    changes_->hide();
+    return;
+  }
+  const StepThrough& s = *st_;
+  batch_->setMaximum(static_cast<int>(std::min<int64_t>(
+      s.batches_per_epoch() * std::max<int64_t>(s.project().doc.training.epochs, 1) - 1, 1 << 30)));
+  const int64_t epoch = s.batch() / s.batches_per_epoch() + 1;
+  info_->setText(QString("Batch %1 (epoch %2, %3 samples) · optimizer step %4 · loss %5 · lr %6")
+                     .arg(s.batch())
+                     .arg(epoch)
+                     .arg(s.batch_size())
+                     .arg(s.step_index())
+                     .arg(number(s.loss()))
+                     .arg(number(s.lr())));
+  if (s.cursor() < 0) {
+    position_->setText(
+        QString("Batch %1 evaluated: press Step to walk through it.").arg(s.batch()));
+    QSignalBlocker block(values_);
+    values_->clear();
+    showValue();
+    changes_->hide();
+    return;
+  }
+  const runner::StepPoint& p = s.current();
+  QString where = QString::fromStdString(p.node.empty() ? "(the backward's seed)" : p.node);
+  if (!p.type.empty()) where += " (" + QString::fromStdString(p.type) + ")";
+  position_->setText(QString("%1 %2/%3: %4")
+                         .arg(phase_label(p.phase))
+                         .arg(s.position_in_phase())
+                         .arg(s.phase_size(p.phase))
+                         .arg(where));
+  {
+    QSignalBlocker block(values_);
+    values_->clear();
+    for (const StepValue& v : p.values) values_->addItem(QString::fromStdString(v.caption));
+    values_->setCurrentIndex(p.values.empty() ? -1 : 0);
+  }
+  showValue();
+  if (p.phase == StepPhase::Optimizer)
+    showChanges();
+  else
+    changes_->hide();
+  if (canvas_ && !p.node.empty() && canvas_->nodeItem(p.node)) {
+    canvas_->selectNode(p.node);
+    for (QGraphicsView* v : canvas_->views()) v->ensureVisible(canvas_->nodeItem(p.node), 40, 40);
+  }
+}
+
+void StepThroughView::showValue() {
+  const StepValue* v = shownValue();
+  if (!v) {
+    stats_->clear();
+    histogram_->load(QByteArray());
+    picture_->load(QByteArray());
+    picture_note_->clear();
+    return;
+  }
+  const Tensor& t = st_->tensor(*v);
+  const runner::TensorStats s = runner::tensor_stats(t);
+  QString shape;
+  for (int64_t d : s.shape) shape += (shape.isEmpty() ? "" : ", ") + QString::number(d);
+  QString text =
+      QString(
+          "<b>%1</b><br>shape [%2] · %3 values<br>mean %4 · std %5<br>min %6 · max %7 · zeros %8%")
+          .arg(QString::fromStdString(v->caption).toHtmlEscaped(), shape)
+          .arg(s.count)
+          .arg(number(s.mean), number(s.std), number(s.min), number(s.max))
+          .arg(QString::number(100.0 * s.zero_fraction, 'f', 2));
+  if (s.non_finite)
+    text +=
+        QString("<br><font color='#c0392b'>%1 values are NaN or infinite</font>").arg(s.non_finite);
+  stats_->setText(text);
+  const std::vector<double> vals = t.to_f64();
+  auto h = plot::render_histogram(vals, 32, "histogram of " + v->caption);
+  histogram_->load(h ? QByteArray::fromStdString(*h) : QByteArray());
+  const std::vector<lua::Figure> figs = pictures(t, v->caption);
+  if (figs.empty()) {
+    picture_->load(QByteArray());
+    picture_->hide();
+    picture_note_->setText(t.rank() == 0 ? "A scalar: " + number(s.mean) : "");
+  } else {
+    picture_->show();
+    picture_->load(QByteArray::fromStdString(figs.front().svg));
+    picture_note_->setText(QString::fromStdString(figs.front().title));
+  }
+}
+
+void StepThroughView::showChanges() {
+  const auto& cs = st_->changes();
+  changes_->setRowCount(static_cast<int>(cs.size()));
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const runner::ParamChange& c = cs[i];
+    const QStringList cells{QString::fromStdString(c.name), QString::fromStdString(c.node),
+                            number(c.delta_norm), number(c.relative), number(c.max_abs_delta)};
+    for (int k = 0; k < cells.size(); ++k) {
+      auto* item = new QTableWidgetItem(cells[k]);
+      if (k >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      changes_->setItem(static_cast<int>(i), k, item);
+    }
+  }
+  changes_->show();
+}
+
+}  // namespace mls::editor
