@@ -23,6 +23,10 @@ const std::vector<HelpEntry>& help_entries() {
        "mls.project.open(\"model.mls\")"},
       {"mls.onnx", "mls.onnx", "write a model built in Lua as an ONNX file",
        "mls.onnx.export(net, \"net.onnx\", {input = {1, 28, 28}})"},
+      {"mls.teach", "mls.teach",
+       "teaching figures on your own function or project: eager against traced, the compiler's "
+       "passes, device placement, memory by category",
+       "mls.teach.passes(mls.project.open(\"model.mls\"))"},
       {"mls.plot", "mls.plot", "figures as SVG in a notebook cell's output (or file =)",
        "mls.plot.line{y = {1, 0.5, 0.25}, title = \"loss\"}"},
       {"mls.ui", "mls.ui", "notebook widgets bound to a global: slider, select, checkbox, button",
@@ -238,6 +242,31 @@ const std::vector<HelpEntry>& help_entries() {
        "mls.onnx.export(model, path, {input = {C, H, W} [, batch =, input_name =, output_name =]})",
        "writes model as ONNX (any batch size); returns {path, nodes, ops}",
        "mls.onnx.export(net, \"net.onnx\", {input = {1, 28, 28}})"},
+      // [mls.teach]
+      {"mls.teach.eager_vs_traced", "mls.teach.eager_vs_traced(f, ...)",
+       "runs f(...) eagerly (each op as Lua reaches it, recorded on the tape) and traces it into "
+       "a graph as mls.jit does; draws the op sequence beside the graph; returns {eager_ops, "
+       "graph_nodes, optimized_nodes, max_abs_diff} (eager against compiled result). The "
+       "arguments are floating-point tensors; ops that none of them feeds are not on the tape",
+       "mls.teach.eager_vs_traced(function(a, b) return (a * b + a):relu():sum() end, "
+       "mls.randn{2, 3}, mls.randn{2, 3}).eager_ops"},
+      {"mls.teach.passes", "mls.teach.passes(p | f, ...)",
+       "the compiler's passes on a project's training step (as the trainer builds it on its "
+       "device) or on a function traced with its arguments: node counts per pass, then the "
+       "graph before and after with fused kernels coloured; returns {{pass, nodes_before, "
+       "nodes_after}, ...}",
+       "mls.teach.passes(p)[1].nodes_before"},
+      {"mls.teach.placement", "mls.teach.placement(p [, {device = \"vulkan\"}])",
+       "the project's training step coloured by where each op runs: the device, a CPU fallback "
+       "(no kernel there) or the CPU by the project's choice; returns {device, device_ops, "
+       "cpu_ops, fallbacks = {names}, placed = {names}} (on the CPU every op counts as cpu)",
+       "mls.teach.placement(p).cpu_ops"},
+      {"mls.teach.memory", "mls.teach.memory(p [, {checkpointing = \"auto\"}])",
+       "memory of one training step by category from the compiler's memory plan, drawn as "
+       "bars: parameters, gradients, optimizer_state, activations, backward, workspace, "
+       "inputs, constants (each at its largest during the step) and total (the planned peak), "
+       "in bytes; with checkpointing, both configurations: {off = {...}, auto = {...}}",
+       "mls.teach.memory(p, {checkpointing = \"auto\"}).auto.activations"},
       // [mls.plot, mls.ui]
       {"mls.plot.line",
        "mls.plot.line{x =, y = | series = {{name =, x =, y =}, ...}, title =, xlabel =, ylabel =, "

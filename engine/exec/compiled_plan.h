@@ -105,6 +105,8 @@ class CompiledPlan {
   // schedule order; placed(): those run there because PlanOptions::host_labels asked.
   const std::vector<std::string>& fallbacks() const { return fallbacks_; }
   const std::vector<std::string>& placed() const { return placed_; }
+  // Whether graph node `node` runs on the host (a fallback or placed there).
+  bool on_host(size_t node) const { return node < on_host_.size() && on_host_[node]; }
   Backend& backend() const { return *backend_; }
   const Graph& graph() const { return *graph_; }
   // The schedule with each value's placement, for `mlstudio graph --plan` and tests.

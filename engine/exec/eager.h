@@ -59,6 +59,9 @@ class EagerSession final : public Emitter {
   void reset();
   size_t num_values() const { return count_; }
   size_t tape_size() const { return tape_count_; }
+  // The ops recorded since the last reset(), in the order they ran (the teaching figures
+  // draw them).
+  std::span<const TapeEntry> tape() const { return {tape_.data(), tape_count_}; }
   size_t cached_bytes() const;
   void release_cached_buffers();
   // Hands back a small buffer that its last holder is done with (a script's tensor that was
