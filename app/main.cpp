@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/grade_command.h"
+#include "app/gradebook_command.h"
 #include "engine/core/field_text.h"
 #include "engine/core/op.h"
 #include "engine/cpu/cpu_backend.h"
@@ -354,6 +356,13 @@ int main(int argc, char** argv) {
     c->callback([&nbo, action] { nbo.action = action; });
   }
 
+  mls::app::GradeOptions grade;
+  CLI::App* grade_cmd = mls::app::add_grade_command(app, grade);
+  mls::app::LabOptions lab;
+  CLI::App* lab_cmd = mls::app::add_lab_command(app, lab);
+  mls::app::GradebookOptions gbo;
+  CLI::App* gb_cmd = mls::app::add_gradebook_command(app, gbo);
+
   std::string gui_path;
   app.add_option("project", gui_path, "Open this project (.mls) in the editor")
       ->check(CLI::ExistingFile);
@@ -389,6 +398,9 @@ int main(int argc, char** argv) {
   }
   if (*lua_cmd) return mls::app::lua_command(lua);
   if (*nb_cmd) return mls::app::notebook_command(nbo);
+  if (*grade_cmd) return mls::app::grade_command(grade);
+  if (*lab_cmd) return mls::app::lab_command(lab);
+  if (*gb_cmd) return mls::app::gradebook_command(gbo);
   if (*graph_cmd) return mls::app::graph_command(graph);
   if (*eval_cmd) return mls::app::eval_command(eval);
   if (*predict_cmd) return mls::app::predict_command(predict);
