@@ -332,6 +332,8 @@ MLS_UNARY(abs, abs(e, x))
 MLS_UNARY(sign, sign(e, x))
 MLS_UNARY(relu, relu(e, x))
 MLS_UNARY(tanh, e.emit1("tanh", {x}))
+MLS_UNARY(sin, e.emit1("sin", {x}))
+MLS_UNARY(cos, e.emit1("cos", {x}))
 MLS_UNARY(sigmoid, e.emit1("sigmoid", {x}))
 MLS_UNARY(silu, silu(e, x))
 #undef MLS_UNARY
@@ -905,6 +907,8 @@ const luaL_Reg kMeta[] = {{"__add", l_add},
                           {"sign", l_sign},
                           {"relu", l_relu},
                           {"tanh", l_tanh},
+                          {"sin", l_sin},
+                          {"cos", l_cos},
                           {"sigmoid", l_sigmoid},
                           {"silu", l_silu},
                           {"gelu", l_gelu},
@@ -963,6 +967,8 @@ const luaL_Reg kFuncs[] = {{"tensor", l_tensor},
                            {"abs", l_abs},
                            {"relu", l_relu},
                            {"tanh", l_tanh},
+                           {"sin", l_sin},
+                           {"cos", l_cos},
                            {"sigmoid", l_sigmoid},
                            {"softmax", l_softmax},
                            {"log_softmax", l_log_softmax},

@@ -76,6 +76,12 @@ inline float scale(float x, float alpha) {
 inline float add_scalar(float x, float value) {
   return x + value;
 }
+inline float sin(float x) {
+  return std::sin(x);
+}
+inline float cos(float x) {
+  return std::cos(x);
+}
 
 // [SECTION] Binary
 

@@ -691,6 +691,8 @@ std::vector<OpMapping> make_table() {
       same("Sqrt", "sqrt"),
       same("Neg", "neg"),
       same("Abs", "abs"),
+      same("Sin", "sin"),
+      same("Cos", "cos"),
       same("Pow", "pow"),
       same("Max", "maximum"),
       same("Min", "minimum"),

@@ -48,6 +48,8 @@
   X(Clamp, clamp, clamp, 1, 2)                                 \
   X(Scale, scale, scale, 1, 1)                                 \
   X(AddScalar, add_scalar, add_scalar, 1, 1)                   \
+  X(Sin, sin, sin, 1, 0)                                       \
+  X(Cos, cos, cos, 1, 0)                                       \
   /* binary */                                                 \
   X(Add, add, add, 2, 0)                                       \
   X(Sub, sub, sub, 2, 0)                                       \

@@ -63,6 +63,24 @@ void register_elementwise_ops(OpRegistry& reg) {
         return one(mul(c.e, c.tan(0), add_scalar(c.e, neg(c.e, mul(c.e, y, y)), 1.0)));
       },
       s, "hyperbolic tangent");
+  // sin and cos over several periods, so every quadrant of a backend's range reduction runs.
+  OpSample periods = s;
+  periods.lo = -7.0;
+  periods.hi = 7.0;
+  def_unary(
+      reg, "sin", [](double x) { return std::sin(x); },
+      [](const GradContext& c) { return one(mul(c.e, c.gout(0), c.e.emit1("cos", {c.in(0)}))); },
+      [](const JvpContext& c) { return one(mul(c.e, c.tan(0), c.e.emit1("cos", {c.in(0)}))); },
+      periods, "sine (radians)");
+  def_unary(
+      reg, "cos", [](double x) { return std::cos(x); },
+      [](const GradContext& c) {  // -dy * sin(x)
+        return one(neg(c.e, mul(c.e, c.gout(0), c.e.emit1("sin", {c.in(0)}))));
+      },
+      [](const JvpContext& c) {
+        return one(neg(c.e, mul(c.e, c.tan(0), c.e.emit1("sin", {c.in(0)}))));
+      },
+      periods, "cosine (radians)");
   def_unary(
       reg, "sigmoid", [](double x) { return 1.0 / (1.0 + std::exp(-x)); },
       [](const GradContext& c) {  // dy * y * (1 - y)

@@ -133,7 +133,7 @@ TEST_CASE(
                          "transpose",  "concat",     "mean",
                          "layer_norm", "scale",      "add_scalar",
                          "clamp",      "leaky_relu", "silu",
-                         "expand"}) {
+                         "expand",     "sin",        "cos"}) {
     INFO(op);
     CHECK(written.count(op));
   }

@@ -93,6 +93,13 @@ __device__ inline float scale_f(float x, float alpha) {
 __device__ inline float add_scalar_f(float x, float value) {
   return x + value;
 }
+// sinf and cosf (not the __sinf intrinsics): full range reduction, a few ulp.
+__device__ inline float sin_f(float x) {
+  return sinf(x);
+}
+__device__ inline float cos_f(float x) {
+  return cosf(x);
+}
 __device__ inline float add_f(float a, float b) {
   return a + b;
 }
