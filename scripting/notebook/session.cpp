@@ -159,7 +159,8 @@ struct NotebookSession::Impl {
 
   // A fresh Lua state; the check cells' copy of its globals is taken before any cell runs.
   void open_host() {
-    checks.reset();
+    checks.reset();  // before the state it holds references in
+    host.reset();
     host = std::make_unique<LuaHost>(backend, options);
     checks = std::make_unique<LabChecks>(host->state(), lab);
     checks->on_report = [this](const GoalState& g) {
@@ -488,7 +489,6 @@ void NotebookSession::set_lazy(bool lazy) {
 void NotebookSession::restart() {
   Impl& s = *impl_;
   auto widgets = s.host->runtime().widget_values;
-  s.host.reset();
   s.open_host();
   s.host->runtime().widget_values = std::move(widgets);
   if (s.interrupt) s.host->set_interrupt(s.interrupt);

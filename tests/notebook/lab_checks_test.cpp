@@ -1,0 +1,159 @@
+// Check cells (scripting/notebook/lab_checks.h): the `lab` table exists only for them, they
+// call the libraries as they were before any cell ran, and their reports become goals.
+#include <catch2/catch.hpp>
+#include <lua.hpp>
+
+#include "engine/cpu/cpu_backend.h"
+#include "scripting/notebook/session.h"
+
+using namespace mls;
+using namespace mls::lua;
+
+namespace {
+
+nodes::Cell cell(std::string id, std::string src, nodes::CellRole role = nodes::CellRole::Free) {
+  nodes::Cell c;
+  c.id = std::move(id);
+  c.source = std::move(src);
+  c.role = role;
+  return c;
+}
+constexpr auto kCheck = nodes::CellRole::Check;
+
+ScriptOptions options() {
+  ScriptOptions o;
+  o.sandbox = true;
+  o.root = ".";
+  o.db_path = ":memory:";
+  return o;
+}
+
+nodes::LabSpec spec() {
+  nodes::LabSpec l;
+  l.present = true;
+  l.goals = {{"value", "f(2) = 8", false}, {"deriv", "f'(2) = 12", false},
+             {"shape", "the shape is 2x3", false}, {"secret", "hidden", true}};
+  return l;
+}
+
+const GoalState& goal(const std::vector<GoalState>& gs, const std::string& id) {
+  for (const auto& g : gs)
+    if (g.id == id) return g;
+  FAIL("no goal " << id);
+  return gs.front();
+}
+
+}  // namespace
+
+TEST_CASE("lab checks: reports become goals; unreported goals say why", "[notebook][lab]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  std::vector<std::string> streamed;
+  s.on_goal = [&](const GoalState& g) { streamed.push_back(g.id); };
+  s.set_cells({cell("answer", "function f(x) return x * x * x end\nshape = {2, 3}"),
+               cell("c1",
+                    "lab.near('value', f(2), 8, 1e-12)\n"
+                    "lab.equal('shape', shape, {2, 3})\n"
+                    "lab.at_least('deriv', 11, 12)\n"
+                    "lab.at_most('deriv', 11, 12)",
+                    kCheck),
+               cell("c2", "lab.check('secret', f(1) == 1)\nerror('the check broke here')", kCheck)});
+  s.run_all();
+  const auto g = s.lab_goals();
+  REQUIRE(g.size() == 4);
+  CHECK(goal(g, "value").passed);
+  CHECK(goal(g, "value").message == "got 8, want 8 ± 1e-12");
+  CHECK(goal(g, "shape").passed);
+  CHECK(goal(g, "shape").message == "got {2, 3}");
+  // Reported twice, failed once: failed, with the failing report's words.
+  CHECK_FALSE(goal(g, "deriv").passed);
+  CHECK(goal(g, "deriv").message == "got 11, want ≥ 12");
+  CHECK(goal(g, "secret").passed);
+  CHECK(streamed == std::vector<std::string>{"value", "shape", "deriv", "deriv", "secret"});
+  // A check cell that fails still fails its output, naming its line.
+  REQUIRE(s.output("c2"));
+  CHECK_FALSE(s.output("c2")->ok);
+  CHECK(s.output("c2")->error.find("cell c2:2:") != std::string::npos);
+
+  // An unreported goal: "not checked", naming the check that failed first.
+  s.set_cell(cell("c2", "error('broken before reporting')", kCheck), 2);
+  s.run_checks(true);
+  const auto g2 = s.lab_goals();
+  CHECK_FALSE(goal(g2, "secret").reported);
+  CHECK_FALSE(goal(g2, "secret").passed);
+  CHECK(goal(g2, "secret").message.find("not checked: check cell 'c2' failed") == 0);
+}
+
+TEST_CASE("lab checks: a submission cannot reach lab or change what the checks call",
+          "[notebook][lab]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({
+      cell("probe", "had_lab = rawget(_G, 'lab') ~= nil\n"
+                    "ok_call = pcall(function() rawget(_G, 'lab').check('value', true) end)"),
+      cell("cheat",
+           "lab = {near = function() return true end, check = function() end}\n"
+           "math.abs = function() return 0 end\n"
+           "string.rep = function() return 'forged' end\n"
+           "mls.tensor = function() error('sabotaged') end\n"
+           "function f(x) return 0 end"),
+      cell("c1",
+           "lab.near('value', f(2), 8, 0.5)\n"
+           "lab.check('deriv', math.abs(-3) == 3 and ('ab'):rep(2) == 'abab')\n"
+           "lab.check('shape', mls.tensor{{1, 2, 3}, {4, 5, 6}}:shape()[2] == 3)",
+           kCheck),
+  });
+  s.run_all();
+  lua_State* L = s.host().state();
+  lua_getglobal(L, "had_lab");
+  CHECK_FALSE(lua_toboolean(L, -1));
+  lua_getglobal(L, "ok_call");
+  CHECK_FALSE(lua_toboolean(L, -1));
+  lua_pop(L, 2);
+  const auto g = s.lab_goals();
+  CHECK_FALSE(goal(g, "value").passed);  // the real lab.near: f(2) = 0 is not 8
+  CHECK(goal(g, "value").message == "got 0, want 8 ± 0.5");
+  CHECK(goal(g, "deriv").passed);  // the checks' math.abs and string.rep are the originals
+  CHECK(goal(g, "shape").passed);  // ... and mls.tensor
+  // After the checks, the student's own world is as the student left it.
+  REQUIRE(s.host().run_string("forged = ('ab'):rep(2)"));
+  lua_getglobal(L, "forged");
+  CHECK(std::string(lua_tostring(L, -1)) == "forged");
+  lua_pop(L, 1);
+}
+
+TEST_CASE("lab checks: values must be plain; goals must exist", "[notebook][lab]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({
+      cell("liar", "liar = setmetatable({}, {__sub = function() return 0 end, __le = function() return true end})"),
+      cell("c1", "lab.near('value', liar, 8, 1)", kCheck),
+      cell("c2", "lab.check('nope', true)", kCheck),
+      cell("c3", "lab.check('deriv', 1)", kCheck),
+      cell("c4", "lab.near('shape', mls.tensor{8}, 8, 1)", kCheck),
+  });
+  s.run_all();
+  CHECK(s.output("c1")->error.find("lab.near: the value must be a number, got table") != std::string::npos);
+  CHECK(s.output("c2")->error.find("no goal 'nope' in this lab (its goals: value, deriv, shape, secret)") != std::string::npos);
+  CHECK(s.output("c3")->error.find("lab.check: the second argument must be true or false") != std::string::npos);
+  CHECK(s.output("c4")->error.find("pass t:item()") != std::string::npos);
+  for (const auto& g : s.lab_goals()) CHECK_FALSE(g.passed);
+}
+
+TEST_CASE("lab checks: Check my work runs the visible checks again, fresh", "[notebook][lab]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({cell("answer", "y = 7"), cell("c1", "lab.near('value', y, 8, 0)", kCheck),
+               cell("h1", "lab.check('secret', true)", nodes::CellRole::HiddenCheck)});
+  s.run_checks();
+  CHECK_FALSE(goal(s.lab_goals(), "value").passed);
+  CHECK_FALSE(goal(s.lab_goals(), "secret").reported);  // hidden: not run
+  s.set_cell(cell("answer", "y = 8"), 0);
+  s.run_checks();
+  CHECK(goal(s.lab_goals(), "value").passed);
+  // Restart keeps the lab; the copy is taken again from the fresh state.
+  s.restart();
+  s.run_checks(true);
+  CHECK(goal(s.lab_goals(), "value").passed);
+  CHECK(goal(s.lab_goals(), "secret").passed);
+}
