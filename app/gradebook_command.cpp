@@ -76,6 +76,7 @@ struct Report {
   std::vector<GoalDef> goals;
   std::vector<GradedSubmission> subs;
   std::vector<GoalRate> rates;
+  int best_over = 0;  // > 0: subs are each student's best over this many gradings of the lab
 };
 
 Result<Report> read_report(const store::Gradebook& gb, int64_t id) {
@@ -108,11 +109,17 @@ void print_gradings(std::FILE* out, const std::string& path, const std::vector<G
 
 void print_report(std::FILE* out, const Report& r) {
   const Grading& g = r.grading;
-  std::fprintf(out, "\ngrading %lld: %s (%s, lab hash %s), started %s, %d submission%s, %s s\n",
-               static_cast<long long>(g.id), terminal_safe(g.lab_title).c_str(),
-               terminal_safe(g.lab_path).c_str(), terminal_safe(g.lab_hash).c_str(),
-               terminal_safe(g.started_at).c_str(), g.submissions, g.submissions == 1 ? "" : "s",
-               fixed(g.wall_seconds, 1).c_str());
+  if (r.best_over > 0) {
+    std::fprintf(out, "\n%s (%s, lab hash %s): each student's best over %d grading%s\n",
+                 terminal_safe(g.lab_title).c_str(), terminal_safe(g.lab_path).c_str(),
+                 terminal_safe(g.lab_hash).c_str(), r.best_over, r.best_over == 1 ? "" : "s");
+  } else {
+    std::fprintf(out, "\ngrading %lld: %s (%s, lab hash %s), started %s, %d submission%s, %s s\n",
+                 static_cast<long long>(g.id), terminal_safe(g.lab_title).c_str(),
+                 terminal_safe(g.lab_path).c_str(), terminal_safe(g.lab_hash).c_str(),
+                 terminal_safe(g.started_at).c_str(), g.submissions, g.submissions == 1 ? "" : "s",
+                 fixed(g.wall_seconds, 1).c_str());
+  }
   size_t w = 8;
   for (const GradedSubmission& s : r.subs) w = std::max(w, terminal_safe(s.student).size() + 1);
   const int total = static_cast<int>(r.goals.size());
@@ -231,16 +238,32 @@ int gradebook_command(const GradebookOptions& o, std::FILE* out) {
   const int64_t id = o.grading != 0 ? o.grading : gs->front().id;
   Result<Report> r = read_report(*gb, id);
   if (!r) return failed(r.error().message);
+  if (o.best) {
+    // The same lab's goals (its hash covers them), each student's best submission.
+    Result<std::vector<GradedSubmission>> best = gb->best_per_student(r->grading.lab_hash);
+    if (!best) return failed(best.error().message);
+    r->subs = std::move(*best);
+    for (GoalRate& rate : r->rates) {
+      rate.total = static_cast<int>(r->subs.size());
+      rate.passed = 0;
+      for (const GradedSubmission& s : r->subs)
+        for (const GoalResult& res : s.goals)
+          rate.passed += res.goal_id == rate.goal_id && res.passed;
+    }
+    int over = 0;
+    for (const Grading& g : *gs) over += g.lab_hash == r->grading.lab_hash;
+    r->best_over = over;
+  }
   if (o.csv) {
     print_csv(out, *r);
   } else if (o.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const Grading& g : *gs) list.push_back(grading_json(g));
-    std::fprintf(
-        out, "%s\n",
-        dump({{"gradebook", o.path}, {"gradings", list}, {"grading", report_json(*r)}}).c_str());
+    nlohmann::json j = {{"gradebook", o.path}, {"gradings", list}};
+    j[o.best ? "best" : "grading"] = report_json(*r);
+    std::fprintf(out, "%s\n", dump(j).c_str());
   } else {
-    if (o.grading == 0) print_gradings(out, o.path, *gs);
+    if (o.grading == 0 && !o.best) print_gradings(out, o.path, *gs);
     print_report(out, *r);
   }
   return 0;
@@ -256,6 +279,8 @@ CLI::App* add_gradebook_command(CLI::App& app, GradebookOptions& o) {
   CLI::Option* csv =
       c->add_flag("--csv", o.csv, "One row per student and goal: student,goal,passed,message");
   c->add_flag("--json", o.json, "JSON output")->excludes(csv);
+  c->add_flag("--best", o.best,
+              "Each student's best result over every grading of the same lab (resubmissions)");
   return c;
 }
 

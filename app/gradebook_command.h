@@ -9,6 +9,8 @@
 //   mlstudio gradebook class.db --csv > g.csv   student,goal,passed,message: one row per
 //                                               student and goal, for a spreadsheet
 //   mlstudio gradebook class.db --json          the same as one JSON object
+//   mlstudio gradebook class.db --best          each student's best over every grading of
+//                                               the newest grading's lab (resubmissions)
 //
 // Wiring (app/main.cpp): `GradebookOptions gbo; CLI::App* gb = add_gradebook_command(app,
 // gbo);` beside the other subcommands, and `if (*gb) return gradebook_command(gbo);`.
@@ -29,6 +31,7 @@ struct GradebookOptions {
   int64_t grading = 0;  // 0: the newest
   bool csv = false;     // one row per student and goal
   bool json = false;
+  bool best = false;  // each student's best over every grading of the grading's lab
 };
 
 // Prints to `out` (stdout for the command); failures go to stderr naming the file.

@@ -151,3 +151,39 @@ TEST_CASE("gradebook command: a missing file, a run database, an unknown grading
   CHECK(run("gradebook " + book + " --csv --json").code != 0);
   CHECK(run("gradebook " + book + " --grading 0").code != 0);
 }
+
+TEST_CASE("gradebook command: --best takes each student's best over the gradings of a lab",
+          "[gradebook]") {
+  const std::string book = make_book((temp_dir() / "best.db").string());
+  {
+    // A second grading of the same lab (hash h1): bob resubmits and passes everything, alice
+    // does worse than before, and a new student comes.
+    auto gb = Gradebook::open(book);
+    REQUIRE(gb.ok());
+    auto g3 = gb->begin_grading("labs/autodiff.mls", "h1", "Autodiff", kGoals);
+    REQUIRE(g3.ok());
+    REQUIRE(gb->record(*g3, sub("bob", {true, true, true})).ok());
+    REQUIRE(gb->record(*g3, sub("alice", {false, false, false})).ok());
+    REQUIRE(gb->record(*g3, sub("zoe", {true, false, false})).ok());
+    REQUIRE(gb->finish(*g3, 2).ok());
+  }
+  Output o = run("gradebook " + book + " --best");
+  INFO(o.out << o.err);
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("Autodiff (labs/autodiff.mls, lab hash h1): each student's best over 2 "
+                   "gradings") != std::string::npos);
+  CHECK(std::regex_search(o.out, std::regex(R"(\n  alice +graded +3/3 )")));
+  CHECK(std::regex_search(o.out, std::regex(R"(\n  bob +graded +3/3 )")));
+  CHECK(std::regex_search(o.out, std::regex(R"(\n  zoe +graded +1/3 )")));
+  CHECK(o.out.find("Old lab") == std::string::npos);
+  // Six students: alice, bob, carol, dave, =evil, zoe.
+  CHECK(std::regex_search(o.out, std::regex(R"(\n  fwd +f'\(2\) within 1e-6 +4/6 +66\.7%\n)")));
+  CHECK(std::regex_search(o.out, std::regex(R"(\n  acc +test accuracy >= 0\.88 +3/6 +50\.0%\n)")));
+  CHECK(std::regex_search(
+      o.out, std::regex(R"(\n  grad +gradients reach fc1 \(hidden\) +2/6 +33\.3%\n)")));
+
+  Output c = run("gradebook " + book + " --best --csv");
+  REQUIRE(c.code == 0);
+  CHECK(c.out.find("alice,fwd,1,ok\n") != std::string::npos);
+  CHECK(c.out.find("bob,acc,1,ok\n") != std::string::npos);
+}
