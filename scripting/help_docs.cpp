@@ -31,6 +31,9 @@ const std::vector<HelpEntry>& help_entries() {
        "mls.plot.line{y = {1, 0.5, 0.25}, title = \"loss\"}"},
       {"mls.ui", "mls.ui", "notebook widgets bound to a global: slider, select, checkbox, button",
        "lr = mls.ui.slider(\"lr\", {min = 0.001, max = 0.1, value = 0.01})"},
+      {"mls.autodiff", "mls.autodiff",
+       "forward and reverse mode on a small function, each wire's numbers drawn on its graph",
+       "mls.autodiff.compare(function(x) return x * x * mls.sin(x) end, 2)"},
       {"help", "help([x])",
        "documents an mls function, module or object; help(\"word\") searches the names",
        "help(mls.zeros)"},
@@ -301,6 +304,21 @@ const std::vector<HelpEntry>& help_entries() {
        "flag = mls.ui.checkbox(\"flag\", {value = true})"},
       {"mls.ui.button", "mls.ui.button(name, {label =})", "a button; returns the clicks so far",
        "n = mls.ui.button(\"go\", {label = \"Run\"})"},
+      // [mls.autodiff]
+      {"mls.autodiff.forward", "mls.autodiff.forward(f, x [, dx])",
+       "forward mode: traces f (tensor ops only), carries (value, tangent) along every wire for "
+       "the input tangent dx (default 1; with several arguments x = {2, 3}, dx = {1, 0}: the "
+       "first), draws the graph with each wire's dual number into the cell's output; returns "
+       "{value, derivative, wires = {{name, op, formula, inputs, value, tangent}, ...}}",
+       "mls.autodiff.forward(function(x) return x * x * mls.sin(x) end, 2).derivative"},
+      {"mls.autodiff.reverse", "mls.autodiff.reverse(f, x [, dx])",
+       "reverse mode: every wire's adjoint df/dv, swept back from f = 1; draws it; returns "
+       "{value, derivative, gradient, wires = {{..., adjoint}, ...}} (derivative: gradient . dx)",
+       "mls.autodiff.reverse(function(x, y) return x * mls.cos(y) end, {2, 0}).gradient"},
+      {"mls.autodiff.compare", "mls.autodiff.compare(f, x [, dx])",
+       "forward and reverse mode drawn side by side; returns {forward, reverse, agree} (agree: the "
+       "two derivatives within 1e-6 max(1, |f'|))",
+       "mls.autodiff.compare(function(x) return x * x * mls.sin(x) end, 2).agree"},
       // [mls.F]
       {"mls.F.linear", "F.linear(x, w [, b])", "x w + b, with w [in, out]",
        "mls.F.linear(x, w, b)"},

@@ -21,6 +21,7 @@ void open_project_lib(lua_State* L);   // mls.project (project_lib.cpp)
 void open_onnx_lib(lua_State* L);      // mls.onnx.export (onnx_lib.cpp)
 void open_plot_lib(lua_State* L);      // mls.plot (notebook/plot_lib.cpp)
 void open_ui_lib(lua_State* L);        // mls.ui widgets (notebook/ui_lib.cpp)
+void open_autodiff_lib(lua_State* L);  // mls.autodiff views (notebook/autodiff_lib.cpp)
 void open_teach_lib(lua_State* L);     // mls.teach figures (notebook/teach_lib.cpp)
 
 // The document behind an mls.project handle at `idx` (and its file, "" when it has none),

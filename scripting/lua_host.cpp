@@ -63,6 +63,7 @@ int open_mls(lua_State* L) {
   open_onnx_lib(L);
   open_plot_lib(L);
   open_ui_lib(L);
+  open_autodiff_lib(L);
   open_teach_lib(L);
   const luaL_Reg extra[] = {{"is_tensor", is_tensor}, {nullptr, nullptr}};
   set_funcs(L, extra);
