@@ -333,6 +333,22 @@ void CellWidget::setCell(const nodes::Cell& cell) {
   cell_ = cell;
   QString t = QString::fromStdString(cell.id) + "  ·  " + kind_label(cell.kind);
   if (cell.on_demand) t += "  ·  run only when asked";
+  switch (cell.role) {
+    case nodes::CellRole::Free:
+      break;
+    case nodes::CellRole::Locked:
+      t += "  ·  🔒 locked";
+      break;
+    case nodes::CellRole::Answer:
+      t += "  ·  ✎ your answer";
+      break;
+    case nodes::CellRole::Check:
+      t += "  ·  🔒 check";
+      break;
+    case nodes::CellRole::HiddenCheck:
+      t += "  ·  🔒 hidden check (graders only)";
+      break;
+  }
   title_->setText(t);
   if (edit_ && edit_->toPlainText().toStdString() != cell.source) {
     setting_ = true;
@@ -340,6 +356,12 @@ void CellWidget::setCell(const nodes::Cell& cell) {
     setting_ = false;
   }
   if (rendered_ && !editingMarkdown()) showMarkdown(false);
+}
+
+void CellWidget::setLocked(bool locked) {
+  locked_ = locked;
+  if (edit_) edit_->setReadOnly(locked);
+  if (locked && rendered_ && editingMarkdown()) showMarkdown(false);
 }
 
 void CellWidget::setViewWidget(QWidget* w) {
@@ -402,7 +424,7 @@ void CellWidget::resizeEvent(QResizeEvent* e) {
 
 bool CellWidget::eventFilter(QObject* o, QEvent* e) {
   if (rendered_ && o == rendered_->viewport() && e->type() == QEvent::MouseButtonDblClick) {
-    showMarkdown(true);
+    if (!locked_) showMarkdown(true);
     return true;
   }
   // A wheel over a slider or a list that has not the focus scrolls the notebook, as over text,

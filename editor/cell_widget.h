@@ -106,6 +106,10 @@ class CellWidget : public QFrame {
   void setViewWidget(QWidget* w);
   QWidget* viewWidget() const { return view_; }
   void setCompletions(std::function<std::vector<std::string>(const std::string&)> f);
+  // A lab's locked cell in a student's copy (nodes/lab.h): its text cannot be edited (the
+  // document's commands refuse it too); the title says so.
+  void setLocked(bool locked);
+  bool locked() const { return locked_; }
 
   CodeEdit* editor() const { return edit_; }
   QTextBrowser* markdown() const { return rendered_; }
@@ -150,6 +154,7 @@ class CellWidget : public QFrame {
   QLabel* stale_ = nullptr;
   bool stale_shown_ = false;
   bool setting_ = false;
+  bool locked_ = false;
   std::optional<lua::CellOutput> shown_output_;  // what the output area shows
 };
 

@@ -50,6 +50,7 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
       run_bar_(new QToolBar),
       mode_bar_(new QToolBar),
       trust_state_(new QLabel),
+      lab_goals_(new QLabel),
       scroll_(new QScrollArea),
       cells_box_(new QWidget),
       cells_layout_(new QVBoxLayout(cells_box_)) {
@@ -111,6 +112,9 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   })->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Return));
   add("run-to", "Run to here", "Run what the selected cell needs, then it",
       [this] { runToHere(); });
+  add("check", "Check my work",
+      "A lab: run its checks (and the cells they need) and show which goals are met",
+      [this] { checkMyWork(); });
   add("restart", "Restart", "A fresh Lua state: every cell stale", [this] { restart(); });
   add("stop", "Stop", "Stop the running cell", [this] { stop(); })->setEnabled(false);
   bar = mode_bar_;
@@ -147,6 +151,12 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   lay->addWidget(toolbar_);
   lay->addWidget(run_bar_);
   lay->addWidget(mode_bar_);
+  lab_goals_->setObjectName("notebook.lab-goals");
+  lab_goals_->setWordWrap(true);
+  lab_goals_->setTextFormat(Qt::RichText);
+  lab_goals_->setContentsMargins(6, 4, 6, 4);
+  lab_goals_->hide();
+  lay->addWidget(lab_goals_);
   lay->addWidget(scroll_, 1);
 
   connect(&watcher_, &QFutureWatcher<std::vector<std::string>>::finished, this,
@@ -211,6 +221,7 @@ void NotebookView::makeSession() {
       if (const lua::CellOutput* out = session_->output(c.id)) kept[c.id] = *out;
   session_ = std::make_unique<lua::NotebookSession>(*host, options);
   session_->set_project_text(last_model_);
+  session_->set_lab(shown_lab_);
   session_->host().runtime().project = &bridge_;
   session_->host().runtime().new_telemetry = [this] {
     auto tm = std::make_shared<Telemetry>();
@@ -376,6 +387,7 @@ void NotebookView::rebuildWidgets() {
   int row = 0;
   for (const auto& c : notebook().cells) {
     auto* w = new CellWidget(c);
+    w->setLocked(model_->doc().lab.student && !nodes::cell_editable(c.role));
     const QString id = QString::fromStdString(c.id);
     w->setBaseDir(dir);
     if (c.kind == nodes::CellKind::View && view_factory_) w->setViewWidget(view_factory_(c.view));
@@ -417,6 +429,8 @@ void NotebookView::syncFromDocument() {
   const bool graph_changed = model != last_model_;
   last_model_ = std::move(model);
   actions_["lazy"]->setChecked(notebook().lazy);
+  actions_["check"]->setVisible(doc.lab.present);
+  if (!doc.lab.present) lab_goals_->hide();
   // Widgets: rebuilt when cells came, went or moved; else each shows its cell.
   std::vector<std::string> ids, shown_ids;
   for (const auto& c : notebook().cells) ids.push_back(c.id);
@@ -430,7 +444,11 @@ void NotebookView::syncFromDocument() {
   if (!same)
     rebuildWidgets();
   else
-    for (const auto& c : notebook().cells) widgets_[QString::fromStdString(c.id)]->setCell(c);
+    for (const auto& c : notebook().cells) {
+      CellWidget* w = widgets_[QString::fromStdString(c.id)];
+      w->setCell(c);
+      w->setLocked(doc.lab.student && !nodes::cell_editable(c.role));
+    }
   // The session: not while a run holds it; finished() syncs then.
   if (busy_) {
     pending_sync_ = true;
@@ -443,6 +461,10 @@ void NotebookView::syncFromDocument() {
   }
   session_->set_lazy(notebook().lazy);
   session_->set_project_text(last_model_);
+  if (!(shown_lab_ == doc.lab)) {
+    shown_lab_ = doc.lab;
+    session_->set_lab(shown_lab_);
+  }
   if (graph_changed && !notebook().cells.empty()) {
     // Lazy: marks the readers stale. Reactive: re-runs them on the worker.
     start([](lua::NotebookSession& s) { return s.mark_project_changed(); }, false);
@@ -488,6 +510,10 @@ void NotebookView::finished() {
   // Before a pending sync, which may start the next job on the session.
   endLiveRuns();
   if (!last_run_.isEmpty() && save_after_) saveOutputs();
+  if (checking_) {
+    checking_ = false;
+    showLabGoals();
+  }
   if (pending_sync_) {
     pending_sync_ = false;
     if (pending_project_) last_model_.clear();
@@ -502,7 +528,7 @@ void NotebookView::finished() {
 void NotebookView::setBusy(bool busy) {
   busy_ = busy;
   actions_["stop"]->setEnabled(busy);
-  for (const char* name : {"run", "run-all", "run-to", "restart", "delete", "trust"})
+  for (const char* name : {"run", "run-all", "run-to", "restart", "delete", "trust", "check"})
     actions_[name]->setEnabled(!busy);
   Q_EMIT busyChanged(busy);
 }
@@ -510,6 +536,31 @@ void NotebookView::setBusy(bool busy) {
 bool NotebookView::runCell(const QString& id) {
   select(id);
   return start([id = id.toStdString()](lua::NotebookSession& s) { return s.run(id); });
+}
+
+bool NotebookView::checkMyWork() {
+  if (!model_->doc().lab.present) return false;
+  checking_ = start([](lua::NotebookSession& s) { return s.run_checks(false); });
+  return checking_;
+}
+
+void NotebookView::showLabGoals() {
+  QString html = "<b>Check my work</b>";
+  int met = 0, shown = 0;
+  for (const auto& g : session_->lab_goals()) {
+    if (g.hidden && model_->doc().lab.student) continue;
+    ++shown;
+    met += g.passed;
+    const QString mark = g.passed ? "<span style='color:#1b7f3b'>✔ met</span>"
+                                  : "<span style='color:#b00020'>✘ not met</span>";
+    html += "<br>" + mark + " &nbsp;<b>" + QString::fromStdString(g.id).toHtmlEscaped() +
+            "</b>: " + QString::fromStdString(g.text).toHtmlEscaped() +
+            (g.hidden ? " (hidden)" : "") + "<br>&nbsp;&nbsp;&nbsp;<span style='color:grey'>" +
+            QString::fromStdString(g.message).toHtmlEscaped() + "</span>";
+  }
+  html += QString("<br><b>%1 of %2 goals met</b>").arg(met).arg(shown);
+  lab_goals_->setText(html);
+  lab_goals_->show();
 }
 
 bool NotebookView::runSelected() {

@@ -30,6 +30,7 @@
 #include "editor/gui_thread_history.h"
 #include "editor/run_dashboard.h"
 #include "engine/train/telemetry.h"
+#include "nodes/lab.h"
 #include "nodes/notebook.h"
 #include "scripting/notebook/session.h"
 
@@ -60,6 +61,10 @@ class NotebookView : public QWidget {
   bool runAll();
   bool runToHere();
   bool runSelected();
+  // A lab (nodes/lab.h): runs its visible checks with what they need ("Check my work");
+  // labGoals() then shows each goal met or not, with what the check saw.
+  bool checkMyWork();
+  QLabel* labGoals() const { return lab_goals_; }
   void restart();
   void stop();
   void setLazy(bool lazy);
@@ -110,6 +115,7 @@ class NotebookView : public QWidget {
   // does not cover (they would read as fresh when the project reopens without the edit).
   bool start(Job job, bool save_outputs = true);
   void finished();
+  void showLabGoals();
   // The document's cells changed (edit, undo, load): the widgets and the session follow.
   void syncFromDocument();
   void refreshOutputs();
@@ -155,7 +161,10 @@ class NotebookView : public QWidget {
   QToolBar* toolbar_;
   QToolBar* run_bar_;
   QToolBar* mode_bar_;
-  QLabel* trust_state_;  // "sandboxed" or "trusted", with the folder in its tooltip
+  QLabel* trust_state_;
+  QLabel* lab_goals_;     // a lab's goals after "Check my work"
+  bool checking_ = false;  // the job in flight is "Check my work"
+  nodes::LabSpec shown_lab_;  // the lab the session checks  // "sandboxed" or "trusted", with the folder in its tooltip
   QScrollArea* scroll_;
   QWidget* cells_box_;
   QVBoxLayout* cells_layout_;
