@@ -3,8 +3,9 @@
 // copy from `mlstudio lab pack` fails every goal, each with a message saying what it found;
 // a copy with its locked setup cell edited is reported as tampered. `mlstudio lab check` on
 // the student's copy names each visible goal it fails, and no hidden one.
+#include <algorithm>
 #include <fstream>
-#include <regex>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
