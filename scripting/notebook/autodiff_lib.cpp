@@ -25,6 +25,7 @@ namespace mls::lua {
 namespace {
 
 constexpr int kMaxArgs = 8;
+constexpr size_t kMaxDrawn = 400;
 
 // The number of arguments at `idx`: a number or a one-element eager tensor (1), or a table of
 // 1 to 8 numbers. Raises "bad argument #idx to 'WHO' (...)" otherwise.
@@ -236,9 +237,17 @@ int run(lua_State* L, Call call) {
       }
     }
     if (ok) {
-      Figure fig = call == Call::Compare ? autodiff::compare_figure(evs[0], evs[1])
-                                         : autodiff::figure(evs[0]);
-      if (rt.cell_output != nullptr) rt.cell_output->figures.push_back(std::move(fig));
+      // A figure is for a small function: past kMaxDrawn values it would be metres tall.
+      const size_t values = evs[0].wires.size();
+      if (rt.cell_output != nullptr && values > kMaxDrawn) {
+        rt.cell_output->text += std::string(who) + ": " + std::to_string(values) +
+                                " values, too many to draw (at most " + std::to_string(kMaxDrawn) +
+                                "); the numbers are returned\n";
+      } else if (rt.cell_output != nullptr) {
+        rt.cell_output->figures.push_back(call == Call::Compare
+                                              ? autodiff::compare_figure(evs[0], evs[1])
+                                              : autodiff::figure(evs[0]));
+      }
       if (call == Call::Compare) {
         lua_createtable(L, 0, 3);
         push_evaluation(L, evs[0]);

@@ -222,6 +222,14 @@ TEST_CASE("autodiff compare draws both modes side by side and they agree", "[not
   CHECK(has(svg, ">(3.6372, 1.9726)</text>"));
   CHECK(has(svg, ">∂f/∂x = 1.9726</text>"));
   CHECK(out.figures[0].width > 900);  // two panels
+  // A long function is not drawn (the cell says so), but its numbers come back.
+  run_ok(h, R"(
+    local long = function(x) local y = x for i = 1, 250 do y = mls.sin(y) + x end return y end
+    n_long = #mls.autodiff.compare(long, 1).forward.wires
+  )");
+  CHECK(global_number(h, "n_long") == 501);  // x, then a sin and an add per step
+  CHECK(out.figures.size() == 1);
+  CHECK(has(out.text, "mls.autodiff.compare: 501 values, too many to draw (at most 400)"));
   // Outside a notebook cell nothing is collected, and nothing fails.
   h.runtime().cell_output = nullptr;
   run_ok(h, "mls.autodiff.compare(f, 1)");
