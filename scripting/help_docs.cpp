@@ -266,7 +266,8 @@ const std::vector<HelpEntry>& help_entries() {
       {"mls.teach.placement", "mls.teach.placement(p [, {device = \"vulkan\"}])",
        "the project's training step coloured by where each op runs: the device, a CPU fallback "
        "(no kernel there) or the CPU by the project's choice; returns {device, device_ops, "
-       "cpu_ops, fallbacks = {names}, placed = {names}} (on the CPU every op counts as cpu)",
+       "cpu_ops, transfers (copies per step), transfer_bytes, fallbacks = {names}, placed = "
+       "{names}} (on the CPU every op counts as cpu)",
        "mls.teach.placement(p).cpu_ops"},
       {"mls.teach.memory", "mls.teach.memory(p [, {checkpointing = \"auto\"}])",
        "memory of one training step by category from the compiler's memory plan, drawn as "

@@ -34,7 +34,10 @@ std::string svg_open(int w, int h) {
   return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" +
          std::to_string(h) + "\" viewBox=\"0 0 " + std::to_string(w) + " " + std::to_string(h) +
          "\" font-family=\"sans-serif\" font-size=\"11\">\n"
-         "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+         // In pixels: Qt's SVG renderer draws no background given as 100% (a dark theme then
+         // shows through the text).
+         "<rect x=\"0\" y=\"0\" width=\"" +
+         std::to_string(w) + "\" height=\"" + std::to_string(h) + "\" fill=\"white\"/>\n";
 }
 
 std::string text(double x, double y, const std::string& s, const char* anchor = "middle",
@@ -378,7 +381,7 @@ Figure before_after_figure(const Graph& before, const Graph& after, const std::s
 // [SECTION] placement
 
 Figure placement_figure(const Graph& g, const std::vector<int>& where, const std::string& device,
-                        const std::string& title) {
+                        const std::string& title, const std::string& transfers) {
   const double margin = 16, top = 70, col_w = 760;
   const int width = static_cast<int>(margin * 2 + col_w);
   const NodeStyle unused{"#f4f4f4", "#bbbbbb"};
@@ -399,11 +402,13 @@ Figure placement_figure(const Graph& g, const std::vector<int>& where, const std
                       : std::to_string(on_device) + " ops on " + device + ", " +
                             std::to_string(fallback) + " on the CPU (no " + device + " kernel)" +
                             (placed ? ", " + std::to_string(placed) + " placed on the CPU" : "");
+  if (!transfers.empty()) sub += "; " + transfers;
   s += text(width / 2.0, 48, sub, "middle", "font-size=\"13\"");
   s += "<g transform=\"translate(" + num(margin) + "," + num(top) + ")\">\n" + d.svg + "</g>\n";
   std::vector<std::pair<NodeStyle, std::string>> items = {
-      {device_style(), "runs on " + device},
-      {fallback_style(), "CPU fallback (copies to and from the device)"}};
+      {device_style(), device == "cpu" ? "runs on the CPU" : "runs on " + device}};
+  if (device != "cpu")
+    items.push_back({fallback_style(), "CPU fallback (copies to and from the device)"});
   if (placed) items.push_back({placed_style(), "placed on the CPU by the project"});
   if (on_device + fallback + placed < g.nodes().size()) items.push_back({unused, "not run"});
   s += legend(margin, height - 14, items);

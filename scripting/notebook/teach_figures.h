@@ -67,9 +67,9 @@ Figure passes_figure(const std::vector<PassCount>& stages, const std::string& ti
 Figure before_after_figure(const Graph& before, const Graph& after, const std::string& title);
 
 // Where each node runs: kind 0 the device, 1 a CPU fallback, 2 placed on the CPU; -1 not
-// scheduled (dead code, drawn grey).
+// scheduled (dead code, drawn grey). `transfers`: what the copies cost ("" for none).
 Figure placement_figure(const Graph& g, const std::vector<int>& where, const std::string& device,
-                        const std::string& title);
+                        const std::string& title, const std::string& transfers = "");
 
 // Memory of one configuration by category (bytes), in the order given.
 struct MemoryColumn {

@@ -362,6 +362,7 @@ int l_passes(lua_State* L) {
 struct Placement {
   std::string device;
   size_t device_ops = 0, cpu_ops = 0;
+  size_t transfers = 0, transfer_bytes = 0;  // copies between the device and the host per step
   std::vector<std::string> fallbacks, placed;
 };
 
@@ -400,14 +401,30 @@ bool placement(lua_State* L, Runtime& rt, const std::string& device_name, Placem
   }
   out->fallbacks = plan->fallbacks();
   out->placed = plan->placed();
+  if (!plan->fallbacks().empty() || !plan->placed().empty()) {
+    // The plan counts its copies when it makes their host buffers: compile it for real.
+    po.allocate = true;
+    auto real = CompiledPlan::compile(g, be, po);
+    if (!real) {
+      rt.error = std::string(who) + ": " + real.error().message;
+      return false;
+    }
+    out->transfers = real->stats().transfers;
+    out->transfer_bytes = real->stats().transfer_bytes;
+  }
+  const std::string copies =
+      out->transfers == 0 ? ""
+                          : std::to_string(out->transfers) + " copies per step (" +
+                                teach::bytes_label(static_cast<int64_t>(out->transfer_bytes)) + ")";
   add_figure(rt, teach::placement_figure(g, where, cpu ? "cpu" : name,
                                          "Where each op of the training step runs (" +
-                                             (cpu ? std::string("cpu") : name) + ")"));
+                                             (cpu ? std::string("cpu") : name) + ")",
+                                         copies));
   return true;
 }
 
 // mls.teach.placement(project [, {device = "vulkan"}]): {device, device_ops, cpu_ops,
-// fallbacks = {names}, placed = {names}}.
+// transfers, transfer_bytes, fallbacks = {names}, placed = {names}}.
 int l_placement(lua_State* L) {
   const char* who = "mls.teach.placement";
   if (!project_document(L, 1, nullptr))
@@ -416,11 +433,13 @@ int l_placement(lua_State* L) {
   Runtime& rt = runtime(L);
   Placement r;
   if (!placement(L, rt, device, &r)) return raise(L);
-  lua_createtable(L, 0, 5);
+  lua_createtable(L, 0, 7);
   lua_pushlstring(L, r.device.data(), r.device.size());
   lua_setfield(L, -2, "device");
   set_int(L, "device_ops", static_cast<int64_t>(r.device_ops));
   set_int(L, "cpu_ops", static_cast<int64_t>(r.cpu_ops));
+  set_int(L, "transfers", static_cast<int64_t>(r.transfers));
+  set_int(L, "transfer_bytes", static_cast<int64_t>(r.transfer_bytes));
   push_strings(L, r.fallbacks);
   lua_setfield(L, -2, "fallbacks");
   push_strings(L, r.placed);

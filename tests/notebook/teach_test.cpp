@@ -258,7 +258,7 @@ TEST_CASE("placement on Vulkan: a node the project puts on the CPU is coloured a
   const CellOutput out =
       run_cell("local r = mls.teach.placement(mls.project.open('" + (dir / "mlp.mls").string() +
                    "'), {device = 'vulkan'})\n"
-                   "print(r.device_ops, r.cpu_ops, #r.fallbacks, #r.placed)\n",
+                   "print(r.device_ops, r.cpu_ops, #r.fallbacks, #r.placed, r.transfers)\n",
                dir.string());
   // What the plan does, asked directly: the nodes labelled fc2 (forward and backward) on the
   // host, everything else on the device.
@@ -272,7 +272,6 @@ TEST_CASE("placement on Vulkan: a node the project puts on the CPU is coloured a
   auto step = build_step(std::move(*m), **vk, step_options(p->train_config()));
   REQUIRE(step);
   PlanOptions opt;
-  opt.allocate = false;
   opt.host_labels = {"fc2"};
   auto plan = CompiledPlan::compile(step->graph(), **vk, opt);
   REQUIRE(plan);
@@ -282,10 +281,11 @@ TEST_CASE("placement on Vulkan: a node the project puts on the CPU is coloured a
     (plan->on_host(i) ? host : device)++;
   }
   CHECK(host > 0);
+  CHECK(plan->stats().transfers > 0);  // each host node's inputs and outputs cross
   CHECK(host == plan->placed().size() + plan->fallbacks().size());
   std::ostringstream want;
   want << device << "\t" << host << "\t" << plan->fallbacks().size() << "\t"
-       << plan->placed().size();
+       << plan->placed().size() << "\t" << plan->stats().transfers;
   CHECK(lines(out.text).at(0) == want.str());
   REQUIRE(out.figures.size() == 1);
   CHECK(count(out.figures[0].svg, "fill=\"" + teach::placed_style().fill + "\"") ==
