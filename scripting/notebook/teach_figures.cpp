@@ -242,8 +242,11 @@ GraphDrawing draw_graph(const Graph& g, double width,
     const NodeStyle s = style(i);
     const double x = node_x[i] - box_w / 2, top = node_y[i];
     out.svg += "<g class=\"node\">" + rect(x, top, box_w, kNodeH, s);
+    // Bold letters are wider: a long op name ("fused_elementwise") in a smaller size first.
+    const bool small = static_cast<double>(n.op->name.size()) * kCharW * 1.12 > box_w - 6;
     out.svg +=
-        text(node_x[i], top + 15, fit(n.op->name, box_w - 6), "middle", "font-weight=\"bold\"");
+        text(node_x[i], top + 15, fit(n.op->name, (box_w - 6) / (small ? 0.9 : 1.12)), "middle",
+             small ? "font-weight=\"bold\" font-size=\"9\"" : "font-weight=\"bold\"");
     std::string detail = n.outputs.empty() ? "" : shape_label(g.type_of(n.outputs[0]).shape);
     if (!n.label.empty()) detail = n.label + " " + detail;
     out.svg +=
@@ -343,7 +346,7 @@ Figure passes_figure(const std::vector<PassCount>& stages, const std::string& ti
 }
 
 Figure before_after_figure(const Graph& before, const Graph& after, const std::string& title) {
-  const double margin = 16, col_w = 440, top = 70;
+  const double margin = 16, col_w = 460, top = 70;
   const int width = static_cast<int>(margin * 3 + col_w * 2);
   std::set<std::string> autodiff_ops;
   for (const Node& n : before.nodes()) autodiff_ops.insert(n.op->name);
