@@ -4,12 +4,13 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QImage>
 #include <QLabel>
+#include <QPainter>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QSvgRenderer>
-#include <QSvgWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -53,6 +54,45 @@ std::vector<lua::Figure> pictures(const Tensor& t, const std::string& title) {
 
 }  // namespace
 
+// An SVG scaled to fit, its aspect kept. Pixel pictures (image grids of <rect> runs) are drawn
+// without antialiasing, which would leave seams between the runs.
+class SvgView : public QWidget {
+ public:
+  explicit SvgView(bool smooth) : smooth_(smooth) {}
+  void load(const QByteArray& svg) {
+    renderer_.load(svg);
+    image_ = QImage();
+    if (!smooth_ && renderer_.isValid()) {
+      // Drawn once at the SVG's own size (whole pixels: no seams), then scaled as pixels.
+      image_ = QImage(renderer_.defaultSize(), QImage::Format_RGB32);
+      image_.fill(Qt::white);
+      QPainter p(&image_);
+      renderer_.render(&p);
+    }
+    update();
+  }
+  bool empty() const { return !renderer_.isValid(); }
+
+ protected:
+  void paintEvent(QPaintEvent*) override {
+    if (!renderer_.isValid()) return;
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing, smooth_);
+    QSizeF s = renderer_.defaultSize();
+    s.scale(size(), Qt::KeepAspectRatio);
+    const QRectF to(QPointF((width() - s.width()) / 2, 0), s);
+    if (image_.isNull())
+      renderer_.render(&p, to);
+    else
+      p.drawImage(to, image_);
+  }
+
+ private:
+  QSvgRenderer renderer_;
+  QImage image_;
+  bool smooth_;
+};
+
 StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWidget* parent)
     : QWidget(parent),
       model_(model),
@@ -66,8 +106,8 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
       info_(new QLabel),
       stats_(new QLabel),
       values_(new QComboBox),
-      histogram_(new QSvgWidget),
-      picture_(new QSvgWidget),
+      histogram_(new SvgView(true)),
+      picture_(new SvgView(false)),
       picture_note_(new QLabel),
       changes_(new QTableWidget) {
   setObjectName("step.through");
@@ -84,6 +124,7 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   picture_->setObjectName("step.picture");
   changes_->setObjectName("step.changes");
   batch_->setRange(0, 1 << 30);
+  batch_->setFixedWidth(100);  // the buttons stay put when the range becomes the data's
   batch_->setToolTip(
       "The batch of the training split, in the run's order (0: the first of epoch 1)");
   step_->setToolTip("One document node on: the forward, then the backward, then the update");
@@ -107,10 +148,8 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   info_->setWordWrap(true);
   stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   stats_->setWordWrap(true);
-  histogram_->setMinimumHeight(150);
-  histogram_->renderer()->setAspectRatioMode(Qt::KeepAspectRatio);
-  picture_->setMinimumHeight(220);
-  picture_->renderer()->setAspectRatioMode(Qt::KeepAspectRatio);
+  histogram_->setFixedHeight(230);
+  picture_->setFixedHeight(240);
   picture_note_->setWordWrap(true);
   changes_->setColumnCount(5);
   changes_->setHorizontalHeaderLabels({"parameter", "node", "|Δ|", "|Δ|/|w|", "max |Δ|"});
@@ -317,7 +356,7 @@ void StepThroughView::show() {
     changes_->hide();
   if (canvas_ && !p.node.empty() && canvas_->nodeItem(p.node)) {
     canvas_->selectNode(p.node);
-    for (QGraphicsView* v : canvas_->views()) v->ensureVisible(canvas_->nodeItem(p.node), 40, 40);
+    for (QGraphicsView* v : canvas_->views()) v->ensureVisible(canvas_->nodeItem(p.node), 160, 80);
   }
 }
 

@@ -22,12 +22,12 @@ class QComboBox;
 class QLabel;
 class QPushButton;
 class QSpinBox;
-class QSvgWidget;
 class QTableWidget;
 
 namespace mls::editor {
 
 class CanvasScene;
+class SvgView;  // an SVG drawn to fit, keeping its aspect (step_through_view.cpp)
 
 class StepThroughView : public QWidget {
   Q_OBJECT
@@ -66,7 +66,7 @@ class StepThroughView : public QWidget {
   QPushButton *step_, *back_, *phase_end_, *next_;
   QLabel *position_, *info_, *stats_;
   QComboBox* values_;
-  QSvgWidget *histogram_, *picture_;
+  SvgView *histogram_, *picture_;
   QLabel* picture_note_;
   QTableWidget* changes_;
 };
