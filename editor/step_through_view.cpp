@@ -156,18 +156,18 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   changes_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   changes_->verticalHeader()->hide();
   changes_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  changes_->setMinimumHeight(150);
+  changes_->setFixedHeight(200);
 
   auto* body = new QWidget;
   auto* col = new QVBoxLayout(body);
   col->addWidget(position_);
   col->addWidget(info_);
+  col->addWidget(changes_);  // the update's table first: it is what the update did
   col->addWidget(values_);
   col->addWidget(stats_);
   col->addWidget(histogram_);
   col->addWidget(picture_);
   col->addWidget(picture_note_);
-  col->addWidget(changes_);
   col->addStretch(1);
   auto* scroll = new QScrollArea;
   scroll->setWidgetResizable(true);

@@ -4,6 +4,7 @@
 // and fused by the passes), and the update against the optimizer's formula.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "engine/core/backend_registry.h"
@@ -318,4 +319,48 @@ TEST_CASE("step through: tensor statistics", "[step_through]") {
   CHECK(s.max == 3);
   CHECK(s.zero_fraction == Approx(0.4));
   CHECK(s.histogram == std::vector<int64_t>{1, 0, 2, 1, 1});
+}
+
+TEST_CASE("step through: every example project steps through; each gradient is shown once",
+          "[step_through]") {
+  for (const char* name :
+       {"fashion-mnist-cnn.mls", "fashion-mnist-resnet.mls", "house-prices-csv.mls",
+        "two-blobs-logistic.mls", "two-spirals-mlp.mls", "notebook-train-mlp.mls"}) {
+    INFO(name);
+    ProjectOptions o;
+    o.path = std::string(MLS_SOURCE_DIR "/resources/examples/") + name;
+    o.limit = 64;
+    o.test_limit = 16;
+    o.batch_size = 16;
+    auto p = open_project(o);
+    REQUIRE(p.ok());
+    auto st = StepThrough::open(std::move(*p), cpu());
+    REQUIRE(st.ok());
+    StepThrough& s = **st;
+    auto r = s.evaluate(1);
+    INFO((r ? std::string() : r.error().message));
+    REQUIRE(r.ok());
+    CHECK(std::isfinite(s.loss()));
+    // Every IR node runs in exactly one point.
+    size_t ir = 0;
+    for (const StepPoint& pt : s.points()) ir += pt.ir_nodes.size();
+    CHECK(ir == s.graph().nodes().size());
+    // Each trainable parameter's gradient is shown at one backward point, and its update at
+    // one update point.
+    std::map<int32_t, int> grads, updates;
+    for (const StepPoint& pt : s.points())
+      for (const StepValue& v : pt.values) {
+        if (v.role == StepValue::Role::ParamGradient) grads[v.param]++;
+        if (v.role == StepValue::Role::Parameter) updates[v.param]++;
+        CHECK(s.tensor(v).defined());
+      }
+    CHECK(grads.size() == s.changes().size());
+    CHECK(updates.size() == s.changes().size());
+    for (const auto& [param, n] : grads) CHECK(n == 1);
+    // Forward points name document nodes of the project.
+    for (const StepPoint& pt : s.points())
+      if (pt.phase == StepPhase::Forward) CHECK_FALSE(pt.type.empty());
+    REQUIRE(s.next_batch().ok());
+    CHECK(s.batch() == 2);
+  }
 }
