@@ -120,7 +120,7 @@ NodeStyle placed_style() {
 // [SECTION] a graph drawn top to bottom
 
 GraphDrawing draw_graph(const Graph& g, double width,
-                        const std::function<NodeStyle(size_t node)>& style) {
+                        const std::function<NodeStyle(size_t node)>& style, bool numbered) {
   const auto& nodes = g.nodes();
   const size_t nv = g.values().size();
   // Ranks: a node one below the lowest of its producers (from 1); a source one above its
@@ -249,8 +249,13 @@ GraphDrawing draw_graph(const Graph& g, double width,
              small ? "font-weight=\"bold\" font-size=\"9\"" : "font-weight=\"bold\"");
     std::string detail = n.outputs.empty() ? "" : shape_label(g.type_of(n.outputs[0]).shape);
     if (!n.label.empty()) detail = n.label + " " + detail;
-    out.svg +=
-        text(node_x[i], top + 30, fit(detail, box_w - 6), "middle", "fill=\"#444\"") + "</g>\n";
+    out.svg += text(node_x[i], top + 30, fit(detail, box_w - 6), "middle", "fill=\"#444\"");
+    if (numbered)
+      out.svg += "<circle cx=\"" + num(x) + "\" cy=\"" + num(top + kNodeH / 2) +
+                 "\" r=\"9\" fill=\"white\" stroke=\"" + s.stroke + "\"/>" +
+                 text(x, top + kNodeH / 2 + 4, std::to_string(i + 1), "middle",
+                      "font-size=\"10\" class=\"number\"");
+    out.svg += "</g>\n";
   }
   return out;
 }
@@ -261,9 +266,10 @@ Figure eager_vs_traced_figure(const std::vector<EagerOp>& ops, const Graph& trac
                               size_t optimized_nodes, double max_abs_diff) {
   const double left_w = 320, right_w = 460, margin = 16, top = 74, row_h = 24;
   const int width = static_cast<int>(margin * 3 + left_w + right_w);
-  GraphDrawing gd = draw_graph(traced, right_w, [&](size_t i) {
-    return traced.nodes()[i].backward ? backward_style() : forward_style();
-  });
+  GraphDrawing gd = draw_graph(
+      traced, right_w,
+      [&](size_t i) { return traced.nodes()[i].backward ? backward_style() : forward_style(); },
+      true);
   const double left_h = row_h * static_cast<double>(ops.size() + 1);
   const int height = static_cast<int>(top + std::max(left_h, gd.height) + 64);
   std::string s = text(width / 2.0, 24, "Dynamic (eager) against static (traced)", "middle",
@@ -303,8 +309,8 @@ Figure eager_vs_traced_figure(const std::vector<EagerOp>& ops, const Graph& trac
                 ". Largest difference between the eager and the compiled result: " + diff,
             "start");
   s += text(margin, height - 12,
-            "Eager runs each op when Lua reaches it; tracing records the same ops once, so the "
-            "compiler sees the whole graph.",
+            "Eager runs each op as Lua reaches it; a trace records them once (numbered in order), "
+            "so the compiler sees the whole graph.",
             "start", "fill=\"#555\"");
   return finish(s, width, height, "eager vs traced");
 }

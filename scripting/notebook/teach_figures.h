@@ -32,8 +32,9 @@ struct GraphDrawing {
   std::string svg;  // elements only, placed from (0, 0): wrap it in <g transform=...>
   double height = 0;
 };
+// `numbered`: each box carries its node's place in the graph (1, 2, ...) at its left.
 GraphDrawing draw_graph(const Graph& g, double width,
-                        const std::function<NodeStyle(size_t node)>& style);
+                        const std::function<NodeStyle(size_t node)>& style, bool numbered = false);
 
 // The colours the figures use (one home, so the legends match the boxes).
 NodeStyle forward_style();

@@ -116,6 +116,7 @@ TEST_CASE("eager_vs_traced: (a*b + a):relu():sum() is 4 eager ops and a graph of
   CHECK(relu < sum);
   CHECK(count(svg, "<g class=\"node\">") == 4);
   CHECK(count(svg, "<g class=\"source\">") == 2);
+  CHECK(count(svg, "class=\"number\"") == 4);
   CHECK(svg.find(">a [2,3]</text>") != std::string::npos);
   CHECK(svg.find(">b [2,3]</text>") != std::string::npos);
 }
