@@ -1,6 +1,6 @@
 // Every lab in resources/labs graded three ways by `mlstudio grade`, as a teacher would:
 // the lab itself (its reference solutions) passes every goal, hidden ones too; the student's
-// copy from `mlstudio lab pack` fails every goal, each with a message saying what it found;
+// copy from `mlstudio lab pack` fails, each unmet goal with a message saying what it found;
 // a copy with its locked setup cell edited is reported as tampered. `mlstudio lab check` on
 // the student's copy names each visible goal it fails, and no hidden one.
 #include <algorithm>
@@ -31,7 +31,8 @@ TEST_CASE(
     "edited locked cell is reported",
     "[grade][labs]") {
   const std::vector<fs::path> all = labs();
-  // The four of helper G's brief at least; others' labs are graded the same way.
+  // Computational graphs, tensors, data pipelines and deployment at least; every lab added
+  // later is graded the same way.
   REQUIRE(all.size() >= 4);
   for (const fs::path& lab : all) {
     const std::string name = lab.stem().string();
@@ -55,14 +56,19 @@ TEST_CASE(
     Output pack = run("lab pack " + lab.string() + " -o " + student);
     INFO(pack.err);
     REQUIRE(pack.code == 0);
+    // A student's edit of a locked cell: the first locked Lua cell (setup code), else the
+    // first locked one of any kind.
     json edited = doc;
-    bool found_setup = false;
-    for (auto& c : edited["notebook"]["cells"])
-      if (c["id"] == "setup" && c.value("role", "") == "locked") {
-        c["source"].push_back("-- a student's line");
-        found_setup = true;
-      }
-    REQUIRE(found_setup);
+    std::string locked_id;
+    for (const bool lua_only : {true, false}) {
+      for (auto& c : edited["notebook"]["cells"])
+        if (locked_id.empty() && c.value("role", "") == "locked" &&
+            (!lua_only || c.value("kind", "") == "lua")) {
+          c["source"].push_back("-- a student's line");
+          locked_id = c["id"];
+        }
+    }
+    REQUIRE_FALSE(locked_id.empty());
     const std::string tampered = (dir / "tampered" / "tampered.mls").string();
     std::ofstream(tampered) << edited.dump(2);
 
@@ -84,22 +90,31 @@ TEST_CASE(
       CHECK(g["passed"] == true);
     }
 
-    // The student's copy: every goal unmet, each with what the check found.
+    // The student's copy: each unmet goal with what the check found. The starters of these
+    // four labs meet none (a later lab's starter may meet some, but not all).
+    const bool meets_none = name == "computational-graphs" || name == "tensors-shapes-strides" ||
+                            name == "data-pipelines" || name == "deployment-onnx-int8";
     const json& ss = by["student"];
     CHECK(ss["status"] == "graded");
     CHECK(ss["tampered"].empty());
     REQUIRE(ss["goals"].size() == goals.size());
+    size_t met = 0;
     for (size_t i = 0; i < goals.size(); ++i) {
       const json& g = ss["goals"][i];
       INFO("student, goal " << g["goal"] << ": " << g["message"]);
       CHECK(g["goal"] == goals[i]["id"]);
-      CHECK(g["passed"] == false);
-      CHECK_FALSE(g["message"].get<std::string>().empty());
+      if (g["passed"] == true) {
+        ++met;
+        CHECK_FALSE(meets_none);
+      } else {
+        CHECK_FALSE(g["message"].get<std::string>().empty());
+      }
     }
+    CHECK(met < goals.size());
 
     const json& ts = by["tampered"];
     REQUIRE(ts["tampered"].size() == 1);
-    CHECK(ts["tampered"][0] == "locked cell 'setup' was edited");
+    CHECK(ts["tampered"][0] == "locked cell '" + locked_id + "' was edited");
 
     // "Check my work" on the student's copy: each visible goal named as failed, none hidden.
     Output c = run("lab check " + student, 120);
@@ -112,10 +127,11 @@ TEST_CASE(
         CHECK(c.out.find(id + ":") == std::string::npos);
       } else {
         ++visible;
-        CHECK(c.out.find("FAIL " + id + ":") != std::string::npos);
+        if (meets_none) CHECK(c.out.find("FAIL " + id + ":") != std::string::npos);
       }
     }
-    CHECK(c.out.find("0 of " + std::to_string(visible) + " goals met") != std::string::npos);
+    if (meets_none)
+      CHECK(c.out.find("0 of " + std::to_string(visible) + " goals met") != std::string::npos);
     WARN(name << ": reference " << rs["seconds"] << " s, student " << ss["seconds"] << " s");
   }
 }
