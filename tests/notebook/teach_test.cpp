@@ -348,3 +348,84 @@ TEST_CASE("memory refuses an unknown checkpointing mode, naming it", "[teach]") 
   CHECK(s.output("c")->error.find("checkpointing") != std::string::npos);
   CHECK(s.output("c")->error.find("sometimes") != std::string::npos);
 }
+
+TEST_CASE("placement on Vulkan: an op without a Vulkan kernel falls back to the CPU, in red",
+          "[teach][vulkan]") {
+  runner::init_backends();
+  auto vk = backend_registry().open("vulkan");
+  if (!vk) {
+    WARN("no Vulkan device (" + vk.error().message + "): placement on a GPU is not checked");
+    return;
+  }
+  // Spiral points as token ids through an Embedding (Vulkan has no embedding kernel).
+  const fs::path dir = fs::temp_directory_path() / ("mls_teach_emb_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const nlohmann::json j = {
+      {"format_version", 1},
+      {"name", "spiral tokens"},
+      {"dataset",
+       {{"source", "synthetic"}, {"synthetic", {{"kind", "spirals"}, {"samples", 200}}}}},
+      {"model",
+       {{"nodes",
+         {{{"id", "point"},
+           {"type", "mls.input"},
+           {"version", 1},
+           {"params", nlohmann::json::object()}},
+          {{"id", "emb"},
+           {"type", "mls.embedding"},
+           {"version", 1},
+           {"params", {{"num_embeddings", 8}, {"embedding_dim", 4}}}},
+          {{"id", "flat"},
+           {"type", "mls.flatten"},
+           {"version", 1},
+           {"params", nlohmann::json::object()}},
+          {{"id", "fc"}, {"type", "mls.linear"}, {"version", 1}, {"params", {{"out_features", 2}}}},
+          {{"id", "label"},
+           {"type", "mls.labels"},
+           {"version", 1},
+           {"params", nlohmann::json::object()}},
+          {{"id", "loss"},
+           {"type", "mls.cross_entropy"},
+           {"version", 1},
+           {"params", nlohmann::json::object()}}}},
+        {"links",
+         {{{"from", "point:out"}, {"to", "emb:in"}},
+          {{"from", "emb:out"}, {"to", "flat:in"}},
+          {{"from", "flat:out"}, {"to", "fc:in"}},
+          {{"from", "fc:out"}, {"to", "loss:logits"}},
+          {{"from", "label:out"}, {"to", "loss:labels"}}}}}},
+      {"training", {{"batch_size", 16}}}};
+  std::ofstream(dir / "emb.mls") << j.dump(1);
+  const CellOutput out = run_cell("local r = mls.teach.placement(mls.project.open('" +
+                                      (dir / "emb.mls").string() + "'), {device = 'vulkan'})\n" +
+                                      "print(r.device_ops, r.cpu_ops, r.transfers)\n"
+                                      "print(table.concat(r.fallbacks, '; '))\n",
+                                  dir.string());
+  runner::ProjectOptions po;
+  po.path = (dir / "emb.mls").string();
+  po.load_data = false;
+  auto p = runner::open_project(po);
+  REQUIRE(p);
+  auto m = p->builder()(p->doc.training.batch_size, true);
+  REQUIRE(m);
+  auto step = build_step(std::move(*m), **vk, step_options(p->train_config()));
+  REQUIRE(step);
+  auto plan = CompiledPlan::compile(step->graph(), **vk);
+  REQUIRE(plan);
+  REQUIRE(!plan->fallbacks().empty());
+  size_t scheduled = 0;
+  for (int32_t w : plan->node_waves()) scheduled += w >= 0;
+  std::string names;
+  for (const std::string& f : plan->fallbacks()) names += (names.empty() ? "" : "; ") + f;
+  CHECK(names.find("embedding") != std::string::npos);
+  const auto l = lines(out.text);
+  REQUIRE(l.size() == 2);
+  CHECK(l[0] == std::to_string(scheduled - plan->fallbacks().size()) + "\t" +
+                    std::to_string(plan->fallbacks().size()) + "\t" +
+                    std::to_string(plan->stats().transfers));
+  CHECK(l[1] == names);
+  REQUIRE(out.figures.size() == 1);
+  CHECK(count(out.figures[0].svg, "fill=\"" + teach::fallback_style().fill + "\"") ==
+        plan->fallbacks().size() + 1);
+  fs::remove_all(dir);
+}
