@@ -303,6 +303,7 @@ void CanvasScene::sync() {
     item->setExportProblem(type && type->role == nodes::NodeRole::Layer
                                ? std::optional<std::string>(nodes::onnx_export_problem(n))
                                : std::nullopt);
+    item->setLocked(doc.lab.student && n.locked);
     auto ri = run_info_.find(n.id);
     item->setRunInfo(ri == run_info_.end() ? std::nullopt : std::optional<NodeRunInfo>(ri->second));
   }

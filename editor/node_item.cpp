@@ -81,7 +81,7 @@ QFont NodeItem::footerFont() {
 }
 
 QRectF NodeItem::titleRect() const {
-  return QRectF(8, 3, width() - 36, 17);
+  return QRectF(8, 3, width() - (locked_ ? 54 : 36), 17);
 }
 
 QRectF NodeItem::footerRect() const {
@@ -236,6 +236,10 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   if (icon_it == header_icons.end())
     icon_it = header_icons.emplace(category, category_icon(category, Qt::white)).first;
   icon_it->second.paint(p, QRect(static_cast<int>(width()) - 26, 4, 18, 18));
+  if (locked_) {  // a lab's locked node: a lock left of the icon
+    p->setPen(Qt::white);
+    p->drawText(QRectF(width() - 46, 0, 18, kHeader), Qt::AlignCenter, QStringLiteral("🔒"));
+  }
   f = footerFont();
   p->setFont(f);
   p->setPen(QColor(255, 255, 255, 210));

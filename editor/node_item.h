@@ -59,6 +59,16 @@ class NodeItem : public QGraphicsItem {
   // nullopt: no badge (inputs, labels and losses are handled around the exported graph).
   void setExportProblem(std::optional<std::string> problem);
   const std::optional<std::string>& exportProblem() const { return export_problem_; }
+  // A lab's locked node in a student's copy (nodes/lab.h): a lock on its header; its
+  // parameters and inputs cannot be edited (the document's commands refuse them).
+  void setLocked(bool locked) {
+    if (locked == locked_) return;
+    locked_ = locked;
+    setToolTip(locked ? "Locked by the lab: its type, parameters and inputs stay as given"
+                      : QString());
+    update();
+  }
+  bool locked() const { return locked_; }
   // The run footer's text, as drawn ("31.2% time · mean 0.42 · std 0.91 · 48% zeros").
   QString runText() const;
 
@@ -96,6 +106,7 @@ class NodeItem : public QGraphicsItem {
   const nodes::NodeTypeDef* def_;
   nodes::NodeAnalysis analysis_;
   std::optional<NodeRunInfo> run_;
+  bool locked_ = false;
   std::optional<std::string> export_problem_;
   std::optional<PortRef> highlight_;
   QStringList footer_lines_;

@@ -6,6 +6,9 @@
 #include <filesystem>
 
 #include "editor/cell_widget.h"
+#include "editor/canvas.h"
+#include "editor/main_window.h"
+#include "editor/node_item.h"
 #include "editor/notebook_view.h"
 #include "nodes/document.h"
 #include "tests/editor/editor_test_util.h"
@@ -98,6 +101,27 @@ TEST_CASE("a student's lab copy: locked cells refuse keys, Check my work shows t
   INFO(goals->text().toStdString());
   CHECK(goals->text().contains("2 of 2 goals met"));
   CHECK(goals->text().contains("got 12, want 12"));
+}
+
+TEST_CASE("a student's copy shows locked nodes with a lock and refuses their edits",
+          "[editor][lab]") {
+  test::EditorFixture fx;
+  const std::string path = fx.dir.file("graphs.mls");
+  auto lab = nodes::load_document(MLS_SOURCE_DIR "/resources/labs/computational-graphs.mls",
+                                  nodes::GraphCheck::Draft);
+  REQUIRE(lab);
+  auto student = nodes::pack_student(*lab);
+  REQUIRE(student);
+  REQUIRE(nodes::save_document(*student, path));
+  REQUIRE(fx.window->openFile(QString::fromStdString(path)).ok());
+  int locked = 0;
+  for (const auto& n : student->nodes) {
+    NodeItem* item = fx.window->scene()->nodeItem(n.id);
+    REQUIRE(item);
+    CHECK(item->locked() == n.locked);
+    locked += n.locked;
+  }
+  CHECK(locked >= 1);
 }
 
 TEST_CASE("Check my work is offered only for a lab", "[editor][notebook][lab]") {
