@@ -294,7 +294,7 @@ TEST_CASE("placement on Vulkan: a node the project puts on the CPU is coloured a
   fs::remove_all(dir);
 }
 
-TEST_CASE("memory: parameters are 4 bytes a parameter; checkpointing keeps fewer activations",
+TEST_CASE("memory: parameters are 4 bytes a parameter, and checkpointing keeps fewer activations",
           "[teach]") {
   if (!have_fashion_mnist()) {
     WARN("Fashion-MNIST is not installed: the project cannot be opened");
