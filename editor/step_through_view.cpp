@@ -10,12 +10,14 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSpinBox>
+#include <QStyle>
 #include <QSvgRenderer>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "editor/canvas.h"
+#include "editor/memory_view.h"
 #include "engine/core/backend_registry.h"
 #include "scripting/notebook/plot.h"
 #include "scripting/notebook/rich_output.h"
@@ -109,7 +111,8 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
       histogram_(new SvgView(true)),
       picture_(new SvgView(false)),
       picture_note_(new QLabel),
-      changes_(new QTableWidget) {
+      changes_(new QTableWidget),
+      memory_(new MemoryView) {
   setObjectName("step.through");
   batch_->setObjectName("step.batch");
   step_->setObjectName("step.step");
@@ -132,7 +135,11 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   phase_end_->setToolTip("To the end of the forward, the backward or the update");
   next_->setToolTip("The step again on the next batch, from the updated parameters");
 
-  auto* controls = new QHBoxLayout;
+  // The controls scroll sideways in a narrow dock rather than hold the dock area wide (the
+  // Notebook shares it).
+  auto* control_row = new QWidget;
+  auto* controls = new QHBoxLayout(control_row);
+  controls->setContentsMargins(0, 0, 0, 0);
   controls->addWidget(new QLabel("Batch"));
   controls->addWidget(batch_);
   controls->addWidget(step_);
@@ -168,13 +175,27 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   col->addWidget(histogram_);
   col->addWidget(picture_);
   col->addWidget(picture_note_);
+  auto* memory_title =
+      new QLabel("Memory of this training step by category (the compiled step at its peak)");
+  memory_title->setWordWrap(true);
+  col->addWidget(memory_title);
+  col->addWidget(memory_);
+  memory_->setMinimumHeight(140);
+  memory_->follow([] { return std::shared_ptr<const Telemetry>(); }, [this] { return estimate_; });
   col->addStretch(1);
   auto* scroll = new QScrollArea;
   scroll->setWidgetResizable(true);
   scroll->setWidget(body);
   auto* top = new QVBoxLayout(this);
   top->setContentsMargins(4, 4, 4, 4);
-  top->addLayout(controls);
+  auto* control_scroll = new QScrollArea;
+  control_scroll->setWidget(control_row);
+  control_scroll->setWidgetResizable(true);
+  control_scroll->setFrameShape(QFrame::NoFrame);
+  control_scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  control_scroll->setFixedHeight(control_row->sizeHint().height() +
+                                 style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 2);
+  top->addWidget(control_scroll);
   top->addWidget(scroll, 1);
 
   connect(step_, &QPushButton::clicked, this, [this] { act(Action::Step); });
@@ -215,13 +236,15 @@ void StepThroughView::runJob(std::function<Result<void>(StepThrough&)> job,
   error_.clear();
   // The step moves to the worker and back: the GUI thread does not touch it meanwhile.
   auto held = std::make_shared<std::unique_ptr<StepThrough>>(std::move(st_));
+  auto estimate = std::make_shared<std::shared_ptr<const PreflightEstimate>>();
   std::shared_ptr<const nodes::Document> doc;
   if (!*held) doc = std::make_shared<const nodes::Document>(model_->doc());
   const std::string path = model_->path();
   watcher_.disconnect(this);
-  connect(&watcher_, &QFutureWatcher<Result<void>>::finished, this, [this, held, then] {
+  connect(&watcher_, &QFutureWatcher<Result<void>>::finished, this, [this, held, estimate, then] {
     Result<void> r = watcher_.result();
     st_ = std::move(*held);
+    if (*estimate) estimate_ = *estimate;
     setBusy(false);
     if (stale_) {  // the document changed meanwhile: this step is not the project's any more
       stale_ = false;
@@ -236,7 +259,7 @@ void StepThroughView::runJob(std::function<Result<void>(StepThrough&)> job,
     show();
     Q_EMIT updated();
   });
-  watcher_.setFuture(QtConcurrent::run([held, doc, path, job]() -> Result<void> {
+  watcher_.setFuture(QtConcurrent::run([held, estimate, doc, path, job]() -> Result<void> {
     if (!*held) {
       runner::ProjectOptions o;
       o.path = path;
@@ -248,6 +271,12 @@ void StepThroughView::runJob(std::function<Result<void>(StepThrough&)> job,
       auto opened = StepThrough::open(std::move(*p), **backend);
       if (!opened) return opened.error();
       *held = std::move(*opened);
+      // The step's memory as the trainer will plan it (no time estimate needed: no rates).
+      const runner::Project& pr = (*held)->project();
+      PreflightOptions po;
+      po.search_max_batch = false;
+      auto e = preflight(pr.builder(), pr.train_config(), (*held)->backend(), DeviceRates{}, po);
+      if (e) *estimate = std::make_shared<const PreflightEstimate>(std::move(*e));
     }
     return job(**held);
   }));

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "editor/document_model.h"
+#include "engine/train/preflight.h"
 #include "runner/step_through.h"
 
 class QComboBox;
@@ -27,6 +28,7 @@ class QTableWidget;
 namespace mls::editor {
 
 class CanvasScene;
+class MemoryView;
 class SvgView;  // an SVG drawn to fit, keeping its aspect (step_through_view.cpp)
 
 class StepThroughView : public QWidget {
@@ -41,6 +43,8 @@ class StepThroughView : public QWidget {
   QString positionText() const;
   // The value shown (nullptr: none).
   const runner::StepValue* shownValue() const;
+  // The step's memory by category (null until a project was opened for stepping).
+  std::shared_ptr<const PreflightEstimate> memoryEstimate() const { return estimate_; }
 
  Q_SIGNALS:
   // A step was evaluated (or failed: the position label says why), or the cursor moved.
@@ -69,6 +73,10 @@ class StepThroughView : public QWidget {
   SvgView *histogram_, *picture_;
   QLabel* picture_note_;
   QTableWidget* changes_;
+  // The compiled training step's memory by category at its peak (the pre-flight estimate of
+  // the project at its batch size), made when the project is opened for stepping.
+  MemoryView* memory_;
+  std::shared_ptr<const PreflightEstimate> estimate_;
 };
 
 }  // namespace mls::editor

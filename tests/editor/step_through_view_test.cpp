@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "editor/canvas.h"
+#include "editor/memory_view.h"
 #include "editor/step_through_view.h"
 #include "engine/core/backend_registry.h"
 #include "engine/exec/compiled_plan.h"
@@ -163,6 +164,14 @@ TEST_CASE(
     for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - e[i]));
     CHECK(d < 1e-6);
   }
+
+  // The step's memory by category: the parameters' bar holds the MLP's 235,146 f32 weights.
+  REQUIRE(v->memoryEstimate());
+  const MemoryBars bars = memory_bars(nullptr, v->memoryEstimate().get());
+  bool params_bar = false;
+  for (const MemoryBars::Bar& bar : bars.bars)
+    if (bar.name == "parameters") params_bar = bar.bytes == 235146 * 4;
+  CHECK(params_bar);
 
   // Next batch: batch 3 from the updated parameters.
   click_and_wait(v, "step.next");
