@@ -179,12 +179,13 @@ struct EagerVsTraced {
   double max_abs_diff = 0;
 };
 
-// The function run eagerly with its arguments requiring grad, so the session's tape records
-// every op that depends on them, in the order it ran. The tape starts empty (a new
-// generation) and is dropped after.
+// The function run eagerly on copies of its arguments that require grad, so the session's
+// tape records every op that depends on them, in the order it ran. The session is not reset
+// while it runs, nor before or after: a forward the script made earlier keeps its tape for
+// its backward.
 bool run_eager(lua_State* L, Runtime& rt, int n, std::vector<teach::EagerOp>* ops, Tensor* result) {
   const char* who = "mls.teach.eager_vs_traced";
-  rt.new_generation();
+  const size_t first = rt.session.tape_size();
   const size_t saved_reset = rt.reset_values;
   const bool saved_grad = rt.grad_enabled;
   rt.reset_values = std::numeric_limits<size_t>::max();  // no new generation mid-function
@@ -205,7 +206,7 @@ bool run_eager(lua_State* L, Runtime& rt, int n, std::vector<teach::EagerOp>* op
     ok = false;
   } else {
     *result = y->value.contiguous(AllocTag::Activation);
-    for (const TapeEntry& e : rt.session.tape())
+    for (const TapeEntry& e : rt.session.tape().subspan(first))
       ops->push_back(
           {e.op->name,
            e.outputs.empty() ? "-" : teach::shape_label(rt.session.value(e.outputs[0]).shape())});
@@ -213,7 +214,6 @@ bool run_eager(lua_State* L, Runtime& rt, int n, std::vector<teach::EagerOp>* op
   lua_settop(L, top);
   rt.reset_values = saved_reset;
   rt.grad_enabled = saved_grad;
-  rt.new_generation();
   return ok;
 }
 

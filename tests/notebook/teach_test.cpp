@@ -162,6 +162,25 @@ TEST_CASE("eager_vs_traced refuses what it cannot draw, naming the problem", "[t
   CHECK(s.output("d")->error.find("must return a tensor") != std::string::npos);
 }
 
+TEST_CASE("eager_vs_traced leaves a forward the script made earlier ready for its backward",
+          "[teach]") {
+  const CellOutput out = run_cell(
+      "local x = mls.randn{3, 4}\n"
+      "local w = mls.randn{4, 2}:requires_grad()\n"
+      "local loss = x:matmul(w):sum()\n"
+      "local r = mls.teach.eager_vs_traced(function(a) return a:exp():sum() end, mls.randn{5})\n"
+      "loss:backward()\n"
+      "local expect = x:t():matmul(mls.ones{3, 2})\n"
+      "print(r.eager_ops, (w.grad - expect):abs():max():item())\n");
+  std::istringstream in(lines(out.text).at(0));
+  int eager = 0;
+  double diff = -1;
+  in >> eager >> diff;
+  CHECK(eager == 2);  // only the function's ops, not the script's matmul and sum
+  CHECK(diff >= 0.0);
+  CHECK(diff <= 1e-6);
+}
+
 TEST_CASE("passes: the node counts of fashion-mnist-mlp equal the pass pipeline's", "[teach]") {
   if (!have_fashion_mnist()) {
     WARN("Fashion-MNIST is not installed: the project cannot be opened");
