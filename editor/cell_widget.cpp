@@ -337,16 +337,16 @@ void CellWidget::setCell(const nodes::Cell& cell) {
     case nodes::CellRole::Free:
       break;
     case nodes::CellRole::Locked:
-      t += "  ·  🔒 locked";
+      t += "  ·  locked";
       break;
     case nodes::CellRole::Answer:
-      t += "  ·  ✎ your answer";
+      t += "  ·  your answer";
       break;
     case nodes::CellRole::Check:
-      t += "  ·  🔒 check";
+      t += "  ·  check (locked)";
       break;
     case nodes::CellRole::HiddenCheck:
-      t += "  ·  🔒 hidden check (graders only)";
+      t += "  ·  hidden check (locked; graders only)";
       break;
   }
   title_->setText(t);

@@ -236,9 +236,16 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   if (icon_it == header_icons.end())
     icon_it = header_icons.emplace(category, category_icon(category, Qt::white)).first;
   icon_it->second.paint(p, QRect(static_cast<int>(width()) - 26, 4, 18, 18));
-  if (locked_) {  // a lab's locked node: a lock left of the icon
-    p->setPen(Qt::white);
-    p->drawText(QRectF(width() - 46, 0, 18, kHeader), Qt::AlignCenter, QStringLiteral("🔒"));
+  if (locked_) {  // a lab's locked node: a padlock left of the icon (drawn: no font needed)
+    const double x = width() - 44, y = 6;
+    p->setPen(QPen(Qt::white, 1.6));
+    p->setBrush(Qt::NoBrush);
+    p->drawArc(QRectF(x + 3, y, 8, 9), 0, 180 * 16);
+    p->drawLine(QPointF(x + 3, y + 4.5), QPointF(x + 3, y + 7));
+    p->drawLine(QPointF(x + 11, y + 4.5), QPointF(x + 11, y + 7));
+    p->setPen(Qt::NoPen);
+    p->setBrush(Qt::white);
+    p->drawRoundedRect(QRectF(x, y + 7, 14, 9), 1.5, 1.5);
   }
   f = footerFont();
   p->setFont(f);

@@ -551,8 +551,8 @@ void NotebookView::showLabGoals() {
     if (g.hidden && model_->doc().lab.student) continue;
     ++shown;
     met += g.passed;
-    const QString mark = g.passed ? "<span style='color:#1b7f3b'>✔ met</span>"
-                                  : "<span style='color:#b00020'>✘ not met</span>";
+    const QString mark = g.passed ? "<span style='color:#34a853'>✔ met</span>"
+                                  : "<span style='color:#e8453c'>✘ not met</span>";
     html += "<br>" + mark + " &nbsp;<b>" + QString::fromStdString(g.id).toHtmlEscaped() +
             "</b>: " + QString::fromStdString(g.text).toHtmlEscaped() +
             (g.hidden ? " (hidden)" : "") + "<br>&nbsp;&nbsp;&nbsp;<span style='color:grey'>" +
