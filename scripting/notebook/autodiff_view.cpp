@@ -425,11 +425,7 @@ std::string panel(const Evaluation& e, const Layout& l, const std::string& headi
 }
 
 std::string svg_open(double width, double height) {
-  const std::string w = std::to_string(static_cast<int>(width)),
-                    h = std::to_string(static_cast<int>(height));
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
-         "\" viewBox=\"0 0 " + w + " " + h + "\" font-family=\"sans-serif\" font-size=\"11\">\n" +
-         "<rect x=\"0\" y=\"0\" width=\"" + w + "\" height=\"" + h + "\" fill=\"white\"/>\n";
+  return plot::svg_open(static_cast<int>(width), static_cast<int>(height));
 }
 
 std::string note(Mode mode, const Evaluation& e) {

@@ -103,11 +103,7 @@ Figure graph_figure(const nodes::Document& doc, const nodes::DocumentAnalysis& a
       x += kBoxW + kGapX;
     }
   }
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(f.width) +
-                    "\" height=\"" + std::to_string(f.height) + "\" viewBox=\"0 0 " +
-                    std::to_string(f.width) + " " + std::to_string(f.height) +
-                    "\" font-family=\"sans-serif\" font-size=\"11\">\n"
-                    "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  std::string svg = plot::svg_open(f.width, f.height);
   if (!title.empty())
     svg += "<text x=\"" + num(f.width / 2.0) +
            "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">" + plot::xml_escape(title) +

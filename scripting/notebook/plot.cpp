@@ -19,14 +19,6 @@ std::string num(double v) {
   return buf;
 }
 
-std::string svg_open(int width, int height) {
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" "
-         "xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"" +
-         std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " +
-         std::to_string(width) + " " + std::to_string(height) +
-         "\" font-family=\"sans-serif\" font-size=\"11\">\n<rect x=\"0\" y=\"0\" width=\"" +
-         std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" fill=\"white\"/>\n";
-}
 
 std::string text(double x, double y, const std::string& s, const char* anchor = "middle",
                  const char* extra = "") {
@@ -483,6 +475,15 @@ Result<std::string> render_heatmap(int rows, int cols, const std::vector<double>
   out += skipped_note(skipped, "cell", height - 6.0);
   out += "</svg>\n";
   return out;
+}
+
+std::string svg_open(int width, int height) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" "
+         "xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"" +
+         std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " +
+         std::to_string(width) + " " + std::to_string(height) +
+         "\" font-family=\"sans-serif\" font-size=\"11\">\n<rect x=\"0\" y=\"0\" width=\"" +
+         std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" fill=\"white\"/>\n";
 }
 
 }  // namespace mls::plot

@@ -100,6 +100,10 @@ std::string heat_colour(double t);
 
 // Escapes text for SVG (& < > ").
 std::string xml_escape(const std::string& s);
+// The opening of a figure's SVG: its size, the font, and a white background in pixels (Qt's
+// renderer draws none given as 100%, and a dark theme would show through). Every figure of
+// the notebook starts with it.
+std::string svg_open(int width, int height);
 // Bytes as base64 (RFC 4648, padded): what a data: URI carries.
 std::string base64(const std::string& bytes);
 

@@ -30,15 +30,7 @@ std::string num(double v) {
   return b;
 }
 
-std::string svg_open(int w, int h) {
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" +
-         std::to_string(h) + "\" viewBox=\"0 0 " + std::to_string(w) + " " + std::to_string(h) +
-         "\" font-family=\"sans-serif\" font-size=\"11\">\n"
-         // In pixels: Qt's SVG renderer draws no background given as 100% (a dark theme then
-         // shows through the text).
-         "<rect x=\"0\" y=\"0\" width=\"" +
-         std::to_string(w) + "\" height=\"" + std::to_string(h) + "\" fill=\"white\"/>\n";
-}
+using plot::svg_open;
 
 std::string text(double x, double y, const std::string& s, const char* anchor = "middle",
                  const std::string& extra = "") {
