@@ -287,6 +287,26 @@ void StepThrough::build_points(size_t forward_nodes, const ModelGraph& mg) {
     return v.name;
   };
 
+  // Where a point's kernels run: the device, or the host for ops the device has no kernel for
+  // (views run nowhere: they alias).
+  const DeviceKind kind = backend_.kind();
+  const std::string device(backend_.name());
+  auto place = [&](StepPoint& p) {
+    size_t on_device = 0;
+    for (int32_t ni : p.ir_nodes) {
+      const Node& n = g.nodes()[static_cast<size_t>(ni)];
+      if (n.op->view) continue;
+      std::vector<ValueType> in, out;
+      for (Ref r : n.inputs) in.push_back(g.type_of(r));
+      for (Ref r : n.outputs) out.push_back(g.type_of(r));
+      const DType kt = kernel_dtype(*n.op, in, out);
+      if (kind != DeviceKind::CPU && n.op->kernel(kind, kt) == nullptr)
+        p.host_ops.push_back(n.op->name + " at " + std::string(dtype_name(kt)));
+      else
+        ++on_device;
+    }
+    p.device = p.host_ops.empty() ? device : on_device == 0 ? "cpu" : device + " + cpu";
+  };
   // Inputs first: the batch as it enters the model.
   for (Ref r : {mg.input, mg.labels}) {
     StepPoint p;
@@ -301,6 +321,7 @@ void StepThrough::build_points(size_t forward_nodes, const ModelGraph& mg) {
         to.push_back(g.nodes()[static_cast<size_t>(u)].label);
     if (!to.empty()) v.caption += " → " + join(to, ", ");
     p.values.push_back(std::move(v));
+    p.device = device;  // the batch is copied to the device
     points_.push_back(std::move(p));
   }
 
@@ -406,6 +427,7 @@ void StepThrough::build_points(size_t forward_nodes, const ModelGraph& mg) {
         p.values.push_back(std::move(v));
       }
     }
+    place(p);
     // The wire's gradient first, then the parameters' in their order.
     std::stable_sort(p.values.begin(), p.values.end(), [](const StepValue& a, const StepValue& b) {
       return std::make_pair(a.role, a.param) < std::make_pair(b.role, b.param);
@@ -446,6 +468,7 @@ void StepThrough::build_points(size_t forward_nodes, const ModelGraph& mg) {
   });
   for (const std::string& node : order) {
     StepPoint p;
+    p.device = device;  // optimizer kernels: every backend has them (parameters stay put)
     p.phase = StepPhase::Optimizer;
     p.node = node;
     p.type = type_of(node);

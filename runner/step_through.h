@@ -73,6 +73,10 @@ struct StepPoint {
   std::string type;               // its node type ("mls.linear"), "" when none
   std::vector<int32_t> ir_nodes;  // the IR nodes it ran, in order (graph())
   std::vector<StepValue> values;  // what it produced that is used beyond it
+  // Placement: where its kernels run. On a GPU, IR nodes whose op has no kernel there run on
+  // the host (as the compiled plan and the eager session fall back); `host_ops` names them.
+  std::string device;                 // the project's device, "cpu", or "vulkan + cpu"
+  std::vector<std::string> host_ops;  // "op at dtype" of the nodes that fall back
 };
 
 // A parameter before and after the update.

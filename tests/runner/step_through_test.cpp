@@ -10,6 +10,7 @@
 #include "engine/core/backend_registry.h"
 #include "engine/exec/compiled_plan.h"
 #include "nodes/document.h"
+#include "runner/backends.h"
 #include "runner/step_through.h"
 
 using namespace mls;
@@ -363,4 +364,52 @@ TEST_CASE("step through: every example project steps through; each gradient is s
     REQUIRE(s.next_batch().ok());
     CHECK(s.batch() == 2);
   }
+}
+
+TEST_CASE("step through: placement on the CPU and on a Vulkan device", "[step_through]") {
+  {
+    auto st = StepThrough::open(open(kMlp), cpu());
+    REQUIRE(st.ok());
+    REQUIRE((*st)->evaluate(0).ok());
+    for (const StepPoint& p : (*st)->points()) {
+      CHECK(p.device == "cpu");
+      CHECK(p.host_ops.empty());
+    }
+  }
+  init_backends();
+  auto vk = backend_registry().open("vulkan");
+  if (!vk) {
+    WARN("no Vulkan device: " << vk.error().message);
+    return;
+  }
+  auto doc = nodes::load_document(kMlp);
+  REQUIRE(doc.ok());
+  doc->training.device = "vulkan";
+  doc->training.batch_size = 16;
+  auto st =
+      StepThrough::open(open(kMlp, std::make_shared<const nodes::Document>(std::move(*doc))), **vk);
+  REQUIRE(st.ok());
+  StepThrough& s = **st;
+  REQUIRE(s.evaluate(0).ok());
+  for (const StepPoint& p : s.points()) {
+    INFO(p.node << " " << p.device);
+    for (const std::string& h : p.host_ops) WARN(p.node << " falls back to the host: " << h);
+    CHECK((p.device == "vulkan" || p.device == "vulkan + cpu" || p.device == "cpu"));
+    CHECK(p.host_ops.empty() == (p.device == "vulkan"));
+  }
+  // The values computed there equal the CPU's (lavapipe's exp and log are within a few ulp).
+  auto on_cpu =
+      StepThrough::open(open(kMlp,
+                             [] {
+                               auto d = nodes::load_document(kMlp);
+                               d->training.batch_size = 16;
+                               return std::make_shared<const nodes::Document>(std::move(*d));
+                             }()),
+                        cpu());
+  REQUIRE(on_cpu.ok());
+  REQUIRE((*on_cpu)->evaluate(0).ok());
+  CHECK(s.loss() == Approx((*on_cpu)->loss()).epsilon(1e-5));
+  for (size_t k = 0; k < s.changes().size(); ++k)
+    CHECK(rel_diff(s.value_tensor(s.gradient_value(k)).to_f64(),
+                   (*on_cpu)->value_tensor((*on_cpu)->gradient_value(k)).to_f64()) < 1e-4);
 }
