@@ -1,7 +1,9 @@
 #include "editor/step_through_view.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFormLayout>
+#include <QGraphicsRectItem>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QImage>
@@ -112,6 +114,8 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
       picture_(new SvgView(false)),
       picture_note_(new QLabel),
       changes_(new QTableWidget),
+      placement_(new QCheckBox("Colour the canvas by placement")),
+      placement_legend_(new QLabel),
       memory_(new MemoryView) {
   setObjectName("step.through");
   batch_->setObjectName("step.batch");
@@ -169,6 +173,11 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   auto* col = new QVBoxLayout(body);
   col->addWidget(position_);
   col->addWidget(info_);
+  placement_->setObjectName("step.placement");
+  placement_->setToolTip("A halo behind each node: where its forward and backward kernels run");
+  placement_legend_->setWordWrap(true);
+  col->addWidget(placement_);
+  col->addWidget(placement_legend_);
   col->addWidget(changes_);  // the update's table first: it is what the update did
   col->addWidget(values_);
   col->addWidget(stats_);
@@ -203,6 +212,12 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   connect(phase_end_, &QPushButton::clicked, this, [this] { act(Action::PhaseEnd); });
   connect(next_, &QPushButton::clicked, this, [this] { act(Action::NextBatch); });
   connect(values_, &QComboBox::currentIndexChanged, this, [this] { showValue(); });
+  connect(placement_, &QCheckBox::toggled, this, [this] { paintPlacement(); });
+  if (canvas_)  // the scene may go first (the window's members): its items go with it
+    connect(canvas_, &QObject::destroyed, this, [this] {
+      canvas_ = nullptr;
+      halos_.clear();
+    });
   // An edit makes the step another one: it is evaluated again on the next press.
   connect(model_, &DocumentModel::changed, this, [this] {
     if (busy_) {
@@ -212,6 +227,8 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
     if (st_) {
       st_.reset();
       error_.clear();
+      clearPlacement();
+      placement_legend_->clear();
       show();
     }
   });
@@ -220,6 +237,59 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
 
 StepThroughView::~StepThroughView() {
   watcher_.waitForFinished();
+  clearPlacement();
+}
+
+void StepThroughView::clearPlacement() {
+  for (QGraphicsRectItem* h : halos_) delete h;
+  halos_.clear();
+}
+
+std::map<std::string, std::string> StepThroughView::placementShown() const {
+  std::map<std::string, std::string> out;
+  if (busy_ || !st_ || !st_->evaluated()) return out;
+  const std::string device(st_->backend().name());
+  for (const runner::StepPoint& p : st_->points()) {
+    if (p.node.empty() || p.phase == StepPhase::Optimizer || p.ir_nodes.empty()) continue;
+    std::string& c = out[p.node];
+    const std::string here = device == "cpu" ? "cpu" : p.host_ops.empty() ? "device" : "host";
+    if (c.empty() || here == "host") c = here;
+  }
+  return out;
+}
+
+void StepThroughView::paintPlacement() {
+  clearPlacement();
+  placement_legend_->clear();
+  if (!placement_->isChecked() || !canvas_ || busy_ || !st_ || !st_->evaluated()) return;
+  const std::string device(st_->backend().name());
+  std::vector<std::string> fallbacks;
+  for (const runner::StepPoint& p : st_->points())
+    for (const std::string& h : p.host_ops) fallbacks.push_back(p.node + ": " + h);
+  for (const auto& [node, where] : placementShown()) {
+    NodeItem* item = canvas_->nodeItem(node);
+    if (!item) continue;
+    const QColor c = where == "host"     ? QColor(230, 126, 34)
+                     : where == "device" ? QColor(46, 204, 113)
+                                         : QColor(52, 152, 219);
+    auto* h = new QGraphicsRectItem(item->bodySceneRect().adjusted(-7, -7, 7, 7));
+    h->setPen(QPen(c, 3));
+    h->setBrush(QColor(c.red(), c.green(), c.blue(), 60));
+    h->setZValue(item->zValue() - 1);
+    h->setAcceptedMouseButtons(Qt::NoButton);
+    canvas_->addItem(h);
+    halos_.push_back(h);
+  }
+  QString legend =
+      device == "cpu"
+          ? "Blue: runs on the CPU, the project's device."
+          : QString("Green: runs on %1. Orange: part of it falls back to the CPU (no %1 kernel).")
+                .arg(QString::fromStdString(device));
+  if (!fallbacks.empty()) {
+    legend += " Fallbacks:";
+    for (const std::string& f : fallbacks) legend += "\n  " + QString::fromStdString(f);
+  }
+  placement_legend_->setText(legend);
 }
 
 void StepThroughView::setBusy(bool on) {
@@ -257,6 +327,7 @@ void StepThroughView::runJob(std::function<Result<void>(StepThrough&)> job,
       then();
     }
     show();
+    paintPlacement();
     Q_EMIT updated();
   });
   watcher_.setFuture(QtConcurrent::run([held, estimate, doc, path, job]() -> Result<void> {
@@ -372,6 +443,13 @@ void StepThroughView::show() {
                          .arg(s.position_in_phase())
                          .arg(s.phase_size(p.phase))
                          .arg(where));
+  QString runs = "Runs on " + QString::fromStdString(p.device);
+  if (!p.host_ops.empty()) {
+    QStringList ops;
+    for (const std::string& h : p.host_ops) ops << QString::fromStdString(h);
+    runs += " (on the CPU for want of a kernel: " + ops.join(", ") + ")";
+  }
+  info_->setText(info_->text() + "\n" + runs);
   {
     QSignalBlocker block(values_);
     values_->clear();

@@ -13,13 +13,16 @@
 #include <QFutureWatcher>
 #include <QWidget>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "editor/document_model.h"
 #include "engine/train/preflight.h"
 #include "runner/step_through.h"
 
+class QCheckBox;
 class QComboBox;
+class QGraphicsRectItem;
 class QLabel;
 class QPushButton;
 class QSpinBox;
@@ -41,6 +44,8 @@ class StepThroughView : public QWidget {
   const runner::StepThrough* stepThrough() const { return busy_ ? nullptr : st_.get(); }
   bool busy() const { return busy_; }
   QString positionText() const;
+  // Document node -> its placement colour's name ("device", "host", "cpu"), as drawn.
+  std::map<std::string, std::string> placementShown() const;
   // The value shown (nullptr: none).
   const runner::StepValue* shownValue() const;
   // The step's memory by category (null until a project was opened for stepping).
@@ -59,6 +64,9 @@ class StepThroughView : public QWidget {
   void showValue();
   void showChanges();
   void setBusy(bool on);
+  // The canvas coloured by placement (a halo behind each node), when the box is ticked.
+  void paintPlacement();
+  void clearPlacement();
 
   DocumentModel* model_;
   CanvasScene* canvas_;
@@ -73,6 +81,9 @@ class StepThroughView : public QWidget {
   SvgView *histogram_, *picture_;
   QLabel* picture_note_;
   QTableWidget* changes_;
+  QCheckBox* placement_;
+  QLabel* placement_legend_;
+  std::vector<QGraphicsRectItem*> halos_;  // in the canvas's scene, which owns them
   // The compiled training step's memory by category at its peak (the pre-flight estimate of
   // the project at its batch size), made when the project is opened for stepping.
   MemoryView* memory_;

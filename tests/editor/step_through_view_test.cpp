@@ -2,6 +2,7 @@
 // statistics it shows for a wire equal the engine's values for that batch, computed apart
 // (a compiled forward of the model cut at that node; the trainer's compiled training step for
 // the gradients), and the canvas selects the node the step is at.
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
@@ -126,6 +127,19 @@ TEST_CASE(
     plan->run();
     check_equal(read_stats(v), stats_of(plan->tensor(out).to_f64()));
   }
+  // Placement on the canvas: a halo behind every node with kernels; on the CPU, all blue.
+  auto* placement = v->findChild<QCheckBox*>("step.placement");
+  const qsizetype items_before = f.window->scene()->items().size();
+  QTest::mouseClick(placement, Qt::LeftButton, {}, QPoint(8, placement->height() / 2));
+  REQUIRE(placement->isChecked());
+  const auto shown = v->placementShown();
+  CHECK(shown.size() == 7);  // every node but the inputs (the batch itself: no kernel)
+  for (const char* node : {"flat", "fc1", "relu1", "fc2", "relu2", "fc3", "loss"})
+    CHECK((shown.count(node) && shown.at(node) == "cpu"));
+  CHECK(f.window->scene()->items().size() == items_before + 7);
+  QTest::mouseClick(placement, Qt::LeftButton, {}, QPoint(8, placement->height() / 2));
+  CHECK(f.window->scene()->items().size() == items_before);
+
   // Step back, and on again.
   click_and_wait(v, "step.back");
   CHECK(position->text() == "forward 4/9: fc1 (mls.linear)");
