@@ -229,8 +229,22 @@ const std::vector<HelpEntry>& help_entries() {
       {"Project:set_cell_source", "p:set_cell_source(id, source)",
        "replaces a Lua or Markdown cell's source (undoable)",
        "p:set_cell_source(p:add_cell{source = \"x = 1\"}, \"x = 2\")"},
+      {"Project:set_cell_role", "p:set_cell_role(id, role [, starter])",
+       "a lab author's edit (undoable): the cell's role, \"locked\", \"answer\" (with the "
+       "starter text a student gets), \"check\", \"hidden-check\" or \"\"; refused in a "
+       "student's copy",
+       "p:set_cell_role(\"q1\", \"answer\", \"-- your code\")"},
+      {"Project:set_node_marks", "p:set_node_marks(id, {locked =, solution =})",
+       "a lab author's edit (undoable): a locked node keeps its type, parameters and inputs in "
+       "the student's copy; a solution node is left out of it",
+       "p:set_node_marks(\"fc1\", {locked = true})"},
+      {"Project:set_lab", "p:set_lab{title =, goals = {{id =, text =, hidden =}, ...}}",
+       "makes the project a lab, or sets its title, goals and limits (time_limit_s, memory_mb); "
+       "p:set_lab(nil) removes it (undoable; checked as the loader checks it)",
+       "p:set_lab{title = \"Derivatives\", goals = {{id = \"d\", text = \"f'(2) right\"}}}"},
       {"Project:cells", "p:cells()",
-       "the notebook's cells as {id =, kind =, source =, view =, on_demand =} tables, in order",
+       "the notebook's cells as {id =, kind =, source =, view =, on_demand =, role =} tables, "
+       "in order",
        "for _, c in ipairs(p:cells()) do print(c.id, c.kind) end"},
       {"Project:undo", "p:undo()", "undoes the last edit; false when there is none", "p:undo()"},
       {"Project:redo", "p:redo()", "redoes the last undone edit", "p:redo()"},

@@ -13,6 +13,7 @@
 //   local id = p:add_cell{kind = "lua", source = "x = 1", at = 1}   -- notebook cells, the same
 //   p:set_cell_source(id, "x = 2"); p:remove_cell(id)                --   undoable commands
 #include "nodes/edit.h"
+#include "nodes/lab_edit.h"
 #include "nodes/notebook_edit.h"
 #include "scripting/bindings.h"
 #include "scripting/libs.h"
@@ -244,7 +245,72 @@ int l_set_cell_source(lua_State* L) {
   return edit(L,
               [&](const nodes::Document& d) { return nodes::make_set_cell_source(d, id, source); });
 }
-// p:cells(): {id =, kind =, source =, view = (view cells), on_demand =} tables, in order.
+// Lab authoring (nodes/lab.h, lab_edit.h). p:set_cell_role(id, "locked"|"answer"|"check"|
+// "hidden-check"|"" [, starter]).
+int l_set_cell_role(lua_State* L) {
+  const std::string id = luaL_checkstring(L, 2), name = luaL_checkstring(L, 3);
+  const std::string starter = luaL_optstring(L, 4, "");
+  std::optional<nodes::CellRole> role =
+      name.empty() ? std::optional(nodes::CellRole::Free) : nodes::parse_cell_role(name);
+  if (!role)
+    return luaL_error(L, "set_cell_role: unknown role '%s' (locked, answer, check, hidden-check, "
+                         "or \"\" for an ordinary cell)", name.c_str());
+  return edit(L, [&](const nodes::Document& d) {
+    return nodes::make_set_cell_role(d, id, *role, starter);
+  });
+}
+// p:set_node_marks(id, {locked = true, solution = false})
+int l_set_node_marks(lua_State* L) {
+  const std::string id = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_getfield(L, 3, "locked");
+  const bool locked = lua_toboolean(L, -1);
+  lua_getfield(L, 3, "solution");
+  const bool solution = lua_toboolean(L, -1);
+  lua_pop(L, 2);
+  return edit(L, [&](const nodes::Document& d) {
+    return nodes::make_set_node_marks(d, id, locked, solution);
+  });
+}
+// p:set_lab{title =, goals = {{id =, text =, hidden =}, ...}, time_limit_s =, memory_mb =};
+// p:set_lab(nil) removes it.
+int l_set_lab(lua_State* L) {
+  nodes::LabSpec lab;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lab.present = true;
+    lua_getfield(L, 2, "title");
+    if (lua_isstring(L, -1)) lab.title = lua_tostring(L, -1);
+    lua_getfield(L, 2, "time_limit_s");
+    if (lua_isnumber(L, -1)) lab.time_limit_s = lua_tonumber(L, -1);
+    lua_getfield(L, 2, "memory_mb");
+    if (lua_isinteger(L, -1)) lab.memory_mb = lua_tointeger(L, -1);
+    lua_pop(L, 3);
+    lua_getfield(L, 2, "goals");
+    if (lua_istable(L, -1)) {
+      const lua_Integer n = luaL_len(L, -1);
+      for (lua_Integer i = 1; i <= n; ++i) {
+        lua_geti(L, -1, i);
+        if (!lua_istable(L, -1))
+          return luaL_error(L, "set_lab: goal %d must be a table {id =, text = [, hidden =]}",
+                            static_cast<int>(i));
+        nodes::LabGoal g;
+        lua_getfield(L, -1, "id");
+        if (lua_isstring(L, -1)) g.id = lua_tostring(L, -1);
+        lua_getfield(L, -2, "text");
+        if (lua_isstring(L, -1)) g.text = lua_tostring(L, -1);
+        lua_getfield(L, -3, "hidden");
+        g.hidden = lua_toboolean(L, -1);
+        lua_pop(L, 4);
+        lab.goals.push_back(std::move(g));
+      }
+    }
+    lua_pop(L, 1);
+  }
+  return edit(L, [&](const nodes::Document& d) { return nodes::make_set_lab(d, lab); });
+}
+// p:cells(): {id =, kind =, source =, view = (view cells), on_demand =, role = (labs)} tables,
+// in order.
 int l_cells(lua_State* L) {
   ProjectBox* p = check_project(L, 1);
   const auto& cells = p->doc().notebook.cells;
@@ -264,6 +330,10 @@ int l_cells(lua_State* L) {
     }
     lua_pushboolean(L, c.on_demand);
     lua_setfield(L, -2, "on_demand");
+    if (c.role != nodes::CellRole::Free) {
+      lua_pushstring(L, std::string(nodes::cell_role_name(c.role)).c_str());
+      lua_setfield(L, -2, "role");
+    }
     lua_seti(L, -2, static_cast<lua_Integer>(i + 1));
   }
   return 1;
@@ -404,6 +474,9 @@ const luaL_Reg kMethods[] = {{"add_node", l_add_node},
                              {"remove_cell", l_remove_cell},
                              {"set_cell_source", l_set_cell_source},
                              {"cells", l_cells},
+                             {"set_cell_role", l_set_cell_role},
+                             {"set_node_marks", l_set_node_marks},
+                             {"set_lab", l_set_lab},
                              {"undo", l_undo},
                              {"redo", l_redo},
                              {"history", l_history},

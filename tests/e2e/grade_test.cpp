@@ -195,3 +195,55 @@ TEST_CASE("lab pack: the student's copy has starters, no hidden checks or goals"
   CHECK(run("grade " + example() + " " + student).code == 1);
   CHECK(run("grade " + lab + " " + student + " --gradebook /nonexistent/dir/g.db").code == 1);
 }
+
+TEST_CASE("a lab authored from Lua: set_lab, roles and node marks, then packed and graded",
+          "[grade]") {
+  const fs::path dir = fresh_dir("grade-author");
+  const std::string lab = (dir / "authored.mls").string();
+  const std::string script = (dir / "author.lua").string();
+  std::ofstream(script) << "local p = mls.project.open('" << example() << "')\n"
+                        << R"LUA(
+p:set_lab{title = "Count the parameters", time_limit_s = 20,
+          goals = {{id = "count", text = "the model's parameter count"},
+                   {id = "hidden_count", text = "fc1's weights", hidden = true}}}
+p:set_node_marks("fc1", {locked = true})
+p:set_node_marks("fc2", {solution = true})
+local setup = p:add_cell{source = "p = mls.project.current()"}
+p:set_cell_role(setup, "locked")
+local q = p:add_cell{source = "n = 784 * 256 + 256 + 256 * 10 + 10"}
+p:set_cell_role(q, "answer", "n = 0")
+local c = p:add_cell{source = "lab.equal('count', n, 203530)"}
+p:set_cell_role(c, "check")
+local h = p:add_cell{source = "lab.at_least('hidden_count', n, 784 * 256)"}
+p:set_cell_role(h, "hidden-check")
+local ok, err = pcall(p.set_cell_role, p, q, "teacher")
+assert(not ok and tostring(err):find("unknown role 'teacher'"), tostring(err))
+p:save(arg[1])
+print(#p:cells())
+)LUA";
+  Output a = run("lua --trust " + script + " " + lab);
+  INFO(a.err);
+  REQUIRE(a.code == 0);
+  CHECK(a.out == "4\n");
+  const std::string student = (dir / "student.mls").string();
+  REQUIRE(run("lab pack " + lab + " -o " + student).code == 0);
+  const json s = json::parse(read_file(student));
+  for (const auto& n : s["model"]["nodes"]) CHECK(n["id"] != "fc2");
+  // In the student's copy the same calls are refused.
+  const std::string tries = (dir / "tries.lua").string();
+  std::ofstream(tries) << "local p = mls.project.open('" << student << "')\n"
+                       << "local ok, e = pcall(p.set_node_marks, p, 'fc1', {locked = false})\n"
+                       << "print(ok, e:find('student') ~= nil)\n"
+                       << "ok, e = pcall(p.set_params, p, 'fc1', {out_features = 8})\n"
+                       << "print(ok, e:find('locked by the lab') ~= nil)\n";
+  Output t = run("lua --trust " + tries);
+  INFO(t.err);
+  CHECK(t.out == "false\ttrue\nfalse\ttrue\n");
+  Output o = run("grade " + lab + " " + lab + " " + student + " --json --quiet");
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  const json r = json::parse(last_line(o.out));
+  CHECK(r["students"][0]["passed"] == 2);
+  CHECK(r["students"][1]["passed"] == 0);
+  CHECK(r["students"][1]["goals"][0]["message"] == "got 0, want 203530");
+}

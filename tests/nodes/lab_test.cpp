@@ -9,6 +9,7 @@
 #include "nodes/document.h"
 #include "nodes/edit.h"
 #include "nodes/lab.h"
+#include "nodes/lab_edit.h"
 #include "nodes/notebook_edit.h"
 
 using namespace mls::nodes;
@@ -210,4 +211,34 @@ TEST_CASE("lab: lock differences and the graded notebook", "[lab]") {
   CHECK(locked_parts_text(l2) == locked_parts_text(l));
   l2.notebook.cells[1].source = "x0 = 5";
   CHECK(locked_parts_text(l2) != locked_parts_text(l));
+}
+
+TEST_CASE("lab authoring commands: set the lab, mark nodes, undo, refused in a copy", "[lab]") {
+  auto plain = load_document(std::string(MLS_SOURCE_DIR) + "/resources/examples/fashion-mnist-mlp.mls");
+  REQUIRE(plain);
+  Document d = *plain;
+  const std::string before = serialize_document(d);
+  UndoStack stack;
+  LabSpec spec;
+  spec.present = true;
+  spec.title = "T";
+  spec.goals = {{"a", "goal a", false}};
+  REQUIRE(stack.push(make_set_lab(d, spec), d));
+  REQUIRE(stack.push(make_set_node_marks(d, "fc1", true, false), d));
+  CHECK(d.lab.title == "T");
+  CHECK(d.nodes[*find_node(d, "fc1")].locked);
+  // Refusals: the loader's rules, an unknown node.
+  LabSpec bad = spec;
+  bad.goals.push_back({"a", "again", false});
+  auto r = make_set_lab(d, bad);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("duplicate goal id 'a'") != std::string::npos);
+  CHECK_FALSE(make_set_node_marks(d, "nope", true, false));
+  stack.undo(d);
+  stack.undo(d);
+  CHECK(serialize_document(d) == before);
+  // A student's copy refuses them.
+  Document s = *pack_student(lab());
+  CHECK_FALSE(make_set_lab(s, LabSpec{}));
+  CHECK_FALSE(make_set_node_marks(s, "fc1", false, false));
 }
