@@ -233,7 +233,7 @@ const std::vector<HelpEntry>& help_entries() {
        "a lab author's edit (undoable): the cell's role, \"locked\", \"answer\" (with the "
        "starter text a student gets), \"check\", \"hidden-check\" or \"\"; refused in a "
        "student's copy",
-       "p:set_cell_role(\"q1\", \"answer\", \"-- your code\")"},
+       "p:set_cell_role(p:add_cell{source = \"y = 2 * x\"}, \"answer\", \"-- your code\")"},
       {"Project:set_node_marks", "p:set_node_marks(id, {locked =, solution =})",
        "a lab author's edit (undoable): a locked node keeps its type, parameters and inputs in "
        "the student's copy; a solution node is left out of it",
