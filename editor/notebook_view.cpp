@@ -13,6 +13,7 @@
 #include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <QMessageBox>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "engine/core/backend_registry.h"
@@ -124,6 +125,27 @@ NotebookView::NotebookView(DocumentModel* model, const std::string& db_path, QWi
   QAction* od = add("on-demand", "Only when asked", "Run the selected cell only when asked",
                     [this] { setOnDemand(actions_["on-demand"]->isChecked()); });
   od->setCheckable(true);
+  // A lab's author marks the selected cell's part (nodes/lab.h); not in a student's copy.
+  QAction* role = add("role", "Lab role", "A lab: what the selected cell is for students",
+                      [] {});
+  auto* roles = new QMenu(this);
+  roles->setObjectName("notebook.roles");
+  for (const auto& [r, text] :
+       {std::pair{nodes::CellRole::Free, "Ordinary"}, {nodes::CellRole::Locked, "Locked"},
+        {nodes::CellRole::Answer, "Answer (its text is the solution)"},
+        {nodes::CellRole::Check, "Check (students can run it)"},
+        {nodes::CellRole::HiddenCheck, "Hidden check (the grader only)"}}) {
+    QAction* a = roles->addAction(text, this, [this, r = r] { setRole(r); });
+    const std::string name(nodes::cell_role_name(r));
+    a->setObjectName(QString::fromStdString("notebook.role-" + (name.empty() ? "free" : name)));
+    a->setCheckable(true);
+    actions_[QString::fromStdString("role-" + (name.empty() ? "free" : name))] = a;
+  }
+  if (auto* b = qobject_cast<QToolButton*>(mode_bar_->widgetForAction(role))) {
+    b->setMenu(roles);
+    b->setPopupMode(QToolButton::InstantPopup);
+  }
+  role->setVisible(false);
   mode_bar_->addSeparator();
   QAction* trust = add("trust", "Trust",
                        "Run this notebook's cells with your own rights: files anywhere, "
@@ -297,6 +319,22 @@ void NotebookView::select(const QString& id) {
   if (auto* w = cellWidget(id)) w->setLineWidth(2);
   const nodes::Cell* c = find_cell(notebook(), id.toStdString());
   actions_["on-demand"]->setChecked(c && c->on_demand);
+  for (nodes::CellRole r : {nodes::CellRole::Free, nodes::CellRole::Locked, nodes::CellRole::Answer,
+                            nodes::CellRole::Check, nodes::CellRole::HiddenCheck}) {
+    const std::string name(nodes::cell_role_name(r));
+    actions_[QString::fromStdString("role-" + (name.empty() ? "free" : name))]->setChecked(
+        c && c->role == r);
+  }
+}
+
+void NotebookView::setRole(nodes::CellRole role) {
+  const nodes::Cell* c = find_cell(notebook(), selected_.toStdString());
+  if (!c || c->role == role) return;
+  // An answer starts from a placeholder; the cell's text stays the reference solution.
+  const std::string starter = role == nodes::CellRole::Answer ? "-- your answer here" : "";
+  auto r = model_->push(nodes::make_set_cell_role(model_->doc(), c->id, role, starter));
+  if (!r) QMessageBox::warning(this, "Lab role", QString::fromStdString(r.error().message));
+  select(selected_);
 }
 
 const nodes::Notebook& NotebookView::notebook() const {
@@ -430,6 +468,7 @@ void NotebookView::syncFromDocument() {
   last_model_ = std::move(model);
   actions_["lazy"]->setChecked(notebook().lazy);
   actions_["check"]->setVisible(doc.lab.present);
+  actions_["role"]->setVisible(doc.lab.present && !doc.lab.student);
   if (!doc.lab.present) lab_goals_->hide();
   // Widgets: rebuilt when cells came, went or moved; else each shows its cell.
   std::vector<std::string> ids, shown_ids;

@@ -69,6 +69,8 @@ class NotebookView : public QWidget {
   void stop();
   void setLazy(bool lazy);
   void setOnDemand(bool on);
+  // A lab author: the selected cell's role (an answer gets a placeholder starter).
+  void setRole(nodes::CellRole role);
   // Off (the default, and again whenever another project opens): cells run in the sandbox,
   // under the project's folder. On: with the user's rights. Either way a fresh Lua state.
   void setTrusted(bool trusted);

@@ -2,6 +2,8 @@
 // cell change nothing, the answer cell takes them, and "Check my work" (a click) shows each
 // goal met or not.
 #include <QLabel>
+#include <QMenu>
+#include <QTimer>
 #include <QTextBrowser>
 #include <filesystem>
 
@@ -130,4 +132,41 @@ TEST_CASE("Check my work is offered only for a lab", "[editor][notebook][lab]") 
   NotebookView* nb = fx.window->notebook();
   QWidget* b = nb->buttonFor("check");
   CHECK((b == nullptr || !b->isVisible()));
+}
+
+TEST_CASE("a lab's author sets a cell's role from the Lab role menu", "[editor][notebook][lab]") {
+  test::EditorFixture fx;
+  const std::string path = fx.dir.file("teacher.mls");
+  std::string text = kStudentLab;
+  text.replace(text.find("\"student\": true,"), std::string("\"student\": true,").size(), "");
+  std::ofstream(path) << text;
+  REQUIRE(fx.window->openFile(QString::fromStdString(path)).ok());
+  NotebookView* nb = fx.window->notebook();
+  QWidget* b = nb->buttonFor("role");
+  REQUIRE(b);
+  REQUIRE(b->isVisible());
+  // Select the setup cell with a click, then pick "Answer" from the menu.
+  CellWidget* setup = nb->cellWidget("setup");
+  QTest::mouseClick(setup, Qt::LeftButton, {}, QPoint(5, 5));
+  REQUIRE(nb->selected() == "setup");
+  CHECK_FALSE(setup->locked());  // the teacher's file: every cell editable
+  QTimer::singleShot(200, [] {
+    auto* menu = qobject_cast<QMenu*>(QApplication::activePopupWidget());
+    REQUIRE(menu);
+    for (QAction* a : menu->actions())
+      if (a->objectName() == "notebook.role-answer") {
+        QTest::mouseClick(menu, Qt::LeftButton, {}, menu->actionGeometry(a).center());
+        return;
+      }
+  });
+  QTest::mouseClick(b, Qt::LeftButton);
+  QTest::qWait(400);
+  const nodes::Cell* c = nb->notebook().find("setup");
+  REQUIRE(c);
+  CHECK(c->role == nodes::CellRole::Answer);
+  CHECK(c->starter == "-- your answer here");
+  CHECK(nb->action("role-answer")->isChecked());
+  // Undo puts the role back.
+  fx.window->model()->undo();
+  CHECK(nb->notebook().find("setup")->role == nodes::CellRole::Locked);
 }
