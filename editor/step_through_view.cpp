@@ -12,7 +12,6 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSpinBox>
-#include <QStyle>
 #include <QSvgRenderer>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -131,7 +130,7 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   picture_->setObjectName("step.picture");
   changes_->setObjectName("step.changes");
   batch_->setRange(0, 1 << 30);
-  batch_->setFixedWidth(100);  // the buttons stay put when the range becomes the data's
+  batch_->setFixedWidth(80);  // the buttons stay put when the range becomes the data's
   batch_->setToolTip(
       "The batch of the training split, in the run's order (0: the first of epoch 1)");
   step_->setToolTip("One document node on: the forward, then the backward, then the update");
@@ -139,18 +138,20 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   phase_end_->setToolTip("To the end of the forward, the backward or the update");
   next_->setToolTip("The step again on the next batch, from the updated parameters");
 
-  // The controls scroll sideways in a narrow dock rather than hold the dock area wide (the
-  // Notebook shares it).
-  auto* control_row = new QWidget;
-  auto* controls = new QHBoxLayout(control_row);
-  controls->setContentsMargins(0, 0, 0, 0);
-  controls->addWidget(new QLabel("Batch"));
-  controls->addWidget(batch_);
-  controls->addWidget(step_);
-  controls->addWidget(back_);
-  controls->addWidget(phase_end_);
-  controls->addWidget(next_);
-  controls->addStretch(1);
+  // Two rows, so that a narrow dock stays narrow (the Notebook shares the dock area).
+  auto* controls = new QVBoxLayout;
+  auto* row1 = new QHBoxLayout;
+  row1->addWidget(new QLabel("Batch"));
+  row1->addWidget(batch_);
+  row1->addWidget(step_);
+  row1->addWidget(back_);
+  row1->addStretch(1);
+  auto* row2 = new QHBoxLayout;
+  row2->addWidget(phase_end_);
+  row2->addWidget(next_);
+  row2->addStretch(1);
+  controls->addLayout(row1);
+  controls->addLayout(row2);
   QFont bold = position_->font();
   bold.setBold(true);
   position_->setFont(bold);
@@ -197,14 +198,7 @@ StepThroughView::StepThroughView(DocumentModel* model, CanvasScene* canvas, QWid
   scroll->setWidget(body);
   auto* top = new QVBoxLayout(this);
   top->setContentsMargins(4, 4, 4, 4);
-  auto* control_scroll = new QScrollArea;
-  control_scroll->setWidget(control_row);
-  control_scroll->setWidgetResizable(true);
-  control_scroll->setFrameShape(QFrame::NoFrame);
-  control_scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  control_scroll->setFixedHeight(control_row->sizeHint().height() +
-                                 style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 2);
-  top->addWidget(control_scroll);
+  top->addLayout(controls);
   top->addWidget(scroll, 1);
 
   connect(step_, &QPushButton::clicked, this, [this] { act(Action::Step); });
