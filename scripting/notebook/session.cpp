@@ -567,7 +567,23 @@ void NotebookSession::set_lab(const nodes::LabSpec& lab) {
   impl_->checks->set_lab(lab);
 }
 
-std::vector<GoalState> NotebookSession::lab_goals() const { return impl_->checks->goals(); }
+std::vector<GoalState> NotebookSession::lab_goals() const {
+  std::vector<GoalState> goals = impl_->checks->goals();
+  // A check that did not run because a cell it reads failed: name that cell.
+  std::string failed;
+  for (const auto& c : impl_->cells) {
+    auto it = impl_->outputs.find(c.id);
+    if (!nodes::is_check(c.role) && it != impl_->outputs.end() && !it->second.ok) {
+      const std::string& e = it->second.error;
+      failed = "cell '" + c.id + "' failed: " + e.substr(0, e.find('\n'));
+      break;
+    }
+  }
+  if (!failed.empty())
+    for (GoalState& g : goals)
+      if (!g.reported && g.message == "not checked") g.message += " (" + failed + ")";
+  return goals;
+}
 
 std::vector<std::string> NotebookSession::run_checks(bool hidden_too) {
   Impl& s = *impl_;

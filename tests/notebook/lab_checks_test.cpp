@@ -157,3 +157,86 @@ TEST_CASE("lab checks: Check my work runs the visible checks again, fresh", "[no
   CHECK(goal(s.lab_goals(), "value").passed);
   CHECK(goal(s.lab_goals(), "secret").passed);
 }
+
+TEST_CASE("lab checks: a goal whose check never ran names the cell that failed", "[notebook][lab]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({cell("answer", "y = nil + 1"), cell("c1", "lab.near('value', y, 8, 0)", kCheck)});
+  s.run_all();
+  const auto goals = s.lab_goals();
+  const GoalState& g = goal(goals, "value");
+  CHECK_FALSE(g.reported);
+  INFO(g.message);
+  CHECK(g.message.rfind("not checked (cell 'answer' failed: cell answer:1: attempt to perform arithmetic", 0) == 0);
+}
+
+// Red team (helper U): what a hostile submission tried, each a hole found and closed.
+
+TEST_CASE("lab checks: a finaliser during a check cannot rewrite the checks' string library",
+          "[notebook][lab]") {
+  // Strings' metatable is shared by every string; during a check its __index is the checks'
+  // copy of `string`. A finaliser that runs then (or a student function the check calls)
+  // used to reach that copy through getmetatable(""), and every later check used the forgery.
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({
+      cell("cheat",
+           "local original = string\n"
+           "local function poison()\n"
+           "  local mt = getmetatable('')\n"
+           "  if type(mt) == 'table' and mt.__index ~= original then\n"
+           "    mt.__index.upper = function() return 'FORGED' end\n"
+           "  end\n"
+           "end\n"
+           "function f(x) poison() return 0 end\n"
+           "got_mt = getmetatable('')"),
+      cell("c1", "lab.near('value', f(2), 8, 0.5)", kCheck),
+      cell("c2", "lab.equal('shape', ('abc'):upper(), 'ABC')", kCheck),
+  });
+  s.run_all();
+  const auto g = s.lab_goals();
+  CHECK_FALSE(goal(g, "value").passed);
+  CHECK(goal(g, "shape").passed);
+  CHECK(goal(g, "shape").message == "got \"ABC\"");
+  lua_State* L = s.host().state();
+  lua_getglobal(L, "got_mt");
+  CHECK_FALSE(lua_istable(L, -1));  // the metatable is not handed out
+  lua_pop(L, 1);
+  // Strings still have their methods in the student's world.
+  REQUIRE(s.host().run_string("up = ('ab'):upper()"));
+  lua_getglobal(L, "up");
+  CHECK(std::string(lua_tostring(L, -1)) == "AB");
+  lua_pop(L, 1);
+}
+
+TEST_CASE("lab checks: a check cell that stops with an error fails the goals it reported",
+          "[notebook][lab]") {
+  // The README's "a goal reported more than once passes only if every report passed": a
+  // student function that answers the first call right and raises on the second used to
+  // keep the first report's pass.
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  std::vector<std::pair<std::string, bool>> streamed;
+  s.on_goal = [&](const GoalState& g) { streamed.emplace_back(g.id, g.passed); };
+  s.set_cells({
+      cell("answer", "calls = 0\nfunction f(x) calls = calls + 1\n"
+                     "  if calls > 1 then error('stop here') end\n  return 8 end"),
+      cell("c1",
+           "lab.near('value', f(2), 8, 1e-9)\n"
+           "lab.near('value', f(3), 27, 1e-9)",
+           kCheck),
+      cell("c2", "lab.equal('shape', 1, 1)", kCheck),
+  });
+  s.run_all();
+  const auto g = s.lab_goals();
+  CHECK_FALSE(goal(g, "value").passed);
+  CHECK(goal(g, "value").reported);
+  CHECK(goal(g, "value").message.find("check cell 'c1' stopped with an error after reporting: ") ==
+        0);
+  CHECK(goal(g, "value").message.find("stop here") != std::string::npos);
+  CHECK(goal(g, "shape").passed);
+  // Reports leave the session when their cell ends: a grader that kills the process in the
+  // middle of a cell has heard nothing from that cell.
+  CHECK(streamed ==
+        std::vector<std::pair<std::string, bool>>{{"value", false}, {"shape", true}});
+}
