@@ -197,6 +197,16 @@ LabChecks::LabChecks(lua_State* L, nodes::LabSpec lab) : L_(L), lab_(std::move(l
   lua_pushlightuserdata(L, this);
   luaL_setfuncs(L, fns, 1);
   lua_setfield(L, -2, "lab");
+  // Strings' metatable is shared by every string and holds the checks' copy of `string`
+  // while a check runs: getmetatable("") must not hand it to a function the check calls or
+  // a finaliser that runs then.
+  lua_pushliteral(L, "");
+  if (lua_getmetatable(L, -1)) {
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
   // The copied string library: strings' methods during a check cell.
   lua_getfield(L, -1, "string");
   string_index_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -238,7 +248,16 @@ void LabChecks::begin_cell(const std::string& cell_id) {
 }
 
 void LabChecks::end_cell(bool ok, const std::string& error) {
-  if (!ok) failed_cells_.emplace_back(cell_, error.substr(0, error.find('\n')));
+  const std::string first_line = error.substr(0, error.find('\n'));
+  if (!ok) failed_cells_.emplace_back(cell_, first_line);
+  // The cell's reports count once it has ended; a cell that stopped with an error may have
+  // stopped before a report that would have failed, so every goal it reported fails.
+  std::vector<Report> reports = std::move(pending_);
+  pending_.clear();
+  for (const Report& r : reports)
+    apply(r.goal, ok && r.passed,
+          ok ? r.message
+             : "check cell '" + cell_ + "' stopped with an error after reporting: " + first_line);
   cell_.clear();
   lua_State* L = L_;
   if (saved_string_index_ref_ == LUA_NOREF) return;
@@ -254,6 +273,10 @@ void LabChecks::end_cell(bool ok, const std::string& error) {
 }
 
 void LabChecks::report(const std::string& goal, bool passed, const std::string& message) {
+  if (!cell_.empty()) pending_.push_back({goal, message, passed});
+}
+
+void LabChecks::apply(const std::string& goal, bool passed, const std::string& message) {
   for (GoalState& g : goals_) {
     if (g.id != goal) continue;
     const bool first = !g.reported;
@@ -287,6 +310,7 @@ void LabChecks::reset() {
   goals_.clear();
   for (const auto& g : lab_.goals) goals_.push_back({g.id, g.text, g.hidden});
   failed_cells_.clear();
+  pending_.clear();
 }
 
 }  // namespace mls::lua

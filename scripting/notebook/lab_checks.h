@@ -19,8 +19,10 @@
 //   lab.near(goal, got, want, tol)         |got - want| <= tol
 //   lab.at_least(goal, got, min) / lab.at_most(goal, got, max)
 //   lab.equal(goal, got, want)             numbers, strings, booleans, or arrays of them
-// A goal reported more than once passes only if every report passed. A goal never
-// reported fails with "not checked" (and names the check cell that failed, if one did).
+// A goal reported more than once passes only if every report passed. A cell's reports
+// count when it ends; a check cell that stops with an error fails every goal it reported
+// (it may have stopped before a failing report). A goal never reported fails with "not
+// checked" (and names the check cell that failed, if one did).
 #pragma once
 
 #include <functional>
@@ -37,9 +39,9 @@ struct GoalState {
   std::string id, text;
   bool hidden = false;
   bool reported = false;
-  bool passed = false;   // every report passed (false while not reported)
-  std::string message;   // the first failing report's, else the last passing one's
-  std::string cell;      // the check cell that reported it
+  bool passed = false;  // every report passed (false while not reported)
+  std::string message;  // the first failing report's, else the last passing one's
+  std::string cell;     // the check cell that reported it
 };
 
 class LabChecks {
@@ -65,22 +67,30 @@ class LabChecks {
     lab_ = std::move(lab);
     reset();
   }
-  // Called at each report (the grader streams them out of its child process).
+  // Called for each report when its check cell ends (the grader streams them out of its
+  // child process): a process killed in the middle of a cell has sent nothing of it.
   std::function<void(const GoalState&)> on_report;
 
-  // For lab.* (C closures hold a pointer to this object).
+  // For lab.* (C closures hold a pointer to this object): kept until the cell ends; outside
+  // a check cell, ignored.
   void report(const std::string& goal, bool passed, const std::string& message);
   const nodes::LabSpec& lab() const { return lab_; }
 
  private:
   lua_State* L_;
   nodes::LabSpec lab_;
-  int trusted_ref_ = -2;       // registry: the copy of the globals (LUA_NOREF is -2)
-  int string_index_ref_ = -2;  // registry: the copied string table (strings' __index)
+  int trusted_ref_ = -2;             // registry: the copy of the globals (LUA_NOREF is -2)
+  int string_index_ref_ = -2;        // registry: the copied string table (strings' __index)
   int saved_string_index_ref_ = -2;  // registry: strings' __index before the check cell
   std::vector<GoalState> goals_;
   std::string cell_;
   std::vector<std::pair<std::string, std::string>> failed_cells_;  // (cell, error)
+  struct Report {
+    std::string goal, message;
+    bool passed = false;
+  };
+  std::vector<Report> pending_;  // the running check cell's reports
+  void apply(const std::string& goal, bool passed, const std::string& message);
 };
 
 }  // namespace mls::lua
