@@ -413,3 +413,26 @@ TEST_CASE("step through: placement on the CPU and on a Vulkan device", "[step_th
     CHECK(rel_diff(s.value_tensor(s.gradient_value(k)).to_f64(),
                    (*on_cpu)->value_tensor((*on_cpu)->gradient_value(k)).to_f64()) < 1e-4);
 }
+
+TEST_CASE("step through: a mixed-precision project steps through its autocast graph",
+          "[step_through]") {
+  auto d = nodes::load_document(kMlp);
+  REQUIRE(d.ok());
+  d->training.precision = Precision::BF16;
+  auto st =
+      StepThrough::open(open(kMlp, std::make_shared<const nodes::Document>(std::move(*d))), cpu());
+  REQUIRE(st.ok());
+  StepThrough& s = **st;
+  REQUIRE(s.evaluate(0).ok());
+  bool lowp = false;
+  for (const Node& n : s.graph().nodes()) lowp = lowp || n.op->name == "matmul_lowp";
+  CHECK(lowp);
+  auto f32 = StepThrough::open(open(kMlp), cpu());
+  REQUIRE(f32.ok());
+  REQUIRE((*f32)->evaluate(0).ok());
+  CHECK(s.loss() == Approx((*f32)->loss()).epsilon(1e-2));
+  // bf16 products: the gradients agree with f32's to a few per cent.
+  for (size_t k = 0; k < s.changes().size(); ++k)
+    CHECK(rel_diff(s.value_tensor(s.gradient_value(k)).to_f64(),
+                   (*f32)->value_tensor((*f32)->gradient_value(k)).to_f64()) < 0.05);
+}
