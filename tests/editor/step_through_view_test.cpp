@@ -80,7 +80,8 @@ HostBatch batch_of(runner::Project& p, int64_t index) {
 }  // namespace
 
 TEST_CASE(
-    "step through panel: Step shows each wire's engine values; backward the reverse-mode gradients",
+    "step through panel: Step shows each wire's engine values, in backward the reverse-mode "
+    "gradients",
     "[editor][step_through]") {
   test::EditorFixture f;
   f.open_example("fashion-mnist-mlp.mls");

@@ -267,7 +267,7 @@ TEST_CASE("step through: next batch changes every parameter by exactly -lr * g (
 }
 
 TEST_CASE(
-    "step through: momentum carries over to the next batch; re-evaluating restores the step's "
+    "step through: momentum carries over to the next batch, re-evaluating restores the step's "
     "start",
     "[step_through]") {
   auto st = StepThrough::open(open(kMlp), cpu());  // SGD, momentum 0.9, cosine over 10 epochs
@@ -322,7 +322,7 @@ TEST_CASE("step through: tensor statistics", "[step_through]") {
   CHECK(s.histogram == std::vector<int64_t>{1, 0, 2, 1, 1});
 }
 
-TEST_CASE("step through: every example project steps through; each gradient is shown once",
+TEST_CASE("step through: every example project steps through, each gradient shown once",
           "[step_through]") {
   for (const char* name :
        {"fashion-mnist-cnn.mls", "fashion-mnist-resnet.mls", "house-prices-csv.mls",
