@@ -159,8 +159,10 @@ int l_equal(lua_State* L) {
   return 1;
 }
 
-// __index of a check cell's environment: print as the cell has it, then the snapshot,
-// then the student's globals (raw: a metatable on _G does not answer for the snapshot).
+// __index of a check or locked cell's environment: print as the cell has it, then what the
+// locked cells defined, then the snapshot (without `lab` for a locked cell), then the
+// student's globals (raw: a metatable on _G does not answer for the others).
+// Upvalues: the snapshot, the locked cells' values, whether `lab` is hidden.
 int env_index(lua_State* L) {
   if (lua_type(L, 2) == LUA_TSTRING && std::string_view(lua_tostring(L, 2)) == "print") {
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
@@ -169,12 +171,32 @@ int env_index(lua_State* L) {
     return 1;
   }
   lua_pushvalue(L, 2);
-  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+  if (lua_rawget(L, lua_upvalueindex(2)) != LUA_TNIL) return 1;
   lua_pop(L, 1);
+  const bool hide_lab = lua_toboolean(L, lua_upvalueindex(3)) && lua_type(L, 2) == LUA_TSTRING &&
+                        std::string_view(lua_tostring(L, 2)) == "lab";
+  if (!hide_lab) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    lua_pop(L, 1);
+  }
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
   lua_pushvalue(L, 2);
   lua_rawget(L, -2);
   return 1;
+}
+
+// __newindex of a locked cell's environment: the global is set (raw) and kept for the
+// checks. Upvalue: the locked cells' values.
+int locked_newindex(lua_State* L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  lua_rawset(L, -3);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  lua_rawset(L, lua_upvalueindex(1));
+  return 0;
 }
 
 }  // namespace
@@ -211,6 +233,8 @@ LabChecks::LabChecks(lua_State* L, nodes::LabSpec lab) : L_(L), lab_(std::move(l
   lua_getfield(L, -1, "string");
   string_index_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
   trusted_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_newtable(L);
+  locked_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_settop(L, top);
 }
 
@@ -218,22 +242,30 @@ LabChecks::~LabChecks() {
   luaL_unref(L_, LUA_REGISTRYINDEX, trusted_ref_);
   luaL_unref(L_, LUA_REGISTRYINDEX, string_index_ref_);
   luaL_unref(L_, LUA_REGISTRYINDEX, saved_string_index_ref_);
+  luaL_unref(L_, LUA_REGISTRYINDEX, locked_ref_);
 }
 
-void LabChecks::push_env() {
+void LabChecks::push_env(bool locked_cell) {
   lua_State* L = L_;
   lua_newtable(L);
   lua_newtable(L);  // its metatable
   lua_rawgeti(L, LUA_REGISTRYINDEX, trusted_ref_);
-  lua_pushcclosure(L, env_index, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, locked_ref_);
+  lua_pushboolean(L, locked_cell);
+  lua_pushcclosure(L, env_index, 3);
   lua_setfield(L, -2, "__index");
+  if (locked_cell) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, locked_ref_);
+    lua_pushcclosure(L, locked_newindex, 1);
+    lua_setfield(L, -2, "__newindex");
+  }
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_setmetatable(L, -2);
 }
 
-void LabChecks::begin_cell(const std::string& cell_id) {
-  cell_ = cell_id;
+void LabChecks::begin_cell(const std::string& cell_id, bool check_cell) {
+  cell_ = check_cell ? cell_id : std::string();
   // Strings' methods (("%d"):format(...)) from the copy while the check runs.
   lua_State* L = L_;
   lua_pushliteral(L, "");
@@ -249,7 +281,7 @@ void LabChecks::begin_cell(const std::string& cell_id) {
 
 void LabChecks::end_cell(bool ok, const std::string& error) {
   const std::string first_line = error.substr(0, error.find('\n'));
-  if (!ok) failed_cells_.emplace_back(cell_, first_line);
+  if (!ok && !cell_.empty()) failed_cells_.emplace_back(cell_, first_line);
   // The cell's reports count once it has ended; a cell that stopped with an error may have
   // stopped before a report that would have failed, so every goal it reported fails.
   std::vector<Report> reports = std::move(pending_);

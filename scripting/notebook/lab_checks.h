@@ -10,7 +10,10 @@
 // A check cell reads the student's globals, but the libraries it calls (math, string,
 // table, mls, pairs, ...) and the `lab` table come from a copy of the globals taken before
 // any cell ran: a submission that replaces math.abs, mls.train or lab.check changes its own
-// world, not the checks'. `lab` exists only for check cells. lab.* are C functions that take
+// world, not the checks'. Locked cells call the same copies, and the globals they set are
+// what checks read under those names (a student cell that reassigns one, even by rawset,
+// changes its own world). Tables they set are shared, not copied: a check should not trust
+// the contents of a table a student could reach (tensors cannot be changed in place). `lab` exists only for check cells. lab.* are C functions that take
 // plain Lua numbers, strings and booleans (no metamethods), so a returned object cannot
 // lie about a comparison.
 //
@@ -52,10 +55,12 @@ class LabChecks {
   LabChecks(const LabChecks&) = delete;
   LabChecks& operator=(const LabChecks&) = delete;
 
-  // Pushes the environment table for a check cell (a fresh one per cell).
-  void push_env();
-  // Around each check cell's run: which cell reports, and how it ended.
-  void begin_cell(const std::string& cell_id);
+  // Pushes the environment table for a check cell (a fresh one per cell), or for a locked
+  // cell: it reads the snapshot's libraries too (not `lab`), and the globals it sets are
+  // kept for the checks, which read them before the student's globals.
+  void push_env(bool locked_cell = false);
+  // Around each check (or locked) cell's run: which cell reports, and how it ended.
+  void begin_cell(const std::string& cell_id, bool check_cell = true);
   void end_cell(bool ok, const std::string& error);
 
   // One per lab goal, in the lab's order; unreported goals say why.
@@ -82,6 +87,7 @@ class LabChecks {
   int trusted_ref_ = -2;             // registry: the copy of the globals (LUA_NOREF is -2)
   int string_index_ref_ = -2;        // registry: the copied string table (strings' __index)
   int saved_string_index_ref_ = -2;  // registry: strings' __index before the check cell
+  int locked_ref_ = -2;              // registry: the globals the locked cells set
   std::vector<GoalState> goals_;
   std::string cell_;
   std::vector<std::pair<std::string, std::string>> failed_cells_;  // (cell, error)

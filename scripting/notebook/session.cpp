@@ -301,18 +301,20 @@ struct NotebookSession::Impl {
     const std::string& code = a.chunk.empty() ? a.source : a.chunk;
     const nodes::Cell* c = cell(id);
     const bool check = c && nodes::is_check(c->role);
+    const bool locked = c && c->role == nodes::CellRole::Locked;
     if (luaL_loadbufferx(L, code.data(), code.size(), chunkname(id).c_str(), "t") != LUA_OK) {
       r = Error{lua_tostring(L, -1) ? lua_tostring(L, -1) : "syntax error"};
       lua_pop(L, 1);
     } else {
-      if (check) {  // lab_checks.h: the snapshot's libraries and `lab`, then the globals
-        checks->push_env();
+      if (check || locked) {  // lab_checks.h: the snapshot's libraries (and `lab` for a
+        checks->push_env(locked);  // check), the locked cells' values, then the globals
         lua_setupvalue(L, -2, 1);
-        checks->begin_cell(id);
+        checks->begin_cell(id, check);
       }
       lua_setglobal(L, kCellFn);
       r = host->run_string(std::string(kCellReturn) + "(" + kCellFn + "())", "=notebook");
-      if (check) checks->end_cell(static_cast<bool>(r), r ? std::string() : r.error().message);
+      if (check || locked)
+        checks->end_cell(static_cast<bool>(r), r ? std::string() : r.error().message);
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -243,3 +243,40 @@ TEST_CASE("lab checks: a check cell that stops with an error fails the goals it 
   CHECK(streamed ==
         std::vector<std::pair<std::string, bool>>{{"value", false}, {"shape", true}});
 }
+
+TEST_CASE("lab checks: a locked cell's globals are the ones the checks read, made with the "
+          "original libraries",
+          "[notebook][lab]") {
+  // The tensors lab: a locked cell makes seq, a check compares the student's batch_first
+  // with it. A student cell that ran first replaced mls.arange (seq came out zeros), and a
+  // student function the check called replaced seq itself (rawset: no second definer).
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({
+      cell("poison", "local zeros = mls.zeros\nmls.arange = function(n) return zeros{n} end"),
+      cell("setup", "seq = mls.arange(6):float():reshape{3, 2}\nlimit = 6",
+           nodes::CellRole::Locked),
+      cell("answer", "batch_first = mls.zeros{2, 3}\n"
+                     "function f(x) rawset(_G, 'limit', 0) return 8 end"),
+      cell("c1",
+           "lab.check('shape', (batch_first - seq:transpose(1, 2)):abs():max():item() == 0)\n"
+           "lab.near('value', f(2), 8, 0)\n"
+           "lab.at_most('deriv', 3, limit)",
+           kCheck),
+  });
+  s.run_all();
+  const auto g = s.lab_goals();
+  CHECK(goal(g, "value").passed);
+  CHECK_FALSE(goal(g, "shape").passed);  // seq is 0..5 for the check: zeros are wrong
+  CHECK(goal(g, "deriv").passed);        // limit is still 6 for the check
+  CHECK(goal(g, "deriv").message == "got 3, want ≤ 6");
+  // The student's world has what the student made: the locked cell's seq (from the real
+  // arange) and the limit f set.
+  lua_State* L = s.host().state();
+  REQUIRE(s.host().run_string("seq_sum = seq:sum():item()"));
+  lua_getglobal(L, "seq_sum");
+  CHECK(lua_tonumber(L, -1) == 15);
+  lua_getglobal(L, "limit");
+  CHECK(lua_tonumber(L, -1) == 0);
+  lua_pop(L, 2);
+}
