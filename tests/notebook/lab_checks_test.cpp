@@ -45,7 +45,7 @@ const GoalState& goal(const std::vector<GoalState>& gs, const std::string& id) {
 
 }  // namespace
 
-TEST_CASE("lab checks: reports become goals; unreported goals say why", "[notebook][lab]") {
+TEST_CASE("lab checks: reports become goals, unreported goals say why", "[notebook][lab]") {
   NotebookSession s(cpu::backend(), options());
   s.set_lab(spec());
   std::vector<std::string> streamed;
@@ -125,7 +125,7 @@ TEST_CASE("lab checks: a submission cannot reach lab or change what the checks c
   lua_pop(L, 1);
 }
 
-TEST_CASE("lab checks: values must be plain; goals must exist", "[notebook][lab]") {
+TEST_CASE("lab checks: values must be plain and goals must exist", "[notebook][lab]") {
   NotebookSession s(cpu::backend(), options());
   s.set_lab(spec());
   s.set_cells({
