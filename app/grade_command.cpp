@@ -124,6 +124,7 @@ store::GradedSubmission grade_one(const nodes::Document& lab, const std::string&
     return out;
   }
   out.tampered = nodes::lock_differences(lab, *sub);
+  *sub = nodes::graded_project(lab, *sub);
 
   // A folder of its own: the sandbox's root, the run database of mls.train.
   std::error_code ec;

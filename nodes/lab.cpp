@@ -156,6 +156,8 @@ std::vector<std::string> lock_differences(const Document& lab, const Document& s
     else if (s->source != c.source || s->view != c.view)
       out.push_back(std::string(what) + " '" + c.id + "' was edited");
   }
+  if (sub.dataset != lab.dataset) out.push_back("the dataset was changed");
+  if (sub.weights != lab.weights) out.push_back("the initial weights were changed");
   for (const NodeDoc& n : lab.nodes) {
     if (!n.locked) continue;
     auto i = find_node(sub, n.id);
@@ -177,6 +179,13 @@ std::vector<std::string> lock_differences(const Document& lab, const Document& s
     if (input_links(lab, n.id) != input_links(sub, n.id))
       out.push_back("the inputs of locked node '" + n.id + "' were relinked");
   }
+  return out;
+}
+
+Document graded_project(const Document& lab, const Document& sub) {
+  Document out = sub;
+  out.dataset = lab.dataset;
+  out.weights = lab.weights;
   return out;
 }
 

@@ -78,8 +78,13 @@ Result<Document> pack_student(const Document& lab);
 // How a submission's locked parts differ from the lab's, one line each, in lab order:
 // "locked cell 'setup' was edited", "locked cell 'setup' was removed", "locked node 'fc1'
 // was changed (params)", "locked node 'fc1' was removed", "the input 'in' of locked node
-// 'loss' was relinked". Empty: nothing locked was touched.
+// 'loss' was relinked", "the dataset was changed". Empty: nothing locked was touched.
+// A lab's dataset and initial weights are the teacher's: always locked (a check that trains
+// the student's graph must not train it on easier data).
 std::vector<std::string> lock_differences(const Document& lab, const Document& submission);
+
+// The project the grader runs: the submission with the lab's dataset and initial weights.
+Document graded_project(const Document& lab, const Document& submission);
 
 // The notebook the grader runs: the submission's cells with every locked cell restored
 // from the lab (a removed one put back where the lab has it), the submission's own check

@@ -306,8 +306,10 @@ struct NotebookSession::Impl {
       r = Error{lua_tostring(L, -1) ? lua_tostring(L, -1) : "syntax error"};
       lua_pop(L, 1);
     } else {
-      if (check || locked) {  // lab_checks.h: the snapshot's libraries (and `lab` for a
-        checks->push_env(locked);  // check), the locked cells' values, then the globals
+      // lab_checks.h: the snapshot's libraries (and `lab` for a check), the locked cells'
+      // values, then the globals.
+      if (check || locked) {
+        checks->push_env(locked);
         lua_setupvalue(L, -2, 1);
         checks->begin_cell(id, check);
       }

@@ -247,3 +247,42 @@ print(#p:cells())
   CHECK(r["students"][1]["passed"] == 0);
   CHECK(r["students"][1]["goals"][0]["message"] == "got 0, want 203530");
 }
+
+TEST_CASE(
+    "grade: a submission that makes the lab's data easier is TAMPERED and graded on "
+    "the lab's",
+    "[grade]") {
+  // Red team (helper U): the computational-graphs lab's hidden check trains the student's
+  // graph. A one-unit hidden layer initialised at zero reaches 0.69 on the lab's blobs; the
+  // hand-edited copy lowered the blobs' noise from 0.5 to 0.01 and passed with 1.000.
+  const fs::path dir = fresh_dir("grade-dataset");
+  const std::string lab = std::string(MLS_SOURCE_DIR) + "/resources/labs/computational-graphs.mls";
+  json l = json::parse(read_file(lab));
+  json sub = json::parse(read_file(lab));
+  sub["lab"]["student"] = true;
+  for (auto& n : sub["model"]["nodes"]) {
+    n.erase("solution");
+    if (n["id"] == "hidden") {
+      n["params"]["out_features"] = 1;
+      n["params"]["init"] = "zeros";
+    }
+  }
+  REQUIRE(l["dataset"]["synthetic"]["noise"] == 0.5);
+  sub["dataset"]["synthetic"]["noise"] = 0.01;
+  const std::string path = write_json(dir / "easy.mls", sub);
+  Output o = run("grade " + lab + " " + path + " --json --quiet", 120);
+  REQUIRE(o.code == 0);
+  const json r = json::parse(o.out);
+  const json& s = r["students"][0];
+  CHECK(s["status"] == "graded");
+  CHECK(s["tampered"] == json::array({"the dataset was changed"}));
+  bool saw_trains = false;
+  for (const auto& g : s["goals"])
+    if (g["goal"] == "trains") {
+      saw_trains = true;
+      CHECK(g["passed"] == false);
+      CHECK(g["message"].get<std::string>().find("test accuracy 0.") == 0);
+      CHECK(g["message"].get<std::string>().find("test accuracy 1.000") == std::string::npos);
+    }
+  CHECK(saw_trains);
+}

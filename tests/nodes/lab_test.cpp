@@ -242,3 +242,27 @@ TEST_CASE("lab authoring commands: set the lab, mark nodes, undo, refused in a c
   CHECK_FALSE(make_set_lab(s, LabSpec{}));
   CHECK_FALSE(make_set_node_marks(s, "fc1", false, false));
 }
+
+TEST_CASE("lab: a changed dataset or initial weights is tampering; the lab's are graded", "[lab]") {
+  // Red team (helper U): a check that trains the student's graph trained it on the
+  // submission's dataset: noise 0.5 -> 0.01 in a hand-edited copy of computational-graphs
+  // passed "test accuracy >= 0.9" with a one-unit hidden layer, and nothing was reported.
+  Document l = lab();
+  l.dataset.source = "synthetic";
+  l.dataset.path = "";
+  l.dataset.synthetic.kind = "blobs";
+  l.dataset.synthetic.noise = 0.5;
+  Document t = *pack_student(l);
+  REQUIRE(lock_differences(l, t).empty());
+  t.dataset.synthetic.noise = 0.01;
+  t.weights = "pretrained.weights";
+  const auto diff = lock_differences(l, t);
+  REQUIRE(diff.size() == 2);
+  CHECK(diff[0] == "the dataset was changed");
+  CHECK(diff[1] == "the initial weights were changed");
+  const Document g = graded_project(l, t);
+  CHECK(g.dataset.synthetic.noise == 0.5);
+  CHECK(g.weights.empty());
+  CHECK(g.nodes == t.nodes);  // the student's graph, as it is
+  CHECK(g.notebook.cells == t.notebook.cells);
+}
