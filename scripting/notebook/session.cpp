@@ -133,6 +133,23 @@ int cell_return(lua_State* L) {
 constexpr const char* kCellFn = "__mls_cell";
 constexpr const char* kCellReturn = "__mls_cell_return";
 
+// The session's own globals (the cell's chunk, print) are read and set raw: a metatable on
+// _G must not see them (a __newindex was handed a check cell's chunk and wrapped it in pcall).
+void raw_get_global(lua_State* L, const char* name) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+  lua_pushstring(L, name);
+  lua_rawget(L, -2);
+  lua_remove(L, -2);
+}
+void raw_set_global(lua_State* L, const char* name) {  // pops the value
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+  lua_insert(L, -2);
+  lua_pushstring(L, name);
+  lua_insert(L, -2);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
 }  // namespace
 
 struct NotebookSession::Impl {
@@ -242,7 +259,7 @@ struct NotebookSession::Impl {
   void clear_global(const std::string& name) {
     lua_State* L = host->state();
     lua_pushnil(L);
-    lua_setglobal(L, name.c_str());
+    raw_set_global(L, name.c_str());
   }
   void clear_names(const std::set<std::string>& names) {
     for (const std::string& n : names)
@@ -284,16 +301,16 @@ struct NotebookSession::Impl {
       if (table) watched.push_back({name, d, f});
     }
 
-    lua_getglobal(L, "print");
+    raw_get_global(L, "print");
     const int saved_print = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushlightuserdata(L, &out);
     lua_pushcclosure(L, cell_print, 1);
-    lua_setglobal(L, "print");
+    raw_set_global(L, "print");
     lua_pushlightuserdata(L, &rt);
     luaL_getmetatable(L, "mls.Tensor");
     lua_pushlightuserdata(L, &out);
     lua_pushcclosure(L, cell_return, 3);
-    lua_setglobal(L, kCellReturn);
+    raw_set_global(L, kCellReturn);
     rt.cell_output = &out;
 
     const auto t0 = std::chrono::steady_clock::now();
@@ -313,7 +330,7 @@ struct NotebookSession::Impl {
         lua_setupvalue(L, -2, 1);
         checks->begin_cell(id, check);
       }
-      lua_setglobal(L, kCellFn);
+      raw_set_global(L, kCellFn);
       r = host->run_string(std::string(kCellReturn) + "(" + kCellFn + "())", "=notebook");
       if (check || locked)
         checks->end_cell(static_cast<bool>(r), r ? std::string() : r.error().message);
@@ -324,7 +341,7 @@ struct NotebookSession::Impl {
     clear_global(kCellFn);
     clear_global(kCellReturn);
     lua_rawgeti(L, LUA_REGISTRYINDEX, saved_print);
-    lua_setglobal(L, "print");
+    raw_set_global(L, "print");
     luaL_unref(L, LUA_REGISTRYINDEX, saved_print);
 
     if (!r) {

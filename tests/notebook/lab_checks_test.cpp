@@ -280,3 +280,30 @@ TEST_CASE("lab checks: a locked cell's globals are the ones the checks read, mad
   CHECK(lua_tonumber(L, -1) == 0);
   lua_pop(L, 2);
 }
+
+TEST_CASE("lab checks: a metatable on _G cannot wrap a check cell in pcall",
+          "[notebook][lab]") {
+  // The session handed each cell's chunk over through a global: a __newindex on _G got the
+  // check's chunk and stored it wrapped in pcall, so a check that stopped with an error
+  // ended "ok" and kept the reports made before the error.
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({
+      cell("hook", "setmetatable(_G, {__newindex = function(t, k, v)\n"
+                   "  if type(v) == 'function' and k:sub(1, 6) == '__mls_' then\n"
+                   "    local real = v\n"
+                   "    v = function(...) local ok, r = pcall(real, ...) return r end\n"
+                   "  end\n"
+                   "  rawset(t, k, v)\n"
+                   "end})"),
+      cell("answer", "calls = 0\nfunction f(x) calls = calls + 1\n"
+                     "  if calls > 1 then error('stop here') end\n  return 8 end"),
+      cell("c1", "lab.near('value', f(2), 8, 1e-9)\nlab.near('value', f(3), 27, 1e-9)", kCheck),
+  });
+  s.run_all();
+  const auto g = s.lab_goals();
+  CHECK_FALSE(goal(g, "value").passed);
+  CHECK(goal(g, "value").message.find("stopped with an error") != std::string::npos);
+  REQUIRE(s.output("c1"));
+  CHECK_FALSE(s.output("c1")->ok);
+}
