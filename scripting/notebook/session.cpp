@@ -150,6 +150,20 @@ void raw_set_global(lua_State* L, const char* name) {  // pops the value
   lua_pop(L, 1);
 }
 
+// __mls_cell: runs the cell's chunk (upvalue 1) once, after taking itself out of _G, so code
+// the chunk calls cannot take the chunk and run it again (inside another check cell).
+int cell_once(lua_State* L) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  if (!lua_isfunction(L, -1)) return luaL_error(L, "a cell's chunk runs once");
+  lua_pushnil(L);
+  lua_replace(L, lua_upvalueindex(1));
+  lua_pushnil(L);
+  raw_set_global(L, kCellFn);
+  const int base = lua_gettop(L) - 1;
+  lua_call(L, 0, LUA_MULTRET);
+  return lua_gettop(L) - base;
+}
+
 }  // namespace
 
 struct NotebookSession::Impl {
@@ -330,6 +344,7 @@ struct NotebookSession::Impl {
         lua_setupvalue(L, -2, 1);
         checks->begin_cell(id, check);
       }
+      lua_pushcclosure(L, cell_once, 1);
       raw_set_global(L, kCellFn);
       r = host->run_string(std::string(kCellReturn) + "(" + kCellFn + "())", "=notebook");
       if (check || locked)

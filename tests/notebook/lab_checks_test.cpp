@@ -307,3 +307,30 @@ TEST_CASE("lab checks: a metatable on _G cannot wrap a check cell in pcall",
   REQUIRE(s.output("c1"));
   CHECK_FALSE(s.output("c1")->ok);
 }
+
+TEST_CASE("lab checks: a check cell's chunk cannot be taken and run again inside another "
+          "check",
+          "[notebook][lab]") {
+  // The chunk sat in a global while its cell ran: f, called by c1, took it and raised (c1
+  // reported nothing); g, called by c2, ran it again under pcall with f right once, and
+  // c2's clean end committed c1's pass.
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({
+      cell("answer", "calls = 0\nstolen = nil\n"
+                     "function f(x)\n"
+                     "  if not stolen then stolen = rawget(_G, '__mls_cell') error('taken') end\n"
+                     "  calls = calls + 1\n"
+                     "  if calls > 1 then error('stop here') end\n"
+                     "  return 8\n"
+                     "end\n"
+                     "function g() if stolen then pcall(stolen) end return 1 end"),
+      cell("c1", "lab.near('value', f(2), 8, 1e-9)\nlab.near('value', f(3), 27, 1e-9)", kCheck),
+      cell("c2", "lab.equal('shape', g(), 1)", kCheck),
+  });
+  s.run_all();
+  const auto g = s.lab_goals();
+  CHECK(goal(g, "shape").passed);
+  CHECK_FALSE(goal(g, "value").passed);
+  CHECK(goal(g, "value").message.find("not checked: check cell 'c1' failed") == 0);
+}
