@@ -156,6 +156,11 @@ std::vector<std::string> lock_differences(const Document& lab, const Document& s
     else if (s->source != c.source || s->view != c.view)
       out.push_back(std::string(what) + " '" + c.id + "' was edited");
   }
+  for (const Cell& c : sub.notebook.cells) {
+    const Cell* l = find_cell(lab.notebook, c.id);
+    if (c.role == CellRole::Locked && !(l && l->role == CellRole::Locked))
+      out.push_back("cell '" + c.id + "' was marked locked (the lab has no such locked cell)");
+  }
   if (sub.dataset != lab.dataset) out.push_back("the dataset was changed");
   if (sub.weights != lab.weights) out.push_back("the initial weights were changed");
   for (const NodeDoc& n : lab.nodes) {
@@ -197,6 +202,10 @@ Notebook graded_notebook(const Document& lab, const Document& sub) {
     if (is_check(c.role)) lab_checks.insert(c.id);
   // The submission's checks are not trusted: the lab's run instead.
   std::erase_if(out.cells, [&](const Cell& c) { return is_check(c.role) || lab_checks.count(c.id); });
+  // A cell the submission marked locked is the student's (locked cells' globals are what
+  // checks read: scripting/notebook/lab_checks.h).
+  for (Cell& c : out.cells)
+    if (c.role == CellRole::Locked) c.role = CellRole::Free;
   // Locked cells: the lab's text wherever the submission has the id; put back when removed.
   for (size_t li = 0; li < lab.notebook.cells.size(); ++li) {
     const Cell& c = lab.notebook.cells[li];

@@ -78,7 +78,8 @@ Result<Document> pack_student(const Document& lab);
 // How a submission's locked parts differ from the lab's, one line each, in lab order:
 // "locked cell 'setup' was edited", "locked cell 'setup' was removed", "locked node 'fc1'
 // was changed (params)", "locked node 'fc1' was removed", "the input 'in' of locked node
-// 'loss' was relinked", "the dataset was changed". Empty: nothing locked was touched.
+// 'loss' was relinked", "the dataset was changed", "cell 'x' was marked locked (the lab has
+// no such locked cell)". Empty: nothing locked was touched.
 // A lab's dataset and initial weights are the teacher's: always locked (a check that trains
 // the student's graph must not train it on easier data).
 std::vector<std::string> lock_differences(const Document& lab, const Document& submission);
@@ -87,8 +88,9 @@ std::vector<std::string> lock_differences(const Document& lab, const Document& s
 Document graded_project(const Document& lab, const Document& submission);
 
 // The notebook the grader runs: the submission's cells with every locked cell restored
-// from the lab (a removed one put back where the lab has it), the submission's own check
-// cells dropped, and the lab's checks (visible and hidden) appended in the lab's order.
+// from the lab (a removed one put back where the lab has it; a cell only the submission
+// marks locked runs as a free cell), the submission's own check cells dropped, and the
+// lab's checks (visible and hidden) appended in the lab's order.
 Notebook graded_notebook(const Document& lab, const Document& submission);
 
 // The lab's goals, locked parts and checks as canonical text: the grader stores its hash

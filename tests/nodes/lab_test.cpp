@@ -266,3 +266,22 @@ TEST_CASE("lab: a changed dataset or initial weights is tampering; the lab's are
   CHECK(g.nodes == t.nodes);  // the student's graph, as it is
   CHECK(g.notebook.cells == t.notebook.cells);
 }
+
+TEST_CASE("lab: a locked cell the lab does not have is reported and graded as the student's",
+          "[lab]") {
+  // Red team (helper U): locked cells run with the checks' libraries and the globals they
+  // set are what checks read (scripting/notebook/lab_checks.h). A hand-edited cell marked
+  // "locked" with an id of its own would have set them: `math = {abs = ...}` for the checks.
+  const Document l = lab();
+  Document t = *pack_student(l);
+  t.notebook.cells.push_back(Cell{
+      .id = "mine", .source = "math = {abs = function() return 0 end}", .role = CellRole::Locked});
+  const auto diff = lock_differences(l, t);
+  REQUIRE(diff.size() == 1);
+  CHECK(diff[0] == "cell 'mine' was marked locked (the lab has no such locked cell)");
+  const Notebook g = graded_notebook(l, t);
+  REQUIRE(g.find("mine"));
+  CHECK(g.find("mine")->role == CellRole::Free);
+  CHECK(g.find("mine")->source == "math = {abs = function() return 0 end}");
+  CHECK(g.find("setup")->role == CellRole::Locked);
+}
