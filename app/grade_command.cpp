@@ -115,6 +115,16 @@ store::GradedSubmission grade_one(const nodes::Document& lab, const std::string&
       if (hidden || !g.hidden) out.goals.push_back({g.id, false, why});
   };
   if (auto h = store::file_hash_hex(path); h) out.file_hash = *h;
+  // The submission is parsed here, outside the jail: its JSON takes about 20 times its size
+  // in memory (a 100 MB file of numbers took 2 GB), and a lab's copy is tens of kilobytes.
+  constexpr uintmax_t kMaxSubmissionBytes = uintmax_t{16} << 20;
+  if (std::error_code size_ec; fs::file_size(path, size_ec) > kMaxSubmissionBytes && !size_ec) {
+    out.status = "unreadable";
+    out.detail = path + ": larger than 16 MiB (a lab's copy is tens of kilobytes)";
+    all_goals("not checked: the submission cannot be read");
+    out.seconds = seconds();
+    return out;
+  }
   auto sub = nodes::load_document(path, nodes::GraphCheck::Draft);
   if (!sub) {
     out.status = "unreadable";

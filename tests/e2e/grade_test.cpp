@@ -286,3 +286,25 @@ TEST_CASE(
     }
   CHECK(saw_trains);
 }
+
+TEST_CASE("grade: a submission larger than 16 MiB is unreadable, the next one graded", "[grade]") {
+  // Red team (helper U): the grader parses each submission itself, outside the jail; a
+  // 100 MB file of numbers took it to 2 GB of memory (the loader's cap is 256 MiB).
+  const fs::path dir = fresh_dir("grade-huge");
+  const std::string lab = write_json(dir / "lab.mls", mini_lab());
+  json big = mini_lab();
+  big["lab"]["student"] = true;
+  big["description"] = std::string((size_t{16} << 20) + 1, 'x');
+  const std::string huge = write_json(dir / "huge.mls", big);
+  const std::string fine = write_json(dir / "fine.mls", mini_lab());
+  Output o = run("grade " + lab + " " + huge + " " + fine + " --json --quiet", 120);
+  REQUIRE(o.code == 0);
+  const json r = json::parse(o.out);
+  REQUIRE(r["students"].size() == 2);
+  CHECK(r["students"][0]["status"] == "unreadable");
+  CHECK(r["students"][0]["detail"].get<std::string>().find("larger than 16 MiB") !=
+        std::string::npos);
+  CHECK(r["students"][0]["passed"] == 0);
+  CHECK(r["students"][1]["status"] == "graded");
+  CHECK(r["students"][1]["passed"] == 3);
+}
