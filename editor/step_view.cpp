@@ -18,6 +18,7 @@
 #include "engine/core/backend_registry.h"
 #include "nodes/lower.h"
 #include "nodes/training_spec.h"
+#include "scripting/notebook/ir_layout.h"
 
 namespace mls::editor {
 
@@ -124,87 +125,24 @@ class IrGraphView : public QGraphicsView {
 }  // namespace
 
 IrLayout layout_ir(const Graph& g, bool forward_only) {
-  const auto& nodes = g.nodes();
+  // The shared layout (scripting/notebook/ir_layout.h): forward above, backward below; rows
+  // centred on x = 0, one box pitch apart, every row kBoxH + kGapY below the one above.
+  const lua::IrLayoutOptions options{.forward_only = forward_only, .backward_below = true};
+  lua::IrRanks r = lua::rank_ir(g, options);
+  lua::place_ir_rows(g, r, options, 0, [](size_t k, size_t count) {
+    const double width = static_cast<double>(count) * (kBoxW + kGapX);
+    return -width / 2 + static_cast<double>(k) * (kBoxW + kGapX) + kBoxW / 2;
+  });
   IrLayout out;
-  out.node_pos.assign(nodes.size(), {});
-  out.drawn.assign(nodes.size(), false);
+  out.drawn = r.drawn;
+  out.node_pos.assign(g.nodes().size(), {});
   out.value_pos.assign(g.values().size(), std::nullopt);
-  // Ranks: a node one below the lowest of its producers; sources one above their first user.
-  std::vector<int> rank(nodes.size(), 0);
-  std::vector<int> source_rank(g.values().size(), -1);
-  // The backward starts below the forward seen so far: forward above, backward below, as
-  // a student reads it (nodes with no inputs, such as the loss gradient's seed, included).
-  int max_rank = 0, forward_rank = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (forward_only && nodes[i].backward) continue;
-    out.drawn[i] = true;
-    int r = nodes[i].backward ? forward_rank + 1 : 1;
-    for (Ref in : nodes[i].inputs) {
-      const Value& v = g.value(in);
-      if (v.kind == ValueKind::Node && out.drawn[static_cast<size_t>(v.node)])
-        r = std::max(r, rank[static_cast<size_t>(v.node)] + 1);
-    }
-    rank[i] = r;
-    max_rank = std::max(max_rank, r);
-    if (!nodes[i].backward) forward_rank = std::max(forward_rank, r);
-  }
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!out.drawn[i]) continue;
-    for (Ref in : nodes[i].inputs) {
-      const Value& v = g.value(in);
-      if (v.kind != ValueKind::Input && v.kind != ValueKind::Param) continue;
-      int& s = source_rank[static_cast<size_t>(in.id)];
-      s = s < 0 ? rank[i] - 1 : std::min(s, rank[i] - 1);
-    }
-  }
-  // Rows: sources and nodes of one rank; ordered by their producers' mean column (one
-  // sweep down keeps chains straight and crossings few).
-  struct Entry {
-    bool node;
-    size_t index;
-    double key = 0;
-  };
-  std::vector<std::vector<Entry>> rows(static_cast<size_t>(max_rank + 1));
-  for (size_t v = 0; v < source_rank.size(); ++v)
-    if (source_rank[v] >= 0) rows[static_cast<size_t>(source_rank[v])].push_back({false, v});
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (out.drawn[i]) rows[static_cast<size_t>(rank[i])].push_back({true, i});
-  std::vector<double> value_x(g.values().size(), 0), node_x(nodes.size(), 0);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    auto& row = rows[r];
-    for (size_t k = 0; k < row.size(); ++k) {
-      Entry& e = row[k];
-      e.key = static_cast<double>(k) * 1e-3;  // ties keep program order
-      if (!e.node) {
-        // A source sits above its first user's producers: no producers, so near the centre.
-        continue;
-      }
-      double sum = 0;
-      int n = 0;
-      for (Ref in : nodes[e.index].inputs) {
-        const Value& v = g.value(in);
-        if (v.kind == ValueKind::Node && out.drawn[static_cast<size_t>(v.node)]) {
-          sum += node_x[static_cast<size_t>(v.node)];
-          ++n;
-        }
-      }
-      if (n > 0) e.key += sum / n;
-    }
-    std::stable_sort(row.begin(), row.end(),
-                     [](const Entry& a, const Entry& b) { return a.key < b.key; });
-    const double width = static_cast<double>(row.size()) * (kBoxW + kGapX);
-    for (size_t k = 0; k < row.size(); ++k) {
-      const double x = -width / 2 + static_cast<double>(k) * (kBoxW + kGapX) + kBoxW / 2;
-      const double y = static_cast<double>(r) * (kBoxH + kGapY);
-      if (row[k].node) {
-        node_x[row[k].index] = x;
-        out.node_pos[row[k].index] = QPointF(x, y);
-      } else {
-        value_x[row[k].index] = x;
-        out.value_pos[row[k].index] = QPointF(x, y + (kBoxH - kSourceH));
-      }
-    }
-  }
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (r.drawn[i]) out.node_pos[i] = QPointF(r.node_x[i], r.node_rank[i] * (kBoxH + kGapY));
+  for (size_t v = 0; v < g.values().size(); ++v)
+    if (r.source_rank[v] >= 0)
+      out.value_pos[v] =
+          QPointF(r.value_x[v], r.source_rank[v] * (kBoxH + kGapY) + (kBoxH - kSourceH));
   return out;
 }
 

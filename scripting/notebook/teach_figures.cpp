@@ -14,6 +14,7 @@
 #include <set>
 
 #include "engine/core/op.h"
+#include "scripting/notebook/ir_layout.h"
 #include "scripting/notebook/plot.h"
 
 namespace mls::lua::teach {
@@ -115,87 +116,28 @@ GraphDrawing draw_graph(const Graph& g, double width,
                         const std::function<NodeStyle(size_t node)>& style, bool numbered) {
   const auto& nodes = g.nodes();
   const size_t nv = g.values().size();
-  // Ranks: a node one below the lowest of its producers (from 1); a source one above its
-  // first user.
-  std::vector<int> rank(nodes.size(), 1), source_rank(nv, -1);
-  int max_rank = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    for (Ref in : nodes[i].inputs) {
-      const Value& v = g.value(in);
-      if (v.kind == ValueKind::Node && v.node >= 0)
-        rank[i] = std::max(rank[i], rank[static_cast<size_t>(v.node)] + 1);
-    }
-    max_rank = std::max(max_rank, rank[i]);
-  }
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (Ref in : nodes[i].inputs) {
-      const Value& v = g.value(in);
-      if (v.kind != ValueKind::Input && v.kind != ValueKind::Param) continue;
-      int& s = source_rank[static_cast<size_t>(in.id)];
-      s = s < 0 ? rank[i] - 1 : std::min(s, rank[i] - 1);
-    }
-  struct Entry {
-    bool node;
-    size_t index;
-    double key;
-  };
-  std::vector<std::vector<Entry>> rows(static_cast<size_t>(max_rank + 1));
-  for (size_t v = 0; v < nv; ++v)
-    if (source_rank[v] >= 0) rows[static_cast<size_t>(source_rank[v])].push_back({false, v, 0});
-  for (size_t i = 0; i < nodes.size(); ++i)
-    rows[static_cast<size_t>(rank[i])].push_back({true, i, 0});
-  size_t widest = 1;
-  for (const auto& r : rows) widest = std::max(widest, r.size());
-  const double box_w = std::clamp(
-      (width - static_cast<double>(widest - 1) * kGapX) / static_cast<double>(widest), 60.0, 170.0);
-  // Rows in order of their producers' mean column, so chains stay straight.
-  std::vector<double> value_x(nv, width / 2), value_y(nv, 0);
-  std::vector<double> node_x(nodes.size(), 0), node_y(nodes.size(), 0);
+  // The shared layout (ir_layout.h); boxes as wide as the widest row lets, rows centred.
+  const IrLayoutOptions options{.order_by_sources = true};
+  IrRanks ranks = rank_ir(g, options);
+  const double widest = static_cast<double>(ranks.widest());
+  const double box_w = std::clamp((width - (widest - 1) * kGapX) / widest, 60.0, 170.0);
+  place_ir_rows(g, ranks, options, width / 2, [&](size_t k, size_t count) {
+    const double row_w = static_cast<double>(count) * (box_w + kGapX) - kGapX;
+    return (width - row_w) / 2 + box_w / 2 + static_cast<double>(k) * (box_w + kGapX);
+  });
+  const std::vector<int>& source_rank = ranks.source_rank;
+  const std::vector<double>&node_x = ranks.node_x, &value_x = ranks.value_x;
+  // Heights: a row with a node is a node's tall, one of sources alone a source's; empty rows
+  // take no room.
+  std::vector<double> value_y(nv, 0), node_y(nodes.size(), 0);
   double y = 0;
-  std::vector<double> row_y(rows.size(), 0), row_h(rows.size(), 0);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    auto& row = rows[r];
-    bool any_node = false;
-    for (size_t k = 0; k < row.size(); ++k) {
-      Entry& e = row[k];
-      e.key = static_cast<double>(k) * 1e-3;
-      if (!e.node) {
-        // Above its first user: near the users' producers, else the middle.
-        e.key += width / 2;
-        continue;
-      }
-      any_node = true;
-      double sum = 0;
-      int n = 0;
-      for (Ref in : nodes[e.index].inputs) {
-        const Value& v = g.value(in);
-        if (v.kind == ValueKind::Node && v.node >= 0) {
-          sum += node_x[static_cast<size_t>(v.node)];
-          ++n;
-        } else if (v.kind == ValueKind::Input || v.kind == ValueKind::Param) {
-          sum += value_x[static_cast<size_t>(in.id)];
-          ++n;
-        }
-      }
-      e.key += n ? sum / n : width / 2;
-    }
-    std::stable_sort(row.begin(), row.end(),
-                     [](const Entry& a, const Entry& b) { return a.key < b.key; });
-    const double row_w = static_cast<double>(row.size()) * (box_w + kGapX) - kGapX;
-    double x = (width - row_w) / 2 + box_w / 2;
-    row_h[r] = any_node ? kNodeH : kSourceH;
-    row_y[r] = y;
-    for (const Entry& e : row) {
-      if (e.node) {
-        node_x[e.index] = x;
-        node_y[e.index] = y;
-      } else {
-        value_x[e.index] = x;
-        value_y[e.index] = y + (row_h[r] - kSourceH);
-      }
-      x += box_w + kGapX;
-    }
-    if (!row.empty()) y += row_h[r] + kGapY;
+  for (const auto& row : ranks.rows) {
+    const bool any_node =
+        std::any_of(row.begin(), row.end(), [](const IrRanks::Entry& e) { return e.node; });
+    const double row_h = any_node ? kNodeH : kSourceH;
+    for (const IrRanks::Entry& e : row)
+      (e.node ? node_y : value_y)[e.index] = e.node ? y : y + (row_h - kSourceH);
+    if (!row.empty()) y += row_h + kGapY;
   }
   GraphDrawing out;
   out.height = std::max(0.0, y - kGapY);
