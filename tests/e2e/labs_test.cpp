@@ -34,6 +34,15 @@ TEST_CASE(
   // Computational graphs, tensors, data pipelines and deployment at least; every lab added
   // later is graded the same way.
   REQUIRE(all.size() >= 4);
+  // Whether Vulkan opens on this machine, as `mlstudio devices` says.
+  const Output devices = run("devices");
+  REQUIRE(devices.code == 0);
+  const size_t vk = devices.out.find("\nvulkan ");
+  const std::string vk_line =
+      vk == std::string::npos ? ""
+                              : devices.out.substr(vk + 1, devices.out.find('\n', vk + 1) - vk - 1);
+  const bool vulkan = !vk_line.empty() && vk_line.find("(unavailable)") == std::string::npos;
+  INFO(vk_line);
   for (const fs::path& lab : all) {
     const std::string name = lab.stem().string();
     INFO("lab " << name);
@@ -87,6 +96,13 @@ TEST_CASE(
     REQUIRE(rs["goals"].size() == goals.size());
     for (const auto& g : rs["goals"]) {
       INFO("reference, goal " << g["goal"] << ": " << g["message"]);
+      // A goal that needs Vulkan says so where Vulkan does not open (a build without it, a
+      // machine without a driver); where it opens, the goal must pass.
+      if (!vulkan && g["passed"] != true &&
+          g["message"].get<std::string>().rfind("this goal needs Vulkan", 0) == 0) {
+        WARN(name << ": " << g["goal"] << " not graded here: " << g["message"]);
+        continue;
+      }
       CHECK(g["passed"] == true);
     }
 
