@@ -191,6 +191,20 @@ Document graded_project(const Document& lab, const Document& sub) {
   Document out = sub;
   out.dataset = lab.dataset;
   out.weights = lab.weights;
+  // A student's copy, whatever the file says: the project's edit commands (mls.project
+  // from a cell) refuse its locked parts while it is graded.
+  out.lab = lab.lab;
+  out.lab.student = true;
+  for (const NodeDoc& n : lab.nodes)
+    if (n.locked)
+      if (auto i = find_node(out, n.id)) {
+        NodeDoc& s = out.nodes[*i];
+        s.type = n.type;
+        s.version = n.version;
+        s.params = n.params;
+        s.device = n.device;
+        s.locked = true;
+      }
   return out;
 }
 

@@ -84,7 +84,9 @@ Result<Document> pack_student(const Document& lab);
 // the student's graph must not train it on easier data).
 std::vector<std::string> lock_differences(const Document& lab, const Document& submission);
 
-// The project the grader runs: the submission with the lab's dataset and initial weights.
+// The project the grader runs: the submission with the lab's dataset and initial weights,
+// the lab's section marked as a student's copy (so edits from a cell refuse locked parts,
+// "student": false in the file or not) and its locked nodes as the lab has them.
 Document graded_project(const Document& lab, const Document& submission);
 
 // The notebook the grader runs: the submission's cells with every locked cell restored

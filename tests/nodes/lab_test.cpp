@@ -285,3 +285,23 @@ TEST_CASE("lab: a locked cell the lab does not have is reported and graded as th
   CHECK(g.find("mine")->source == "math = {abs = function() return 0 end}");
   CHECK(g.find("setup")->role == CellRole::Locked);
 }
+
+TEST_CASE("lab: the graded project is a student's copy with the lab's locked nodes", "[lab]") {
+  // Red team (helper U): a copy saved with "student": false (not reported) let a cell edit
+  // a locked node while it was graded: mls.project.current():set_params('loss', ...) ran.
+  const Document l = lab();
+  Document t = *pack_student(l);
+  t.lab.student = false;
+  t.lab.goals.clear();
+  const size_t fc1 = *find_node(t, "fc1");
+  t.nodes[fc1].params["out_features"] = 64;
+  t.nodes[fc1].locked = false;
+  const Document g = graded_project(l, t);
+  CHECK(g.lab.student);
+  CHECK(g.lab.goals == l.lab.goals);
+  const NodeDoc& n = g.nodes[*find_node(g, "fc1")];
+  CHECK(n.locked);
+  CHECK(n.params == l.nodes[*find_node(l, "fc1")].params);
+  // The edit commands refuse the locked node in the graded project.
+  CHECK_FALSE(make_set_params(g, "fc1", {{"out_features", 8}}));
+}
