@@ -4,11 +4,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 extern "C" {
 #include <lauxlib.h>
 #include <lua.h>
 }
+
+#include "scripting/bindings.h"
 
 namespace mls::lua {
 
@@ -208,14 +211,25 @@ LabChecks::LabChecks(lua_State* L, nodes::LabSpec lab) : L_(L), lab_(std::move(l
   const int memo = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
   push_copy(L, -1, memo, 8);
+  // mls.nn is Lua (scripting/lua/nn.lua): its functions read the globals, the mls table
+  // they were loaded with and their classes' shared metatables, all the student's. The
+  // checks get their own, loaded over the copy.
+  lua_getfield(L, -1, "mls");
+  if (lua_istable(L, -1) && luaL_loadbuffer(L, kNnLua, std::strlen(kNnLua), "=mls.nn") == LUA_OK) {
+    lua_pushvalue(L, -3);  // the copy: the chunk's _ENV
+    lua_setupvalue(L, -2, 1);
+    lua_pushvalue(L, -2);  // the copied mls
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK)
+      lua_setfield(L, -2, "nn");
+    else
+      lua_pop(L, 1);  // the error: the checks keep the copied mls.nn
+  }
+  lua_pop(L, 1);
   // lab.*: only here, never in the student's globals.
   lua_newtable(L);
-  const luaL_Reg fns[] = {{"check", l_check},
-                          {"near", l_near},
-                          {"at_least", l_bound<true>},
-                          {"at_most", l_bound<false>},
-                          {"equal", l_equal},
-                          {nullptr, nullptr}};
+  const luaL_Reg fns[] = {{"check", l_check},          {"near", l_near},
+                          {"at_least", l_bound<true>}, {"at_most", l_bound<false>},
+                          {"equal", l_equal},          {nullptr, nullptr}};
   lua_pushlightuserdata(L, this);
   luaL_setfuncs(L, fns, 1);
   lua_setfield(L, -2, "lab");

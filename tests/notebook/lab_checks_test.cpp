@@ -222,8 +222,9 @@ TEST_CASE("lab checks: a check cell that stops with an error fails the goals it 
   std::vector<std::pair<std::string, bool>> streamed;
   s.on_goal = [&](const GoalState& g) { streamed.emplace_back(g.id, g.passed); };
   s.set_cells({
-      cell("answer", "calls = 0\nfunction f(x) calls = calls + 1\n"
-                     "  if calls > 1 then error('stop here') end\n  return 8 end"),
+      cell("answer",
+           "calls = 0\nfunction f(x) calls = calls + 1\n"
+           "  if calls > 1 then error('stop here') end\n  return 8 end"),
       cell("c1",
            "lab.near('value', f(2), 8, 1e-9)\n"
            "lab.near('value', f(3), 27, 1e-9)",
@@ -240,13 +241,13 @@ TEST_CASE("lab checks: a check cell that stops with an error fails the goals it 
   CHECK(goal(g, "shape").passed);
   // Reports leave the session when their cell ends: a grader that kills the process in the
   // middle of a cell has heard nothing from that cell.
-  CHECK(streamed ==
-        std::vector<std::pair<std::string, bool>>{{"value", false}, {"shape", true}});
+  CHECK(streamed == std::vector<std::pair<std::string, bool>>{{"value", false}, {"shape", true}});
 }
 
-TEST_CASE("lab checks: a locked cell's globals are the ones the checks read, made with the "
-          "original libraries",
-          "[notebook][lab]") {
+TEST_CASE(
+    "lab checks: a locked cell's globals are the ones the checks read, made with the "
+    "original libraries",
+    "[notebook][lab]") {
   // The tensors lab: a locked cell makes seq, a check compares the student's batch_first
   // with it. A student cell that ran first replaced mls.arange (seq came out zeros), and a
   // student function the check called replaced seq itself (rawset: no second definer).
@@ -256,8 +257,9 @@ TEST_CASE("lab checks: a locked cell's globals are the ones the checks read, mad
       cell("poison", "local zeros = mls.zeros\nmls.arange = function(n) return zeros{n} end"),
       cell("setup", "seq = mls.arange(6):float():reshape{3, 2}\nlimit = 6",
            nodes::CellRole::Locked),
-      cell("answer", "batch_first = mls.zeros{2, 3}\n"
-                     "function f(x) rawset(_G, 'limit', 0) return 8 end"),
+      cell("answer",
+           "batch_first = mls.zeros{2, 3}\n"
+           "function f(x) rawset(_G, 'limit', 0) return 8 end"),
       cell("c1",
            "lab.check('shape', (batch_first - seq:transpose(1, 2)):abs():max():item() == 0)\n"
            "lab.near('value', f(2), 8, 0)\n"
@@ -281,23 +283,24 @@ TEST_CASE("lab checks: a locked cell's globals are the ones the checks read, mad
   lua_pop(L, 2);
 }
 
-TEST_CASE("lab checks: a metatable on _G cannot wrap a check cell in pcall",
-          "[notebook][lab]") {
+TEST_CASE("lab checks: a metatable on _G cannot wrap a check cell in pcall", "[notebook][lab]") {
   // The session handed each cell's chunk over through a global: a __newindex on _G got the
   // check's chunk and stored it wrapped in pcall, so a check that stopped with an error
   // ended "ok" and kept the reports made before the error.
   NotebookSession s(cpu::backend(), options());
   s.set_lab(spec());
   s.set_cells({
-      cell("hook", "setmetatable(_G, {__newindex = function(t, k, v)\n"
-                   "  if type(v) == 'function' and k:sub(1, 6) == '__mls_' then\n"
-                   "    local real = v\n"
-                   "    v = function(...) local ok, r = pcall(real, ...) return r end\n"
-                   "  end\n"
-                   "  rawset(t, k, v)\n"
-                   "end})"),
-      cell("answer", "calls = 0\nfunction f(x) calls = calls + 1\n"
-                     "  if calls > 1 then error('stop here') end\n  return 8 end"),
+      cell("hook",
+           "setmetatable(_G, {__newindex = function(t, k, v)\n"
+           "  if type(v) == 'function' and k:sub(1, 6) == '__mls_' then\n"
+           "    local real = v\n"
+           "    v = function(...) local ok, r = pcall(real, ...) return r end\n"
+           "  end\n"
+           "  rawset(t, k, v)\n"
+           "end})"),
+      cell("answer",
+           "calls = 0\nfunction f(x) calls = calls + 1\n"
+           "  if calls > 1 then error('stop here') end\n  return 8 end"),
       cell("c1", "lab.near('value', f(2), 8, 1e-9)\nlab.near('value', f(3), 27, 1e-9)", kCheck),
   });
   s.run_all();
@@ -308,23 +311,25 @@ TEST_CASE("lab checks: a metatable on _G cannot wrap a check cell in pcall",
   CHECK_FALSE(s.output("c1")->ok);
 }
 
-TEST_CASE("lab checks: a check cell's chunk cannot be taken and run again inside another "
-          "check",
-          "[notebook][lab]") {
+TEST_CASE(
+    "lab checks: a check cell's chunk cannot be taken and run again inside another "
+    "check",
+    "[notebook][lab]") {
   // The chunk sat in a global while its cell ran: f, called by c1, took it and raised (c1
   // reported nothing); g, called by c2, ran it again under pcall with f right once, and
   // c2's clean end committed c1's pass.
   NotebookSession s(cpu::backend(), options());
   s.set_lab(spec());
   s.set_cells({
-      cell("answer", "calls = 0\nstolen = nil\n"
-                     "function f(x)\n"
-                     "  if not stolen then stolen = rawget(_G, '__mls_cell') error('taken') end\n"
-                     "  calls = calls + 1\n"
-                     "  if calls > 1 then error('stop here') end\n"
-                     "  return 8\n"
-                     "end\n"
-                     "function g() if stolen then pcall(stolen) end return 1 end"),
+      cell("answer",
+           "calls = 0\nstolen = nil\n"
+           "function f(x)\n"
+           "  if not stolen then stolen = rawget(_G, '__mls_cell') error('taken') end\n"
+           "  calls = calls + 1\n"
+           "  if calls > 1 then error('stop here') end\n"
+           "  return 8\n"
+           "end\n"
+           "function g() if stolen then pcall(stolen) end return 1 end"),
       cell("c1", "lab.near('value', f(2), 8, 1e-9)\nlab.near('value', f(3), 27, 1e-9)", kCheck),
       cell("c2", "lab.equal('shape', g(), 1)", kCheck),
   });
@@ -333,4 +338,37 @@ TEST_CASE("lab checks: a check cell's chunk cannot be taken and run again inside
   CHECK(goal(g, "shape").passed);
   CHECK_FALSE(goal(g, "value").passed);
   CHECK(goal(g, "value").message.find("not checked: check cell 'c1' failed") == 0);
+}
+
+TEST_CASE("lab checks: mls.nn is the checks' own", "[notebook][lab]") {
+  // mls.nn is Lua: the copy of the globals shared its classes' metatables (mls.nn.Linear's
+  // __index is the original mls.nn.Module), and its functions read the student's globals
+  // (pairs) and the mls table they were loaded with (mls.F). Module.num_parameters replaced
+  // in an answer cell answered the checks' models too.
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({
+      cell("cheat",
+           "getmetatable(mls.nn.Linear).__index.num_parameters = function() return 7 end\n"
+           "mls.nn.Module.parameters = function() return {} end\n"
+           "local real_pairs = pairs\n"
+           "pairs = function(t) return real_pairs({}) end\n"
+           "mls.F.linear = function() error('sabotaged') end\n"
+           "mine = mls.nn.Linear(3, 2):num_parameters()"),
+      cell("c1",
+           "local m = mls.nn.Linear(3, 2)\n"
+           "lab.equal('value', m:num_parameters(), 8)\n"
+           "lab.equal('shape', #m:parameters(), 2)\n"
+           "lab.equal('deriv', m(mls.ones{1, 3}):shape(), {1, 2})",
+           kCheck),
+  });
+  s.run_all();
+  const auto g = s.lab_goals();
+  CHECK(goal(g, "value").passed);
+  CHECK(goal(g, "shape").passed);
+  CHECK(goal(g, "deriv").passed);
+  lua_State* L = s.host().state();
+  lua_getglobal(L, "mine");
+  CHECK(lua_tointeger(L, -1) == 7);  // the student's world keeps its change
+  lua_pop(L, 1);
 }
