@@ -151,15 +151,19 @@ ConsoleWidget::~ConsoleWidget() {
   host_->runtime().project = nullptr;
 }
 
-void ConsoleWidget::appendOutput(const QString& text, const QColor& color) {
+void append_output(QPlainTextEdit* output, const QString& text, const QColor& color) {
   QTextCharFormat fmt;
   if (color.isValid()) fmt.setForeground(color);
-  QTextCursor c = output_->textCursor();
+  QTextCursor c = output->textCursor();
   c.movePosition(QTextCursor::End);
-  if (!output_->document()->isEmpty()) c.insertBlock();
+  if (!output->document()->isEmpty()) c.insertBlock();
   c.insertText(text, fmt);
-  output_->setTextCursor(c);
-  output_->ensureCursorVisible();
+  output->setTextCursor(c);
+  output->ensureCursorVisible();
+}
+
+void ConsoleWidget::appendOutput(const QString& text, const QColor& color) {
+  append_output(output_, text, color);
 }
 
 void ConsoleWidget::post(const QString& text, const QColor& color) {

@@ -42,6 +42,10 @@ class ConsoleInput : public QLineEdit {
   bool focusNextPrevChild(bool) override { return false; }  // Tab completes
 };
 
+// Appends `text` to a console's output as a line of its own (in `color` when given) and
+// scrolls to it; the console and the script editor's output pane both write through it.
+void append_output(QPlainTextEdit* output, const QString& text, const QColor& color = QColor());
+
 class ConsoleWidget : public QWidget {
   Q_OBJECT
  public:

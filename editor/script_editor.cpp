@@ -24,6 +24,7 @@
 #include <lua.hpp>
 #include <mutex>
 
+#include "editor/console_dock.h"
 #include "engine/core/atomic_file.h"
 #include "engine/core/backend_registry.h"
 #include "engine/core/check.h"
@@ -303,14 +304,7 @@ void ScriptEditor::say(const QString& text, bool error) {
 }
 
 void ScriptEditor::appendOutput(const QString& text, const QColor& color) {
-  QTextCharFormat fmt;
-  if (color.isValid()) fmt.setForeground(color);
-  QTextCursor c = output_->textCursor();
-  c.movePosition(QTextCursor::End);
-  if (!output_->document()->isEmpty()) c.insertBlock();
-  c.insertText(text, fmt);
-  output_->setTextCursor(c);
-  output_->ensureCursorVisible();
+  append_output(output_, text, color);
 }
 
 bool ScriptEditor::eventFilter(QObject* o, QEvent* e) {
