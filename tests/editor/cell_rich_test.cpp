@@ -15,16 +15,9 @@
 
 using namespace mls;
 using namespace mls::editor;
+using test::type;
 
 namespace {
-
-void type(QWidget* w, const QString& text) {
-  const QStringList lines = text.split('\n');
-  for (int i = 0; i < lines.size(); ++i) {
-    if (i > 0) QTest::keyClick(w, Qt::Key_Return);
-    QTest::keyClicks(w, lines[i]);
-  }
-}
 
 // "+ Lua" clicked, the code typed into the new cell and run with Shift+Enter; its widget
 // once the run ended.

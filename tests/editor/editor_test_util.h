@@ -12,7 +12,9 @@
 #include <sstream>
 #include <memory>
 
+#include "editor/cell_widget.h"
 #include "editor/main_window.h"
+#include "editor/notebook_view.h"
 #include "engine/core/op.h"
 #include "tests/common/temp_dir.h"
 #include "engine/cpu/cpu_backend.h"
@@ -68,5 +70,52 @@ struct EditorFixture {
   }
   QPoint view_point(QPointF scene_pos) const { return window->view()->mapFromScene(scene_pos); }
 };
+
+// [SECTION] driving widgets as a person does
+
+// Types text as keys; a newline is the Return key (QTest::keyClicks has none for it).
+inline void type(QWidget* w, const QString& text) {
+  const QStringList lines = text.split('\n');
+  for (int i = 0; i < lines.size(); ++i) {
+    if (i > 0) QTest::keyClick(w, Qt::Key_Return);
+    QTest::keyClicks(w, lines[i]);
+  }
+}
+
+// A click on the notebook's toolbar button for the action `name` ("add-lua", "run-all", ...),
+// which must be enabled.
+inline void click_action(editor::NotebookView* nb, const QString& name) {
+  QWidget* b = nb->buttonFor(name);
+  REQUIRE(b);
+  REQUIRE(b->isEnabled());
+  QTest::mouseClick(b, Qt::LeftButton);
+}
+
+// Waits for the notebook's run in flight to end (`seconds` at most); the ids it ran.
+inline QStringList wait_run(editor::NotebookView* nb, int seconds = 60) {
+  for (int i = 0; i < seconds * 100 && nb->busy(); ++i) QTest::qWait(10);
+  REQUIRE_FALSE(nb->busy());
+  return nb->lastRun();
+}
+
+// "+ Lua" clicked, the code typed into the new cell (which has the focus); its id.
+inline QString add_lua(editor::NotebookView* nb, const QString& code) {
+  const QStringList before = nb->cellIds();
+  click_action(nb, "add-lua");
+  REQUIRE(nb->cellIds().size() == before.size() + 1);
+  const QString id = nb->selected();
+  editor::CellWidget* w = nb->cellWidget(id);
+  REQUIRE(w);
+  type(w->editor(), code);
+  return id;
+}
+
+// Shift+Enter in the cell's editor: runs the cell (without waiting for it).
+inline void run_cell(editor::NotebookView* nb, const QString& id) {
+  editor::CellWidget* w = nb->cellWidget(id);
+  REQUIRE(w);
+  w->editor()->setFocus();
+  QTest::keyClick(w->editor(), Qt::Key_Return, Qt::ShiftModifier);
+}
 
 }  // namespace mls::test

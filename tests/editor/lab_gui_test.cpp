@@ -17,6 +17,8 @@
 
 using namespace mls;
 using namespace mls::editor;
+using test::click_action;
+using test::wait_run;
 
 namespace {
 
@@ -41,19 +43,6 @@ const char* kStudentLab = R"LAB({
                 "lab.near('deriv', ok and t.grad:sum():item() or 0, 12, 1e-4)"]}
   ]}
 })LAB";
-
-void click_action(NotebookView* nb, const char* name) {
-  QWidget* b = nb->buttonFor(name);
-  REQUIRE(b);
-  REQUIRE(b->isVisible());
-  REQUIRE(b->isEnabled());
-  QTest::mouseClick(b, Qt::LeftButton);
-}
-
-void wait_run(NotebookView* nb) {
-  for (int i = 0; i < 1000 && nb->busy(); ++i) QTest::qWait(10);
-  REQUIRE_FALSE(nb->busy());
-}
 
 }  // namespace
 
@@ -85,6 +74,7 @@ TEST_CASE("a student's lab copy: locked cells refuse keys, Check my work shows t
   CHECK_FALSE(nb->cellWidget("answer")->locked());
 
   // Check my work on the starter: both goals unmet, with what the checks saw.
+  REQUIRE((nb->buttonFor("check") && nb->buttonFor("check")->isVisible()));  // on show
   click_action(nb, "check");
   wait_run(nb);
   QLabel* goals = nb->labGoals();
@@ -98,6 +88,7 @@ TEST_CASE("a student's lab copy: locked cells refuse keys, Check my work shows t
   QTest::keyClick(answer->editor(), Qt::Key_A, Qt::ControlModifier);
   QTest::keyClicks(answer->editor(), "function f(x) return x * x * x end");
   CHECK(nb->notebook().find("answer")->source == "function f(x) return x * x * x end");
+  REQUIRE((nb->buttonFor("check") && nb->buttonFor("check")->isVisible()));  // on show
   click_action(nb, "check");
   wait_run(nb);
   INFO(goals->text().toStdString());

@@ -11,16 +11,10 @@
 
 using namespace mls;
 using namespace mls::editor;
+using test::click_action;
 using test::EditorFixture;
 
 namespace {
-
-void click_action(NotebookView* nb, const char* name) {
-  QWidget* b = nb->buttonFor(name);
-  REQUIRE(b);
-  REQUIRE(b->isEnabled());
-  QTest::mouseClick(b, Qt::LeftButton);
-}
 
 // A click on the notebook's background, below the cells: out of every cell.
 void click_background(NotebookView* nb) {

@@ -38,17 +38,13 @@ struct StringMaker<QStringList> {
 
 using namespace mls;
 using namespace mls::editor;
+using test::add_lua;
+using test::click_action;
+using test::run_cell;
+using test::type;
+using test::wait_run;
 
 namespace {
-
-// Types text as keys; a newline is the Return key (QTest::keyClicks has none for it).
-void type(QWidget* w, const QString& text) {
-  const QStringList lines = text.split('\n');
-  for (int i = 0; i < lines.size(); ++i) {
-    if (i > 0) QTest::keyClick(w, Qt::Key_Return);
-    QTest::keyClicks(w, lines[i]);
-  }
-}
 
 // The highlighter's format at a position of a line of the document.
 QTextCharFormat format_at(QTextDocument* doc, int line, int col) {
@@ -229,40 +225,6 @@ TEST_CASE("a Markdown cell is rendered, edited on double-click and rendered agai
 namespace {
 
 using test::EditorFixture;
-
-void click_action(NotebookView* nb, const char* name) {
-  QWidget* b = nb->buttonFor(name);
-  REQUIRE(b);
-  REQUIRE(b->isEnabled());
-  QTest::mouseClick(b, Qt::LeftButton);
-}
-
-// Waits for the run in flight to end; the ids it ran.
-QStringList wait_run(NotebookView* nb) {
-  for (int i = 0; i < 1000 && nb->busy(); ++i) QTest::qWait(10);
-  REQUIRE_FALSE(nb->busy());
-  return nb->lastRun();
-}
-
-// "+ Lua" clicked, the code typed into the new cell (which has the focus); its id.
-QString add_lua(NotebookView* nb, const QString& code) {
-  const QStringList before = nb->cellIds();
-  click_action(nb, "add-lua");
-  const QStringList after = nb->cellIds();
-  REQUIRE(after.size() == before.size() + 1);
-  const QString id = nb->selected();
-  CellWidget* w = nb->cellWidget(id);
-  REQUIRE(w);
-  type(w->editor(), code);
-  return id;
-}
-
-void run_cell(NotebookView* nb, const QString& id) {
-  CellWidget* w = nb->cellWidget(id);
-  REQUIRE(w);
-  w->editor()->setFocus();
-  QTest::keyClick(w->editor(), Qt::Key_Return, Qt::ShiftModifier);
-}
 
 QString text_of(NotebookView* nb, const QString& id) {
   return nb->cellWidget(id)->outputText()->text();

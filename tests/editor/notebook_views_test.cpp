@@ -36,25 +36,12 @@ struct StringMaker<QStringList> {
 using namespace mls;
 using namespace mls::editor;
 using mls::test::EditorFixture;
+using test::add_lua;
+using test::click_action;
+using test::run_cell;
+using test::wait_run;
 
 namespace {
-
-// Types text as keys; a newline is the Return key.
-void type(QWidget* w, const QString& text) {
-  const QStringList lines = text.split('\n');
-  for (int i = 0; i < lines.size(); ++i) {
-    if (i > 0) QTest::keyClick(w, Qt::Key_Return);
-    QTest::keyClicks(w, lines[i]);
-  }
-}
-
-void click_action(NotebookView* nb, const QString& name) {
-  REQUIRE(nb->action(name));
-  QWidget* b = nb->buttonFor(name);
-  REQUIRE(b);
-  REQUIRE(b->isEnabled());
-  QTest::mouseClick(b, Qt::LeftButton);
-}
 
 // Picks `item` ("Step", ...) from the "+ View" button's menu: a click on the button's arrow
 // opens it, a click on the item chooses it.
@@ -80,29 +67,6 @@ void add_view(NotebookView* nb, const QString& item) {
   for (int i = 0; i < 100 && !clicked; ++i) QTest::qWait(20);
   REQUIRE(clicked);
   QApplication::processEvents();
-}
-
-QStringList wait_run(NotebookView* nb, int seconds = 60) {
-  for (int i = 0; i < seconds * 100 && nb->busy(); ++i) QTest::qWait(10);
-  REQUIRE_FALSE(nb->busy());
-  return nb->lastRun();
-}
-
-QString add_lua(NotebookView* nb, const QString& code) {
-  const QStringList before = nb->cellIds();
-  click_action(nb, "add-lua");
-  REQUIRE(nb->cellIds().size() == before.size() + 1);
-  const QString id = nb->selected();
-  REQUIRE(nb->cellWidget(id));
-  type(nb->cellWidget(id)->editor(), code);
-  return id;
-}
-
-void run_cell(NotebookView* nb, const QString& id) {
-  CellWidget* w = nb->cellWidget(id);
-  REQUIRE(w);
-  w->editor()->setFocus();
-  QTest::keyClick(w->editor(), Qt::Key_Return, Qt::ShiftModifier);
 }
 
 // A tiny classification run: 180 training samples of 2 features, 60 held out, batches of 30.
