@@ -16,6 +16,7 @@
 using namespace mls;
 using namespace mls::editor;
 using test::type;
+using test::wait_run;
 
 namespace {
 
@@ -29,8 +30,7 @@ CellWidget* run_typed(NotebookView* nb, const QString& code) {
   REQUIRE(w);
   type(w->editor(), code);
   QTest::keyClick(w->editor(), Qt::Key_Return, Qt::ShiftModifier);
-  for (int i = 0; i < 1000 && nb->busy(); ++i) QTest::qWait(10);
-  REQUIRE_FALSE(nb->busy());
+  wait_run(nb);
   QApplication::processEvents();
   return w;
 }
