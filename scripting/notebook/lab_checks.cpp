@@ -119,15 +119,29 @@ int l_bound(lua_State* L) {
 bool plain_text(lua_State* L, int i, std::string* out, int depth = 0) {
   i = lua_absindex(L, i);
   switch (lua_type(L, i)) {
-    case LUA_TNUMBER:
-      *out += num(lua_tonumber(L, i));
+    case LUA_TNUMBER: {  // exact: integers in full, floats in 17 digits (2 and 2.0 agree)
+      char b[64];
+      if (lua_isinteger(L, i))
+        std::snprintf(b, sizeof b, "%lld", static_cast<long long>(lua_tointeger(L, i)));
+      else
+        std::snprintf(b, sizeof b, "%.17g", lua_tonumber(L, i));
+      *out += b;
       return true;
+    }
     case LUA_TBOOLEAN:
       *out += lua_toboolean(L, i) ? "true" : "false";
       return true;
-    case LUA_TSTRING:
-      *out += "\"" + std::string(lua_tostring(L, i)) + "\"";
+    case LUA_TSTRING: {  // quoted, with \ and " escaped: no string reads as two
+      size_t n = 0;
+      const char* p = lua_tolstring(L, i, &n);
+      *out += '"';
+      for (size_t k = 0; k < n; ++k) {
+        if (p[k] == '"' || p[k] == '\\') *out += '\\';
+        *out += p[k];
+      }
+      *out += '"';
       return true;
+    }
     case LUA_TTABLE: {
       if (depth > 4) return false;
       const lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, i));

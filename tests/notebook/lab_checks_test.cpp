@@ -372,3 +372,25 @@ TEST_CASE("lab checks: mls.nn is the checks' own", "[notebook][lab]") {
   CHECK(lua_tointeger(L, -1) == 7);  // the student's world keeps its change
   lua_pop(L, 1);
 }
+
+TEST_CASE("lab checks: lab.equal compares strings and numbers exactly", "[notebook][lab]") {
+  // lab.equal compared text: strings were quoted without escapes, so the one-element array
+  // {'relu", "tanh'} equalled {"relu", "tanh"}, and numbers were written with 10 digits, so
+  // 12345678904 equalled 12345678901.
+  NotebookSession s(cpu::backend(), options());
+  s.set_lab(spec());
+  s.set_cells({
+      cell("answer", "names = {'relu\", \"tanh'}\ncount = 12345678904"),
+      cell("c1",
+           "lab.equal('value', names, {'relu', 'tanh'})\n"
+           "lab.equal('deriv', count, 12345678901)\n"
+           "lab.equal('shape', {2, 3.0, 'a\\\\\"b'}, {2.0, 3, 'a\\\\\"b'})",
+           kCheck),
+  });
+  s.run_all();
+  const auto g = s.lab_goals();
+  CHECK_FALSE(goal(g, "value").passed);
+  CHECK_FALSE(goal(g, "deriv").passed);
+  CHECK(goal(g, "deriv").message == "got 12345678904, want 12345678901");
+  CHECK(goal(g, "shape").passed);  // 2 and 2.0 are equal, and so are equal strings
+}
