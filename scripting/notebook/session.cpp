@@ -109,18 +109,24 @@ void print_into(lua_State* L, CellOutput& out) {
 }
 
 // print() while a cell runs: into its output.
+// The output these closures write is the running cell's (Runtime::cell_output), never one
+// remembered: a cell may keep `print` in a global and a later cell call it, when the output
+// it was made for is gone. Between cells (a finaliser, say) it writes nowhere.
+// Upvalue: the Runtime.
 int cell_print(lua_State* L) {
-  print_into(L, *static_cast<CellOutput*>(lua_touserdata(L, lua_upvalueindex(1))));
+  if (CellOutput* out = static_cast<Runtime*>(lua_touserdata(L, lua_upvalueindex(1)))->cell_output)
+    print_into(L, *out);
   return 0;
 }
 
 // The cell's returned values, as print shows them, and their tables and figures (tensors,
 // models: rich_output.h); a tensor shown as a table is named in the text, not printed again.
-// Upvalues: the Runtime and the tensor metatable (as the bindings'), then the output.
+// Upvalues: the Runtime and the tensor metatable (as the bindings').
 int cell_return(lua_State* L) {
-  auto& out = *static_cast<CellOutput*>(lua_touserdata(L, lua_upvalueindex(3)));
+  CellOutput* current = static_cast<Runtime*>(lua_touserdata(L, lua_upvalueindex(1)))->cell_output;
   const int n = lua_gettop(L);
-  if (n == 0) return 0;
+  if (n == 0 || !current) return 0;
+  CellOutput& out = *current;
   std::string line, name;
   for (int i = 1; i <= n; ++i) {
     if (i > 1) line += '\t';
@@ -317,13 +323,12 @@ struct NotebookSession::Impl {
 
     raw_get_global(L, "print");
     const int saved_print = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushlightuserdata(L, &out);
+    lua_pushlightuserdata(L, &rt);
     lua_pushcclosure(L, cell_print, 1);
     raw_set_global(L, "print");
     lua_pushlightuserdata(L, &rt);
     luaL_getmetatable(L, "mls.Tensor");
-    lua_pushlightuserdata(L, &out);
-    lua_pushcclosure(L, cell_return, 3);
+    lua_pushcclosure(L, cell_return, 2);
     raw_set_global(L, kCellReturn);
     rt.cell_output = &out;
 

@@ -366,3 +366,21 @@ TEST_CASE("Notebook session: the hash of a cell that reads the project covers th
   s.set_project_text("model A");
   CHECK(s.current_hash("p") == p0);
 }
+
+TEST_CASE("Notebook session: a kept print or return hook writes only into the running cell",
+          "[notebook]") {
+  NotebookSession s(cpu::backend(), options());
+  s.set_cells({lua_cell("a", "keep = print\nkeep_ret = rawget(_G, '__mls_cell_return')"),
+               lua_cell("b", "keep('into b')\nif keep_ret then keep_ret('returned into b') end\nlocal n = keep and 1")});
+  s.run_all();
+  REQUIRE(s.output("a"));
+  REQUIRE(s.output("b"));
+  CHECK(s.output("a")->ok);
+  CHECK(s.output("b")->ok);
+  CHECK(s.output("a")->text.empty());
+  CHECK(s.output("b")->text.find("into b") != std::string::npos);
+  // Between cells there is no output to write: nothing happens (the outputs are unchanged).
+  const std::string before = s.output("b")->text;
+  REQUIRE(s.host().run_string("keep('between cells')\nif keep_ret then keep_ret('x') end"));
+  CHECK(s.output("b")->text == before);
+}
