@@ -243,7 +243,7 @@ TEST_CASE("lab authoring commands: set the lab, mark nodes, undo, refused in a c
   CHECK_FALSE(make_set_node_marks(s, "fc1", false, false));
 }
 
-TEST_CASE("lab: a changed dataset or initial weights is tampering; the lab's are graded", "[lab]") {
+TEST_CASE("lab: a changed dataset or initial weights is tampering, and the lab's are graded", "[lab]") {
   // Red team (helper U): a check that trains the student's graph trained it on the
   // submission's dataset: noise 0.5 -> 0.01 in a hand-edited copy of computational-graphs
   // passed "test accuracy >= 0.9" with a one-unit hidden layer, and nothing was reported.
