@@ -114,7 +114,7 @@ TEST_CASE("notebook: errors name the JSON pointer", "[notebook]") {
   extra["colour"] = "red";
   CHECK(error_of(parse_document(mlp_with({{"cells", {extra}}}), "P.mls")) ==
         "P.mls: /notebook/cells/0/colour: unknown key 'colour' (expected 'id', 'kind', "
-        "'source', 'view', 'on_demand')");
+        "'source', 'view', 'on_demand', 'role', 'starter')");
   CHECK(
       error_of(parse_document(mlp_with({{"cells", {{{"id", "v"}, {"kind", "view"}}}}}), "P.mls")) ==
       "P.mls: /notebook/cells/0: a view cell needs a \"view\" ('graph', 'step', 'dashboard', "
