@@ -109,7 +109,9 @@ TEST_CASE(
     // The student's copy: each unmet goal with what the check found. The starters of these
     // four labs meet none (a later lab's starter may meet some, but not all).
     const bool meets_none = name == "computational-graphs" || name == "tensors-shapes-strides" ||
-                            name == "data-pipelines" || name == "deployment-onnx-int8";
+                            name == "data-pipelines" || name == "deployment-onnx-int8" ||
+                            name == "autodiff-forward-reverse" || name == "static-vs-dynamic" ||
+                            name == "memory-checkpointing" || name == "devices-placement";
     const json& ss = by["student"];
     CHECK(ss["status"] == "graded");
     CHECK(ss["tampered"].empty());
