@@ -48,13 +48,44 @@ struct GraphOptions {
 };
 int graph_command(const GraphOptions& o);
 
+// `mlstudio runs ACTION`: the experiment database (app/runs_command.cpp registers every
+// action; fork, reproduce and diff are app/runs_lineage.cpp).
 struct RunsOptions {
-  std::string action;  // "list" or "show"
+  // list show compare diff tag note delete export query fork reproduce
+  std::string action;
   std::string db = "mlstudio-runs.db";
-  int64_t run_id = 0;
+  int64_t run_id = 0;          // show, tag, note, fork, reproduce
+  std::vector<int64_t> ids;    // compare, diff (two), delete
   bool json = false;
+  // list, export: the filter language of store/run_table.h
+  std::string where;
+  std::vector<std::string> sort;     // "metrics.val/loss.best", "-params.lr" (descending)
+  std::vector<std::string> columns;  // fields; empty: the defaults
+  int64_t limit = 0;                 // 0: all
+  std::string format;                // export: csv, json or latex
+  // compare
+  bool diff_only = false;
+  std::vector<std::string> metrics;  // the curves to chart ("" the first loss key)
+  std::optional<int64_t> at_step;
+  // tag, note
+  std::vector<std::string> tags;  // KEY or KEY=VALUE
+  bool remove = false;
+  std::string text;
+  // query
+  std::string sql;
+  // fork: continue `run_id`'s checkpoint at `step` as a child run, with settings changed
+  // (`sets`, KEY=VALUE as --set takes them) or another graph (`project`)
+  std::optional<int64_t> step;
+  std::vector<std::string> sets;
+  std::string project;
+  std::optional<int64_t> epochs;  // fork: train to this many epochs in all
+  bool quiet = false;
 };
 int runs_command(const RunsOptions& o);
+// app/runs_lineage.cpp
+int runs_fork_command(const RunsOptions& o);
+int runs_reproduce_command(const RunsOptions& o);
+int runs_diff_command(const RunsOptions& o);
 
 // `mlstudio eval P.mls --run ID`: test metrics and the confusion matrix of a trained run.
 struct EvalOptions {
