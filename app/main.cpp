@@ -82,6 +82,10 @@ void add_project_overrides(CLI::App& c, mls::app::ProjectOptions& p) {
       "--activation-checkpointing", p.activation_checkpointing,
       "off, auto (recompute forward segments in backward: about half the activation memory), "
       "or a byte budget for the training step's planned memory");
+  c.add_option("--set", p.sets,
+               "KEY=VALUE: change a setting or a node's parameter before training (lr=0.01, "
+               "optimizer=adam, fc1.out_features=64, dataset.validation=0.1); repeat it for more")
+      ->allow_extra_args(false);
   c.add_option("--limit", p.limit, "Train on the first N training samples only (0: all)")
       ->check(kCount);
   c.add_option("--test-limit", p.test_limit, "Evaluate on the first N test samples only (0: all)")

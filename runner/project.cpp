@@ -4,6 +4,7 @@
 
 #include "engine/core/backend_registry.h"
 #include "nodes/lower.h"
+#include "nodes/setting_path.h"
 
 namespace mls::runner {
 
@@ -27,6 +28,8 @@ Result<Project> open_project(const ProjectOptions& o) {
     if (!doc) return doc.error();
     p.doc = std::move(*doc);
   }
+  for (const std::string& set : o.sets)
+    if (auto r = nodes::apply_setting(p.doc, set); !r) return make_error(p.path + ": " + r.error().message);
   nodes::TrainingSpec& t = p.doc.training;
   if (o.epochs) {
     if (*o.epochs < 1) return make_error("--epochs must be >= 1");

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "datasets/dataset_spec.h"
 #include "engine/train/trainer.h"
@@ -31,6 +32,9 @@ struct ProjectOptions {
   std::optional<std::string> precision;  // "f32", "bf16" or "f16"
   std::optional<std::string> activation_checkpointing;  // "off", "auto" or a byte budget
   bool load_data = true;  // false: describe the data without the training split in memory
+  // KEY=VALUE settings (nodes/setting_path.h: `--set lr=0.01 --set fc1.out_features=64`),
+  // applied in order before the flags above.
+  std::vector<std::string> sets;
 };
 
 struct Project {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nodes/setting_path.h"
 #include "runner/model_export.h"
 #include "store/file_hash.h"
 
@@ -28,6 +29,14 @@ Result<ProjectOptions> resume_options(const ProjectOptions& asked, const Resumed
                         std::to_string(**value) + " would train on different data (leave " + flag +
                         " out to resume as recorded, or start a new run)");
     *value = recorded;
+  }
+  // The --set settings it was started with apply again (given anew, they must agree: the
+  // session compares every recorded setting).
+  if (const std::string* sets = was.param("sets"); sets && o.sets.empty()) {
+    auto list = nlohmann::json::parse(*sets, nullptr, false);
+    if (list.is_array())
+      for (const auto& s : list)
+        if (s.is_string()) o.sets.push_back(s.get<std::string>());
   }
   return o;
 }
@@ -91,9 +100,21 @@ Result<RunModel> project_model(Project& p, const RunRequest& o) {
                 {"train_samples", std::to_string(p.train->num_samples())},
                 {"validation_samples", std::to_string(p.validation ? p.validation->num_samples() : 0)},
                 {"test_samples", std::to_string(p.test ? p.test->num_samples() : 0)}};
+  // A --set of a node's parameter (or any setting the config's params leave out) is a param of
+  // its own, under its key: what `runs list --columns params.fc1.out_features` shows.
+  nlohmann::json sets = nlohmann::json::array();
+  for (const std::string& set : o.project.sets) {
+    sets.push_back(set);
+    auto kv = nodes::parse_assignment(set);
+    if (!kv) return kv.error();
+    bool known = false;
+    for (const auto& [k, v] : config_params(m.config)) known = known || k == kv->first;
+    if (!known) m.settings.push_back({kv->first, nodes::setting_text(kv->second)});
+  }
   m.notes = {{"threads", std::to_string(m.backend->num_threads())},
              {"limit", std::to_string(p.doc.dataset.limit)},
              {"test_limit", std::to_string(p.doc.dataset.test_limit)}};
+  if (!sets.empty()) m.notes.push_back({"sets", sets.dump()});
   const std::map<std::string, std::pair<const char*, bool>> flags = {
       {"batch_size", {"--batch-size", bool(o.project.batch_size)}},
       {"lr", {"--lr", bool(o.project.lr)}},
