@@ -1,10 +1,11 @@
 // [SECTION] index
-//   schema      the SQL, and the checks made before anything is written
-//   impl        prepared statements and the metric buffer
-//   open        validate, configure, create
-//   runs        begin_run / log_param / end_run
-//   metrics     log_metric / flush
-//   reads       list_runs / get_run / params / metrics / metric_keys
+//   impl        statement texts, row readers
+//   open        validate, configure, create or upgrade (store/run_schema.cpp)
+//   runs        begin_run / log_param / end_run / resume_run
+//   metrics     log_metric / flush (points and their summaries in one transaction)
+//   reads       list_runs / get_run / params / metrics / metric_keys / metric_summaries
+// Tags, notes, artifacts, system info, copies and deletion: run_records.cpp; sweeps:
+// run_sweeps.cpp.
 #include "store/run_store.h"
 
 #include <sqlite3.h>
@@ -18,161 +19,21 @@
 #include <span>
 
 #include "store/process_owner.h"
+#include "store/run_schema.h"
+#include "store/run_store_impl.h"
+#include "store/run_summary.h"
 #include "store/sqlite.h"
 
 namespace mls::store {
 
-// [SECTION] schema -----------------------------------------------------------------------
+// [SECTION] impl -------------------------------------------------------------------------
 
 namespace {
-
-// AUTOINCREMENT so a run id is never reused: ids are shown to users and may be referenced
-// from outside (parent_run_id, notes, exported plots).
-// metrics.value is nullable because SQLite stores a NaN as NULL; a diverged loss must
-// still be recorded.
-constexpr const char* kSchemaSql = R"sql(
-CREATE TABLE IF NOT EXISTS meta(
-  key TEXT PRIMARY KEY,
-  value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs(
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  name TEXT NOT NULL,
-  project_path TEXT NOT NULL,
-  project_hash TEXT NOT NULL,
-  started TEXT NOT NULL,
-  ended TEXT,
-  status TEXT NOT NULL CHECK(status IN ('running','finished','failed','interrupted')),
-  device TEXT NOT NULL,
-  seed INTEGER NOT NULL,
-  parent_run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
-  owner TEXT);
-CREATE TABLE IF NOT EXISTS params(
-  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-  key TEXT NOT NULL,
-  value TEXT NOT NULL,
-  PRIMARY KEY(run_id, key));
-CREATE TABLE IF NOT EXISTS metrics(
-  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-  key TEXT NOT NULL,
-  step INTEGER NOT NULL,
-  value REAL,
-  wall_time REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS metrics_run_key_step ON metrics(run_id, key, step);
-CREATE TABLE IF NOT EXISTS snapshots(
-  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
-  kind TEXT NOT NULL,
-  text TEXT NOT NULL);
-INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '3');
-)sql";
-
-// Millisecond ISO-8601 UTC, computed by SQLite so every writer formats it the same way.
-#define MLS_NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
 
 constexpr size_t kFlushPoints = 256;
 constexpr auto kFlushInterval = std::chrono::seconds(1);
 
-Error read_only_error(const std::string& path) {
-  return make_error(path + ": opened read-only (by a command that only reads runs)");
-}
-
-Error not_a_run_db(const std::string& path, const std::string& why) {
-  return make_error(path + ": not an mlstudio run database (" + why + ")");
-}
-
-// Everything here only reads, so a file we refuse is left byte-for-byte as it was.
-Result<void> check_existing(Db& db) {
-  const std::string& path = db.path();
-  Result<Stmt> tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
-  if (!tables) {
-    if (db.errcode() == SQLITE_NOTADB) return not_a_run_db(path, "file is not a database");
-    return tables.error();
-  }
-  bool has_meta = false, has_other = false;
-  {
-    auto scope = tables->scoped();
-    for (;;) {
-      Result<bool> row = tables->step();
-      if (!row) {
-        if (db.errcode() == SQLITE_NOTADB) return not_a_run_db(path, "file is not a database");
-        return row.error();
-      }
-      if (!*row) break;
-      std::string name = tables->column_text(0);
-      // sqlite_sequence and friends are SQLite's own bookkeeping, not another program's.
-      if (name == "meta") {
-        has_meta = true;
-      } else if (name.rfind("sqlite_", 0) != 0) {
-        has_other = true;
-      }
-    }
-  }
-  if (!has_meta) {
-    if (has_other) return not_a_run_db(path, "it has tables but no mlstudio meta table");
-    return {};  // a new or empty database: the schema is created next
-  }
-
-  Result<Stmt> version = db.prepare("SELECT value FROM meta WHERE key = 'schema_version'");
-  if (!version) return version.error();
-  auto scope = version->scoped();
-  Result<bool> row = version->step();
-  if (!row) return row.error();
-  if (!*row) return not_a_run_db(path, "meta table has no schema_version");
-  std::string text = version->column_text(0);
-  int64_t v = version->column_int(0);
-  if (v > kSchemaVersion) {
-    return make_error(path + ": run database schema version " + std::to_string(v) +
-                      " is newer than this mlstudio supports (" + std::to_string(kSchemaVersion) +
-                      "); use a newer mlstudio to open it");
-  }
-  if (v < 1 || std::to_string(v) != text) {
-    return not_a_run_db(path, "invalid schema_version '" + text + "'");
-  }
-  return {};
-}
-
 }  // namespace
-
-// [SECTION] impl -------------------------------------------------------------------------
-
-struct RunStore::Impl {
-  struct Pending {
-    int64_t run_id;
-    std::string key;
-    int64_t step;
-    double value;
-    double wall_time;
-  };
-
-  // Declared first so it is destroyed last, after the statements that use it.
-  Db db;
-  Stmt insert_run, insert_param, insert_metric, end_run, resume_run, drop_metrics_after,
-      select_runs, select_run, select_params, select_metrics, select_metric_keys;
-
-  std::string owner;           // this process (process_owner.h)
-  bool read_only = false;      // open_read_only: only the select statements exist
-  std::vector<int64_t> stale;  // runs closed at open because their process was gone
-  Result<void> close_stale_runs();
-  struct Sql {
-    Stmt* stmt;
-    const char* text;
-  };
-  Result<void> prepare(std::span<const Sql> statements);
-  Result<void> prepare_readers();
-
-  std::mutex mu;
-  std::vector<Pending> pending;
-  std::optional<int64_t> current_run;
-  std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
-  // The first unreported write failure, and how many points were lost since then.
-  std::optional<std::string> write_error;
-  int64_t lost_points = 0;
-
-  void flush_locked();
-  Result<void> take_write_error();
-  Error no_run(int64_t id) const {
-    return make_error("no run " + std::to_string(id) + " in " + db.path());
-  }
-};
 
 namespace {
 
@@ -189,29 +50,59 @@ RunInfo read_run(const Stmt& st) {
   r.seed = static_cast<uint64_t>(st.column_int(8));  // stored as the same 64 bits
   if (!st.column_is_null(9)) r.parent_run_id = st.column_int(9);
   r.owner = st.column_text(10);
+  r.experiment = st.column_text(11);
+  r.world_size = st.column_int(12);
+  if (!st.column_is_null(13)) r.fork_step = st.column_int(13);
+  if (!st.column_is_null(14)) r.sweep_id = st.column_int(14);
+  if (!st.column_is_null(15)) r.trial = st.column_int(15);
+  r.note = st.column_text(16);
   return r;
 }
 
-#define MLS_RUN_COLUMNS                                                                         \
-  "id, name, project_path, project_hash, started, ended, status, device, seed, parent_run_id, " \
-  "owner"
+#define MLS_RUN_SELECT                                                                            \
+  "SELECT r.id, r.name, r.project_path, r.project_hash, r.started, r.ended, r.status, r.device, " \
+  "r.seed, r.parent_run_id, r.owner, e.name, r.world_size, r.fork_step, r.sweep_id, r.trial, "    \
+  "r.note FROM runs r LEFT JOIN experiments e ON e.id = r.experiment_id "
 
-// Schema 1 -> 2: runs gain their owner; 2 -> 3: the snapshots table (created by kSchemaSql).
-// Inside the transaction that creates the schema.
-Result<void> migrate(Db& db) {
-  Result<Stmt> cols = db.prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'owner'");
-  if (!cols) return cols.error();
-  bool has_owner = false;
-  {
-    auto scope = cols->scoped();
-    Result<bool> row = cols->step();
-    if (!row) return row.error();
-    has_owner = *row;
+// Configures a connection that writes, and creates or upgrades the schema. Foreign keys are
+// off while the schema changes (a rebuilt table must not cascade), on for everything after.
+Result<void> prepare_for_writing(Db& db, int64_t version) {
+  // WAL lets the GUI read while training writes; synchronous=NORMAL is durable across an
+  // application crash (only power loss can drop the last commits) and makes each flush
+  // cheap. A filesystem without WAL support keeps its journal mode: slower, still correct.
+  // The switch to WAL needs the file to itself: two processes creating it at once collide
+  // there, and SQLite reports that at once instead of waiting (see exec_retrying_busy).
+  if (Result<void> w = db.exec_retrying_busy("PRAGMA journal_mode = WAL"); !w) return w.error();
+  Result<void> r = db.exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;");
+  if (!r) return r.error();
+  // A file at the current version needs no write lock to open: a store opens while another
+  // process holds a long write transaction.
+  if (version != kSchemaVersion) {
+    Result<Transaction> tx = Transaction::begin(db);
+    if (!tx) return tx.error();
+    if (Result<void> m = create_or_migrate(db); !m) return m.error();
+    if (Result<void> c = tx->commit(); !c) return c.error();
   }
-  if (!has_owner)
-    if (Result<void> r = db.exec("ALTER TABLE runs ADD COLUMN owner TEXT"); !r) return r;
-  return db.exec(
-      "UPDATE meta SET value = '3' WHERE key = 'schema_version' AND value IN ('1', '2')");
+  return db.exec("PRAGMA foreign_keys = ON");
+}
+
+Error not_a_run_db_empty(const std::string& path) {
+  return make_error(path + ": not an mlstudio run database (the file is empty)");
+}
+
+Result<void> upgrade_for_reading(const std::string& path, int64_t version) {
+  Result<Db> w = Db::open(path);
+  std::string why = "schema version " + std::to_string(version) + " must be upgraded to " +
+                    std::to_string(kSchemaVersion) + " before it is read, which needs write access";
+  if (!w || w->read_only()) {
+    return make_error(path + ": " + why + " (" +
+                      (w ? std::string("the file is read-only") : w.error().message) +
+                      "); open it once with a command that records runs where it is writable");
+  }
+  if (Result<void> r = prepare_for_writing(*w, version); !r) {
+    return make_error(path + ": " + why + ", and the upgrade failed: " + r.error().message);
+  }
+  return {};
 }
 
 }  // namespace
@@ -232,38 +123,24 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
   if (db->read_only()) {
     return make_error(path + ": run database is read-only (recording runs needs write access)");
   }
-  if (Result<void> r = check_existing(*db); !r) return r.error();
-
-  // WAL lets the GUI read while training writes; synchronous=NORMAL is durable across an
-  // application crash (only power loss can drop the last commits) and makes each flush
-  // cheap. A filesystem without WAL support keeps its journal mode: slower, still correct.
-  // The switch to WAL needs the file to itself: two processes creating it at once collide
-  // there, and SQLite reports that at once instead of waiting (see exec_retrying_busy).
-  if (Result<void> w = db->exec_retrying_busy("PRAGMA journal_mode = WAL"); !w) return w.error();
-  Result<void> r = db->exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
-  if (!r) return r.error();
-
-  {
-    Result<Transaction> tx = Transaction::begin(*db);
-    if (!tx) return tx.error();
-    if (Result<void> s = db->exec(kSchemaSql); !s) return s.error();
-    if (Result<void> m = migrate(*db); !m) return m.error();
-    if (Result<void> c = tx->commit(); !c) return c.error();
-  }
-  // Checked again inside the file we now hold: another process may have created it first.
-  if (Result<void> c = check_existing(*db); !c) return c.error();
+  // Read-only checks first: a file we refuse is left byte for byte as it was.
+  Result<int64_t> version = check_run_db(*db);
+  if (!version) return version.error();
+  if (Result<void> r = prepare_for_writing(*db, *version); !r) return r.error();
 
   auto impl = std::make_unique<Impl>();
   impl->db = std::move(*db);
   const Impl::Sql writers[] = {
       {&impl->insert_run,
        "INSERT INTO runs(name, project_path, project_hash, started, status, device, seed, "
-       "parent_run_id, owner) VALUES(?1, ?2, ?3, " MLS_NOW_SQL ", 'running', ?4, ?5, ?6, ?7)"},
+       "parent_run_id, owner, experiment_id, world_size, fork_step, sweep_id, trial) "
+       "VALUES(?1, ?2, ?3, " MLS_NOW_SQL ", 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"},
       {&impl->insert_param,
        "INSERT INTO params(run_id, key, value) VALUES(?1, ?2, ?3) "
        "ON CONFLICT(run_id, key) DO UPDATE SET value = excluded.value"},
       {&impl->insert_metric,
        "INSERT INTO metrics(run_id, key, step, value, wall_time) VALUES(?1, ?2, ?3, ?4, ?5)"},
+      {&impl->upsert_summary, kSummaryUpsertSql},
       {&impl->end_run, "UPDATE runs SET ended = " MLS_NOW_SQL ", status = ?2 WHERE id = ?1"},
       {&impl->resume_run,
        "UPDATE runs SET ended = NULL, status = 'running', owner = ?2 WHERE id = ?1"},
@@ -274,6 +151,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
   if (Result<void> r = impl->prepare_readers(); !r) return r.error();
   impl->owner = this_process();
   if (Result<void> r = impl->close_stale_runs(); !r) return r.error();
+  if (Result<void> r = impl->close_stale_sweeps(); !r) return r.error();
   return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
 }
 
@@ -287,7 +165,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open_read_only(const std::string& pa
   // one whose folder is not (no -shm file can be made, and no writer can exist there).
   Result<Db> db = Db::open_read_only(path, /*immutable=*/false);
   if (db) {
-    if (Result<void> r = check_existing(*db); !r) {
+    if (Result<int64_t> r = check_run_db(*db); !r) {
       if (db->errcode() != SQLITE_CANTOPEN && db->errcode() != SQLITE_READONLY) return r.error();
       db = Db::open_read_only(path, /*immutable=*/true);
     }
@@ -295,7 +173,17 @@ Result<std::unique_ptr<RunStore>> RunStore::open_read_only(const std::string& pa
     db = Db::open_read_only(path, /*immutable=*/true);
   }
   if (!db) return db.error();
-  if (Result<void> r = check_existing(*db); !r) return r.error();
+  Result<int64_t> version = check_run_db(*db);
+  if (!version) return version.error();
+  if (*version == 0) return not_a_run_db_empty(path);
+  if (*version < kSchemaVersion) {
+    // An older file is upgraded first, where it can be written (the one write a reader
+    // makes): readers and RunTable's SQL only know the current layout.
+    if (Result<void> r = upgrade_for_reading(path, *version); !r) return r.error();
+    db = Db::open_read_only(path, /*immutable=*/false);
+    if (!db) return db.error();
+    if (Result<int64_t> v = check_run_db(*db); !v) return v.error();
+  }
   auto impl = std::make_unique<Impl>();
   impl->db = std::move(*db);
   impl->read_only = true;
@@ -323,8 +211,8 @@ Result<void> RunStore::Impl::prepare(std::span<const Sql> statements) {
 // What every store reads with, read-only ones included.
 Result<void> RunStore::Impl::prepare_readers() {
   const Sql readers[] = {
-      {&select_runs, "SELECT " MLS_RUN_COLUMNS " FROM runs ORDER BY id"},
-      {&select_run, "SELECT " MLS_RUN_COLUMNS " FROM runs WHERE id = ?1"},
+      {&select_runs, MLS_RUN_SELECT "ORDER BY r.id"},
+      {&select_run, MLS_RUN_SELECT "WHERE r.id = ?1"},
       {&select_params, "SELECT key, value FROM params WHERE run_id = ?1 ORDER BY key"},
       // (step, rowid) follows the index, and keeps repeated steps in logging order.
       {&select_metrics,
@@ -362,7 +250,49 @@ Result<void> RunStore::Impl::close_stale_runs() {
   return {};
 }
 
+// The sweeps a process that is gone left 'running' (killed with its workers) become
+// 'interrupted', as runs do: `sweep --resume` continues them.
+Result<void> RunStore::Impl::close_stale_sweeps() {
+  std::vector<std::pair<int64_t, std::string>> gone;
+  {
+    Result<Stmt> st =
+        db.prepare("SELECT id, owner FROM sweeps WHERE status = 'running' AND owner IS NOT NULL");
+    if (!st) return st.error();
+    auto scope = st->scoped();
+    for (;;) {
+      Result<bool> row = st->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      if (owner_gone(st->column_text(1))) gone.emplace_back(st->column_int(0), st->column_text(1));
+    }
+  }
+  Result<Stmt> up = db.prepare("UPDATE sweeps SET status = 'interrupted', ended = " MLS_NOW_SQL
+                               " WHERE id = ?1 AND status = 'running' AND owner = ?2");
+  if (!up) return up.error();
+  for (const auto& [id, owner] : gone) {
+    auto scope = up->scoped();
+    up->bind_int(1, id).bind_text(2, owner);
+    if (Result<void> r = up->run(); !r) return r.error();
+  }
+  return {};
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> read_pairs(Stmt& st) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (;;) {
+    Result<bool> row = st.step();
+    if (!row) return row.error();
+    if (!*row) return out;
+    out.emplace_back(st.column_text(0), st.column_text(1));
+  }
+}
+
 RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+void RunStore::set_busy_timeout_ms(int ms) {
+  std::lock_guard lock(impl_->mu);
+  impl_->db.set_busy_timeout(ms);
+}
 
 RunStore::~RunStore() {
   std::lock_guard lock(impl_->mu);
@@ -380,32 +310,88 @@ const std::string& RunStore::path() const {
 
 // [SECTION] runs -------------------------------------------------------------------------
 
-Result<int64_t> RunStore::begin_run(const NewRun& run) {
-  if (impl_->read_only) return read_only_error(impl_->db.path());
-  std::lock_guard lock(impl_->mu);
-  Stmt& st = impl_->insert_run;
-  auto scope = st.scoped();
-  st.bind_text(1, run.name)
-      .bind_text(2, run.project_path)
-      .bind_text(3, run.project_hash)
-      .bind_text(4, run.device)
-      .bind_int(5, static_cast<int64_t>(run.seed));
-  if (run.parent_run_id) st.bind_int(6, *run.parent_run_id);
-  st.bind_text(7, impl_->owner);
-  if (Result<void> r = st.run(); !r) {
-    if (impl_->db.extended_errcode() == SQLITE_CONSTRAINT_FOREIGNKEY) {
-      return make_error("begin_run: no parent run " + std::to_string(*run.parent_run_id) + " in " +
-                        impl_->db.path());
-    }
-    return r.error();
+Result<int64_t> RunStore::Impl::experiment_id(const std::string& name) {
+  if (name.empty() || name == "Default") return int64_t{1};
+  Result<Stmt> ins =
+      db.prepare("INSERT OR IGNORE INTO experiments(name, created) VALUES(?1, " MLS_NOW_SQL ")");
+  if (!ins) return ins.error();
+  {
+    auto scope = ins->scoped();
+    ins->bind_text(1, name);
+    if (Result<void> r = ins->run(); !r) return r.error();
   }
-  int64_t id = impl_->db.last_insert_rowid();
+  Result<Stmt> sel = db.prepare("SELECT id FROM experiments WHERE name = ?1");
+  if (!sel) return sel.error();
+  auto scope = sel->scoped();
+  sel->bind_text(1, name);
+  Result<bool> row = sel->step();
+  if (!row) return row.error();
+  MLS_CHECK(*row, "experiment inserted but not found");
+  return sel->column_int(0);
+}
+
+Error RunStore::Impl::run_write_error(const std::string& what, int64_t run_id,
+                                      const Error& e) const {
+  if (db.extended_errcode() == SQLITE_CONSTRAINT_FOREIGNKEY)
+    return make_error(what + ": " + no_run(run_id).message);
+  return e;
+}
+
+Result<int64_t> RunStore::begin_run(const NewRun& run) {
+  if (impl_->read_only) return impl_->read_only_error();
+  if (run.trial.has_value() != run.sweep_id.has_value())
+    return make_error("begin_run: a sweep's run needs both sweep_id and trial");
+  std::lock_guard lock(impl_->mu);
+  Db& db = impl_->db;
+  // The run, its experiment and its trial's latest attempt together, or none of them.
+  Result<Transaction> tx = Transaction::begin(db);
+  if (!tx) return tx.error();
+  Result<int64_t> experiment = impl_->experiment_id(run.experiment);
+  if (!experiment) return experiment.error();
+  {
+    Stmt& st = impl_->insert_run;
+    auto scope = st.scoped();
+    st.bind_text(1, run.name)
+        .bind_text(2, run.project_path)
+        .bind_text(3, run.project_hash)
+        .bind_text(4, run.device)
+        .bind_int(5, static_cast<int64_t>(run.seed));
+    if (run.parent_run_id) st.bind_int(6, *run.parent_run_id);
+    st.bind_text(7, impl_->owner).bind_int(8, *experiment).bind_int(9, run.world_size);
+    if (run.fork_step) st.bind_int(10, *run.fork_step);
+    if (run.sweep_id) st.bind_int(11, *run.sweep_id).bind_int(12, *run.trial);
+    if (Result<void> r = st.run(); !r) {
+      if (db.extended_errcode() == SQLITE_CONSTRAINT_FOREIGNKEY) {
+        std::string what = run.parent_run_id ? "no parent run " + std::to_string(*run.parent_run_id)
+                                             : std::string("no such parent run");
+        if (run.sweep_id) what += " or no sweep " + std::to_string(*run.sweep_id);
+        return make_error("begin_run: " + what + " in " + db.path());
+      }
+      return r.error();
+    }
+  }
+  int64_t id = db.last_insert_rowid();
+  if (run.sweep_id) {
+    Result<Stmt> st = db.prepare(
+        "UPDATE sweep_trials SET run_id = ?1, attempts = attempts + 1 "
+        "WHERE sweep_id = ?2 AND trial = ?3");
+    if (!st) return st.error();
+    auto scope = st->scoped();
+    st->bind_int(1, id).bind_int(2, *run.sweep_id).bind_int(3, *run.trial);
+    if (Result<void> r = st->run(); !r) return r.error();
+    if (db.changes() == 0) {
+      return make_error("begin_run: sweep " + std::to_string(*run.sweep_id) + " has no trial " +
+                        std::to_string(*run.trial) + " in " + db.path() +
+                        " (add_trial records it first)");
+    }
+  }
+  if (Result<void> r = tx->commit(); !r) return r.error();
   impl_->current_run = id;
   return id;
 }
 
 Result<void> RunStore::log_param(int64_t run_id, const std::string& key, const std::string& value) {
-  if (impl_->read_only) return read_only_error(impl_->db.path());
+  if (impl_->read_only) return impl_->read_only_error();
   std::lock_guard lock(impl_->mu);
   Stmt& st = impl_->insert_param;
   auto scope = st.scoped();
@@ -420,10 +406,10 @@ Result<void> RunStore::log_param(int64_t run_id, const std::string& key, const s
 }
 
 Result<void> RunStore::end_run(int64_t run_id, const std::string& status) {
-  if (impl_->read_only) return read_only_error(impl_->db.path());
-  if (status != "finished" && status != "failed" && status != "interrupted") {
+  if (impl_->read_only) return impl_->read_only_error();
+  if (status != "finished" && status != "failed" && status != "interrupted" && status != "pruned") {
     return make_error("end_run: status '" + status +
-                      "' is not one of finished, failed, interrupted");
+                      "' is not one of finished, failed, interrupted, pruned");
   }
   std::lock_guard lock(impl_->mu);
   impl_->flush_locked();
@@ -439,7 +425,7 @@ Result<void> RunStore::end_run(int64_t run_id, const std::string& status) {
 }
 
 Result<void> RunStore::resume_run(int64_t run_id, ResumePoint from) {
-  if (impl_->read_only) return read_only_error(impl_->db.path());
+  if (impl_->read_only) return impl_->read_only_error();
   std::lock_guard lock(impl_->mu);
   impl_->flush_locked();
   // Reopening the run and dropping what the lost attempt logged past the checkpoint are one
@@ -473,6 +459,7 @@ Result<void> RunStore::resume_run(int64_t run_id, ResumePoint from) {
     st.bind_int(3, metric_per_epoch(key) ? from.epoch : from.step);
     if (Result<void> r = st.run(); !r) return r.error();
   }
+  if (Result<void> r = recompute_summaries(impl_->db, run_id); !r) return r.error();
   if (Result<void> r = tx->commit(); !r) return r.error();
   impl_->current_run = run_id;
   return {};
@@ -505,19 +492,35 @@ Result<void> RunStore::flush() {
   return impl_->take_write_error();
 }
 
-// One transaction per batch: a commit (not a row) is what costs a disk sync.
+// One transaction per batch: a commit (not a row) is what costs a disk sync. The batch's
+// summary per (run, key) is folded into metric_summary in the same transaction, so a reader
+// never sees points without their summary.
 void RunStore::Impl::flush_locked() {
   last_flush = std::chrono::steady_clock::now();
   if (pending.empty()) return;
   auto write = [&]() -> Result<void> {
     Result<Transaction> tx = Transaction::begin(db);
     if (!tx) return tx.error();
-    auto scope = insert_metric.scoped();
-    for (const Pending& p : pending) {
-      insert_metric.bind_int(1, p.run_id).bind_text(2, p.key).bind_int(3, p.step);
-      insert_metric.bind_double(4, p.value).bind_double(5, p.wall_time);
-      if (Result<void> r = insert_metric.run(); !r) return r.error();
+    std::vector<std::pair<int64_t, SummaryAcc>> sums;  // a handful of keys per batch
+    size_t hit = 0;
+    {
+      auto scope = insert_metric.scoped();
+      for (const Pending& p : pending) {
+        insert_metric.bind_int(1, p.run_id).bind_text(2, p.key).bind_int(3, p.step);
+        insert_metric.bind_double(4, p.value).bind_double(5, p.wall_time);
+        if (Result<void> r = insert_metric.run(); !r) return r.error();
+        if (hit >= sums.size() || sums[hit].first != p.run_id || sums[hit].second.s.key != p.key) {
+          hit = 0;
+          while (hit < sums.size() &&
+                 (sums[hit].first != p.run_id || sums[hit].second.s.key != p.key))
+            ++hit;
+          if (hit == sums.size()) sums.emplace_back(p.run_id, SummaryAcc(p.key));
+        }
+        sums[hit].second.add(p.step, p.value);
+      }
     }
+    for (const auto& [run, acc] : sums)
+      if (Result<void> r = store::upsert_summary(upsert_summary, run, acc); !r) return r;
     return tx->commit();
   };
   if (Result<void> r = write(); !r) {
@@ -569,13 +572,7 @@ Result<std::vector<std::pair<std::string, std::string>>> RunStore::params(int64_
   Stmt& st = impl_->select_params;
   auto scope = st.scoped();
   st.bind_int(1, run_id);
-  std::vector<std::pair<std::string, std::string>> out;
-  for (;;) {
-    Result<bool> row = st.step();
-    if (!row) return row.error();
-    if (!*row) return out;
-    out.emplace_back(st.column_text(0), st.column_text(1));
-  }
+  return read_pairs(st);
 }
 
 Result<std::vector<MetricPoint>> RunStore::metrics(int64_t run_id, const std::string& key) {
@@ -610,8 +607,38 @@ Result<std::vector<std::string>> RunStore::metric_keys(int64_t run_id) {
   }
 }
 
+Result<std::vector<MetricSummary>> RunStore::metric_summaries(int64_t run_id) {
+  std::lock_guard lock(impl_->mu);
+  impl_->flush_locked();
+  Result<Stmt> st = impl_->db.prepare(
+      "SELECT key, latest, latest_step, \"min\", \"max\", best, best_step, count "
+      "FROM metric_summary WHERE run_id = ?1 ORDER BY key");
+  if (!st) return st.error();
+  auto scope = st->scoped();
+  st->bind_int(1, run_id);
+  std::vector<MetricSummary> out;
+  auto opt = [&](int i) {
+    return st->column_is_null(i) ? std::nullopt : std::optional<double>(st->column_double(i));
+  };
+  for (;;) {
+    Result<bool> row = st->step();
+    if (!row) return row.error();
+    if (!*row) return out;
+    MetricSummary m;
+    m.key = st->column_text(0);
+    m.latest = opt(1).value_or(std::numeric_limits<double>::quiet_NaN());
+    m.latest_step = st->column_int(2);
+    m.min = opt(3);
+    m.max = opt(4);
+    m.best = opt(5);
+    if (!st->column_is_null(6)) m.best_step = st->column_int(6);
+    m.count = st->column_int(7);
+    out.push_back(std::move(m));
+  }
+}
+
 Result<void> RunStore::put_snapshot(int64_t run_id, const Snapshot& snap) {
-  if (impl_->read_only) return read_only_error(impl_->db.path());
+  if (impl_->read_only) return impl_->read_only_error();
   std::lock_guard lock(impl_->mu);
   Result<Stmt> st = impl_->db.prepare(
       "INSERT INTO snapshots(run_id, kind, text) VALUES(?1, ?2, ?3) "
@@ -641,5 +668,4 @@ Result<std::optional<Snapshot>> RunStore::snapshot(int64_t run_id) {
 
 }  // namespace mls::store
 
-#undef MLS_NOW_SQL
-#undef MLS_RUN_COLUMNS
+#undef MLS_RUN_SELECT

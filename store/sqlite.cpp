@@ -68,13 +68,17 @@ Result<Db> Db::open_read_only(const std::string& path, bool immutable) {
   return db;
 }
 
-Db::Db(Db&& o) noexcept : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)) {}
+Db::Db(Db&& o) noexcept
+    : db_(std::exchange(o.db_, nullptr)),
+      path_(std::move(o.path_)),
+      busy_timeout_ms_(o.busy_timeout_ms_) {}
 
 Db& Db::operator=(Db&& o) noexcept {
   if (this != &o) {
     if (db_) sqlite3_close_v2(db_);
     db_ = std::exchange(o.db_, nullptr);
     path_ = std::move(o.path_);
+    busy_timeout_ms_ = o.busy_timeout_ms_;
   }
   return *this;
 }
@@ -91,6 +95,11 @@ Result<void> Db::exec(const std::string& sql) {
   if (rc == SQLITE_OK) return {};
   std::string text = msg ? msg : sqlite3_errstr(rc);
   sqlite3_free(msg);
+  if ((rc & 0xff) == SQLITE_BUSY) {
+    // The commonest cause: another process is in the middle of writing the same file.
+    text += " (another connection holds its write lock; waited " +
+            std::to_string(busy_timeout_ms_) + " ms)";
+  }
   return make_error(path_ + ": " + text + " (in: " + sql + ")");
 }
 
@@ -136,6 +145,10 @@ int64_t Db::last_insert_rowid() const {
 }
 bool Db::read_only() const {
   return sqlite3_db_readonly(db_, "main") == 1;
+}
+void Db::set_busy_timeout(int ms) {
+  busy_timeout_ms_ = ms;
+  sqlite3_busy_timeout(db_, ms);
 }
 
 // [Stmt] ---------------------------------------------------------------------------------
@@ -212,6 +225,9 @@ void Stmt::reset() {
   sqlite3_clear_bindings(st_);
 }
 
+int Stmt::column_count() const {
+  return sqlite3_column_count(st_);
+}
 bool Stmt::column_is_null(int i) const {
   return sqlite3_column_type(st_, i) == SQLITE_NULL;
 }

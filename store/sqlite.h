@@ -71,10 +71,13 @@ class Db {
   int64_t changes() const;
   int64_t last_insert_rowid() const;
   bool read_only() const;
+  // How long to wait for another connection's lock (kBusyTimeoutMs at open).
+  void set_busy_timeout(int ms);
 
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  int busy_timeout_ms_ = kBusyTimeoutMs;
 };
 
 class Stmt {
@@ -116,6 +119,7 @@ class Stmt {
   void reset();
 
   // Columns are 0-based, as in the SQLite API.
+  int column_count() const;
   bool column_is_null(int i) const;
   int64_t column_int(int i) const;
   double column_double(int i) const;

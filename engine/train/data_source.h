@@ -22,17 +22,17 @@ enum class TargetKind { Classes, Values };
 
 // One batch in host memory. Buffers are reused between calls, so a warm loop allocates nothing.
 struct HostBatch {
-  int64_t size = 0;              // samples in this batch (the last one may be short)
-  std::vector<float> x;          // size * numel(sample_shape) features, row-major
-  std::vector<int64_t> y;        // size class labels (TargetKind::Classes; empty otherwise)
-  std::vector<float> t;          // size * numel(target_shape) values (TargetKind::Values)
+  int64_t size = 0;        // samples in this batch (the last one may be short)
+  std::vector<float> x;    // size * numel(sample_shape) features, row-major
+  std::vector<int64_t> y;  // size class labels (TargetKind::Classes; empty otherwise)
+  std::vector<float> t;    // size * numel(target_shape) values (TargetKind::Values)
 };
 
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
   virtual int64_t num_samples() const = 0;
-  virtual Shape sample_shape() const = 0;  // e.g. {1, 28, 28}
+  virtual Shape sample_shape() const = 0;   // e.g. {1, 28, 28}
   virtual int64_t num_classes() const = 0;  // 0 when the targets are values
   virtual TargetKind target_kind() const { return TargetKind::Classes; }
   // The shape of one sample's target values (TargetKind::Values), e.g. {1}; {} for classes.
@@ -57,6 +57,24 @@ class MetricSink {
 // as their step; every other metric's step is the global training step.
 inline bool metric_per_epoch(std::string_view key) {
   return key.starts_with("epoch/") || key.starts_with("val/");
+}
+
+// Which way a metric improves, for its "best" (the run store's summaries, sorting, early
+// stopping's defaults): higher for accuracy, f1, r2, auc, precision, recall and throughput
+// (samples_per_s), judged on the key's last '/' part split at '_' ("val/macro_f1",
+// "epoch/top5_accuracy"); lower for everything else (losses, errors, times).
+inline bool metric_higher_is_better(std::string_view key) {
+  std::string_view name = key.substr(key.rfind('/') + 1);  // npos + 1 == 0: the whole key
+  if (name.ends_with("samples_per_s")) return true;
+  while (!name.empty()) {
+    size_t cut = name.find('_');
+    std::string_view word = name.substr(0, cut);
+    for (std::string_view up : {"accuracy", "acc", "f1", "r2", "auc", "precision", "recall"})
+      if (word == up) return true;
+    if (cut == std::string_view::npos) break;
+    name.remove_prefix(cut + 1);
+  }
+  return false;
 }
 
 }  // namespace mls

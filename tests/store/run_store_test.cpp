@@ -175,11 +175,11 @@ TEST_CASE("run store: repeated steps keep logging order", "[store]") {
   CHECK((*pts)[2].value == 51.0);
 }
 
-TEST_CASE("run store: the file is in WAL mode with schema_version 3", "[store]") {
+TEST_CASE("run store: the file is in WAL mode with schema_version 4", "[store]") {
   TempDir dir;
   auto store = open_ok(dir.file("runs.db"));
   CHECK(query_text(store->path(), "PRAGMA journal_mode") == "wal");
-  CHECK(query_text(store->path(), "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
+  CHECK(query_text(store->path(), "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
 }
 
 TEST_CASE("run store: runs list by id, a missing run is named in the error", "[store]") {
@@ -244,7 +244,8 @@ TEST_CASE("run store: a second store on the same file sees flushed runs", "[stor
   CHECK(after->status == "finished");
 }
 
-TEST_CASE("run store: the destructor flushes, a live process's running run stays running", "[store]") {
+TEST_CASE("run store: the destructor flushes, a live process's running run stays running",
+          "[store]") {
   TempDir dir;
   int64_t id = 0;
   {
@@ -317,11 +318,15 @@ TEST_CASE("run store: a newer schema version is refused", "[store]") {
   TempDir dir;
   const std::string path = dir.file("runs.db");
   { open_ok(path); }
-  exec_ok(path, "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+  exec_ok(path, "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
+  const std::string before = read_bytes(path);
   std::string msg = error_of(RunStore::open(path));
   CHECK_THAT(msg, Catch::StartsWith(path + ": "));
-  CHECK_THAT(msg, Catch::Contains("schema version 4 is newer"));
-  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+  CHECK_THAT(msg, Catch::Contains("schema version 5 is newer than this mlstudio supports (4)"));
+  CHECK_THAT(error_of(RunStore::open_read_only(path)),
+             Catch::Contains("schema version 5 is newer"));
+  CHECK(read_bytes(path) == before);
+  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
 }
 
 TEST_CASE("run store: a missing directory is named in the error", "[store]") {
@@ -337,22 +342,23 @@ TEST_CASE("run store: a schema 1 file is upgraded in place, its runs kept", "[st
   TempDir dir;
   const std::string path = dir.file("runs.db");
   // What mlstudio wrote before runs had an owner.
-  exec_ok(path,
-          "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-          "CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, "
-          "project_path TEXT NOT NULL, project_hash TEXT NOT NULL, started TEXT NOT NULL, ended TEXT, "
-          "status TEXT NOT NULL CHECK(status IN ('running','finished','failed','interrupted')), "
-          "device TEXT NOT NULL, seed INTEGER NOT NULL, "
-          "parent_run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL);"
-          "CREATE TABLE params(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, "
-          "key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(run_id, key));"
-          "CREATE TABLE metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, "
-          "key TEXT NOT NULL, step INTEGER NOT NULL, value REAL, wall_time REAL NOT NULL);"
-          "INSERT INTO meta VALUES('schema_version', '1');"
-          "INSERT INTO runs(name, project_path, project_hash, started, status, device, seed) "
-          "VALUES('old', 'p.mls', 'h', '2026-01-01T00:00:00.000Z', 'running', 'cpu', 7);");
+  exec_ok(
+      path,
+      "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+      "CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, "
+      "project_path TEXT NOT NULL, project_hash TEXT NOT NULL, started TEXT NOT NULL, ended TEXT, "
+      "status TEXT NOT NULL CHECK(status IN ('running','finished','failed','interrupted')), "
+      "device TEXT NOT NULL, seed INTEGER NOT NULL, "
+      "parent_run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL);"
+      "CREATE TABLE params(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, "
+      "key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(run_id, key));"
+      "CREATE TABLE metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, "
+      "key TEXT NOT NULL, step INTEGER NOT NULL, value REAL, wall_time REAL NOT NULL);"
+      "INSERT INTO meta VALUES('schema_version', '1');"
+      "INSERT INTO runs(name, project_path, project_hash, started, status, device, seed) "
+      "VALUES('old', 'p.mls', 'h', '2026-01-01T00:00:00.000Z', 'running', 'cpu', 7);");
   auto store = open_ok(path);
-  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
+  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
   auto old = store->get_run(1);
   REQUIRE(old.ok());
   CHECK(old->name == "old");
@@ -438,7 +444,6 @@ TEST_CASE("run store: read-only opening never creates a file and refuses writes"
              Catch::Contains("not an mlstudio run database"));
 }
 
-
 TEST_CASE("run store: a run keeps one snapshot of what it trained", "[store]") {
   TempDir dir;
   const std::string path = dir.file("runs.db");
@@ -468,7 +473,7 @@ TEST_CASE("run store: a schema 2 file gains the snapshots table", "[store]") {
   }
   exec_ok(path, "DROP TABLE snapshots; UPDATE meta SET value = '2' WHERE key = 'schema_version'");
   auto store = open_ok(path);
-  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
+  CHECK(query_text(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
   REQUIRE(store->put_snapshot(1, {"mls", "{}"}).ok());
   CHECK(store->get_run(1)->name == "old");
 }

@@ -1,0 +1,73 @@
+// RunStore's inside, shared by its .cpp files (run_store.cpp: open, runs, metrics, reads;
+// run_records.cpp: tags, notes, artifacts, system info, copies, deletion; run_sweeps.cpp).
+// Not for other code: read the tables with SQL, write through RunStore.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "store/run_store.h"
+#include "store/sqlite.h"
+
+namespace mls::store {
+
+struct RunStore::Impl {
+  struct Pending {
+    int64_t run_id;
+    std::string key;
+    int64_t step;
+    double value;
+    double wall_time;
+  };
+
+  // Declared first so it is destroyed last, after the statements that use it.
+  Db db;
+  Stmt insert_run, insert_param, insert_metric, upsert_summary, end_run, resume_run,
+      drop_metrics_after, select_runs, select_run, select_params, select_metrics,
+      select_metric_keys;
+
+  std::string owner;           // this process (process_owner.h)
+  bool read_only = false;      // open_read_only: only the select statements exist
+  std::vector<int64_t> stale;  // runs closed at open because their process was gone
+  Result<void> close_stale_runs();
+  Result<void> close_stale_sweeps();
+  struct Sql {
+    Stmt* stmt;
+    const char* text;
+  };
+  Result<void> prepare(std::span<const Sql> statements);
+  Result<void> prepare_readers();
+
+  std::mutex mu;
+  std::vector<Pending> pending;
+  std::optional<int64_t> current_run;
+  std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
+  // The first unreported write failure, and how many points were lost since then.
+  std::optional<std::string> write_error;
+  int64_t lost_points = 0;
+
+  void flush_locked();
+  Result<void> take_write_error();
+  Error no_run(int64_t id) const {
+    return make_error("no run " + std::to_string(id) + " in " + db.path());
+  }
+  Error read_only_error() const {
+    return make_error(db.path() + ": opened read-only (by a command that only reads runs)");
+  }
+  // Get-or-create, inside the caller's transaction; "" is Default (id 1).
+  Result<int64_t> experiment_id(const std::string& name);
+  // An error for a write that failed on a foreign key naming run_id, else `e` as it is.
+  Error run_write_error(const std::string& what, int64_t run_id, const Error& e) const;
+};
+
+// Millisecond ISO-8601 UTC, computed by SQLite so every writer formats it the same way.
+#define MLS_NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
+
+// Runs a statement of key/value pairs: rows of (text, text).
+Result<std::vector<std::pair<std::string, std::string>>> read_pairs(Stmt& st);
+
+}  // namespace mls::store
