@@ -2,6 +2,7 @@
 // failed run (the message names the file, node or line), 130 interrupted.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -9,6 +10,7 @@
 
 #include "runner/model_export.h"
 #include "runner/project.h"
+#include "runner/run_session.h"
 #include "scripting/jail.h"
 #include "scripting/lua_host.h"
 
@@ -37,6 +39,11 @@ struct RunOptions {
   bool json = false;
   bool quiet = false;
   std::string profile;  // a Chrome trace of every training step goes here (--profile FILE.json)
+  std::string experiment;  // --experiment NAME ("" the Default one)
+  std::optional<runner::RunOptions::SweepTrial> sweep_trial;  // --sweep-trial S:T (sweep workers)
+  std::optional<runner::RunOptions::Fork> fork;                // `runs fork`
+  // A sweep's early stopping (runner::RunOptions::prune).
+  std::function<std::optional<std::string>(int64_t run_id, const EpochReport&)> prune;
 };
 int run_command(const RunOptions& o);
 

@@ -141,6 +141,11 @@ int main(int argc, char** argv) {
   app.add_option("--stop-after-epochs", run.stop_after_epochs,
                  "Stop after N of the planned epochs and keep the checkpoint, to --resume later")
       ->check(kEpochs);
+  app.add_option("--experiment", run.experiment,
+                 "File the run under this experiment (created when new; default: Default)");
+  std::string sweep_trial;
+  app.add_option("--sweep-trial", sweep_trial, "SWEEP:TRIAL (set by `mlstudio sweep` for its workers)")
+      ->group("");  // hidden: the sweep's coordinator passes it
   app.add_flag("--no-memory-check", run.no_memory_check,
                "Start the run even when the pre-flight estimate says a step will not fit in "
                "free memory (by default it is refused, with the largest batch that fits)");
@@ -417,6 +422,13 @@ int main(int argc, char** argv) {
   }
   if (*run_opt) {
     run.project.path = run_path;
+    if (!sweep_trial.empty()) {
+      long long sw = 0, tr = -1;
+      char tail = 0;
+      if (std::sscanf(sweep_trial.c_str(), "%lld:%lld%c", &sw, &tr, &tail) != 2 || sw < 1 || tr < 0)
+        return mls::app::fail("--sweep-trial must be SWEEP:TRIAL (e.g. 3:0), got '" + sweep_trial + "'");
+      run.sweep_trial = mls::runner::RunOptions::SweepTrial{sw, tr};
+    }
     return mls::app::run_command(run);
   }
   if (!run.profile.empty())

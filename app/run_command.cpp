@@ -58,6 +58,10 @@ int run_command(const RunOptions& o) {
   req.db = o.db;
   req.preflight = true;
   req.memory_check = !o.no_memory_check;
+  req.experiment = o.experiment;
+  req.sweep_trial = o.sweep_trial;
+  req.fork = o.fork;
+  req.prune = o.prune;
   TraceRecorder trace;
   if (!o.profile.empty()) {
     // Fail now, not after an hour of training, if the trace cannot be written there.
@@ -157,6 +161,7 @@ int run_command(const RunOptions& o) {
     }
     j["step_seconds"] = out.step_seconds();
     if (req.trace) j["profile"] = o.profile;
+    if (status == "pruned") j["pruned_because"] = out.pruned_because;
     if (r.has_test) j.update(eval_json(r.test, "test_"));
     if (r.has_validation) j.update(eval_json(r.validation, "val_"));
     std::printf("%s\n", j.dump().c_str());

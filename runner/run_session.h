@@ -54,6 +54,23 @@ struct RunOptions {
   // refused before anything is allocated (the run is recorded as failed, with the largest
   // batch that fits). Off (`--no-memory-check`): a warning, and the run starts anyway.
   bool memory_check = true;
+  // Where the run is filed: an experiment by name ("" the Default one), and a sweep's trial.
+  std::string experiment;
+  struct SweepTrial {
+    int64_t sweep = 0, trial = 0;
+  };
+  std::optional<SweepTrial> sweep_trial;
+  // A fork: a new run, child of `parent`, that starts from the parent's checkpoint `checkpoint`
+  // (taken after `step` steps): the parent's curves up to there are copied into it, and its
+  // model and settings may differ (parameters that no longer fit start afresh, and are named).
+  struct Fork {
+    int64_t parent = 0;
+    std::string checkpoint;
+  };
+  std::optional<Fork> fork;
+  // After each epoch's checkpoint: a reason to stop the run here (a sweep's early stopping),
+  // or nullopt to go on. A stopped run is recorded as 'pruned', with the reason as a message.
+  std::function<std::optional<std::string>(int64_t run_id, const EpochReport&)> prune;
 };
 
 // What the caller hears while the run goes on; every member may be left empty. The
@@ -72,7 +89,8 @@ struct RunEvents {
 
 struct RunOutcome {
   int64_t run_id = 0;
-  std::string status;  // "finished" or "interrupted"
+  std::string status;  // "finished", "interrupted" or "pruned"
+  std::string pruned_because;  // RunOptions::prune's reason
   TrainResult result;
   int64_t epochs_done = 0;
   int64_t planned_epochs = 0;

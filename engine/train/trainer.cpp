@@ -555,6 +555,45 @@ Result<void> Trainer::restore(const Checkpoint& c) {
   return {};
 }
 
+Result<Trainer::Transfer> Trainer::transfer(const Checkpoint& c) {
+  if (!opt_) {
+    if (auto r = init(); !r) return r.error();
+  }
+  // Everything fits: the exact restore (schedule, early stopping, loss scale included).
+  if (restore(c)) return Transfer{};
+  Transfer out;
+  auto t = c.strings.find("optimizer.type");
+  out.optimizer_state = t != c.strings.end() && t->second == config_.opt.type;
+  std::vector<bool> taken(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const CheckpointTensor* ct = c.find("param/" + param_names_[i]);
+    if (ct && ct->dtype == params_[i].dtype() && ct->shape == params_[i].shape() &&
+        mls::restore(*ct, params_[i]))
+      taken[i] = true;
+    else
+      out.fresh_params.push_back(param_names_[i]);
+  }
+  for (const CheckpointTensor& ct : c.tensors)
+    if (ct.name.rfind("param/", 0) == 0 &&
+        std::find(param_names_.begin(), param_names_.end(), ct.name.substr(6)) == param_names_.end())
+      out.dropped.push_back(ct.name.substr(6));
+  if (out.optimizer_state) {
+    const auto& os = opt_->state();
+    for (size_t k = 0; k < os.size(); ++k) {
+      if (!taken[trainable_[k]]) continue;  // a fresh parameter starts with fresh state
+      for (size_t j = 0; j < os[k].size(); ++j) {
+        const CheckpointTensor* ct = c.find("opt/" + param_names_[trainable_[k]] + "/" + std::to_string(j));
+        Tensor dst = os[k][j];
+        if (ct) (void)mls::restore(*ct, dst);
+      }
+    }
+    if (auto it = c.ints.find("optimizer.steps"); it != c.ints.end()) opt_->set_steps(it->second);
+  }
+  step_ = c.step;
+  epochs_done_ = c.epoch;
+  return out;
+}
+
 // [SECTION] fit
 
 std::vector<std::pair<std::string, std::string>> config_params(const TrainConfig& c) {
@@ -716,6 +755,10 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
       if (auto r = in.on_epoch_end(rep); !r) return r.error();
     if (rep.stopping) {
       res.stopped_early = true;
+      break;
+    }
+    if (rep.halt && epoch < config_.epochs) {
+      res.paused = true;
       break;
     }
     if (config_.stop_after_epochs > 0 && epoch >= config_.stop_after_epochs &&

@@ -124,6 +124,9 @@ struct EpochReport {
   bool improved = false;  // the monitored validation metric is the best so far
   bool stopping = false;  // early stopping ends training after this epoch
   int64_t epochs = 0;     // planned for the run
+  // Set by on_epoch_end: end training after this epoch, without the test evaluation (a
+  // sweep's pruned trial); the result reads as paused.
+  bool halt = false;
 };
 
 struct TrainResult {
@@ -162,7 +165,7 @@ struct FitInputs {
   const std::atomic<bool>* cancel = nullptr;
   // Called after each epoch; an error stops training and is returned by fit (e.g. a
   // checkpoint that could not be written).
-  std::function<Result<void>(const EpochReport&)> on_epoch_end;
+  std::function<Result<void>(EpochReport&)> on_epoch_end;
 };
 
 // How a step is built for this configuration (precision, loss scaling, checkpointing): what
@@ -196,6 +199,16 @@ class Trainer {
   // Restores a state() taken from a trainer of the same model; the next fit continues
   // after the saved epoch. The message names the first tensor that does not fit.
   Result<void> restore(const Checkpoint& c);
+  // For a fork that changed the graph or the optimizer: takes from `c` every parameter of
+  // the same name, dtype and shape (the rest keep their fresh initialisation), and the
+  // optimizer's state only where the optimizer type is the same; the step and epoch counts
+  // always. The names of what was not taken come back (empty: everything fitted).
+  struct Transfer {
+    std::vector<std::string> fresh_params;  // initialised anew: new, or another shape
+    std::vector<std::string> dropped;       // checkpoint parameters the model no longer has
+    bool optimizer_state = true;            // false: the optimizer starts afresh
+  };
+  Result<Transfer> transfer(const Checkpoint& c);
 
   const std::vector<Tensor>& params() const { return params_; }
   const std::vector<std::string>& param_names() const { return param_names_; }
