@@ -83,10 +83,11 @@ int generate(const std::string& db, int64_t runs, int64_t steps) {
                                 .seed = static_cast<uint64_t>(r)});
     if (!id) return std::fprintf(stderr, "%s\n", id.error().message.c_str()), 1;
     const double lr = std::pow(10.0, -4 + 3 * u(rng));
-    (*st)->log_param(*id, "lr", std::to_string(lr));
-    (*st)->log_param(*id, "batch_size", std::to_string(32 << (r % 4)));
-    (*st)->log_param(*id, "optimizer", optimizers[r % 4]);
-    for (int p = 3; p < 20; ++p) (*st)->log_param(*id, "p" + std::to_string(p), std::to_string(u(rng)));
+    std::vector<std::pair<std::string, std::string>> params = {
+        {"lr", std::to_string(lr)}, {"batch_size", std::to_string(32 << (r % 4))}, {"optimizer", optimizers[r % 4]}};
+    for (int p = 3; p < 20; ++p) params.emplace_back("p" + std::to_string(p), std::to_string(u(rng)));
+    for (const auto& [k, v] : params)
+      if (auto w = (*st)->log_param(*id, k, v); !w) return std::fprintf(stderr, "%s\n", w.error().message.c_str()), 1;
     double loss = 2.3;
     const double rate = lr * 5;
     for (int64_t s = 1; s <= steps; ++s) {
