@@ -130,11 +130,14 @@ int logging_cost() {
       std::filesystem::remove(db + "-shm");
       auto st = store::RunStore::open(db);
       if (!st) return std::fprintf(stderr, "%s\n", st.error().message.c_str()), 1;
-      if (logging) (*st)->begin_run({.name = "logging", .device = "cpu"});
+      if (logging)
+        if (auto b = (*st)->begin_run({.name = "logging", .device = "cpu"}); !b)
+          return std::fprintf(stderr, "%s\n", b.error().message.c_str()), 1;
       Trainer t(**backend, p->builder(), p->train_config());
       auto t0 = Clock::now();
       auto r = t.fit({.train = *p->train, .sink = logging ? st->get() : nullptr});
-      if (logging) (*st)->flush();
+      if (logging)
+        if (auto f = (*st)->flush(); !f) return std::fprintf(stderr, "%s\n", f.error().message.c_str()), 1;
       const double s = seconds_since(t0);
       if (!r) return std::fprintf(stderr, "%s\n", r.error().message.c_str()), 1;
       if (logging) {
