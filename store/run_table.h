@@ -56,7 +56,7 @@ struct RunRow {
 };
 
 // "id, status, name, started, device" and, where runs logged them, test/accuracy's latest
-// and val/loss's best.
+// and val/loss's best (all seven here; RunTable::columns drops the metrics nobody logged).
 std::vector<std::string> default_columns();
 
 class RunTable {
@@ -69,7 +69,10 @@ class RunTable {
   // ("--where: column 12: expected a value after '<'\n  params.lr <\n             ^").
   Result<void> check(const RunQuery& q);
   Result<int64_t> count(const RunQuery& q);
-  Result<std::vector<RunRow>> rows(const RunQuery& q, int64_t offset, int64_t limit);
+  Result<std::vector<RunRow>> rows(const RunQuery& q, int64_t offset, int64_t limit);  // <0: all
+  // The columns rows() returns for `q`: q.columns, or those of default_columns() that apply
+  // (the metrics only where some run logged them).
+  Result<std::vector<std::string>> columns(const RunQuery& q);
   // The params and metric keys that occur in the database (for column pickers), sorted.
   Result<std::vector<std::string>> param_keys();
   Result<std::vector<std::string>> metric_keys();
