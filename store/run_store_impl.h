@@ -62,6 +62,8 @@ struct RunStore::Impl {
   Result<int64_t> experiment_id(const std::string& name);
   // An error for a write that failed on a foreign key naming run_id, else `e` as it is.
   Error run_write_error(const std::string& what, int64_t run_id, const Error& e) const;
+  // Runs a write that names a run; with must_change, "no run N" when it changed no row.
+  Result<void> run_write(Stmt& st, const std::string& what, int64_t run_id, bool must_change);
 };
 
 // Millisecond ISO-8601 UTC, computed by SQLite so every writer formats it the same way.

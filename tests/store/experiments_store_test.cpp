@@ -7,6 +7,8 @@
 #include <random>
 
 #include "engine/train/data_source.h"
+#include "store/file_hash.h"
+#include "store/process_owner.h"
 #include "store/run_store.h"
 #include "store/sqlite.h"
 #include "tests/store/fixtures.h"
@@ -272,12 +274,33 @@ TEST_CASE("run store 4: summaries equal what the points give, flush after flush"
     }
     if (step % 333 == 0) REQUIRE(store->flush().ok());
   }
-  store->log_metric("train/loss", 1000, kNaN);  // the latest is a NaN
+  REQUIRE(store->flush().ok());
+  store->log_metric("train/loss", 1000, kNaN);  // the latest is a NaN, in a batch of its own
+  // Steps out of order, with ties across batches: best_step is the smallest step reaching
+  // the best, latest the largest step.
+  store->log_metric("test/mae", 9, 0.2);
+  store->log_metric("test/mae", 3, 0.2);
+  REQUIRE(store->flush().ok());
+  CHECK(store->metric_summaries(*run)->at(2).best_step == std::optional<int64_t>(3));
+  store->log_metric("test/mae", 7, 0.1);
+  REQUIRE(store->flush().ok());
+  store->log_metric("test/mae", 2, 0.1);
+  store->log_metric("test/mae", 8, 0.3);
   REQUIRE(store->flush().ok());
   check_summaries_match_points(*store, *run);
+  Result<std::vector<MetricSummary>> mae = store->metric_summaries(*run);
+  REQUIRE(mae.ok());
+  REQUIRE(mae->size() == 5);
+  CHECK((*mae)[2].key == "test/mae");
+  CHECK((*mae)[2].best == std::optional<double>(0.1));
+  CHECK((*mae)[2].best_step == std::optional<int64_t>(2));
+  CHECK((*mae)[2].latest == 0.2);
+  CHECK((*mae)[2].latest_step == 9);
+  REQUIRE(store->flush().ok());
   Result<std::vector<MetricSummary>> sums = store->metric_summaries(*run);
   REQUIRE(sums.ok());
-  REQUIRE(sums->size() == 4);
+  REQUIRE(sums->size() == 5);
+  sums->erase(sums->begin() + 2);  // test/mae, checked above
   CHECK((*sums)[0].key == "epoch/samples_per_s");
   CHECK((*sums)[0].best == (*sums)[0].max);  // throughput: higher is better
   CHECK((*sums)[1].key == "test/accuracy");
@@ -300,16 +323,18 @@ TEST_CASE("run store 4: summaries equal what the points give, flush after flush"
   check_summaries_match_points(*store, *run);
   sums = store->metric_summaries(*run);
   REQUIRE(sums.ok());
-  CHECK((*sums)[2].latest_step == 420);
-  CHECK((*sums)[2].count == 420 + 8);
-  CHECK((*sums)[3].latest_step == 4);
-  CHECK((*sums)[3].best == std::optional<double>(0.25));
+  REQUIRE(sums->size() == 5);  // test/mae's steps are all before 420
+  CHECK((*sums)[3].key == "train/loss");
+  CHECK((*sums)[3].latest_step == 420);
+  CHECK((*sums)[3].count == 420 + 8);
+  CHECK((*sums)[4].latest_step == 4);
+  CHECK((*sums)[4].best == std::optional<double>(0.25));
   // Logging goes on after the resume, and the summary follows it.
   store->log_metric("val/loss", 5, 0.01);
   store->log_metric("train/loss", 421, 0.01);
   REQUIRE(store->flush().ok());
   check_summaries_match_points(*store, *run);
-  CHECK(store->metric_summaries(*run)->at(3).best == std::optional<double>(0.01));
+  CHECK(store->metric_summaries(*run)->at(4).best == std::optional<double>(0.01));
 }
 
 TEST_CASE("run store 4: which way a metric improves", "[store][schema4]") {
@@ -369,6 +394,341 @@ TEST_CASE("run store 4: a corrupt file is refused by name", "[store][schema4]") 
   CHECK_THAT(msg, Catch::Contains("run database is corrupt"));
   CHECK(read_bytes(path) == bytes);
   CHECK_THAT(error_of(RunStore::open_read_only(path)), Catch::StartsWith(path + ": "));
+}
+
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+int64_t count_of(const std::string& path, const std::string& sql) {
+  std::vector<std::string> r = rows_of(path, sql);
+  REQUIRE(r.size() == 1);
+  return std::stoll(r[0]);
+}
+
+TEST_CASE("run store 4: experiments, tags, notes and system info round trip", "[store][schema4]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  auto store = open_store(path);
+  Result<int64_t> a = store->begin_run({.name = "a", .experiment = "mnist", .world_size = 4});
+  Result<int64_t> b = store->begin_run({.name = "b", .experiment = "mnist"});
+  Result<int64_t> c = store->begin_run({.name = "c"});
+  REQUIRE((a.ok() && b.ok() && c.ok()));
+  CHECK(store->get_run(*a)->experiment == "mnist");
+  CHECK(store->get_run(*a)->world_size == 4);
+  CHECK(store->get_run(*b)->world_size == 1);
+  CHECK(store->get_run(*c)->experiment == "Default");
+  Result<std::vector<ExperimentInfo>> ex = store->list_experiments();
+  REQUIRE(ex.ok());
+  REQUIRE(ex->size() == 2);
+  CHECK((*ex)[0].name == "Default");
+  CHECK((*ex)[0].runs == 1);
+  CHECK((*ex)[1].name == "mnist");
+  CHECK((*ex)[1].runs == 2);
+  CHECK((*ex)[1].id == 2);
+
+  REQUIRE(store->set_tag(*a, "keep").ok());
+  REQUIRE(store->set_tag(*a, "owner", "ana").ok());
+  REQUIRE(store->set_tag(*a, "owner", "bo").ok());  // replaced
+  REQUIRE(store->set_tag(*b, "keep", "yes").ok());
+  CHECK(*store->tags(*a) == Pairs{{"keep", ""}, {"owner", "bo"}});
+  CHECK(*store->remove_tag(*a, "keep") == true);
+  CHECK(*store->remove_tag(*a, "keep") == false);
+  CHECK(*store->tags(*a) == Pairs{{"owner", "bo"}});
+  CHECK(*store->tags(*b) == Pairs{{"keep", "yes"}});
+  CHECK_THAT(error_of(store->set_tag(99, "x")), Catch::Contains("no run 99 in " + path));
+  CHECK_THAT(error_of(store->set_tag(*a, "")), Catch::Contains("needs a name"));
+
+  REQUIRE(store->set_note(*a, "lr too high; diverged at epoch 3").ok());
+  CHECK(store->get_run(*a)->note == "lr too high; diverged at epoch 3");
+  CHECK(store->get_run(*b)->note.empty());
+  CHECK_THAT(error_of(store->set_note(99, "x")), Catch::Contains("no run 99"));
+
+  REQUIRE(store->set_system_info(*a, {{"host", "h1"}, {"cores", "2"}, {"os", "Linux"}}).ok());
+  REQUIRE(store->set_system_info(*a, {{"cores", "16"}}).ok());
+  CHECK(*store->system_info(*a) == Pairs{{"cores", "16"}, {"host", "h1"}, {"os", "Linux"}});
+  CHECK(store->system_info(*b)->empty());
+  CHECK_THAT(error_of(store->set_system_info(99, {{"k", "v"}})), Catch::Contains("no run 99"));
+  CHECK(count_of(path, "SELECT count(*) FROM system_info") == 3);  // the failed call left none
+}
+
+TEST_CASE("run store 4: artifacts keep their hash and size, shared paths are found",
+          "[store][schema4]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  auto store = open_store(path);
+  Result<int64_t> a = store->begin_run({.name = "a"});
+  Result<int64_t> b = store->begin_run({.name = "b"});
+  REQUIRE((a.ok() && b.ok()));
+  std::filesystem::create_directories(dir.file("ck"));
+  write_bytes(dir.file("ck/last.ckpt"), "first weights");
+  Result<int64_t> id = store->add_artifact(*a, "checkpoint", "ck/last.ckpt", 3);  // relative
+  INFO((id ? std::string() : id.error().message));
+  REQUIRE(id.ok());
+  Result<std::vector<ArtifactInfo>> list = store->artifacts(*a);
+  REQUIRE(list.ok());
+  REQUIRE(list->size() == 1);
+  CHECK((*list)[0].id == *id);
+  CHECK((*list)[0].path == "ck/last.ckpt");
+  CHECK((*list)[0].kind == "checkpoint");
+  CHECK((*list)[0].hash == *file_hash_hex(dir.file("ck/last.ckpt")));
+  CHECK((*list)[0].bytes == 13);
+  CHECK((*list)[0].step == std::optional<int64_t>(3));
+  CHECK_FALSE((*list)[0].created.empty());
+
+  // Written again after the next epoch: the same row, updated.
+  write_bytes(dir.file("ck/last.ckpt"), "second weights!");
+  Result<int64_t> again = store->add_artifact(*a, "checkpoint", "ck/last.ckpt", 4);
+  REQUIRE(again.ok());
+  CHECK(*again == *id);
+  list = store->artifacts(*a);
+  REQUIRE(list->size() == 1);
+  CHECK((*list)[0].bytes == 15);
+  CHECK((*list)[0].step == std::optional<int64_t>(4));
+  CHECK((*list)[0].hash == *file_hash_hex(dir.file("ck/last.ckpt")));
+
+  write_bytes(dir.file("model.onnx"), "onnx");
+  REQUIRE(store->add_artifact(*a, "onnx", dir.file("model.onnx")).ok());
+  CHECK_FALSE(store->artifacts(*a)->at(1).step.has_value());
+  CHECK_THAT(error_of(store->add_artifact(*a, "weights", dir.file("model.onnx"))),
+             Catch::Contains("not one of checkpoint, onnx, trace, notebook, other"));
+  CHECK_THAT(error_of(store->add_artifact(*a, "other", "missing.bin")),
+             Catch::Contains(dir.file("missing.bin")));
+  CHECK_THAT(error_of(store->add_artifact(99, "other", dir.file("model.onnx"))),
+             Catch::Contains("no run 99"));
+
+  // Only run a lists ck/last.ckpt; once b lists the same file by its absolute path, it is
+  // shared from a's point of view (and from b's).
+  CHECK_FALSE(*store->artifact_shared("ck/last.ckpt", *a));
+  CHECK(*store->artifact_shared(dir.file("ck/last.ckpt"), *b));
+  REQUIRE(store->add_artifact(*b, "checkpoint", dir.file("ck/../ck/last.ckpt")).ok());
+  CHECK(*store->artifact_shared("ck/last.ckpt", *a));
+  CHECK(*store->artifact_shared("ck/last.ckpt", *b));
+  CHECK_FALSE(*store->artifact_shared(dir.file("model.onnx"), *a));
+}
+
+TEST_CASE("run store 4: sweeps, trials and their attempts", "[store][schema4]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  auto store = open_store(path);
+  Result<int64_t> sw = store->create_sweep(
+      {.experiment = "lr-search", .name = "s1", .project_path = "p.mls", .spec_json = "{\"n\":3}"});
+  REQUIRE(sw.ok());
+  Result<SweepInfo> info = store->get_sweep(*sw);
+  REQUIRE(info.ok());
+  CHECK(info->experiment == "lr-search");
+  CHECK(info->name == "s1");
+  CHECK(info->project_path == "p.mls");
+  CHECK(info->spec_json == "{\"n\":3}");
+  CHECK(info->status == "running");
+  CHECK(info->owner == this_process());
+  CHECK(info->ended.empty());
+  CHECK_THAT(error_of(store->get_sweep(*sw + 1)),
+             Catch::Contains("no sweep " + std::to_string(*sw + 1)));
+
+  for (int64_t t = 0; t < 3; ++t)
+    REQUIRE(store->add_trial(*sw, t, "{\"lr\": " + std::to_string(t) + "}").ok());
+  CHECK_THAT(error_of(store->add_trial(*sw, 1, "{}")), Catch::Contains("already has trial 1"));
+  CHECK_THAT(error_of(store->add_trial(99, 0, "{}")), Catch::Contains("no sweep 99"));
+
+  Result<int64_t> r0 = store->begin_run({.name = "t0", .sweep_id = *sw, .trial = 0});
+  REQUIRE(r0.ok());
+  CHECK(store->get_run(*r0)->sweep_id == std::optional<int64_t>(*sw));
+  CHECK(store->get_run(*r0)->trial == std::optional<int64_t>(0));
+  REQUIRE(store->end_run(*r0, "failed").ok());
+  Result<int64_t> r0b = store->begin_run({.name = "t0 again", .sweep_id = *sw, .trial = 0});
+  REQUIRE(r0b.ok());
+  REQUIRE(store->end_run(*r0b, "finished").ok());
+  Result<int64_t> r1 = store->begin_run({.name = "t1", .sweep_id = *sw, .trial = 1});
+  REQUIRE(r1.ok());
+  REQUIRE(store->end_run(*r1, "pruned").ok());
+  // A trial that was never added: refused, and no run row is left behind.
+  const int64_t runs_before = count_of(path, "SELECT count(*) FROM runs");
+  CHECK_THAT(error_of(store->begin_run({.name = "t7", .sweep_id = *sw, .trial = 7})),
+             Catch::Contains("has no trial 7"));
+  CHECK(count_of(path, "SELECT count(*) FROM runs") == runs_before);
+  CHECK_THAT(error_of(store->begin_run({.name = "half", .sweep_id = *sw})),
+             Catch::Contains("both sweep_id and trial"));
+
+  Result<std::vector<TrialInfo>> trials = store->trials(*sw);
+  REQUIRE(trials.ok());
+  REQUIRE(trials->size() == 3);
+  CHECK((*trials)[0].params_json == "{\"lr\": 0}");
+  CHECK((*trials)[0].run_id == std::optional<int64_t>(*r0b));
+  CHECK((*trials)[0].attempts == 2);
+  CHECK((*trials)[0].run_status == "finished");
+  CHECK((*trials)[1].run_status == "pruned");
+  CHECK((*trials)[1].attempts == 1);
+  CHECK_FALSE((*trials)[2].run_id.has_value());
+  CHECK((*trials)[2].attempts == 0);
+  CHECK((*trials)[2].run_status.empty());
+
+  REQUIRE(store->end_sweep(*sw, "interrupted").ok());
+  CHECK(store->get_sweep(*sw)->status == "interrupted");
+  CHECK_FALSE(store->get_sweep(*sw)->ended.empty());
+  CHECK_THAT(error_of(store->end_sweep(*sw, "done")), Catch::Contains("not one of"));
+  REQUIRE(store->reopen_sweep(*sw).ok());
+  CHECK(store->get_sweep(*sw)->status == "running");
+  CHECK(store->get_sweep(*sw)->ended.empty());
+  CHECK_THAT(error_of(store->reopen_sweep(99)), Catch::Contains("no sweep 99"));
+
+  // A sweep whose process is gone (same host and boot, another start time): readers see it
+  // interrupted at once; the next writer's open records that.
+  std::string me = this_process();
+  std::string dead = me.substr(0, me.rfind('/') + 1) + "1";
+  exec_sql(path, "UPDATE sweeps SET owner = '" + dead + "'");
+  CHECK(store->get_sweep(*sw)->status == "interrupted");
+  CHECK(store->list_sweeps()->at(0).status == "interrupted");
+  CHECK(rows_of(path, "SELECT status FROM sweeps") == std::vector<std::string>{"running"});
+  { auto writer = open_store(path); }
+  CHECK(rows_of(path, "SELECT status FROM sweeps") == std::vector<std::string>{"interrupted"});
+  REQUIRE(store->set_sweep_owner(*sw).ok());
+  CHECK(store->get_sweep(*sw)->owner == me);
+  REQUIRE(store->end_sweep(*sw, "finished").ok());
+  CHECK(store->get_sweep(*sw)->status == "finished");
+}
+
+TEST_CASE("run store 4: a fork copies its parent's curve up to the fork point",
+          "[store][schema4]") {
+  TempDir dir;
+  auto store = open_store(dir.file("runs.db"));
+  Result<int64_t> parent = store->begin_run({.name = "parent"});
+  REQUIRE(parent.ok());
+  for (int64_t s = 1; s <= 10; ++s) store->log_metric("train/loss", s, 1.0 / s);
+  for (int64_t e = 1; e <= 5; ++e) store->log_metric("val/accuracy", e, 0.1 * e);
+  REQUIRE(store->end_run(*parent, "finished").ok());
+  Result<int64_t> child =
+      store->begin_run({.name = "child", .parent_run_id = *parent, .fork_step = 6});
+  REQUIRE(child.ok());
+  REQUIRE(store->copy_metrics(*parent, *child, 6, 3).ok());
+  CHECK(store->get_run(*child)->fork_step == std::optional<int64_t>(6));
+  CHECK(store->metrics(*child, "train/loss")->size() == 6);
+  CHECK(store->metrics(*child, "val/accuracy")->size() == 3);
+  check_summaries_match_points(*store, *child);
+  Result<std::vector<MetricSummary>> sums = store->metric_summaries(*child);
+  REQUIRE(sums.ok());
+  CHECK((*sums)[0].best == std::optional<double>(1.0 / 6));
+  CHECK((*sums)[1].best == std::optional<double>(0.1 * 3));
+  // The child goes on from there.
+  store->log_metric("train/loss", 7, 0.01);
+  REQUIRE(store->flush().ok());
+  check_summaries_match_points(*store, *child);
+  CHECK(store->metrics(*parent, "train/loss")->size() == 10);  // the parent is untouched
+  check_summaries_match_points(*store, *parent);
+  CHECK_THAT(error_of(store->copy_metrics(99, *child, 1, 1)), Catch::Contains("no run 99"));
+  CHECK_THAT(error_of(store->copy_metrics(*parent, 99, 1, 1)), Catch::Contains("no run 99"));
+}
+
+TEST_CASE("run store 4: deleting a run removes its rows and leaves the others whole",
+          "[store][schema4]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  auto store = open_store(path);
+  Result<int64_t> sw = store->create_sweep({.name = "s"});
+  REQUIRE(sw.ok());
+  REQUIRE(store->add_trial(*sw, 0, "{}").ok());
+  write_bytes(dir.file("a.ckpt"), "a");
+  write_bytes(dir.file("b.ckpt"), "b");
+  std::vector<int64_t> ids;
+  for (const char* name : {"victim", "other"}) {
+    Result<int64_t> id =
+        store->begin_run({.name = name,
+                          .sweep_id = ids.empty() ? std::optional<int64_t>(*sw) : std::nullopt,
+                          .trial = ids.empty() ? std::optional<int64_t>(0) : std::nullopt});
+    REQUIRE(id.ok());
+    ids.push_back(*id);
+    REQUIRE(store->log_param(*id, "lr", "0.1").ok());
+    for (int64_t s = 1; s <= 50; ++s) store->log_metric("train/loss", s, 1.0 / s);
+    REQUIRE(store->set_tag(*id, "keep").ok());
+    REQUIRE(store->set_system_info(*id, {{"host", "h"}}).ok());
+    REQUIRE(store->put_snapshot(*id, {"mls", "{}"}).ok());
+    REQUIRE(store->add_artifact(*id, "checkpoint", ids.size() == 1 ? "a.ckpt" : "b.ckpt").ok());
+    REQUIRE(store->end_run(*id, "finished").ok());
+  }
+  Result<int64_t> child = store->begin_run({.name = "child", .parent_run_id = ids[0]});
+  REQUIRE(child.ok());
+  REQUIRE(store->end_run(*child, "finished").ok());
+
+  const char* tables[] = {"params",    "metrics",     "metric_summary", "tags",
+                          "artifacts", "system_info", "snapshots"};
+  std::vector<int64_t> others;
+  for (const char* t : tables)
+    others.push_back(count_of(path, std::string("SELECT count(*) FROM ") + t +
+                                        " WHERE run_id = " + std::to_string(ids[1])));
+
+  // A running run of a live process is refused.
+  Result<int64_t> live = store->begin_run({.name = "live"});
+  REQUIRE(live.ok());
+  CHECK_THAT(error_of(store->delete_run(*live)), Catch::Contains("still training"));
+
+  Result<std::vector<std::string>> paths = store->delete_run(ids[0]);
+  REQUIRE(paths.ok());
+  CHECK(*paths == std::vector<std::string>{"a.ckpt"});
+  CHECK_THAT(error_of(store->get_run(ids[0])), Catch::Contains("no run"));
+  for (size_t i = 0; i < std::size(tables); ++i) {
+    INFO(tables[i]);
+    CHECK(count_of(path, std::string("SELECT count(*) FROM ") + tables[i] +
+                             " WHERE run_id = " + std::to_string(ids[0])) == 0);
+    CHECK(count_of(path, std::string("SELECT count(*) FROM ") + tables[i] +
+                             " WHERE run_id = " + std::to_string(ids[1])) == others[i]);
+    CHECK(others[i] > 0);
+  }
+  CHECK_FALSE(store->get_run(*child)->parent_run_id.has_value());
+  Result<std::vector<TrialInfo>> trials = store->trials(*sw);
+  REQUIRE(trials.ok());
+  CHECK_FALSE(trials->at(0).run_id.has_value());
+  CHECK(trials->at(0).attempts == 1);
+  CHECK(store->metrics(ids[1], "train/loss")->size() == 50);
+  CHECK(std::filesystem::exists(dir.file("a.ckpt")));  // files are run_files.h's business
+  CHECK(rows_of(path, "PRAGMA integrity_check") == std::vector<std::string>{"ok"});
+  CHECK_THAT(error_of(store->delete_run(ids[0])), Catch::Contains("no run"));
+}
+
+TEST_CASE("run store 4: a read-only store does every new read and refuses every write",
+          "[store][schema4]") {
+  TempDir dir;
+  const std::string path = dir.file("runs.db");
+  int64_t run = 0, sweep = 0;
+  {
+    auto w = open_store(path);
+    sweep = *w->create_sweep({.name = "s"});
+    REQUIRE(w->add_trial(sweep, 0, "{\"lr\":1}").ok());
+    run = *w->begin_run({.name = "r", .experiment = "e", .sweep_id = sweep, .trial = 0});
+    w->log_metric("val/accuracy", 1, 0.5);
+    REQUIRE(w->set_tag(run, "t", "v").ok());
+    REQUIRE(w->set_note(run, "n").ok());
+    REQUIRE(w->set_system_info(run, {{"os", "Linux"}}).ok());
+    write_bytes(dir.file("x.onnx"), "x");
+    REQUIRE(w->add_artifact(run, "onnx", "x.onnx").ok());
+    REQUIRE(w->end_run(run, "finished").ok());
+  }
+  const std::string before = read_bytes(path);
+  Result<std::unique_ptr<RunStore>> opened = RunStore::open_read_only(path);
+  REQUIRE(opened.ok());
+  RunStore& ro = **opened;
+  CHECK(ro.get_run(run)->note == "n");
+  CHECK(ro.metric_summaries(run)->at(0).best == std::optional<double>(0.5));
+  CHECK(*ro.tags(run) == Pairs{{"t", "v"}});
+  CHECK(*ro.system_info(run) == Pairs{{"os", "Linux"}});
+  CHECK(ro.list_experiments()->size() == 2);
+  CHECK(ro.artifacts(run)->at(0).path == "x.onnx");
+  CHECK_FALSE(*ro.artifact_shared("x.onnx", run));
+  CHECK(ro.get_sweep(sweep)->name == "s");
+  CHECK(ro.list_sweeps()->size() == 1);
+  CHECK(ro.trials(sweep)->at(0).run_id == std::optional<int64_t>(run));
+  const std::string refused = "opened read-only";
+  CHECK_THAT(error_of(ro.set_tag(run, "a")), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.remove_tag(run, "t")), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.set_note(run, "x")), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.set_system_info(run, {})), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.add_artifact(run, "onnx", "x.onnx")), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.copy_metrics(run, run, 1, 1)), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.delete_run(run)), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.create_sweep({})), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.end_sweep(sweep, "failed")), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.reopen_sweep(sweep)), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.set_sweep_owner(sweep)), Catch::Contains(refused));
+  CHECK_THAT(error_of(ro.add_trial(sweep, 1, "{}")), Catch::Contains(refused));
+  opened->reset();
+  CHECK(read_bytes(path) == before);
 }
 
 }  // namespace
