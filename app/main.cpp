@@ -15,6 +15,7 @@
 #include "app/commands.h"
 #include "app/grade_command.h"
 #include "app/gradebook_command.h"
+#include "app/sweep_command.h"
 #include "engine/core/field_text.h"
 #include "engine/core/op.h"
 #include "engine/cpu/cpu_backend.h"
@@ -371,6 +372,8 @@ int main(int argc, char** argv) {
   CLI::App* lab_cmd = mls::app::add_lab_command(app, lab);
   mls::app::GradebookOptions gbo;
   CLI::App* gb_cmd = mls::app::add_gradebook_command(app, gbo);
+  mls::app::SweepOptions swo;
+  CLI::App* sweep_cmd = mls::app::add_sweep_command(app, swo);
 
   std::string gui_path;
   app.add_option("project", gui_path, "Open this project (.mls) in the editor")
@@ -410,6 +413,7 @@ int main(int argc, char** argv) {
   if (*grade_cmd) return mls::app::grade_command(grade);
   if (*lab_cmd) return mls::app::lab_command(lab);
   if (*gb_cmd) return mls::app::gradebook_command(gbo);
+  if (*sweep_cmd) return mls::app::sweep_command(swo);
   if (*graph_cmd) return mls::app::graph_command(graph);
   if (*eval_cmd) return mls::app::eval_command(eval);
   if (*predict_cmd) return mls::app::predict_command(predict);

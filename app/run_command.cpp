@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "engine/core/atomic_file.h"
 #include "engine/train/progress_line.h"
+#include "runner/pruner.h"
 #include "runner/training_run.h"
 
 namespace mls::app {
@@ -62,6 +63,15 @@ int run_command(const RunOptions& o) {
   req.sweep_trial = o.sweep_trial;
   req.fork = o.fork;
   req.prune = o.prune;
+  // A sweep's trial may be stopped early under the sweep's rule (runner/pruner.h).
+  if (o.sweep_trial && !req.prune) {
+    auto prune = runner::sweep_pruner(o.db, o.sweep_trial->sweep);
+    if (!prune) {
+      if (o.json) print_json_failure(prune.error().message);
+      return fail(prune.error().message);
+    }
+    req.prune = *prune;
+  }
   TraceRecorder trace;
   if (!o.profile.empty()) {
     // Fail now, not after an hour of training, if the trace cannot be written there.
