@@ -17,6 +17,43 @@ namespace mls::store {
 
 namespace fs = std::filesystem;
 
+Result<std::vector<std::pair<std::string, std::string>>> read_pairs(Stmt& st) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (;;) {
+    Result<bool> row = st.step();
+    if (!row) return row.error();
+    if (!*row) return out;
+    out.emplace_back(st.column_text(0), st.column_text(1));
+  }
+}
+
+Result<int64_t> RunStore::Impl::experiment_id(const std::string& name) {
+  if (name.empty() || name == "Default") return int64_t{1};
+  Result<Stmt> ins =
+      db.prepare("INSERT OR IGNORE INTO experiments(name, created) VALUES(?1, " MLS_NOW_SQL ")");
+  if (!ins) return ins.error();
+  {
+    auto scope = ins->scoped();
+    ins->bind_text(1, name);
+    if (Result<void> r = ins->run(); !r) return r.error();
+  }
+  Result<Stmt> sel = db.prepare("SELECT id FROM experiments WHERE name = ?1");
+  if (!sel) return sel.error();
+  auto scope = sel->scoped();
+  sel->bind_text(1, name);
+  Result<bool> row = sel->step();
+  if (!row) return row.error();
+  MLS_CHECK(*row, "experiment inserted but not found");
+  return sel->column_int(0);
+}
+
+Error RunStore::Impl::run_write_error(const std::string& what, int64_t run_id,
+                                      const Error& e) const {
+  if (db.extended_errcode() == SQLITE_CONSTRAINT_FOREIGNKEY)
+    return make_error(what + ": " + no_run(run_id).message);
+  return e;
+}
+
 Result<void> RunStore::Impl::run_write(Stmt& st, const std::string& what, int64_t run_id,
                                        bool must_change) {
   if (Result<void> r = st.run(); !r) return run_write_error(what, run_id, r.error());

@@ -250,43 +250,6 @@ Result<void> RunStore::Impl::close_stale_runs() {
   return {};
 }
 
-// The sweeps a process that is gone left 'running' (killed with its workers) become
-// 'interrupted', as runs do: `sweep --resume` continues them.
-Result<void> RunStore::Impl::close_stale_sweeps() {
-  std::vector<std::pair<int64_t, std::string>> gone;
-  {
-    Result<Stmt> st =
-        db.prepare("SELECT id, owner FROM sweeps WHERE status = 'running' AND owner IS NOT NULL");
-    if (!st) return st.error();
-    auto scope = st->scoped();
-    for (;;) {
-      Result<bool> row = st->step();
-      if (!row) return row.error();
-      if (!*row) break;
-      if (owner_gone(st->column_text(1))) gone.emplace_back(st->column_int(0), st->column_text(1));
-    }
-  }
-  Result<Stmt> up = db.prepare("UPDATE sweeps SET status = 'interrupted', ended = " MLS_NOW_SQL
-                               " WHERE id = ?1 AND status = 'running' AND owner = ?2");
-  if (!up) return up.error();
-  for (const auto& [id, owner] : gone) {
-    auto scope = up->scoped();
-    up->bind_int(1, id).bind_text(2, owner);
-    if (Result<void> r = up->run(); !r) return r.error();
-  }
-  return {};
-}
-
-Result<std::vector<std::pair<std::string, std::string>>> read_pairs(Stmt& st) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (;;) {
-    Result<bool> row = st.step();
-    if (!row) return row.error();
-    if (!*row) return out;
-    out.emplace_back(st.column_text(0), st.column_text(1));
-  }
-}
-
 RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 void RunStore::set_busy_timeout_ms(int ms) {
@@ -310,37 +273,12 @@ const std::string& RunStore::path() const {
 
 // [SECTION] runs -------------------------------------------------------------------------
 
-Result<int64_t> RunStore::Impl::experiment_id(const std::string& name) {
-  if (name.empty() || name == "Default") return int64_t{1};
-  Result<Stmt> ins =
-      db.prepare("INSERT OR IGNORE INTO experiments(name, created) VALUES(?1, " MLS_NOW_SQL ")");
-  if (!ins) return ins.error();
-  {
-    auto scope = ins->scoped();
-    ins->bind_text(1, name);
-    if (Result<void> r = ins->run(); !r) return r.error();
-  }
-  Result<Stmt> sel = db.prepare("SELECT id FROM experiments WHERE name = ?1");
-  if (!sel) return sel.error();
-  auto scope = sel->scoped();
-  sel->bind_text(1, name);
-  Result<bool> row = sel->step();
-  if (!row) return row.error();
-  MLS_CHECK(*row, "experiment inserted but not found");
-  return sel->column_int(0);
-}
-
-Error RunStore::Impl::run_write_error(const std::string& what, int64_t run_id,
-                                      const Error& e) const {
-  if (db.extended_errcode() == SQLITE_CONSTRAINT_FOREIGNKEY)
-    return make_error(what + ": " + no_run(run_id).message);
-  return e;
-}
-
 Result<int64_t> RunStore::begin_run(const NewRun& run) {
   if (impl_->read_only) return impl_->read_only_error();
   if (run.trial.has_value() != run.sweep_id.has_value())
     return make_error("begin_run: a sweep's run needs both sweep_id and trial");
+  if (run.world_size < 1)
+    return make_error("begin_run: world_size " + std::to_string(run.world_size) + " is below 1");
   std::lock_guard lock(impl_->mu);
   Db& db = impl_->db;
   // The run, its experiment and its trial's latest attempt together, or none of them.

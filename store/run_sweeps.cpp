@@ -36,6 +36,33 @@ Error no_sweep(const Db& db, int64_t id) {
 
 }  // namespace
 
+// The sweeps a process that is gone left 'running' (killed with its workers) become
+// 'interrupted', as runs do: `sweep --resume` continues them.
+Result<void> RunStore::Impl::close_stale_sweeps() {
+  std::vector<std::pair<int64_t, std::string>> gone;
+  {
+    Result<Stmt> st =
+        db.prepare("SELECT id, owner FROM sweeps WHERE status = 'running' AND owner IS NOT NULL");
+    if (!st) return st.error();
+    auto scope = st->scoped();
+    for (;;) {
+      Result<bool> row = st->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      if (owner_gone(st->column_text(1))) gone.emplace_back(st->column_int(0), st->column_text(1));
+    }
+  }
+  Result<Stmt> up = db.prepare("UPDATE sweeps SET status = 'interrupted', ended = " MLS_NOW_SQL
+                               " WHERE id = ?1 AND status = 'running' AND owner = ?2");
+  if (!up) return up.error();
+  for (const auto& [id, owner] : gone) {
+    auto scope = up->scoped();
+    up->bind_int(1, id).bind_text(2, owner);
+    if (Result<void> r = up->run(); !r) return r.error();
+  }
+  return {};
+}
+
 Result<int64_t> RunStore::create_sweep(const NewSweep& sweep) {
   if (impl_->read_only) return impl_->read_only_error();
   std::lock_guard lock(impl_->mu);

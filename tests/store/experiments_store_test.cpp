@@ -416,6 +416,8 @@ TEST_CASE("run store 4: experiments, tags, notes and system info round trip", "[
   CHECK(store->get_run(*a)->world_size == 4);
   CHECK(store->get_run(*b)->world_size == 1);
   CHECK(store->get_run(*c)->experiment == "Default");
+  CHECK_THAT(error_of(store->begin_run({.name = "d", .world_size = 0})),
+             Catch::Contains("world_size 0 is below 1"));
   Result<std::vector<ExperimentInfo>> ex = store->list_experiments();
   REQUIRE(ex.ok());
   REQUIRE(ex->size() == 2);
