@@ -428,6 +428,9 @@ class Coordinator {
       }
       // Refused before the session recorded it (a setting the project does not take, a
       // missing file): the coordinator records the attempt as a failed run of the trial.
+      if (why.empty())
+        why = "the worker recorded no run for sweep " + std::to_string(sweep_) + " trial " +
+              std::to_string(w.job.trial);
       store::NewRun nr;
       nr.name = fs::path(spec_.project).stem().string() + " trial " + std::to_string(w.job.trial);
       nr.project_path = spec_.project;
@@ -440,8 +443,7 @@ class Coordinator {
         if (w.job.params.contains(p.name))
           if (auto r = store_.log_param(*id, p.name, nodes::setting_text(w.job.params[p.name])); !r)
             return r.error();
-      if (auto r = store_.set_note(*id, why.empty() ? "the worker failed" : why); !r)
-        return r.error();
+      if (auto r = store_.set_note(*id, why); !r) return r.error();
       if (auto r = store_.end_run(*id, "failed"); !r) return r.error();
       run_id = *id;
       status = "failed";
