@@ -1,5 +1,8 @@
 // Schema 4 of the run store (issue 28): the migration from version 3, the metric summaries
 // kept at every flush, 'pruned', and a locked or corrupt file.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -236,6 +239,39 @@ TEST_CASE("run store 4: a version-3 file is upgraded in place, every row kept",
   CHECK(rows_of(path, "SELECT count(*) FROM metric_summary WHERE run_id = 1") ==
         std::vector<std::string>{"0"});
   CHECK_FALSE(store->get_run(2)->parent_run_id.has_value());
+}
+
+TEST_CASE("run store 4: three processes opening a version-3 file at once upgrade it once",
+          "[store][schema4][race]") {
+  TempDir dir;
+  for (int race = 0; race < 5; ++race) {
+    const std::string path = dir.file("race-" + std::to_string(race) + ".db");
+    exec_sql(path, kVersion3Sql);
+    std::vector<pid_t> pids;
+    for (int i = 0; i < 3; ++i) {
+      const pid_t pid = ::fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) {
+        auto s = RunStore::open(path);
+        if (!s) {
+          std::fprintf(stderr, "%s\n", s.error().message.c_str());
+          std::_Exit(1);
+        }
+        std::_Exit((*s)->begin_run({.name = "racer"}) ? 0 : 2);
+      }
+      pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+      int status = 0;
+      REQUIRE(::waitpid(pid, &status, 0) == pid);
+      CHECK(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 0);
+    }
+    CHECK(rows_of(path, "PRAGMA integrity_check") == std::vector<std::string>{"ok"});
+    CHECK(rows_of(path, "SELECT count(*) FROM runs") == std::vector<std::string>{"5"});
+    CHECK(rows_of(path, "SELECT count(*) FROM metrics") == std::vector<std::string>{"10"});
+    CHECK(rows_of(path, "SELECT sum(count) FROM metric_summary") == std::vector<std::string>{"10"});
+  }
 }
 
 TEST_CASE("run store 4: a read-only opening upgrades an older file it can write",
