@@ -9,9 +9,11 @@
 //   trainer.set_sink(store->get());            // log_metric() goes to the current run
 //   ...
 //   if (auto r = (*store)->end_run(*run, "finished"); !r) report(r.error().message);
+//   auto best = (*store)->metric_summaries(*run);  // latest, min, max, best per key
 //
 // Metric points are buffered and written in one transaction per ~256 points or 1 s, so
-// thousands of points per second stay cheap. A failed write is remembered, not thrown, and
+// thousands of points per second stay cheap; each batch also updates its keys' rows of
+// metric_summary in that transaction. A failed write is remembered, not thrown, and
 // reported by the next flush() or end_run(). All methods take one mutex, so a training
 // thread and a GUI thread may share a store.
 #pragma once
