@@ -14,6 +14,7 @@
 
 #include "engine/train/progress_line.h"
 #include "runner/checkpoints.h"
+#include "runner/system_info.h"
 #include "store/process_owner.h"
 
 namespace mls::runner {
@@ -78,6 +79,33 @@ ProgressFn telemetry_feed(Trainer& trainer, Telemetry& tm, const TrainConfig& cf
     }
     if (next) next(i);
   };
+}
+
+// Links `last` to epoch-E.ckpt beside it and records both (and `best` when it was written)
+// as the run's artifacts, with the step each holds.
+Result<void> keep_epoch_checkpoint(store::RunStore& store, int64_t run_id, const std::string& last,
+                                   const std::string& best, bool improved, int64_t step,
+                                   int64_t epoch) {
+  namespace fs = std::filesystem;
+  const std::string kept =
+      (fs::path(last).parent_path() / ("epoch-" + std::to_string(epoch) + ".ckpt")).string();
+  std::error_code ec;
+  fs::remove(kept, ec);  // a resumed run redoes an epoch a lost attempt had kept
+  fs::create_hard_link(last, kept, ec);
+  if (ec) fs::copy_file(last, kept, fs::copy_options::overwrite_existing, ec);
+  if (ec) return make_error("cannot keep " + kept + ": " + ec.message());
+  // Absolute: the store reads a relative path against the database's folder, and these are
+  // relative to the working folder.
+  auto record = [&](const std::string& path) -> Result<void> {
+    auto id = store.add_artifact(run_id, "checkpoint", fs::absolute(path).lexically_normal().string(), step);
+    if (!id) return id.error();
+    return {};
+  };
+  for (const std::string& path : {last, kept})
+    if (auto r = record(path); !r) return r;
+  if (improved)
+    if (auto r = record(best); !r) return r;
+  return {};
 }
 
 const std::string* find_param(const Params& ps, const std::string& key) {
@@ -219,17 +247,65 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
   } else {
     // The starting weights are set before the run is recorded: a script whose tensors do not
     // fit its model fails without leaving a run behind.
-    if (m.initial_weights) {
+    std::optional<Checkpoint> fork_state;
+    if (o.fork) {
+      auto ck = read_checkpoint(o.fork->checkpoint);
+      if (!ck) return ck.error();
+      if (cfg.epochs <= ck->epoch)
+        return make_error("run " + std::to_string(o.fork->parent) + "'s checkpoint " +
+                          o.fork->checkpoint + " has trained " + std::to_string(ck->epoch) +
+                          " epochs already; give the fork more (--epochs N, N > " +
+                          std::to_string(ck->epoch) + ")");
+      fork_state = std::move(*ck);
+    } else if (m.initial_weights) {
       if (auto r = trainer.init(); !r) return r.error();
       if (auto r = m.initial_weights(trainer); !r) return r.error();
     }
-    auto id = (*store)->begin_run({.name = m.name,
-                                   .project_path = m.source_path,
-                                   .project_hash = m.source_hash,
-                                   .device = device,
-                                   .seed = cfg.seed});
+    std::optional<Trainer::Transfer> taken;
+    if (fork_state) {
+      auto t = trainer.transfer(*fork_state);
+      if (!t) return make_error(o.fork->checkpoint + ": " + t.error().message);
+      taken = std::move(*t);
+    }
+    store::NewRun nr{.name = m.name,
+                     .project_path = m.source_path,
+                     .project_hash = m.source_hash,
+                     .device = device,
+                     .seed = cfg.seed};
+    nr.experiment = o.experiment;
+    if (o.fork) {
+      nr.parent_run_id = o.fork->parent;
+      nr.fork_step = fork_state->step;
+    }
+    if (o.sweep_trial) {
+      nr.sweep_id = o.sweep_trial->sweep;
+      nr.trial = o.sweep_trial->trial;
+    }
+    auto id = (*store)->begin_run(nr);
     if (!id) return id.error();
     run_id = *id;
+    if (o.fork) {
+      if (auto r = (*store)->copy_metrics(o.fork->parent, run_id, fork_state->step, fork_state->epoch); !r)
+        return r.error();
+      auto joined = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+        return s;
+      };
+      say(events.message, "run " + std::to_string(run_id) + " forks run " +
+                              std::to_string(o.fork->parent) + " at step " +
+                              std::to_string(fork_state->step) + " (epoch " +
+                              std::to_string(fork_state->epoch) + ", " + o.fork->checkpoint + ")");
+      if (!taken->fresh_params.empty())
+        say(events.warning, "the fork's model differs: " + joined(taken->fresh_params) +
+                                " start from a fresh initialisation");
+      if (!taken->dropped.empty())
+        say(events.warning, "parameters of run " + std::to_string(o.fork->parent) +
+                                " the fork no longer has: " + joined(taken->dropped));
+      if (!taken->optimizer_state)
+        say(events.warning, "the optimizer changed: its state starts afresh");
+    }
+    if (auto r = (*store)->set_system_info(run_id, system_info(backend)); !r) return r.error();
     Params params = result_settings(m);
     params.insert(params.end(), m.notes.begin(), m.notes.end());
     params.push_back({"checkpoint_dir", checkpoint_dir(o.db, run_id)});
@@ -251,7 +327,8 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
   in.progress = events.progress;
   if (o.telemetry) in.progress = telemetry_feed(trainer, *o.telemetry, cfg, events.progress);
   in.cancel = events.cancel;
-  in.on_epoch_end = [&](const EpochReport& rep) -> Result<void> {
+  std::string pruned_because;
+  in.on_epoch_end = [&](EpochReport& rep) -> Result<void> {
     // The epoch's metrics are committed before its checkpoint: a kill in between leaves
     // metrics past the older checkpoint, which a resume drops, never a checkpoint whose
     // metrics are missing.
@@ -259,6 +336,17 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     if (auto r = write_state(trainer, last_path); !r) return r;
     if (rep.improved)
       if (auto r = write_state(trainer, best_path); !r) return r;
+    // Every epoch's state stays, for a fork at any epoch: a hard link to the file just
+    // written (last.ckpt is replaced by a rename, so the link keeps this epoch's bytes).
+    if (auto r = keep_epoch_checkpoint(**store, run_id, last_path, best_path, rep.improved,
+                                       trainer.steps_done(), rep.epoch);
+        !r)
+      return r;
+    if (o.prune)
+      if (auto why = o.prune(run_id, rep)) {
+        pruned_because = *why;
+        rep.halt = true;
+      }
     if (o.telemetry)
       o.telemetry->epochs.push({.epoch = rep.epoch,
                                 .seconds = rep.seconds,
@@ -335,7 +423,10 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
   out.run_id = run_id;
   out.result = std::move(*result);
   // A run stopped on purpose (stop_after_epochs) is recorded as interrupted: it can resume.
-  out.status = out.result.interrupted || out.result.paused ? "interrupted" : "finished";
+  out.status = !pruned_because.empty() ? "pruned"
+               : out.result.interrupted || out.result.paused ? "interrupted"
+                                                             : "finished";
+  out.pruned_because = pruned_because;
   if (auto e = (*store)->end_run(run_id, out.status); !e) return e.error();
   out.epochs_done = trainer.epochs_done();
   out.planned_epochs = cfg.epochs;
@@ -400,6 +491,10 @@ std::string eval_text(const EvalResult& e) {
 std::string summary_line(const RunOutcome& out) {
   const TrainResult& r = out.result;
   const std::string run = std::to_string(out.run_id);
+  if (out.status == "pruned")
+    return "run " + run + " pruned after epoch " + std::to_string(out.epochs_done) + " of " +
+           std::to_string(out.planned_epochs) + ": " + out.pruned_because + "; recorded in " +
+           out.db;
   if (r.paused)
     return "stopped after epoch " + std::to_string(out.epochs_done) + " of " +
            std::to_string(out.planned_epochs) + " as asked; continue with " + out.resume_command;
