@@ -476,12 +476,12 @@ class Coordinator {
     if (run_id) text += " (run " + std::to_string(*run_id) + ")";
     text += "  " + runner::params_text(space_, w.job.params) + "  " + spec_.rule.objective + " " +
             num(value);
+    if (best_trial_)
+      text += "  best " + num(best_) + " (trial " + std::to_string(*best_trial_) + ")";
     if (status == "pruned" && line.is_object() && line.contains("pruned_because") &&
         line["pruned_because"].is_string())
       text += "\n  pruned: " + line["pruned_because"].get<std::string>();
     if (status == "failed" && !why.empty()) text += "\n  " + why;
-    if (best_trial_)
-      text += "  best " + num(best_) + " (trial " + std::to_string(*best_trial_) + ")";
     say(text);
     return {};
   }
