@@ -15,6 +15,7 @@
 #include "app/commands.h"
 #include "app/grade_command.h"
 #include "app/gradebook_command.h"
+#include "app/runs_command.h"
 #include "app/sweep_command.h"
 #include "engine/core/field_text.h"
 #include "engine/core/op.h"
@@ -185,18 +186,7 @@ int main(int argc, char** argv) {
       ->check(kCount);
 
   mls::app::RunsOptions runs;
-  auto* runs_cmd = app.add_subcommand("runs", "Read the experiment database");
-  // A missing or unknown subcommand is named by unknown_subcommand(), not CLI11's "A
-  // subcommand is required": the word goes to the extras.
-  runs_cmd->require_subcommand(0, 1);
-  runs_cmd->allow_extras();
-  auto* runs_list = runs_cmd->add_subcommand("list", "One line per run");
-  auto* runs_show = runs_cmd->add_subcommand("show", "A run's params and metrics (last, min, max)");
-  runs_show->add_option("id", runs.run_id, "Run id")->required()->check(kId);
-  for (auto* c : {runs_list, runs_show}) {
-    c->add_option("--db", runs.db, "The run database (SQLite)")->capture_default_str();
-    c->add_flag("--json", runs.json, "JSON output");
-  }
+  CLI::App* runs_cmd = mls::app::add_runs_command(app, runs);
 
   mls::app::EvalOptions eval;
   auto* eval_cmd = app.add_subcommand(
@@ -420,9 +410,8 @@ int main(int argc, char** argv) {
   if (*export_cmd) return mls::app::export_command(exp, export_json);
   if (*import_cmd) return mls::app::import_command(imp);
   if (*runs_cmd) {
-    if (!*runs_list && !*runs_show) return unknown_subcommand(runs_cmd);
-    runs.action = *runs_list ? "list" : "show";
-    return mls::app::runs_command(runs);
+    if (runs_cmd->get_subcommands().empty()) return unknown_subcommand(runs_cmd);
+    return mls::app::runs_main(runs_cmd, runs);
   }
   if (*run_opt) {
     run.project.path = run_path;

@@ -160,14 +160,15 @@ TEST_CASE("text from a file reaches the terminal without its escape sequences", 
 }
 
 TEST_CASE("an unknown runs subcommand is named, with the valid ones", "[cli][lies]") {
-  for (const char* sub : {"compare", "query"}) {
+  for (const char* sub : {"lst", "sweep"}) {
     Output o = run(std::string("runs ") + sub + " --db " + trained_mlp_db());
     INFO(o.err);
     CHECK(o.code == 1);
     CHECK(o.err.find(std::string("unknown subcommand '") + sub + "'") != std::string::npos);
-    CHECK(o.err.find("'list' or 'show'") != std::string::npos);
+    CHECK(o.err.find("'list', 'show', 'compare'") != std::string::npos);
+    CHECK(o.err.find("'reproduce' or 'diff'") != std::string::npos);
   }
   Output none = run("runs");
   CHECK(none.code == 1);
-  CHECK(none.err.find("'list' or 'show'") != std::string::npos);
+  CHECK(none.err.find("'list', 'show', 'compare'") != std::string::npos);
 }
