@@ -141,8 +141,14 @@ void InstrumentsPanel::setRuns(std::vector<RunCurves> runs) {
   for (size_t i = 0; i < runs.size(); ++i)
     for (size_t j = 0; j < runs_.size(); ++j)
       if (runs_[j].run_id == runs[i].run_id && j < shown_.size()) shown[i] = shown_[j];
+  for (size_t i = 0; i < runs.size(); ++i) shown[i] = shown[i] || runs[i].shown;
   runs_ = std::move(runs);
   shown_ = std::move(shown);
+  update();
+}
+
+void InstrumentsPanel::setOverlayLegend(std::string legend) {
+  overlay_legend_ = std::move(legend);
   update();
 }
 
@@ -288,12 +294,21 @@ void InstrumentsPanel::drawDashboard() {
   if (ImGui::Button("Compare runs...")) later(this, [this] { Q_EMIT refreshRunsRequested(); });
   if (!runs_.empty()) {
     ImGui::TextDisabled("overlay:");
+    if (!overlay_legend_.empty()) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("(%s)", overlay_legend_.c_str());
+    }
     shown_.resize(runs_.size(), false);
     // The newest dozen: more would not fit a line; the store keeps them all.
     for (size_t i = runs_.size() > 12 ? runs_.size() - 12 : 0; i < runs_.size(); ++i) {
       ImGui::SameLine();
       bool on = shown_[i];
+      const uint32_t c = runs_[i].colour;  // the run browser's colour: its label in it
+      if (c)
+        ImGui::PushStyleColor(ImGuiCol_Text,
+                              IM_COL32(c >> 16 & 0xff, c >> 8 & 0xff, c & 0xff, 255));
       if (ImGui::Checkbox(runs_[i].label.c_str(), &on)) shown_[i] = on;
+      if (c) ImGui::PopStyleColor();
     }
   }
 
@@ -317,7 +332,10 @@ void InstrumentsPanel::drawDashboard() {
   for (size_t i = 0, k = 0; i < runs_.size(); ++i) {
     if (!shown_[i]) continue;
     const RunCurves& r = runs_[i];
-    const ImU32 c = kOverlay[k++ % std::size(kOverlay)];
+    const ImU32 c =
+        r.colour ? IM_COL32((r.colour >> 16) & 0xff, (r.colour >> 8) & 0xff, r.colour & 0xff, 255)
+                 : kOverlay[k % std::size(kOverlay)];
+    ++k;
     overlay_smooth.emplace_back();
     smooth(r.loss, smoothing_, overlay_smooth.back(), 0);
     loss_series.push_back(

@@ -35,6 +35,10 @@ struct RunCurves {
   std::string label;                // "run 3 (sgd lr 0.05)"
   std::vector<double> steps, loss;  // train/loss
   std::vector<double> epochs, val_loss, val_accuracy;
+  // The run browser's overlay: a colour by a chosen param (0xRRGGBB; 0: the overlay's own
+  // palette) and shown from the start.
+  uint32_t colour = 0;
+  bool shown = false;
 };
 
 // Where the run the dashboard follows stands (the main window tells it).
@@ -58,6 +62,9 @@ class InstrumentsPanel : public ImGuiHost {
   // Runs that can be overlaid (the store's, newest last) and those shown.
   void setRuns(std::vector<RunCurves> runs);
   const std::vector<RunCurves>& runs() const { return runs_; }
+  // What the overlay's colours mean (the run browser's "colour by"), drawn after "overlay:".
+  void setOverlayLegend(std::string legend);
+  const std::string& overlayLegend() const { return overlay_legend_; }
   std::shared_ptr<const PreflightEstimate> preflight() const { return preflight_; }
   // The followed run's phase (setLive() starts one as Training) and the key that trains,
   // named in the hint before the first run.
@@ -100,6 +107,7 @@ class InstrumentsPanel : public ImGuiHost {
   std::shared_ptr<const PreflightEstimate> preflight_;
   std::vector<RunCurves> runs_;
   std::vector<bool> shown_;
+  std::string overlay_legend_;
   // Copies of the live series (x and y arrays as the charts take them).
   std::vector<double> step_x_, loss_, smooth_, lr_, rate_, mem_, time_x_;
   std::vector<double> epoch_x_, epoch_loss_, val_loss_, val_acc_;

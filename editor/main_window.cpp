@@ -33,7 +33,9 @@
 #include "datasets/dataset_spec.h"
 #include "engine/core/backend_registry.h"
 #include "editor/memory_view.h"
+#include "editor/run_browser.h"
 #include "editor/run_dashboard.h"
+#include "editor/run_table_model.h"
 #include "editor/step_through_view.h"
 #include "editor/theme.h"
 #include "engine/train/progress_line.h"
@@ -312,6 +314,27 @@ void MainWindow::buildDocks() {
   tabs->addTab(run_log_, "Run log");
   bottom->setWidget(tabs);
   addDockWidget(Qt::BottomDockWidgetArea, bottom);
+  // [run browser] Every run of the experiment database (issue 28: editor/run_browser.h),
+  // tabbed with the console; the database is opened when the dock is first shown.
+  auto* runs = new RunBrowser;
+  runs->setDatabase(options_.db);
+  auto* rd = new QDockWidget("Runs", this);
+  rd->setObjectName("dock.runs");
+  rd->setWidget(runs);
+  addDockWidget(Qt::BottomDockWidgetArea, rd);
+  tabifyDockWidget(bottom, rd);
+  bottom->raise();
+  connect(rd, &QDockWidget::visibilityChanged, runs, &RunBrowser::setActive);
+  // The selected runs' curves on the dashboard, coloured as the browser says.
+  connect(runs, &RunBrowser::curvesChanged, this,
+          [this](const std::vector<RunCurves>& curves, const QString& legend) {
+            instruments_->setRuns(curves);
+            instruments_->setOverlayLegend(legend.toStdString());
+            if (curves.empty() || tabs_->indexOf(instruments_) < 0) return;
+            tabs_->setCurrentWidget(instruments_);
+            instruments_->showTab("Dashboard");
+          });
+  // [/run browser]
   resizeDocks({pal, ins}, {230, 460}, Qt::Horizontal);
   resizeDocks({bottom}, {190}, Qt::Vertical);
 }
@@ -448,6 +471,15 @@ void MainWindow::buildActions() {
   connect(dark_act_, &QAction::toggled, this, &MainWindow::setDark);
   view->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+  // [run browser] Brings the Runs dock up (its toggle above would close one behind a tab).
+  view->addAction("Runs &browser", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R), this, [this] {
+    if (auto* rd = findChild<QDockWidget*>("dock.runs")) {
+      rd->show();
+      rd->raise();
+      // The table and its views below want more than the console's height.
+      if (!rd->isFloating() && rd->height() < 360) resizeDocks({rd}, {420}, Qt::Vertical);
+    }
+  });
 
   QMenu* run = menuBar()->addMenu("&Run");
   train_act_ =

@@ -1,6 +1,7 @@
 // The main window's side of the instruments: the Instruments tab's signals (select a node,
 // export CSV, estimate, compare runs) and the work they start.
 #include <QDir>
+#include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFutureWatcher>
@@ -8,6 +9,8 @@
 #include <QtConcurrent/QtConcurrent>
 
 #include "editor/main_window.h"
+#include "editor/run_browser.h"
+#include "editor/run_table_model.h"
 #include "store/run_store.h"
 
 namespace mls::editor {
@@ -35,10 +38,21 @@ void MainWindow::buildInstruments() {
   });
   connect(instruments_, &InstrumentsPanel::estimateRequested, this,
           [this](int64_t b) { requestEstimate(b); });
-  connect(instruments_, &InstrumentsPanel::refreshRunsRequested, this, &MainWindow::loadRunCurves);
+  connect(instruments_, &InstrumentsPanel::refreshRunsRequested, this, [this] {
+    loadRunCurves();
+    // [run browser] "Compare runs..." also brings up the Runs dock: every run, filtered.
+    if (auto* rd = findChild<QDockWidget*>("dock.runs")) {
+      rd->show();
+      rd->raise();
+    }
+  });
   connect(&trainer_, &TrainController::preflightReady, instruments_,
           &InstrumentsPanel::setPreflight);
-  connect(&trainer_, &TrainController::finished, this, [this] { loadRunCurves(); });
+  connect(&trainer_, &TrainController::finished, this, [this] {
+    loadRunCurves();
+    // [run browser] The new run in the table, where it was opened.
+    if (auto* b = findChild<RunBrowser*>(); b && b->model()->isOpen()) b->model()->refresh();
+  });
   // A run started by mls.train in the Lua console is followed like the Train button's.
   connect(console_, &ConsoleWidget::liveRunStarted, this, [this](std::shared_ptr<Telemetry> tm) {
     telemetry_ = tm;

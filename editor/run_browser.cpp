@@ -1,0 +1,784 @@
+// [SECTION] colours by a param
+// [SECTION] construction
+// [SECTION] filter, columns, selection
+// [SECTION] the selected runs' curves
+// [SECTION] actions (child processes)
+// [SECTION] graph diff and parallel coordinates
+#include "editor/run_browser.h"
+
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFormLayout>
+#include <QFutureWatcher>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMessageBox>
+#include <QPainter>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrent>
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "editor/graph_diff_view.h"
+#include "editor/parallel_coords.h"
+#include "editor/run_table_model.h"
+#include "engine/train/data_source.h"
+#include "store/run_store.h"
+
+namespace mls::editor {
+
+// [SECTION] colours by a param
+
+namespace {
+
+// Blue (low) .. teal .. amber .. red (high): readable on the dark and the light dashboard.
+uint32_t overlay_colour(double t) {
+  static const int kStops[][3] = {{66, 133, 244}, {40, 190, 170}, {245, 185, 40}, {232, 65, 60}};
+  t = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0) * 3;
+  const int i = std::min(2, static_cast<int>(t));
+  const double f = t - i;
+  auto mix = [&](int c) {
+    return static_cast<uint32_t>(kStops[i][c] + f * (kStops[i + 1][c] - kStops[i][c]));
+  };
+  return mix(0) << 16 | mix(1) << 8 | mix(2);
+}
+
+const uint32_t kWords[] = {0x4285f4, 0xe8413c, 0x34a853, 0xf5b928,
+                           0xa142f4, 0x24c1e0, 0xff7b2e, 0x9aa0a6};
+constexpr uint32_t kNoValue = 0x909090;
+
+bool as_number(const std::string& s, double* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  *v = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(*v);
+}
+
+QColor qcolour(uint32_t c) {
+  return QColor(c >> 16 & 0xff, c >> 8 & 0xff, c & 0xff);
+}
+
+// A metric as a field: `metrics.KEY.AGG`, the key quoted when it holds a dot or a space.
+std::string metric_field(const std::string& key, const char* agg) {
+  const bool quote = key.find_first_of(". =<>!()'\"~") != std::string::npos;
+  return "metrics." + (quote ? "`" + key + "`" : key) + "." + agg;
+}
+
+std::string param_field(const std::string& key) {
+  const bool quote = key.find_first_of(". =<>!()'\"~") != std::string::npos;
+  return "params." + (quote ? "`" + key + "`" : key);
+}
+
+const char* const kAttributes[] = {"id",       "name",        "status", "started",    "ended",
+                                   "duration", "device",      "seed",   "world_size", "experiment",
+                                   "parent",   "fork_step",   "sweep",  "trial",      "note",
+                                   "project",  "project_hash"};
+
+// The gradient (or the words' swatches) of the colour-by param, with its ends named.
+class LegendBar : public QWidget {
+ public:
+  explicit LegendBar(QWidget* parent = nullptr) : QWidget(parent) {
+    setMinimumSize(180, 22);
+    setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
+  }
+  void set(const ParamColours& c) {
+    colours_ = c;
+    setToolTip(QString::fromStdString(c.legend()));
+    update();
+  }
+
+ protected:
+  void paintEvent(QPaintEvent*) override {
+    if (colours_.key.empty()) return;
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    const QRectF bar(2, 3, width() - 4, 8);
+    QFont f = font();
+    f.setPointSizeF(std::max(7.0, f.pointSizeF() - 1.5));
+    p.setFont(f);
+    p.setPen(palette().text().color());
+    if (colours_.words) {
+      const size_t n = std::max<size_t>(1, colours_.values.size());
+      const double w = bar.width() / static_cast<double>(n);
+      for (size_t i = 0; i < colours_.values.size(); ++i) {
+        p.fillRect(QRectF(bar.left() + w * i, bar.top(), w - 2, bar.height()),
+                   qcolour(kWords[i % std::size(kWords)]));
+        p.drawText(QRectF(bar.left() + w * i, bar.bottom(), w, 12), Qt::AlignLeft,
+                   QString::fromStdString(colours_.values[i]));
+      }
+      return;
+    }
+    QLinearGradient g(bar.topLeft(), bar.topRight());
+    for (int i = 0; i <= 8; ++i) g.setColorAt(i / 8.0, qcolour(overlay_colour(i / 8.0)));
+    p.fillRect(bar, g);
+    p.drawText(QRectF(bar.left(), bar.bottom(), bar.width(), 12), Qt::AlignLeft,
+               QString::number(colours_.min, 'g', 3));
+    p.drawText(QRectF(bar.left(), bar.bottom(), bar.width(), 12), Qt::AlignRight,
+               QString::number(colours_.max, 'g', 3) + (colours_.log ? " (log)" : ""));
+  }
+
+ private:
+  ParamColours colours_;
+};
+
+}  // namespace
+
+uint32_t ParamColours::colour(const std::string& value) const {
+  if (value.empty() || key.empty()) return kNoValue;
+  if (words) {
+    auto it = std::lower_bound(values.begin(), values.end(), value);
+    if (it == values.end() || *it != value) return kNoValue;
+    return kWords[static_cast<size_t>(it - values.begin()) % std::size(kWords)];
+  }
+  double v = 0;
+  if (!as_number(value, &v)) return kNoValue;
+  if (max <= min) return overlay_colour(0.5);
+  const double t = log && v > 0 ? (std::log(v) - std::log(min)) / (std::log(max) - std::log(min))
+                                : (v - min) / (max - min);
+  return overlay_colour(t);
+}
+
+std::string ParamColours::legend() const {
+  if (key.empty()) return "";
+  if (words) {
+    std::string s = key + ":";
+    for (size_t i = 0; i < values.size(); ++i) {
+      static const char* const kNames[] = {"blue",   "red",  "green",  "yellow",
+                                           "purple", "cyan", "orange", "grey"};
+      s += (i ? ", " : " ") + values[i] + " " + kNames[i % std::size(kNames)];
+    }
+    return s;
+  }
+  auto num = [](double v) { return QString::number(v, 'g', 4).toStdString(); };
+  return key + ": blue " + num(min) + " .. red " + num(max) + (log ? " (log scale)" : "");
+}
+
+ParamColours param_colours(const std::string& key, const std::vector<std::string>& values) {
+  ParamColours c;
+  c.key = key;
+  std::set<std::string> distinct;
+  double lo = INFINITY, hi = -INFINITY;
+  for (const std::string& s : values) {
+    if (s.empty()) continue;
+    distinct.insert(s);
+    double v = 0;
+    if (!as_number(s, &v)) {
+      c.words = true;
+      continue;
+    }
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  if (c.words || !std::isfinite(lo)) {
+    c.words = true;
+    c.values.assign(distinct.begin(), distinct.end());
+    return c;
+  }
+  c.min = lo;
+  c.max = hi;
+  c.log = lo > 0 && hi / lo >= 99.9;  // two decades (0.1 / 0.001 is not quite 100)
+  return c;
+}
+
+// [SECTION] construction
+
+RunBrowser::RunBrowser(QWidget* parent)
+    : QWidget(parent),
+      exe_(QCoreApplication::applicationFilePath()),
+      model_(new RunTableModel(this)),
+      table_(new QTableView),
+      filter_(new QLineEdit),
+      message_(new QLabel),
+      columns_(new QToolButton),
+      colour_by_(new QComboBox),
+      objective_(new QComboBox),
+      legend_bar_(new LegendBar),
+      lower_(new QTabWidget),
+      log_(new QPlainTextEdit),
+      parallel_(new ParallelCoords),
+      diff_(new GraphDiffView) {
+  setObjectName("runs.browser");
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+
+  auto* top = new QHBoxLayout;
+  filter_->setObjectName("runs.filter");
+  filter_->setPlaceholderText(
+      "filter, then Enter: params.lr < 0.01 AND (status = 'finished' OR tags.keep)");
+  filter_->setClearButtonEnabled(true);
+  filter_->setToolTip(
+      "Fields: id name status started ended duration device seed sweep trial note ...,\n"
+      "params.KEY, metrics.KEY[.latest|min|max|best|count|step], tags.KEY.\n"
+      "AND, OR, NOT, parentheses; = != < <= > >= LIKE.");
+  top->addWidget(filter_, 1);
+  columns_->setObjectName("runs.columns");
+  columns_->setText("Columns");
+  columns_->setPopupMode(QToolButton::InstantPopup);
+  columns_->setMenu(new QMenu(columns_));
+  top->addWidget(columns_);
+  top->addWidget(new QLabel("colour by"));
+  colour_by_->setObjectName("runs.colour_by");
+  colour_by_->addItem("(none)", QString());
+  colour_by_->setToolTip("The param that colours the selected runs' curves on the dashboard");
+  colour_by_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  top->addWidget(colour_by_);
+  top->addWidget(legend_bar_);
+  layout->addLayout(top);
+
+  message_->setObjectName("runs.message");
+  message_->setWordWrap(true);
+  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  message_->hide();
+  layout->addWidget(message_);
+
+  table_->setObjectName("runs.table");
+  table_->setModel(model_);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setWordWrap(false);
+  table_->setAlternatingRowColors(true);
+  table_->verticalHeader()->hide();
+  // Fixed row heights: 10,000 rows cost nothing to lay out.
+  table_->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 6);
+  table_->horizontalHeader()->setDefaultSectionSize(120);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->horizontalHeader()->setSortIndicator(0, Qt::DescendingOrder);  // newest first
+  table_->setSortingEnabled(true);
+
+  auto* actions = new QHBoxLayout;
+  auto add_button = [&](const QString& name, const QString& text, const QString& tip,
+                        void (RunBrowser::*slot)()) {
+    auto* b = new QPushButton(text);
+    b->setObjectName("runs." + name);
+    b->setToolTip(tip);
+    connect(b, &QPushButton::clicked, this, slot);
+    actions->addWidget(b);
+    buttons_[name] = b;
+  };
+  add_button("tag", "Tag...", "Add tags (KEY or KEY=VALUE) to the selected runs",
+             &RunBrowser::tagRuns);
+  add_button("note", "Note...", "Write the selected run's note", &RunBrowser::noteRun);
+  add_button("delete", "Delete", "Delete the selected runs with their checkpoints and artifacts",
+             &RunBrowser::deleteRuns);
+  add_button("fork", "Fork...",
+             "Continue the selected run's checkpoint as a child run with settings changed",
+             &RunBrowser::forkRun);
+  add_button("reproduce", "Reproduce",
+             "Run the selected run again from its snapshot and compare the metrics step by step",
+             &RunBrowser::reproduceRun);
+  actions->addSpacing(12);
+  add_button("diff", "Diff graphs", "The two selected runs' graphs side by side",
+             &RunBrowser::diffRuns);
+  add_button("parallel", "Parallel coordinates",
+             "The selected run's sweep (or the filtered runs) as parallel coordinates",
+             &RunBrowser::showParallel);
+  actions->addStretch(1);
+  add_button("refresh", "Refresh", "Read the database again", &RunBrowser::refresh);
+
+  auto* split = new QSplitter(Qt::Vertical);
+  auto* upper = new QWidget;
+  auto* uv = new QVBoxLayout(upper);
+  uv->setContentsMargins(0, 0, 0, 0);
+  uv->addWidget(table_, 1);
+  uv->addLayout(actions);
+  split->addWidget(upper);
+  log_->setObjectName("runs.log");
+  log_->setReadOnly(true);
+  log_->setFont(QFont("monospace"));
+  log_->setPlaceholderText("What Tag, Note, Delete, Fork and Reproduce ran, and their output");
+  lower_->setObjectName("runs.lower");
+  lower_->addTab(log_, "Log");
+  auto* pc = new QWidget;
+  auto* pv = new QVBoxLayout(pc);
+  pv->setContentsMargins(0, 0, 0, 0);
+  auto* prow = new QHBoxLayout;
+  prow->addWidget(new QLabel("objective"));
+  objective_->setObjectName("runs.objective");
+  objective_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  prow->addWidget(objective_);
+  prow->addStretch(1);
+  pv->addLayout(prow);
+  pv->addWidget(parallel_, 1);
+  lower_->addTab(pc, "Parallel coordinates");
+  lower_->addTab(diff_, "Graph diff");
+  split->addWidget(lower_);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  split->setSizes({600, 400});  // the table first; the views below as tall as it allows
+  layout->addWidget(split, 1);
+
+  connect(filter_, &QLineEdit::returnPressed, this, &RunBrowser::applyFilter);
+  connect(model_, &RunTableModel::filterError, this, [this](const QString& m) {
+    filter_error_ = true;
+    filter_->setStyleSheet("QLineEdit { border: 1px solid #e04848; background: #4a1f1f; }");
+    showMessage(m, true);
+  });
+  connect(model_, &RunTableModel::filterApplied, this, [this](const QString& where) {
+    filter_error_ = false;
+    filter_->setStyleSheet({});
+    showMessage(QString("%1 runs%2").arg(model_->total()).arg(where.isEmpty() ? "" : " match"),
+                false);
+  });
+  connect(model_, &RunTableModel::failed, this, [this](const QString& m) { showMessage(m, true); });
+  connect(model_, &RunTableModel::opened, this, [this] {
+    if (message_->property("error").toBool()) showMessage({}, false);  // an earlier failure
+    model_->keys([this](std::vector<std::string> params, std::vector<std::string> metrics) {
+      param_keys_ = std::move(params);
+      metric_keys_ = std::move(metrics);
+      rebuildColumnMenu();
+    });
+  });
+  connect(model_, &QAbstractItemModel::modelReset, this, [this] {
+    selectionChanged();
+    if (filter_error_) return;
+    if (!message_->isHidden() && message_->property("error").toBool()) message_->hide();
+  });
+  selection_timer_.setSingleShot(true);
+  selection_timer_.setInterval(120);
+  connect(&selection_timer_, &QTimer::timeout, this, &RunBrowser::selectionChanged);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          [this] { selection_timer_.start(); });
+  connect(colour_by_, &QComboBox::currentIndexChanged, this, [this] { recolour(); });
+  connect(objective_, &QComboBox::activated, this, [this] { showParallel(); });
+  connect(parallel_, &ParallelCoords::runClicked, this, [this](int64_t id) {
+    if (!selectRun(id))
+      showMessage(QString("run %1 is not among the rows read: filter `id = %1`").arg(id), false);
+  });
+  updateButtons();
+}
+
+RunBrowser::~RunBrowser() {
+  if (process_) {
+    process_->disconnect(this);
+    process_->kill();
+    process_->waitForFinished(2000);
+  }
+}
+
+QPushButton* RunBrowser::button(const QString& name) const {
+  auto it = buttons_.find(name);
+  return it == buttons_.end() ? nullptr : it->second;
+}
+
+void RunBrowser::setDatabase(const std::string& db) {
+  db_ = db;
+  if (isVisible()) model_->open(db_, model_->query());
+}
+
+void RunBrowser::openIfNeeded() {
+  // Also after a failed open (no runs yet when the window came up): tried again when shown.
+  if (db_.empty() || model_->isOpen() || model_->busy()) return;
+  model_->open(db_, model_->query());
+}
+
+void RunBrowser::refresh() {
+  if (model_->isOpen())
+    model_->refresh();
+  else
+    openIfNeeded();
+}
+
+void RunBrowser::setActive(bool on) {
+  if (on) openIfNeeded();
+  model_->setLive(on);
+}
+
+void RunBrowser::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  // A dock behind another's tab is shown too, but covered: it waits for setActive.
+  QTimer::singleShot(0, this, [this] {
+    if (isVisible() && !visibleRegion().isEmpty()) setActive(true);
+  });
+}
+
+void RunBrowser::hideEvent(QHideEvent* e) {
+  QWidget::hideEvent(e);
+  setActive(false);
+}
+
+QString RunBrowser::messageText() const {
+  return message_->isHidden() ? QString() : message_->text();
+}
+
+void RunBrowser::showMessage(const QString& text, bool error) {
+  message_->setText(text);
+  message_->setProperty("error", error);
+  // A filter's message carries a caret under its column: a fixed-width font keeps it there.
+  message_->setFont(error ? QFont("monospace") : font());
+  message_->setStyleSheet(error ? "color: #e05a5a;" : "");
+  message_->setVisible(!text.isEmpty());
+  Q_EMIT message(text, error);
+}
+
+// [SECTION] filter, columns, selection
+
+void RunBrowser::applyFilter() {
+  openIfNeeded();
+  model_->setFilter(filter_->text());
+}
+
+void RunBrowser::rebuildColumnMenu() {
+  QMenu* menu = columns_->menu();
+  menu->clear();
+  const std::vector<std::string>& shown = model_->columns();
+  auto add = [&](QMenu* m, const QString& text, const std::string& field) {
+    QAction* a = m->addAction(text);
+    a->setObjectName(QString::fromStdString("column:" + field));
+    a->setCheckable(true);
+    a->setChecked(std::find(shown.begin(), shown.end(), field) != shown.end());
+    connect(a, &QAction::toggled, this, [this, field](bool on) { toggleColumn(field, on); });
+  };
+  QMenu* attrs = menu->addMenu("Attributes");
+  for (const char* f : kAttributes) add(attrs, f, f);
+  QMenu* params = menu->addMenu("Params");
+  for (const std::string& k : param_keys_) add(params, QString::fromStdString(k), param_field(k));
+  QMenu* metrics = menu->addMenu("Metrics");
+  for (const std::string& k : metric_keys_) {
+    add(metrics, QString::fromStdString(k) + " (latest)", metric_field(k, "latest"));
+    add(metrics, QString::fromStdString(k) + " (best)", metric_field(k, "best"));
+  }
+  // The colour and the objective pickers follow the database's keys.
+  const QString colour = colour_by_->currentData().toString();
+  colour_by_->blockSignals(true);
+  colour_by_->clear();
+  colour_by_->addItem("(none)", QString());
+  for (const std::string& k : param_keys_)
+    colour_by_->addItem(QString::fromStdString(k), QString::fromStdString(k));
+  colour_by_->setCurrentIndex(std::max(0, colour_by_->findData(colour)));
+  colour_by_->blockSignals(false);
+  const QString objective = objective_->currentData().toString();
+  objective_->clear();
+  for (const std::string& k : metric_keys_)
+    objective_->addItem(QString::fromStdString(k) + " (best)", QString::fromStdString(k));
+  int pick = objective_->findData(objective);
+  if (pick < 0) pick = objective_->findData("val/loss");
+  if (pick < 0) pick = objective_->findData("test/accuracy");
+  objective_->setCurrentIndex(std::max(0, pick));
+}
+
+void RunBrowser::toggleColumn(const std::string& field, bool on) {
+  std::vector<std::string> cols = model_->columns();
+  auto it = std::find(cols.begin(), cols.end(), field);
+  if (on && it == cols.end()) cols.push_back(field);
+  if (!on && it != cols.end()) cols.erase(it);
+  if (cols.empty()) cols.push_back("id");
+  model_->setColumns(std::move(cols));
+}
+
+std::vector<int64_t> RunBrowser::selectedRuns() const {
+  std::vector<int64_t> ids;
+  for (const QModelIndex& i : table_->selectionModel()->selectedRows())
+    if (const int64_t id = model_->runId(i.row())) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+bool RunBrowser::selectRun(int64_t id) {
+  for (int row = 0; row < model_->rowCount(); ++row) {
+    if (model_->runId(row) != id) continue;
+    table_->selectRow(row);
+    table_->scrollTo(model_->index(row, 0));
+    return true;
+  }
+  return false;
+}
+
+void RunBrowser::updateButtons() {
+  const size_t n = selectedRuns().size();
+  for (const char* one : {"note", "fork", "reproduce"}) buttons_[one]->setEnabled(n == 1);
+  for (const char* many : {"tag", "delete"}) buttons_[many]->setEnabled(n >= 1);
+  buttons_["diff"]->setEnabled(n == 2);
+}
+
+void RunBrowser::selectionChanged() {
+  updateButtons();
+  parallel_->setSelected(selectedRuns());
+  loadCurves();
+}
+
+// [SECTION] the selected runs' curves
+
+void RunBrowser::loadCurves() {
+  std::vector<int64_t> ids = selectedRuns();
+  // A dozen and a half curves is already more than a chart can tell apart.
+  if (ids.size() > 16) ids.resize(16);
+  const int request = ++curves_request_;
+  if (ids.empty() || db_.empty()) {
+    curves_.clear();
+    curve_params_.clear();
+    recolour();
+    return;
+  }
+  struct Read {
+    std::vector<RunCurves> curves;
+    std::map<int64_t, std::map<std::string, std::string>> params;
+    std::string error;
+  };
+  auto* watcher = new QFutureWatcher<Read>(this);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, request] {
+    watcher->deleteLater();
+    if (request != curves_request_) return;  // the selection moved on
+    Read r = watcher->result();
+    if (!r.error.empty()) showMessage(QString::fromStdString(r.error), true);
+    curves_ = std::move(r.curves);
+    curve_params_ = std::move(r.params);
+    recolour();
+  });
+  watcher->setFuture(QtConcurrent::run([db = db_, ids]() -> Read {
+    Read out;
+    auto st = store::RunStore::open_read_only(db);
+    if (!st) {
+      out.error = st.error().message;
+      return out;
+    }
+    store::RunStore& s = **st;
+    for (int64_t id : ids) {
+      RunCurves c;
+      c.run_id = id;
+      c.shown = true;
+      if (auto m = s.metrics(id, "train/loss"))
+        for (const store::MetricPoint& p : *m) {
+          c.steps.push_back(static_cast<double>(p.step));
+          c.loss.push_back(p.value);
+        }
+      auto vl = s.metrics(id, "val/loss");
+      auto va = s.metrics(id, "val/accuracy");
+      if (vl)
+        for (size_t k = 0; k < vl->size(); ++k) {
+          c.epochs.push_back(static_cast<double>((*vl)[k].step));
+          c.val_loss.push_back((*vl)[k].value);
+          c.val_accuracy.push_back(va && k < va->size() ? (*va)[k].value : NAN);
+        }
+      if (auto ps = s.params(id))
+        for (auto& [k, v] : *ps) out.params[id][k] = v;
+      out.curves.push_back(std::move(c));
+    }
+    return out;
+  }));
+}
+
+void RunBrowser::recolour() {
+  const std::string key = colour_by_->currentData().toString().toStdString();
+  std::vector<std::string> values;
+  auto value_of = [&](int64_t id) -> std::string {
+    if (key.empty()) return "";
+    auto r = curve_params_.find(id);
+    if (r == curve_params_.end()) return "";
+    auto v = r->second.find(key);
+    return v == r->second.end() ? "" : v->second;
+  };
+  for (const RunCurves& c : curves_) values.push_back(value_of(c.run_id));
+  colours_ = key.empty() ? ParamColours{} : param_colours(key, values);
+  for (RunCurves& c : curves_) {
+    const std::string v = value_of(c.run_id);
+    c.colour = key.empty() ? 0 : colours_.colour(v);
+    c.label = "run " + std::to_string(c.run_id) +
+              (key.empty() ? "" : " " + key + "=" + (v.empty() ? "-" : v));
+  }
+  legend_ = QString::fromStdString(colours_.legend());
+  static_cast<LegendBar*>(legend_bar_)->set(colours_);
+  Q_EMIT curvesChanged(curves_, legend_);
+}
+
+// [SECTION] actions (child processes)
+
+void RunBrowser::runCli(QStringList args) {
+  args.prepend("runs");
+  args << "--db" << QString::fromStdString(db_);
+  queue_.push_back(args);
+  if (!process_) startNext();
+}
+
+void RunBrowser::startNext() {
+  if (queue_.empty()) {
+    model_->refresh();
+    return;
+  }
+  const QStringList args = queue_.front();
+  queue_.pop_front();
+  log_->appendPlainText("$ mlstudio " + args.join(' '));
+  lower_->setCurrentWidget(log_);
+  auto* p = new QProcess(this);
+  process_ = p;
+  p->setProcessChannelMode(QProcess::MergedChannels);
+  connect(p, &QProcess::readyReadStandardOutput, this, [this, p] {
+    log_->moveCursor(QTextCursor::End);
+    log_->insertPlainText(QString::fromUtf8(p->readAllStandardOutput()));
+    log_->moveCursor(QTextCursor::End);
+  });
+  connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus how) {
+    log_->moveCursor(QTextCursor::End);
+    log_->insertPlainText(QString::fromUtf8(p->readAllStandardOutput()));
+    log_->appendPlainText(how == QProcess::CrashExit ? "(crashed)\n"
+                                                     : QString("(exit code %1)\n").arg(code));
+    p->deleteLater();
+    process_ = nullptr;
+    Q_EMIT actionFinished(how == QProcess::CrashExit ? -1 : code);
+    startNext();
+  });
+  connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart) return;
+    log_->appendPlainText("could not start " + exe_ + ": " + p->errorString() + "\n");
+    p->deleteLater();
+    process_ = nullptr;
+    Q_EMIT actionFinished(-1);
+    startNext();
+  });
+  p->start(exe_, args);
+}
+
+void RunBrowser::tagRuns() {
+  const std::vector<int64_t> ids = selectedRuns();
+  if (ids.empty()) return;
+  auto* d = new QInputDialog(this);
+  d->setObjectName("runs.tag.dialog");
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  d->setWindowTitle("Tag runs");
+  d->setLabelText(
+      QString("Tags for %1 run(s): KEY or KEY=VALUE, separated by spaces").arg(ids.size()));
+  connect(d, &QInputDialog::textValueSelected, this, [this, ids](const QString& text) {
+    const QStringList tags = text.split(' ', Qt::SkipEmptyParts);
+    if (tags.isEmpty()) return;
+    for (int64_t id : ids) runCli(QStringList{"tag", QString::number(id)} + tags);
+  });
+  d->open();
+}
+
+void RunBrowser::noteRun() {
+  const std::vector<int64_t> ids = selectedRuns();
+  if (ids.size() != 1) return;
+  auto* d = new QInputDialog(this);
+  d->setObjectName("runs.note.dialog");
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  d->setWindowTitle("Note");
+  d->setLabelText(QString("Run %1's note:").arg(ids[0]));
+  connect(d, &QInputDialog::textValueSelected, this, [this, id = ids[0]](const QString& text) {
+    runCli({"note", QString::number(id), text});
+  });
+  d->open();
+}
+
+void RunBrowser::deleteRuns() {
+  const std::vector<int64_t> ids = selectedRuns();
+  if (ids.empty()) return;
+  QStringList names;
+  for (int64_t id : ids) names << QString::number(id);
+  auto* box = new QMessageBox(QMessageBox::Question, "Delete runs",
+                              QString("Delete run(s) %1 with their metrics, checkpoints and "
+                                      "artifacts? Files another run lists are kept.")
+                                  .arg(names.join(", ")),
+                              QMessageBox::Yes | QMessageBox::Cancel, this);
+  box->setObjectName("runs.delete.confirm");
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->setDefaultButton(QMessageBox::Cancel);
+  connect(box, &QMessageBox::finished, this, [this, names](int result) {
+    if (result == QMessageBox::Yes) runCli(QStringList{"delete"} + names);
+  });
+  box->open();
+}
+
+void RunBrowser::forkRun() {
+  const std::vector<int64_t> ids = selectedRuns();
+  if (ids.size() != 1) return;
+  auto* d = new QDialog(this);
+  d->setObjectName("runs.fork.dialog");
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  d->setWindowTitle(QString("Fork run %1").arg(ids[0]));
+  auto* form = new QFormLayout(d);
+  auto* step = new QLineEdit;
+  step->setObjectName("runs.fork.step");
+  step->setPlaceholderText("empty: its last checkpoint");
+  auto* sets = new QLineEdit;
+  sets->setObjectName("runs.fork.set");
+  sets->setPlaceholderText("training.optimizer.lr=0.01 training.epochs=4");
+  form->addRow("continue from step", step);
+  form->addRow("with settings", sets);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  buttons->button(QDialogButtonBox::Ok)->setText("Fork");
+  form->addRow(buttons);
+  connect(buttons, &QDialogButtonBox::accepted, d, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, d, &QDialog::reject);
+  connect(d, &QDialog::accepted, this, [this, id = ids[0], step, sets] {
+    QStringList args{"fork", QString::number(id)};
+    const QString s = step->text().trimmed();
+    if (!s.isEmpty()) {
+      bool ok = false;
+      const qlonglong n = s.toLongLong(&ok);
+      if (!ok || n < 0)
+        return showMessage("fork: the step must be a whole number of steps, not '" + s + "'", true);
+      args << "--step" << QString::number(n);
+    }
+    for (const QString& kv : sets->text().split(' ', Qt::SkipEmptyParts)) {
+      if (!kv.contains('='))
+        return showMessage("fork: a setting is KEY=VALUE, not '" + kv + "'", true);
+      args << "--set" << kv;
+    }
+    runCli(args);
+  });
+  d->open();
+}
+
+void RunBrowser::reproduceRun() {
+  const std::vector<int64_t> ids = selectedRuns();
+  if (ids.size() == 1) runCli({"reproduce", QString::number(ids[0])});
+}
+
+// [SECTION] graph diff and parallel coordinates
+
+void RunBrowser::diffRuns() {
+  const std::vector<int64_t> ids = selectedRuns();
+  if (ids.size() != 2) return;
+  diff_->showRuns(db_, ids[0], ids[1]);
+  lower_->setCurrentWidget(diff_);
+}
+
+void RunBrowser::showParallel() {
+  openIfNeeded();
+  const std::string key = objective_->currentData().toString().toStdString();
+  if (key.empty()) return showMessage("no metric to use as the objective yet", true);
+  lower_->setCurrentIndex(1);
+  const std::vector<int64_t> ids = selectedRuns();
+  auto draw = [this, key](std::string where, QString title) {
+    store::RunQuery q;
+    q.where = where;
+    for (const std::string& k : param_keys_) q.columns.push_back(param_field(k));
+    q.columns.push_back(metric_field(key, "best"));
+    model_->rows(q, 5000, [this, q, key, title](Result<std::vector<store::RunRow>> rows) {
+      if (!rows) return showMessage(QString::fromStdString(rows.error().message), true);
+      parallel_->setTitle(QString("%1: %2 runs").arg(title).arg(rows->size()));
+      parallel_->setData(q.columns, std::move(*rows), metric_higher_is_better(key));
+      parallel_->setSelected(selectedRuns());
+    });
+  };
+  if (ids.empty()) return draw(model_->query().where, "the runs the filter shows");
+  // The first selected run's sweep, when it has one.
+  store::RunQuery q;
+  q.where = "id = " + std::to_string(ids[0]);
+  q.columns = {"sweep"};
+  model_->rows(q, 1, [this, draw](Result<std::vector<store::RunRow>> rows) {
+    if (rows && !rows->empty() && !rows->front().cells.empty() &&
+        rows->front().cells[0].kind == store::Cell::Kind::Number) {
+      const auto sweep = static_cast<int64_t>(rows->front().cells[0].number);
+      return draw("sweep = " + std::to_string(sweep), QString("sweep %1").arg(sweep));
+    }
+    draw(model_->query().where, "the runs the filter shows");
+  });
+}
+
+}  // namespace mls::editor
