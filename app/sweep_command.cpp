@@ -467,7 +467,8 @@ class Coordinator {
       if (!v) return v.error();
       value = *v;
     }
-    if ((status == "finished" || status == "pruned") && (!best_trial_ || better(value, best_))) {
+    // A pruned trial's value is an early epoch's: not a result to hold against finished ones.
+    if (status == "finished" && (!best_trial_ || better(value, best_))) {
       best_ = value;
       best_trial_ = w.job.trial;
     }
@@ -515,10 +516,13 @@ int report(Coordinator& c, const Spec& spec, const std::vector<runner::SweepPara
   auto rows = c.rows();
   if (!rows) return fail(rows.error().message);
   std::vector<TrialRow> sorted = *rows;
+  // Finished trials by the objective, then pruned ones (their values are early epochs'),
+  // then the rest.
+  auto group = [](const TrialRow& r) {
+    return r.status == "finished" ? 0 : r.status == "pruned" ? 1 : 2;
+  };
   std::stable_sort(sorted.begin(), sorted.end(), [&](const TrialRow& a, const TrialRow& b) {
-    const bool ea = a.status == "finished" || a.status == "pruned";
-    const bool eb = b.status == "finished" || b.status == "pruned";
-    if (ea != eb) return ea;
+    if (group(a) != group(b)) return group(a) < group(b);
     return c.better(a.value, b.value);
   });
   std::printf(
@@ -539,8 +543,7 @@ int report(Coordinator& c, const Spec& spec, const std::vector<runner::SweepPara
     if (count[s]) counts += (counts.empty() ? "" : ", ") + std::to_string(count[s]) + " " + s;
   const int64_t ended = count["finished"] + count["pruned"] + count["failed"];
   std::printf("%zu trial%s: %s\n", sorted.size(), sorted.size() == 1 ? "" : "s", counts.c_str());
-  if (!sorted.empty() && (sorted[0].status == "finished" || sorted[0].status == "pruned") &&
-      !std::isnan(sorted[0].value))
+  if (!sorted.empty() && sorted[0].status == "finished" && !std::isnan(sorted[0].value))
     std::printf("best: trial %lld (run %lld) %s %s with %s\n",
                 static_cast<long long>(sorted[0].trial), static_cast<long long>(*sorted[0].run_id),
                 terminal_safe(spec.rule.objective).c_str(), num(sorted[0].value).c_str(),
