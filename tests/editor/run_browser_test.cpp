@@ -10,6 +10,7 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QMenuBar>
+#include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollBar>
@@ -433,4 +434,74 @@ TEST_CASE(
   CHECK(b->parallel()->lineCount() == 8);
   QTest::qWait(300);
   shot(fx.window.get(), "sweep-parallel-window");
+}
+
+TEST_CASE(
+    "run browser: Tag, Note and Delete run `mlstudio runs` in the background, the log shows "
+    "its output and the table is read again",
+    "[editor][runs]") {
+  BrowserFixture fx;
+  RunBrowser& b = fx.browser;
+  RunTableModel* m = b.model();
+  b.setExecutable(MLS_EXE);
+  filter(b, "id <= 20");
+  REQUIRE(m->total() == 20);
+  QSignalSpy done(&b, &RunBrowser::actionFinished);
+
+  // Tag... on run 5: a dialog, the tags typed, Enter.
+  click_row(b, row_of(b, 5));
+  QTest::qWait(200);
+  REQUIRE(b.selectedRuns() == std::vector<int64_t>{5});
+  QTest::mouseClick(b.button("tag"), Qt::LeftButton);
+  auto* tag = b.findChild<QInputDialog*>("runs.tag.dialog");
+  REQUIRE(tag);
+  auto* line = tag->findChild<QLineEdit*>();
+  REQUIRE(line);
+  QTest::keyClicks(line, "keep best=yes");
+  QTest::keyClick(line, Qt::Key_Return);
+  CHECK(b.processRunning());  // the window goes on meanwhile
+  REQUIRE(done.wait(20000));
+  CHECK(done.takeFirst().at(0).toInt() == 0);
+  CHECK(b.log()->toPlainText().contains("runs tag 5 keep best=yes --db"));
+  settle(m);
+  filter(b, "tags.keep AND tags.best = 'yes'");
+  REQUIRE(m->total() == 1);
+  CHECK(m->runId(0) == 5);
+
+  // Note... on it.
+  click_row(b, 0);
+  QTest::qWait(200);
+  QTest::mouseClick(b.button("note"), Qt::LeftButton);
+  auto* note = b.findChild<QInputDialog*>("runs.note.dialog");
+  REQUIRE(note);
+  QTest::keyClicks(note->findChild<QLineEdit*>(), "the one to keep");
+  QTest::keyClick(note->findChild<QLineEdit*>(), Qt::Key_Return);
+  REQUIRE(done.wait(20000));
+  CHECK(done.takeFirst().at(0).toInt() == 0);
+  settle(m);
+  filter(b, "note LIKE '%to keep%'");
+  CHECK(m->total() == 1);
+
+  // Delete runs 7 and 8, confirmed: 2,998 runs left; Cancel deletes nothing.
+  filter(b, "id <= 20");
+  click_row(b, row_of(b, 7));
+  click_row(b, row_of(b, 8), Qt::ControlModifier);
+  QTest::qWait(200);
+  REQUIRE(b.selectedRuns() == std::vector<int64_t>{7, 8});
+  QTest::mouseClick(b.button("delete"), Qt::LeftButton);
+  auto* confirm = b.findChild<QMessageBox*>("runs.delete.confirm");
+  REQUIRE(confirm);
+  QTest::mouseClick(confirm->button(QMessageBox::Cancel), Qt::LeftButton);
+  QTest::qWait(100);
+  CHECK_FALSE(b.processRunning());
+  QTest::mouseClick(b.button("delete"), Qt::LeftButton);
+  confirm = b.findChild<QMessageBox*>("runs.delete.confirm");
+  REQUIRE(confirm);
+  QTest::mouseClick(confirm->button(QMessageBox::Yes), Qt::LeftButton);
+  REQUIRE(done.wait(20000));
+  CHECK(done.takeFirst().at(0).toInt() == 0);
+  settle(m);
+  CHECK(m->total() == 18);
+  filter(b, "");
+  CHECK(m->total() == kRuns - 2);
 }
