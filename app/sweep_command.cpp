@@ -542,7 +542,10 @@ int report(Coordinator& c, const Spec& spec, const std::vector<runner::SweepPara
   for (const char* s : {"finished", "pruned", "failed", "interrupted", "pending"})
     if (count[s]) counts += (counts.empty() ? "" : ", ") + std::to_string(count[s]) + " " + s;
   const int64_t ended = count["finished"] + count["pruned"] + count["failed"];
-  std::printf("%zu trial%s: %s\n", sorted.size(), sorted.size() == 1 ? "" : "s", counts.c_str());
+  if (const int64_t left = spec.trials - static_cast<int64_t>(sorted.size()); left > 0)
+    counts += (counts.empty() ? "" : ", ") + std::to_string(left) + " not begun";
+  std::printf("%lld trial%s: %s\n", static_cast<long long>(spec.trials),
+              spec.trials == 1 ? "" : "s", counts.c_str());
   if (!sorted.empty() && sorted[0].status == "finished" && !std::isnan(sorted[0].value))
     std::printf("best: trial %lld (run %lld) %s %s with %s\n",
                 static_cast<long long>(sorted[0].trial), static_cast<long long>(*sorted[0].run_id),
