@@ -178,6 +178,25 @@ TEST_CASE("sweep pruner: the values come from the sweep's other trials' latest a
   REQUIRE(stop);
   REQUIRE(*stop);
   CHECK(**stop == "val/loss 0.55 at epoch 2 is worse than the median 0.5 of 3 other trials");
+  // As a --sweep-trial run gets it: the trial's value from the epoch's report.
+  auto prune = sweep_pruner(path, 1);
+  REQUIRE(prune);
+  REQUIRE(*prune);
+  mls::EpochReport rep;
+  rep.epoch = 2;
+  rep.has_validation = true;
+  rep.validation.loss = 0.55;
+  auto said = (*prune)(14, rep);
+  REQUIRE(said);
+  CHECK(*said == "val/loss 0.55 at epoch 2 is worse than the median 0.5 of 3 other trials");
+  rep.validation.loss = 0.45;
+  CHECK_FALSE((*prune)(14, rep));
+  rep.epoch = 1;  // before the warm-up
+  rep.validation.loss = 9.0;
+  CHECK_FALSE((*prune)(14, rep));
+  auto no_prune = sweep_pruner(path, 2);
+  REQUIRE(no_prune);
+  CHECK_FALSE(*no_prune);  // a sweep without early stopping: no callback
   auto none_rule = sweep_rule(path, 2);
   REQUIRE(none_rule);
   CHECK(none_rule->method == "none");
