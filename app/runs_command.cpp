@@ -190,12 +190,19 @@ Result<Listing> listing(const RunsOptions& o) {
   if (!cols) return cols.error();
   l.columns = *cols;
   q.columns = l.columns;
-  Result<int64_t> n = (*t)->count(q);
-  if (!n) return n.error();
-  l.total = *n;
   Result<std::vector<store::RunRow>> rows = (*t)->rows(q, 0, o.limit > 0 ? o.limit : -1);
   if (!rows) return rows.error();
   l.rows = std::move(*rows);
+  l.total = static_cast<int64_t>(l.rows.size());
+  if (o.limit > 0 && l.total == o.limit) {  // maybe more: say how many
+    Result<int64_t> n = (*t)->count(q);
+    if (!n) return n.error();
+    l.total = *n;
+  }
+  // A key no run has matches nothing: say so, as it is most likely a typo.
+  if (Result<std::vector<std::string>> unknown = (*t)->unknown_keys(q); unknown)
+    for (const std::string& u : *unknown)
+      std::fprintf(stderr, "mlstudio: note: %s\n", safe(u).c_str());
   return l;
 }
 

@@ -274,7 +274,8 @@ class Lexer {
 
 class Parser {
  public:
-  Parser(std::vector<Token> toks, SqlBinds& binds) : t_(std::move(toks)), binds_(binds) {}
+  Parser(std::vector<Token> toks, SqlBinds& binds, std::vector<Field>* fields)
+      : t_(std::move(toks)), binds_(binds), fields_(fields) {}
 
   bool parse(std::string& sql, ParseError& err) {
     if (!expr(sql, err)) return false;
@@ -358,6 +359,7 @@ class Parser {
       err = {ft.pos, f.error().message};
       return false;
     }
+    if (fields_) fields_->push_back(*f);
     std::string fsql = field_sql(*f, binds_);
     // A field alone: a test that the run has it.
     const Token& op = peek();
@@ -439,6 +441,7 @@ class Parser {
   std::vector<Token> t_;
   size_t k_ = 0;
   SqlBinds& binds_;
+  std::vector<Field>* fields_;
 };
 
 std::string one_line(std::string_view s) {
@@ -590,7 +593,8 @@ std::string field_order_sql(const Field& f, SqlBinds& binds, bool descending) {
   return x + " IS NULL, " + x + dir;
 }
 
-Result<std::string> filter_sql(std::string_view where, SqlBinds& binds) {
+Result<std::string> filter_sql(std::string_view where, SqlBinds& binds,
+                               std::vector<Field>* fields) {
   bool blank = std::all_of(where.begin(), where.end(),
                            [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
   if (blank) return std::string("1");
@@ -598,7 +602,7 @@ Result<std::string> filter_sql(std::string_view where, SqlBinds& binds) {
   ParseError err;
   std::string sql;
   SqlBinds local = binds;
-  bool ok = Lexer(where).run(toks, err) && Parser(std::move(toks), local).parse(sql, err);
+  bool ok = Lexer(where).run(toks, err) && Parser(std::move(toks), local, fields).parse(sql, err);
   if (!ok) {
     std::string text = one_line(where);
     return make_error("--where: column " + std::to_string(err.pos + 1) + ": " + err.message +

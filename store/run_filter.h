@@ -67,8 +67,10 @@ std::string field_sql(const Field& f, SqlBinds& binds);
 std::string field_order_sql(const Field& f, SqlBinds& binds, bool descending);
 
 // The filter as a SQL boolean expression; "" (or only spaces) is "1". Errors start
-// "--where: column N: " and end with the text and a caret under column N.
-Result<std::string> filter_sql(std::string_view where, SqlBinds& binds);
+// "--where: column N: " and end with the text and a caret under column N. `fields`, when
+// given, receives the fields the filter names (to warn of a key no run has).
+Result<std::string> filter_sql(std::string_view where, SqlBinds& binds,
+                               std::vector<Field>* fields = nullptr);
 
 // Binds `binds` to a prepared statement (1-based, in order).
 void bind_all(sqlite3_stmt* st, const SqlBinds& binds);

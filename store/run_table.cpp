@@ -27,6 +27,20 @@ struct Prepared {
   ~Prepared() { sqlite3_finalize(st); }
 };
 
+// Each row's first column as text.
+Result<std::vector<std::string>> keys(Db& db, const char* sql) {
+  Result<Stmt> st = db.prepare(sql);
+  if (!st) return st.error();
+  std::vector<std::string> out;
+  for (;;) {
+    Result<bool> row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(st->column_text(0));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Cell::display() const {
@@ -184,22 +198,45 @@ Result<std::vector<RunRow>> RunTable::rows(const RunQuery& q, int64_t offset, in
   return out;
 }
 
-namespace {
-
-Result<std::vector<std::string>> keys(Db& db, const char* sql) {
-  Result<Stmt> st = db.prepare(sql);
-  if (!st) return st.error();
-  std::vector<std::string> out;
-  for (;;) {
-    Result<bool> row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(st->column_text(0));
+Result<std::vector<std::string>> RunTable::unknown_keys(const RunQuery& q) {
+  SqlBinds binds;
+  std::vector<Field> fields;
+  Result<std::string> w = filter_sql(q.where, binds, &fields);
+  if (!w) return w.error();
+  for (const SortKey& k : q.sort)
+    if (Result<Field> f = parse_field(k.field); f) fields.push_back(*f);
+  for (const std::string& c : q.columns)
+    if (Result<Field> f = parse_field(c); f) fields.push_back(*f);
+  std::vector<std::string> params, metrics, tags, out;
+  bool read = false;
+  for (const Field& f : fields) {
+    if (f.kind == Field::Kind::Attribute) continue;
+    if (!read) {
+      Result<std::vector<std::string>> p = param_keys(), m = metric_keys(),
+                                       t = keys(impl_->db,
+                                                "SELECT DISTINCT key FROM tags ORDER BY key");
+      if (!p) return p.error();
+      if (!m) return m.error();
+      if (!t) return t.error();
+      params = std::move(*p);
+      metrics = std::move(*m);
+      tags = std::move(*t);
+      read = true;
+    }
+    const auto& have = f.kind == Field::Kind::Param    ? params
+                       : f.kind == Field::Kind::Metric ? metrics
+                                                       : tags;
+    if (std::find(have.begin(), have.end(), f.name) != have.end()) continue;
+    const char* what = f.kind == Field::Kind::Param    ? "param"
+                       : f.kind == Field::Kind::Metric ? "metric"
+                                                       : "tag";
+    std::string guess = closest(f.name, have);
+    std::string line = std::string("no run has ") + what + " '" + f.name + "'" +
+                       (guess.empty() ? "" : " (did you mean " + guess + "?)");
+    if (std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
   }
   return out;
 }
-
-}  // namespace
 
 Result<std::vector<std::string>> RunTable::param_keys() {
   return keys(impl_->db, "SELECT DISTINCT key FROM params ORDER BY key");

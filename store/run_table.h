@@ -73,6 +73,9 @@ class RunTable {
   // The columns rows() returns for `q`: q.columns, or those of default_columns() that apply
   // (the metrics only where some run logged them).
   Result<std::vector<std::string>> columns(const RunQuery& q);
+  // Keys the query names that no run in the database has, each a line ("no run has metric
+  // 'val/los' (did you mean val/loss?)"): a typo there matches nothing rather than failing.
+  Result<std::vector<std::string>> unknown_keys(const RunQuery& q);
   // The params and metric keys that occur in the database (for column pickers), sorted.
   Result<std::vector<std::string>> param_keys();
   Result<std::vector<std::string>> metric_keys();

@@ -316,3 +316,22 @@ TEST_CASE("run table: timings on 10,000 runs", "[.][run_table_perf]") {
                << rows_ms << " ms; last 50 " << last_ms << " ms; all 10000 sorted by a param "
                << every_ms << " ms; metric_keys " << keys_ms << " ms");
 }
+
+TEST_CASE("run table: keys a query names that no run has are listed, with a guess",
+          "[store][run_table]") {
+  TempDir dir;
+  auto t = RunTable::open(make_runs_db(dir));
+  REQUIRE(t.ok());
+  RunQuery q;
+  q.where = "metrics.val/los < 3 AND params.lr < 1 OR tags.kep";
+  q.sort = {{"params.optimiser", false}};
+  q.columns = {"id", "metrics.val/loss.best", "params.zzz"};
+  auto u = (*t)->unknown_keys(q);
+  INFO((u ? "" : u.error().message));
+  REQUIRE(u.ok());
+  CHECK(*u == std::vector<std::string>{"no run has metric 'val/los' (did you mean val/loss?)",
+                                       "no run has tag 'kep' (did you mean keep?)",
+                                       "no run has param 'optimiser' (did you mean optimizer?)",
+                                       "no run has param 'zzz'"});
+  CHECK((*t)->unknown_keys({.where = "params.lr < 1 AND tags.keep"})->empty());
+}
