@@ -468,8 +468,10 @@ int show_command(const RunsOptions& o, std::FILE* out) {
   }
   if (!sys->empty()) {
     std::fprintf(out, "  system\n");
+    size_t w = 0;
+    for (const auto& kv : *sys) w = std::max(w, std::min<size_t>(kv.first.size(), 24));
     for (const auto& [k, v] : *sys)
-      std::fprintf(out, "    %s %s\n", pad(safe(k), 10).c_str(), safe(v).c_str());
+      std::fprintf(out, "    %s %s\n", pad(safe(k), w).c_str(), safe(v).c_str());
   }
   if (tree.size() > 1) {
     std::fprintf(out, "  lineage\n");
@@ -853,6 +855,7 @@ std::string text_chart(const std::string& title, const std::vector<Curve>& curve
   }
   if (x1 == x0) x1 = x0 + 1;
   std::vector<std::string> grid(static_cast<size_t>(height), std::string(width, ' '));
+  bool shared = false;
   for (size_t ci = 0; ci < curves.size(); ++ci) {
     char sym = kSymbols[ci % (sizeof kSymbols - 1)];
     // Each column gets the mean of the points that fall in it, so 1,000 steps draw as a line.
@@ -870,6 +873,7 @@ std::string text_chart(const std::string& title, const std::vector<Curve>& curve
       int row = static_cast<int>(std::lround((y1 - y) / (y1 - y0) * (height - 1)));
       char& cell = grid[row][col];
       cell = cell == ' ' || cell == sym ? sym : '?';  // '?': two runs on one cell
+      shared = shared || cell == '?';
     }
   }
   std::vector<std::string> ylab(height);
@@ -888,7 +892,7 @@ std::string text_chart(const std::string& title, const std::vector<Curve>& curve
   for (size_t ci = 0; ci < curves.size(); ++ci)
     out +=
         std::string("  ") + kSymbols[ci % (sizeof kSymbols - 1)] + "  " + curves[ci].label + "\n";
-  if (curves.size() > 1) out += "  ?  more than one run\n";
+  if (shared) out += "  ?  more than one run\n";
   return out;
 }
 

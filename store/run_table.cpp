@@ -207,30 +207,29 @@ Result<std::vector<std::string>> RunTable::unknown_keys(const RunQuery& q) {
     if (Result<Field> f = parse_field(k.field); f) fields.push_back(*f);
   for (const std::string& c : q.columns)
     if (Result<Field> f = parse_field(c); f) fields.push_back(*f);
-  std::vector<std::string> params, metrics, tags, out;
-  bool read = false;
+  // Each key is looked up alone (a key that exists is found at once); only a missing one
+  // reads every key of its kind, for the guess.
+  std::vector<std::string> out;
   for (const Field& f : fields) {
     if (f.kind == Field::Kind::Attribute) continue;
-    if (!read) {
-      Result<std::vector<std::string>> p = param_keys(), m = metric_keys(),
-                                       t = keys(impl_->db,
-                                                "SELECT DISTINCT key FROM tags ORDER BY key");
-      if (!p) return p.error();
-      if (!m) return m.error();
-      if (!t) return t.error();
-      params = std::move(*p);
-      metrics = std::move(*m);
-      tags = std::move(*t);
-      read = true;
-    }
-    const auto& have = f.kind == Field::Kind::Param    ? params
-                       : f.kind == Field::Kind::Metric ? metrics
-                                                       : tags;
-    if (std::find(have.begin(), have.end(), f.name) != have.end()) continue;
+    const char* table = f.kind == Field::Kind::Param    ? "params"
+                        : f.kind == Field::Kind::Metric ? "metric_summary"
+                                                        : "tags";
+    Result<Stmt> st =
+        impl_->db.prepare(std::string("SELECT 1 FROM ") + table + " WHERE key = ?1 LIMIT 1");
+    if (!st) return st.error();
+    st->bind_text(1, f.name);
+    Result<bool> found = st->step();
+    if (!found) return found.error();
+    st->reset();
+    if (*found) continue;
+    Result<std::vector<std::string>> have = keys(
+        impl_->db, (std::string("SELECT DISTINCT key FROM ") + table + " ORDER BY key").c_str());
+    if (!have) return have.error();
     const char* what = f.kind == Field::Kind::Param    ? "param"
                        : f.kind == Field::Kind::Metric ? "metric"
                                                        : "tag";
-    std::string guess = closest(f.name, have);
+    std::string guess = closest(f.name, *have);
     std::string line = std::string("no run has ") + what + " '" + f.name + "'" +
                        (guess.empty() ? "" : " (did you mean " + guess + "?)");
     if (std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
