@@ -291,7 +291,7 @@ TEST_CASE("sweep: --retry-failed runs only the failed trials again, afresh", "[e
   CHECK(text(db.string(), "PRAGMA integrity_check") == "ok");
 }
 
-TEST_CASE("sweep: bad input exits 1 naming the param; a running sweep is not resumed twice",
+TEST_CASE("sweep: bad input exits 1 naming the param, and a live sweep is not resumed twice",
           "[e2e][sweep]") {
   const std::string project = spirals_project("sweep_bad.mls", 400, 1);
   const fs::path db = temp_dir() / "sweep_bad.db";
