@@ -295,46 +295,72 @@ class Parser {
   bool expr(std::string& out, ParseError& err) {
     std::string left;
     if (!and_expr(left, err)) return false;
+    // A chain is one flat SQL list: SQLite's parser stack is shallow (a nested pair per
+    // operator overflowed it at about 100 terms).
+    bool chain = false;
     while (peek().kind == Tok::Or) {
       next();
       std::string right;
       if (!and_expr(right, err)) return false;
-      left = "(" + left + " OR " + right + ")";
+      left += " OR " + right;
+      chain = true;
     }
-    out = std::move(left);
+    out = chain ? "(" + left + ")" : std::move(left);
     return true;
   }
 
   bool and_expr(std::string& out, ParseError& err) {
     std::string left;
     if (!not_expr(left, err)) return false;
+    bool chain = false;
     while (peek().kind == Tok::And) {
       next();
       std::string right;
       if (!not_expr(right, err)) return false;
-      left = "(" + left + " AND " + right + ")";
+      left += " AND " + right;
+      chain = true;
     }
-    out = std::move(left);
+    out = chain ? "(" + left + ")" : std::move(left);
     return true;
   }
 
+  // Parentheses and NOTs nest at most this deep, and a filter holds at most kMaxTerms
+  // comparisons: the parser's stack and SQLite's expression depth stay bounded whatever the
+  // text (a filter box's contents are user input).
+  static constexpr int kMaxDepth = 32;
+  static constexpr int kMaxTerms = 256;
+
+  bool deeper(const Token& at, ParseError& err) {
+    if (++depth_ <= kMaxDepth) return true;
+    err = {at.pos, "nested deeper than " + std::to_string(kMaxDepth) + " (parentheses or NOT)"};
+    return false;
+  }
+
+  // NOT NOT x is x in SQL's three-valued logic too (NULL stays NULL), so a run of NOTs is
+  // one NOT or none: SQLite's parser stack need not hold them.
   bool not_expr(std::string& out, ParseError& err) {
-    if (peek().kind == Tok::Not) {
+    int nots = 0;
+    const int depth = depth_;
+    while (peek().kind == Tok::Not) {
+      if (!deeper(peek(), err)) return false;
       next();
-      std::string inner;
-      if (!not_expr(inner, err)) return false;
-      out = "(NOT " + inner + ")";
-      return true;
+      ++nots;
     }
-    return primary(out, err);
+    std::string inner;
+    if (!primary(inner, err)) return false;
+    depth_ = depth;
+    out = nots % 2 ? "(NOT " + inner + ")" : inner;
+    return true;
   }
 
   bool primary(std::string& out, ParseError& err) {
     const Token& t = peek();
     if (t.kind == Tok::LParen) {
+      if (!deeper(t, err)) return false;
       next();
       std::string inner;
       if (!expr(inner, err)) return false;
+      --depth_;
       if (peek().kind != Tok::RParen) {
         err = {peek().pos, "expected ')' to close the '(' at column " + std::to_string(t.pos + 1)};
         return false;
@@ -351,6 +377,10 @@ class Parser {
                "expected a field, '(' or NOT after '" + t_[k_ - 1].text + "', found " + found};
       else
         err = {t.pos, "expected a field, '(' or NOT, found " + found};
+      return false;
+    }
+    if (++terms_ > kMaxTerms) {
+      err = {t.pos, "more than " + std::to_string(kMaxTerms) + " comparisons"};
       return false;
     }
     Token ft = next();
@@ -442,6 +472,7 @@ class Parser {
   size_t k_ = 0;
   SqlBinds& binds_;
   std::vector<Field>* fields_;
+  int depth_ = 0, terms_ = 0;
 };
 
 std::string one_line(std::string_view s) {

@@ -195,3 +195,36 @@ TEST_CASE("run filter: each operator, precedence and quoting against a hand coun
   CHECK(count_runs([&](const FixtureRun& r) { return a(r) || (b(r) && c(r)); }) !=
         count_runs([&](const FixtureRun& r) { return (a(r) || b(r)) && c(r); }));
 }
+
+TEST_CASE("run filter: nesting and length are bounded, and the bound's length runs",
+          "[store][filter]") {
+  std::string deep = std::string(100000, '(') + "id = 1" + std::string(100000, ')');
+  CHECK(where_error(deep).find("column 33: nested deeper than 32 (parentheses or NOT)") !=
+        std::string::npos);
+  std::string nots;
+  for (int i = 0; i < 100; ++i) nots += "NOT ";
+  CHECK(where_error(nots + "tags.keep").find("column 129: nested deeper than 32") !=
+        std::string::npos);
+  std::string ok = std::string(32, '(') + "id = 1" + std::string(32, ')');
+  std::string many = "id = 0";
+  for (int i = 1; i < 256; ++i) many += " OR id = " + std::to_string(i);
+  CHECK(where_error(many + " OR id = 999").find("more than 256 comparisons") != std::string::npos);
+  // The largest filters the bounds allow still run in SQLite.
+  TempDir dir;
+  auto t = RunTable::open(make_runs_db(dir));
+  REQUIRE(t.ok());
+  CHECK(count_where(**t, ok) == 1);
+  std::string nots32, not_parens;
+  for (int i = 0; i < 32; ++i) nots32 += "NOT ";
+  CHECK(count_where(**t, nots32 + "tags.keep") == 8);
+  CHECK(count_where(**t, nots32.substr(4) + "tags.keep") == 32);  // 31 NOTs
+  for (int i = 0; i < 16; ++i) not_parens += "NOT (id > 0 AND ";
+  // NOT (id > 0 AND x) is NOT x here; sixteen of them are x again.
+  CHECK(count_where(**t, not_parens + "tags.keep" + std::string(16, ')')) == 8);
+  CHECK(count_where(**t, not_parens.substr(16) + "tags.keep" + std::string(15, ')')) == 32);
+
+  CHECK(count_where(**t, many) == kFixtureRuns);
+  std::string params = "params.lr = 0.1";
+  for (int i = 1; i < 256; ++i) params += " AND params.lr = 0.1";
+  CHECK(count_where(**t, params) == 10);
+}
