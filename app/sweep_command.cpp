@@ -600,9 +600,14 @@ Result<std::vector<json>> check_against_project(const Spec& spec,
 
 int sweep_command(const SweepOptions& o) {
   g_stop.store(0);
-  auto store = store::RunStore::open(o.db);
-  if (!store) return fail(store.error().message);
-  store::RunStore& st = **store;
+  // A new sweep's input is checked before the database is opened (or made).
+  std::unique_ptr<store::RunStore> opened;
+  auto open_store = [&]() -> Result<void> {
+    auto s = store::RunStore::open(o.db);
+    if (!s) return s.error();
+    opened = std::move(*s);
+    return {};
+  };
 
   Spec spec;
   int64_t sweep = 0;
@@ -612,7 +617,8 @@ int sweep_command(const SweepOptions& o) {
     if (!o.project.empty() || !o.params.empty())
       return fail("sweep --resume " + std::to_string(o.resume) +
                   ": the sweep's project and params are recorded; give neither");
-    auto info = st.get_sweep(o.resume);
+    if (auto r = open_store(); !r) return fail(r.error().message);
+    auto info = opened->get_sweep(o.resume);
     if (!info) return fail(info.error().message);
     if (info->status == "running")
       return fail("sweep " + std::to_string(o.resume) + " in " + o.db +
@@ -659,7 +665,6 @@ int sweep_command(const SweepOptions& o) {
   bool has_validation = false;
   auto grid = check_against_project(spec, *space, &has_validation);
   if (!grid) return fail(grid.error().message);
-
   if (o.resume == 0) {
     spec.rule.objective =
         o.objective.empty() ? runner::default_objective(has_validation) : o.objective;
@@ -673,12 +678,13 @@ int sweep_command(const SweepOptions& o) {
     spec.trials = o.method == "grid" ? static_cast<int64_t>(grid->size()) : 10;
     if (o.trials > 0)
       spec.trials = o.method == "grid" ? std::min<int64_t>(o.trials, spec.trials) : o.trials;
+    if (auto r = open_store(); !r) return fail(r.error().message);
     store::NewSweep ns;
     ns.experiment = o.experiment;
     ns.name = o.name.empty() ? fs::path(o.project).stem().string() + " " + o.method : o.name;
     ns.project_path = spec.project;
     ns.spec_json = spec.to_json().dump();
-    auto id = st.create_sweep(ns);
+    auto id = opened->create_sweep(ns);
     if (!id) return fail(id.error().message);
     sweep = *id;
     if (!o.quiet)
@@ -691,7 +697,9 @@ int sweep_command(const SweepOptions& o) {
                    spec.workers == 1 ? "" : "s", terminal_safe(spec.rule.objective).c_str(),
                    spec.rule.method == "none" ? "" : (", early stop " + spec.rule.method).c_str(),
                    o.db.c_str());
-  } else {
+  }
+  store::RunStore& st = *opened;
+  if (o.resume > 0) {
     // What each recorded trial needs.
     auto trials = st.trials(sweep);
     if (!trials) return fail(trials.error().message);

@@ -306,6 +306,7 @@ TEST_CASE("sweep: bad input exits 1 naming the param, and a live sweep is not re
           30);
   CHECK(o.code == 1);
   CHECK(o.err.find("not recorded per epoch") != std::string::npos);
+  CHECK_FALSE(fs::exists(db));  // refused before the database was made
   o = run("sweep --resume 7 --db " + db.string(), 30);
   CHECK(o.code == 1);
   CHECK(o.err.find("no sweep 7") != std::string::npos);
