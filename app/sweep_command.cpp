@@ -512,7 +512,7 @@ class Coordinator {
 
 // The final table, best first; the counts; the exit code.
 int report(Coordinator& c, const Spec& spec, const std::vector<runner::SweepParam>& space,
-           int64_t sweep, const std::string& db, bool stopped) {
+           int64_t sweep, const std::string& db, bool stopped, bool as_json) {
   auto rows = c.rows();
   if (!rows) return fail(rows.error().message);
   std::vector<TrialRow> sorted = *rows;
@@ -525,15 +525,53 @@ int report(Coordinator& c, const Spec& spec, const std::vector<runner::SweepPara
     if (group(a) != group(b)) return group(a) < group(b);
     return c.better(a.value, b.value);
   });
+  std::map<std::string, int> count;
+  for (const TrialRow& r : sorted) ++count[r.status];
+  const int64_t ended = count["finished"] + count["pruned"] + count["failed"];
+  const bool all_ended = ended == static_cast<int64_t>(sorted.size()) &&
+                         static_cast<int64_t>(sorted.size()) >= spec.trials;
+  const int code = stopped ? 130 : all_ended ? 0 : 1;
+  if (as_json) {
+    // One line: the trials best first, as the table has them.
+    auto number = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
+    json rows_json = json::array();
+    for (const TrialRow& r : sorted)
+      rows_json.push_back({{"trial", r.trial},
+                           {"run_id", r.run_id ? json(*r.run_id) : json(nullptr)},
+                           {"status", r.status},
+                           {"objective", number(r.value)},
+                           {"attempts", r.attempts},
+                           {"params", r.params}});
+    json counts_json = json::object();
+    for (const char* k : {"finished", "pruned", "failed", "interrupted", "pending"})
+      counts_json[k] = count[k];
+    counts_json["not_begun"] =
+        std::max<int64_t>(0, spec.trials - static_cast<int64_t>(sorted.size()));
+    json all = {{"sweep", sweep},
+                {"status", stopped ? "interrupted" : "finished"},
+                {"method", spec.method},
+                {"objective", spec.rule.objective},
+                {"maximize", spec.rule.maximize},
+                {"counts", counts_json},
+                {"trials", rows_json},
+                {"db", db}};
+    if (!sorted.empty() && sorted[0].status == "finished") all["best"] = rows_json[0];
+    std::printf("%s\n", all.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    if (code)
+      std::fprintf(
+          stderr,
+          "mlstudio: sweep %lld %s; continue it with: mlstudio sweep --resume %lld --db %s\n",
+          static_cast<long long>(sweep), stopped ? "interrupted" : "has trials left",
+          static_cast<long long>(sweep), db.c_str());
+    return code;
+  }
   std::printf(
       "sweep %lld: %s, %s over %zu param%s, objective %s (%s)\n", static_cast<long long>(sweep),
       terminal_safe(fs::path(spec.project).filename().string()).c_str(), spec.method.c_str(),
       space.size(), space.size() == 1 ? "" : "s", terminal_safe(spec.rule.objective).c_str(),
       spec.rule.maximize ? "higher is better" : "lower is better");
   std::printf("%6s %6s  %-11s %12s  %s\n", "trial", "run", "status", "objective", "params");
-  std::map<std::string, int> count;
   for (const TrialRow& r : sorted) {
-    ++count[r.status];
     std::printf("%6lld %6s  %-11s %12s  %s\n", static_cast<long long>(r.trial),
                 r.run_id ? std::to_string(*r.run_id).c_str() : "-", r.status.c_str(),
                 num(r.value).c_str(), terminal_safe(runner::params_text(space, r.params)).c_str());
@@ -541,7 +579,6 @@ int report(Coordinator& c, const Spec& spec, const std::vector<runner::SweepPara
   std::string counts;
   for (const char* s : {"finished", "pruned", "failed", "interrupted", "pending"})
     if (count[s]) counts += (counts.empty() ? "" : ", ") + std::to_string(count[s]) + " " + s;
-  const int64_t ended = count["finished"] + count["pruned"] + count["failed"];
   if (const int64_t left = spec.trials - static_cast<int64_t>(sorted.size()); left > 0)
     counts += (counts.empty() ? "" : ", ") + std::to_string(left) + " not begun";
   std::printf("%lld trial%s: %s\n", static_cast<long long>(spec.trials),
@@ -551,16 +588,13 @@ int report(Coordinator& c, const Spec& spec, const std::vector<runner::SweepPara
                 static_cast<long long>(sorted[0].trial), static_cast<long long>(*sorted[0].run_id),
                 terminal_safe(spec.rule.objective).c_str(), num(sorted[0].value).c_str(),
                 terminal_safe(runner::params_text(space, sorted[0].params)).c_str());
-  const bool all_ended = ended == static_cast<int64_t>(sorted.size()) &&
-                         static_cast<int64_t>(sorted.size()) >= spec.trials;
-  if (stopped || !all_ended) {
+  if (code) {
     std::fprintf(
         stderr, "mlstudio: sweep %lld %s; continue it with: mlstudio sweep --resume %lld --db %s\n",
         static_cast<long long>(sweep), stopped ? "interrupted" : "has trials left",
         static_cast<long long>(sweep), db.c_str());
-    return stopped ? 130 : 1;
   }
-  return 0;
+  return code;
 }
 
 // The space, the grid and the objective checked against the project; errors name the param.
@@ -763,7 +797,7 @@ int sweep_command(const SweepOptions& o) {
   }
   if (auto r = st.end_sweep(sweep, *done ? "finished" : "interrupted"); !r)
     return fail(r.error().message);
-  return report(c, spec, *space, sweep, o.db, !*done);
+  return report(c, spec, *space, sweep, o.db, !*done, o.json);
 }
 
 CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
@@ -832,6 +866,9 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
   c->add_flag("--retry-failed", o.retry_failed,
               "With --resume: run the failed trials again, afresh");
   c->add_flag("-q,--quiet", o.quiet, "No line per trial");
+  c->add_flag("--json", o.json,
+              "End with one JSON line on stdout (the trials best first, the counts, the best) "
+              "instead of the table");
   c->callback([&o] {
     if (o.retry_failed && o.resume == 0)
       throw CLI::ValidationError("--retry-failed", "needs --resume ID");

@@ -55,6 +55,7 @@ struct SweepOptions {
   int64_t resume = 0;
   bool retry_failed = false;
   bool quiet = false;  // no line per trial (the table still comes)
+  bool json = false;   // one JSON line on stdout instead of the table
 };
 
 int sweep_command(const SweepOptions& o);

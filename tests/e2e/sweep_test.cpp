@@ -233,6 +233,23 @@ TEST_CASE("sweep: the median rule records the trials it stops as pruned", "[e2e]
   CHECK(pruned >= 1);
   CHECK(o.out.find(std::to_string(pruned) + " pruned") != std::string::npos);
   CHECK(o.err.find("is worse than the median") != std::string::npos);
+
+  // --json: the same sweep read back as one line (a plain resume of a finished sweep runs
+  // nothing and reports it).
+  Output j = run("sweep --resume 1 --json -q --db " + db.string(), 60);
+  INFO(j.err);
+  REQUIRE(j.code == 0);
+  const json report = json::parse(last_line(j.out));
+  CHECK(report["sweep"] == 1);
+  CHECK(report["counts"]["pruned"] == pruned);
+  CHECK(report["counts"]["finished"] == 5 - pruned);
+  REQUIRE(report["trials"].size() == 5);
+  CHECK(report["best"]["status"] == "finished");
+  CHECK(report["best"]["trial"].get<int64_t>() <= 1);
+  CHECK(report["best"]["run_id"] == t.at(report["best"]["trial"].get<int64_t>()).run_id);
+  // Best first: the finished trials' objectives ascend.
+  CHECK(report["trials"][0]["objective"].get<double>() <=
+        report["trials"][1]["objective"].get<double>());
 }
 
 TEST_CASE("sweep: --retry-failed runs only the failed trials again, afresh", "[e2e][sweep]") {
