@@ -3,22 +3,18 @@
 // a pipe, as the grader reads its children), and prints a line per ended trial and the table.
 //
 // [SECTION] the spec: what `sweep --resume` rebuilds the sweep from
-// [SECTION] workers: fork, exec, pipes
+// [SECTION] workers (app/child_process.h: fork, exec, pipes)
 // [SECTION] the coordinator
 // [SECTION] the command and its options
 #include "app/sweep_command.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -28,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "app/child_process.h"
 #include "app/commands.h"
 #include "engine/train/data_source.h"
 #include "nodes/setting_path.h"
@@ -99,7 +96,7 @@ struct Spec {
   }
 };
 
-// [SECTION] workers: fork, exec, pipes
+// [SECTION] workers (app/child_process.h: fork, exec, pipes)
 
 std::atomic<int> g_stop{0};
 extern "C" void on_sweep_signal(int sig) {
@@ -113,89 +110,13 @@ struct Job {
 };
 
 struct Worker {
-  pid_t pid = -1;
-  int out = -1, err = -1;  // read ends; -1 once at EOF
-  std::string out_text, err_text;
+  ChildProcess proc;
   Job job;
   // The trial's latest attempt before this worker started: a run recorded by the worker
   // changes it (a resumed one keeps it).
   std::optional<int64_t> run_before;
   int64_t attempts_before = 0;
-  std::chrono::steady_clock::time_point started;
 };
-
-std::string self_exe() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("/proc/self/exe") : p.string();
-}
-
-// Starts `exe args...` with stdout and stderr on pipes. The worker dies with the coordinator
-// (PR_SET_PDEATHSIG): a killed sweep leaves no trial training unseen.
-Result<Worker> launch(const std::string& exe, const std::vector<std::string>& args) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return make_error("sweep: cannot make a pipe");
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(out[0]);
-    ::close(out[1]);
-    return make_error("sweep: cannot make a pipe");
-  }
-  std::vector<std::string> all = {exe};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
-    return make_error("sweep: cannot start a worker process");
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls from here to exec.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);  // the coordinator died before prctl took hold
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  for (int fd : {out[0], err[0]}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  Worker w;
-  w.pid = pid;
-  w.out = out[0];
-  w.err = err[0];
-  w.started = std::chrono::steady_clock::now();
-  return w;
-}
-
-// Reads what is there; closes the descriptor at EOF. The stderr kept is its last 8 KiB.
-void drain(int& fd, std::string& into, size_t keep) {
-  if (fd < 0) return;
-  char buf[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      into.append(buf, static_cast<size_t>(n));
-      if (keep && into.size() > 2 * keep) into.erase(0, into.size() - keep);
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    ::close(fd);
-    fd = -1;
-    return;
-  }
-}
-
-std::string last_nonempty_line(const std::string& text) {
-  size_t end = text.find_last_not_of("\n\r ");
-  if (end == std::string::npos) return "";
-  size_t start = text.rfind('\n', end);
-  start = start == std::string::npos ? 0 : start + 1;
-  return text.substr(start, end - start + 1);
-}
 
 std::string without_prefix(std::string line) {
   if (line.rfind("mlstudio: ", 0) == 0) line.erase(0, 10);
@@ -254,38 +175,25 @@ class Coordinator {
       if (stopping && !forwarded) {
         // The workers stop after their current step, keep their checkpoints, and record
         // their runs as interrupted (a terminal's Ctrl-C reached them too).
-        for (const Worker& w : workers_) ::kill(w.pid, SIGINT);
+        for (const Worker& w : workers_) ::kill(w.proc.pid(), SIGINT);
         forwarded = true;
       }
       std::vector<pollfd> fds;
       for (const Worker& w : workers_)
-        for (int fd : {w.out, w.err})
-          if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+        for (int fd : w.proc.fds()) fds.push_back({fd, POLLIN, 0});
       if (!fds.empty())
         ::poll(fds.data(), fds.size(), 200);
       else
         ::usleep(50 * 1000);
       for (size_t i = 0; i < workers_.size();) {
-        Worker& w = workers_[i];
-        drain(w.out, w.out_text, 0);
-        drain(w.err, w.err_text, 8192);
-        int status = 0;
-        const pid_t done = ::waitpid(w.pid, &status, WNOHANG);
-        if (done != w.pid) {
+        const std::optional<int> status = workers_[i].proc.reap();
+        if (!status) {
           ++i;
           continue;
         }
-        // Whatever is left in the pipes (the JSON line may come just before exit).
-        for (int tries = 0; tries < 50 && (w.out >= 0 || w.err >= 0); ++tries) {
-          drain(w.out, w.out_text, 0);
-          drain(w.err, w.err_text, 8192);
-          if (w.out >= 0 || w.err >= 0) ::usleep(2000);
-        }
-        for (int* fd : {&w.out, &w.err})
-          if (*fd >= 0) ::close(std::exchange(*fd, -1));
-        Worker ended = std::move(w);
+        Worker ended = std::move(workers_[i]);
         workers_.erase(workers_.begin() + static_cast<std::ptrdiff_t>(i));
-        if (auto r = finish(ended, status); !r) return r.error();
+        if (auto r = finish(ended, *status); !r) return r.error();
       }
     }
     return g_stop.load() == 0;
@@ -385,21 +293,18 @@ class Coordinator {
     int64_t attempts_before = 0;
     for (const store::TrialInfo& t : *trials)
       if (t.trial == j.trial) run_before = t.run_id, attempts_before = t.attempts;
-    auto w = launch(exe_, args_for(j));
-    if (!w) return w.error();
-    w->job = std::move(j);
-    w->run_before = run_before;
-    w->attempts_before = attempts_before;
-    workers_.push_back(std::move(*w));
+    auto proc = ChildProcess::start(exe_, args_for(j));
+    if (!proc) return make_error("sweep: " + proc.error().message);
+    workers_.push_back(Worker{std::move(*proc), std::move(j), run_before, attempts_before});
     return {};
   }
 
   Result<void> finish(const Worker& w, int wait_status) {
-    const json line = json::parse(last_nonempty_line(w.out_text), nullptr, false);
+    const json line = json::parse(last_line(w.proc.out()), nullptr, false);
     std::string why;
     if (line.is_object() && line.contains("error") && line["error"].is_string())
       why = line["error"].get<std::string>();
-    if (why.empty()) why = without_prefix(last_nonempty_line(w.err_text));
+    if (why.empty()) why = without_prefix(last_line(w.proc.err()));
     const bool signalled = WIFSIGNALED(wait_status);
     const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
     if (signalled)
