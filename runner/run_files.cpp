@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "runner/checkpoints.h"
+#include "store/file_hash.h"
 #include "store/run_store.h"
 
 namespace mls::runner {
@@ -29,23 +30,52 @@ void remove_file(const std::string& path, DeleteReport& report) {
   }
 }
 
+// Whether `file` lies inside `folder` once both are resolved (symbolic links included): a
+// database from elsewhere may list any path, and `runs delete` must not follow it out.
+bool inside(const fs::path& folder, const std::string& file) {
+  std::error_code ec;
+  const fs::path f = fs::weakly_canonical(fs::path(file).parent_path(), ec);
+  if (ec) return false;
+  const fs::path root = fs::weakly_canonical(folder, ec);
+  if (ec) return false;
+  auto [r, fi] = std::mismatch(root.begin(), root.end(), f.begin(), f.end());
+  return r == root.end();
+}
+
 }  // namespace
 
 Result<DeleteReport> delete_run(const std::string& db, int64_t run_id) {
   auto store = store::RunStore::open(db);
   if (!store) return store.error();
   store::RunStore& s = **store;
+  // What the run recorded of its files, read before its rows go.
+  auto listed = s.artifacts(run_id);
+  if (!listed) return listed.error();
   Result<std::vector<std::string>> paths = s.delete_run(run_id);
   if (!paths) return paths.error();
 
   DeleteReport report;
   report.run_id = run_id;
-  for (const std::string& p : *paths) {
-    const std::string file = s.resolve_path(p);
-    Result<bool> shared = s.artifact_shared(p, run_id);
+  const fs::path db_folder = fs::absolute(db).parent_path();
+  for (const store::ArtifactInfo& a : *listed) {
+    const std::string file = s.resolve_path(a.path);
+    Result<bool> shared = s.artifact_shared(a.path, run_id);
     if (!shared) return shared.error();
+    std::error_code ec;
     if (*shared) {
       report.kept.push_back(file);
+    } else if (!fs::exists(fs::symlink_status(file, ec))) {
+      continue;  // already gone
+    } else if (!inside(db_folder, file)) {
+      // Only files under the database's folder are the run's to remove: an export written
+      // elsewhere is the user's, and a database from a stranger may name any file.
+      report.kept.push_back(file);
+      report.problems.push_back(file + ": left in place (outside " + db_folder.string() +
+                                ", the database's folder)");
+    } else if (auto h = store::file_hash_hex(file); !fs::is_symlink(file, ec) && (!h || *h != a.hash)) {
+      // Rewritten since (last.ckpt is, every epoch: its row follows; another file is not).
+      report.kept.push_back(file);
+      report.problems.push_back(file + ": left in place (its bytes changed since the run recorded it)");
     } else {
       remove_file(file, report);
     }
@@ -53,7 +83,8 @@ Result<DeleteReport> delete_run(const std::string& db, int64_t run_id) {
 
   const std::string dir = s.resolve_path(fs::absolute(checkpoint_dir(db, run_id)).string());
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return report;
+  // A link in the run's folder's place points somewhere else: not descended into.
+  if (fs::is_symlink(dir, ec) || !fs::is_directory(dir, ec)) return report;
   bool keep_dir = false;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string file = e.path().string();

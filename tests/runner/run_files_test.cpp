@@ -145,3 +145,51 @@ TEST_CASE("run files: a missing run or a run still training is refused, nothing 
 
 }  // namespace
 }  // namespace mls::runner
+
+namespace mls::runner {
+namespace {
+
+TEST_CASE("run files: a database that lists files outside its folder, or a folder linked elsewhere, "
+          "removes neither",
+          "[run_files]") {
+  Fixture fx;
+  mls::test::TempDir elsewhere{"mls_runner_elsewhere"};
+  const std::string thesis = elsewhere.file("thesis.tex");
+  write_file(thesis, "chapter 1");
+  const int64_t a = fx.finished_run("hostile");
+  // As a database from a stranger could say: the run's ONNX export is the user's thesis.
+  REQUIRE(fx.store->add_artifact(a, "onnx", thesis).ok());
+  // A file inside whose bytes changed after the run recorded it is not the run's either.
+  const std::string ckpt = fx.checkpoint(a, "last", "state");
+  write_file(ckpt, "a user's other file now");
+  fx.store.reset();
+  Result<DeleteReport> r = delete_run(fx.db, a);
+  REQUIRE(r.ok());
+  CHECK(read_file(thesis) == "chapter 1");
+  CHECK(fs::exists(ckpt));
+  bool outside = false, changed = false;
+  for (const std::string& p : r->problems) {
+    outside = outside || p.find("outside") != std::string::npos;
+    changed = changed || p.find("bytes changed") != std::string::npos;
+  }
+  CHECK(outside);
+  CHECK(changed);
+
+  // The run's checkpoint folder replaced by a link to another folder: not descended into.
+  auto s = store::RunStore::open(fx.db);
+  REQUIRE(s.ok());
+  Result<int64_t> b = (*s)->begin_run({.name = "linked"});
+  REQUIRE(b.ok());
+  REQUIRE((*s)->end_run(*b, "finished").ok());
+  s->reset();
+  const std::string victim = elsewhere.file("keep/best.ckpt");
+  write_file(victim, "precious");
+  fs::create_directories(fs::path(checkpoint_dir(fx.db, *b)).parent_path());
+  fs::create_directory_symlink(fs::path(victim).parent_path(), checkpoint_dir(fx.db, *b));
+  Result<DeleteReport> r2 = delete_run(fx.db, *b);
+  REQUIRE(r2.ok());
+  CHECK(read_file(victim) == "precious");
+}
+
+}  // namespace
+}  // namespace mls::runner
