@@ -46,6 +46,10 @@ struct RunOptions {
   std::function<std::optional<std::string>(int64_t run_id, const EpochReport&)> prune;
 };
 int run_command(const RunOptions& o);
+// Lists `path` (made absolute) as run `run_id`'s artifact of `kind` ("onnx", "trace") in the
+// database `db`; a failure is a warning on stderr, not an error: the file was written.
+void record_artifact(const std::string& db, int64_t run_id, const std::string& kind,
+                     const std::string& path);
 
 struct GraphOptions {
   ProjectOptions project;

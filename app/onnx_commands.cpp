@@ -22,6 +22,7 @@ int export_command(const runner::ExportOptions& o, bool json) {
     if (json) print_json_failure(r.error().message);
     return fail(r.error().message);
   }
+  if (o.run_id) record_artifact(o.db, *o.run_id, "onnx", r->path);
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& c : r->checks) nodes.push_back({{"node", c.node}, {"value", c.value}, {"max_abs_diff", c.max_abs}});
   if (json) {

@@ -15,6 +15,7 @@
 #include "engine/train/progress_line.h"
 #include "runner/pruner.h"
 #include "runner/training_run.h"
+#include "store/run_store.h"
 
 namespace mls::app {
 
@@ -44,6 +45,17 @@ nlohmann::json eval_json(const EvalResult& e, const std::string& prefix) {
 }
 
 }  // namespace
+
+void record_artifact(const std::string& db, int64_t run_id, const std::string& kind,
+                     const std::string& path) {
+  auto st = store::RunStore::open(db);
+  Result<int64_t> added = st ? (*st)->add_artifact(run_id, kind, std::filesystem::absolute(path).lexically_normal().string())
+                             : Result<int64_t>(st.error());
+  if (!added)
+    std::fprintf(stderr, "mlstudio: warning: %s was written but not listed as run %lld's %s: %s\n",
+                 terminal_safe(path).c_str(), static_cast<long long>(run_id), kind.c_str(),
+                 terminal_safe(added.error().message).c_str());
+}
 
 int run_command(const RunOptions& o) {
   g_cancel.store(false);
@@ -114,6 +126,7 @@ int run_command(const RunOptions& o) {
     if (!o.quiet)
       std::fprintf(stderr, "mlstudio: trace of %zu steps (%zu kernel spans) written to %s (open it in ui.perfetto.dev)\n",
                    trace.count("step"), trace.count("op"), o.profile.c_str());
+    if (outcome) record_artifact(o.db, outcome->run_id, "trace", o.profile);
   }
   if (!outcome) {
     // --json promises one JSON object on the last stdout line, failures included.

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "cli_util.h"
@@ -136,4 +137,35 @@ TEST_CASE("runs reproduce: identical on the same data; a changed data file names
   REQUIRE(tags->size() == 1);
   CHECK(tags->front().first == "reproduces");
   CHECK(tags->front().second == "1");
+}
+
+TEST_CASE("a run's ONNX export and trace are listed as its artifacts, with size and hash",
+          "[e2e][lineage]") {
+  const fs::path dir = temp_dir() / "artifacts";
+  fs::create_directories(dir);
+  const fs::path db = dir / "runs.db";
+  const fs::path trace = dir / "trace.json", onnx = dir / "model.onnx";
+  REQUIRE(run("--run " + example() + " --epochs 1 --profile " + trace.string() + " --db " +
+              db.string() + kSmall)
+              .code == 0);
+  REQUIRE(run("export " + example() + " --onnx " + onnx.string() + " --run 1 --test-limit 64 --db " +
+              db.string())
+              .code == 0);
+  auto st = store::RunStore::open_read_only(db.string());
+  REQUIRE(st.ok());
+  auto arts = (*st)->artifacts(1);
+  REQUIRE(arts.ok());
+  std::map<std::string, store::ArtifactInfo> by_kind;
+  for (const auto& a : *arts) by_kind[a.kind] = a;
+  REQUIRE(by_kind.count("trace") == 1);
+  REQUIRE(by_kind.count("onnx") == 1);
+  CHECK(by_kind["onnx"].path == onnx.string());
+  CHECK(by_kind["onnx"].bytes == static_cast<int64_t>(fs::file_size(onnx)));
+  CHECK(by_kind["trace"].bytes == static_cast<int64_t>(fs::file_size(trace)));
+  CHECK(by_kind["onnx"].hash.size() == 16);
+  // And the epoch checkpoint, with the step it holds (512 samples at batch 128: step 4).
+  bool epoch1 = false;
+  for (const auto& a : *arts)
+    epoch1 = epoch1 || (a.kind == "checkpoint" && a.path.ends_with("epoch-1.ckpt") && a.step == 4);
+  CHECK(epoch1);
 }
