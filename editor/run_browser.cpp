@@ -340,6 +340,8 @@ RunBrowser::RunBrowser(QWidget* parent)
     });
   });
   connect(model_, &QAbstractItemModel::modelReset, this, [this] {
+    // Another filter or order starts at its first row (and reads only that page).
+    table_->scrollToTop();
     selectionChanged();
     if (filter_error_) return;
     if (!message_->isHidden() && message_->property("error").toBool()) message_->hide();
