@@ -207,6 +207,9 @@ RunBrowser::RunBrowser(QWidget* parent)
       parallel_(new ParallelCoords),
       diff_(new GraphDiffView) {
   setObjectName("runs.browser");
+  // Tabbed with the console: the dock area must not grow to what the table and its views
+  // below would like at least (the splitter lets them shrink).
+  setMinimumSize(240, 120);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
 
@@ -466,6 +469,7 @@ void RunBrowser::rebuildColumnMenu() {
   int pick = objective_->findData(objective);
   if (pick < 0) pick = objective_->findData("val/loss");
   if (pick < 0) pick = objective_->findData("test/accuracy");
+  if (pick < 0) pick = objective_->findData("epoch/train_loss");
   objective_->setCurrentIndex(std::max(0, pick));
 }
 
