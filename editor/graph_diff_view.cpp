@@ -81,7 +81,7 @@ GraphDiffView::GraphDiffView(QWidget* parent)
     view->setInteractive(false);  // read only: nothing here edits a run's graph
     view->setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
     view->setDragMode(QGraphicsView::ScrollHandDrag);
-    view->setMinimumSize(200, 160);
+    view->setMinimumSize(160, 60);
     v->addWidget(view, 1);
     sides->addWidget(box);
   }

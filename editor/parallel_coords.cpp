@@ -90,8 +90,8 @@ std::vector<ParallelAxis> parallel_axes(const std::vector<std::string>& fields,
       a.words = true;
       a.categories.assign(words.begin(), words.end());
     } else if (std::isfinite(lo)) {
-      a.log = lo > 0 && hi / lo >= 99.9;  // two decades (0.1 / 0.001 is not quite 100)
-      if (hi == lo) {                     // one value: in the middle of the axis
+      a.log = lo > 0 && hi / lo >= 10;  // a decade or more
+      if (hi == lo) {                   // one value: in the middle of the axis
         a.min = a.log || lo > 0 ? lo / 2 : lo - 0.5;
         a.max = a.log || lo > 0 ? lo * 2 : hi + 0.5;
       } else {
@@ -107,7 +107,7 @@ std::vector<ParallelAxis> parallel_axes(const std::vector<std::string>& fields,
 ParallelCoords::ParallelCoords(QWidget* parent) : QWidget(parent) {
   setObjectName("runs.parallel");
   setMouseTracking(true);
-  setMinimumHeight(220);
+  setMinimumHeight(100);
 }
 
 void ParallelCoords::setData(const std::vector<std::string>& fields,
@@ -126,6 +126,8 @@ void ParallelCoords::setData(const std::vector<std::string>& fields,
         if (k < r.cells.size() && r.cells[k].kind != store::Cell::Kind::Null)
           seen.insert(r.cells[k].display());
       if (seen.size() < 2) continue;
+      // Nor does one that is a word of its own for every run (a path, a name).
+      if (all[k].words && rows_.size() > 3 && seen.size() == rows_.size()) continue;
     }
     axes_.push_back(std::move(all[k]));
     columns_.push_back(k);

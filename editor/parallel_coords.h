@@ -1,6 +1,6 @@
 // A sweep's trials as parallel coordinates: one vertical axis per swept parameter and one for
 // the objective (the last), each run a polyline across them, coloured by its objective (the
-// best runs brightest). An axis whose values span two decades or more is logarithmic; one of
+// best runs brightest). An axis whose values span a decade or more is logarithmic; one of
 // words (an optimizer's name) places its values evenly. Hovering a line names its run;
 // clicking it emits runClicked (the run browser selects it in the table).
 //
@@ -21,7 +21,7 @@ namespace mls::editor {
 struct ParallelAxis {
   std::string field;
   QString label;
-  bool log = false;                     // values span >= 100x, all positive
+  bool log = false;                     // values span >= 10x, all positive
   bool words = false;                   // text values, placed evenly in sorted order
   std::vector<std::string> categories;  // words: the values, sorted
   double min = 0, max = 1;

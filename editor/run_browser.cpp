@@ -26,6 +26,7 @@
 #include <QtConcurrent/QtConcurrent>
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "editor/graph_diff_view.h"
@@ -185,7 +186,7 @@ ParamColours param_colours(const std::string& key, const std::vector<std::string
   }
   c.min = lo;
   c.max = hi;
-  c.log = lo > 0 && hi / lo >= 99.9;  // two decades (0.1 / 0.001 is not quite 100)
+  c.log = lo > 0 && hi / lo >= 10;  // a decade or more
   return c;
 }
 
@@ -289,7 +290,7 @@ RunBrowser::RunBrowser(QWidget* parent)
   actions->addStretch(1);
   add_button("refresh", "Refresh", "Read the database again", &RunBrowser::refresh);
 
-  auto* split = new QSplitter(Qt::Vertical);
+  auto* split = split_ = new QSplitter(Qt::Vertical);
   auto* upper = new QWidget;
   auto* uv = new QVBoxLayout(upper);
   uv->setContentsMargins(0, 0, 0, 0);
@@ -316,9 +317,13 @@ RunBrowser::RunBrowser(QWidget* parent)
   lower_->addTab(pc, "Parallel coordinates");
   lower_->addTab(diff_, "Graph diff");
   split->addWidget(lower_);
+  // The views below give way first when the dock is short (their own minimums add up).
+  lower_->setMinimumHeight(60);
+  upper->setMinimumHeight(80);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
-  split->setSizes({600, 400});  // the table first; the views below as tall as it allows
+  // Until the splitter is moved by hand, the table keeps three fifths of the height.
+  connect(split, &QSplitter::splitterMoved, this, [this] { split_moved_ = true; });
   layout->addWidget(split, 1);
 
   connect(filter_, &QLineEdit::returnPressed, this, &RunBrowser::applyFilter);
@@ -404,6 +409,17 @@ void RunBrowser::showEvent(QShowEvent* e) {
   // A dock behind another's tab is shown too, but covered: it waits for setActive.
   QTimer::singleShot(0, this, [this] {
     if (isVisible() && !visibleRegion().isEmpty()) setActive(true);
+  });
+}
+
+void RunBrowser::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  if (split_moved_) return;
+  // After the layout gave the splitter its new height.
+  QTimer::singleShot(0, this, [this] {
+    if (split_moved_) return;
+    const int h = split_->height();
+    split_->setSizes({h * 3 / 5, h - h * 3 / 5});
   });
 }
 
@@ -612,10 +628,11 @@ void RunBrowser::showParallel() {
   if (key.empty()) return showMessage("no metric to use as the objective yet", true);
   lower_->setCurrentIndex(1);
   const std::vector<int64_t> ids = selectedRuns();
-  auto draw = [this, key](std::string where, QString title) {
+  // `keys`: the params to draw an axis for (a sweep's: those its trials vary).
+  auto draw = [this, key](std::string where, QString title, std::vector<std::string> keys) {
     store::RunQuery q;
     q.where = where;
-    for (const std::string& k : param_keys_) q.columns.push_back(param_field(k));
+    for (const std::string& k : keys) q.columns.push_back(param_field(k));
     q.columns.push_back(metric_field(key, "best"));
     model_->rows(q, 5000, [this, q, key, title](Result<std::vector<store::RunRow>> rows) {
       if (!rows) return showMessage(QString::fromStdString(rows.error().message), true);
@@ -624,18 +641,37 @@ void RunBrowser::showParallel() {
       parallel_->setSelected(selectedRuns());
     });
   };
-  if (ids.empty()) return draw(model_->query().where, "the runs the filter shows");
-  // The first selected run's sweep, when it has one.
+  const QString filtered = "the runs the filter shows";
+  if (ids.empty()) return draw(model_->query().where, filtered, param_keys_);
+  // The first selected run's sweep, when it has one: its trials' params are the axes.
   store::RunQuery q;
   q.where = "id = " + std::to_string(ids[0]);
   q.columns = {"sweep"};
-  model_->rows(q, 1, [this, draw](Result<std::vector<store::RunRow>> rows) {
-    if (rows && !rows->empty() && !rows->front().cells.empty() &&
-        rows->front().cells[0].kind == store::Cell::Kind::Number) {
-      const auto sweep = static_cast<int64_t>(rows->front().cells[0].number);
-      return draw("sweep = " + std::to_string(sweep), QString("sweep %1").arg(sweep));
-    }
-    draw(model_->query().where, "the runs the filter shows");
+  model_->rows(q, 1, [this, draw, filtered](Result<std::vector<store::RunRow>> rows) {
+    if (!rows || rows->empty() || rows->front().cells.empty() ||
+        rows->front().cells[0].kind != store::Cell::Kind::Number)
+      return draw(model_->query().where, filtered, param_keys_);
+    const auto sweep = static_cast<int64_t>(rows->front().cells[0].number);
+    auto* watcher = new QFutureWatcher<std::vector<std::string>>(this);
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, draw, sweep] {
+      watcher->deleteLater();
+      std::vector<std::string> keys = watcher->result();
+      draw("sweep = " + std::to_string(sweep), QString("sweep %1").arg(sweep),
+           keys.empty() ? param_keys_ : keys);
+    });
+    watcher->setFuture(QtConcurrent::run([db = db_, sweep]() -> std::vector<std::string> {
+      std::set<std::string> keys;
+      auto st = store::RunStore::open_read_only(db);
+      if (!st) return {};
+      auto trials = (*st)->trials(sweep);
+      if (!trials) return {};
+      for (const store::TrialInfo& t : *trials) {
+        const auto j = nlohmann::json::parse(t.params_json, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object())
+          for (const auto& [k, v] : j.items()) keys.insert(k);
+      }
+      return {keys.begin(), keys.end()};
+    }));
   });
 }
 

@@ -30,6 +30,7 @@ class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
 class QPushButton;
+class QSplitter;
 class QTableView;
 class QTabWidget;
 class QToolButton;
@@ -41,7 +42,7 @@ class ParallelCoords;
 class RunTableModel;
 
 // How the overlay colours runs by a param: a scale over its numbers (logarithmic where they
-// span two decades or more) or one colour per distinct word.
+// span a decade or more) or one colour per distinct word.
 struct ParamColours {
   std::string key;
   bool log = false, words = false;
@@ -100,6 +101,7 @@ class RunBrowser : public QWidget {
  protected:
   void showEvent(QShowEvent* e) override;
   void hideEvent(QHideEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
 
  private:
   void openIfNeeded();
@@ -135,6 +137,8 @@ class RunBrowser : public QWidget {
   QComboBox* objective_;
   QWidget* legend_bar_;
   QTabWidget* lower_;
+  QSplitter* split_ = nullptr;
+  bool split_moved_ = false;
   QPlainTextEdit* log_;
   ParallelCoords* parallel_;
   GraphDiffView* diff_;

@@ -12,7 +12,12 @@ namespace mls::editor {
 
 QString run_column_label(const std::string& field) {
   auto starts = [&](const char* p) { return field.rfind(p, 0) == 0; };
-  if (starts("params.")) return QString::fromStdString(field.substr(7));
+  auto unquote = [](std::string k) {
+    if (k.size() >= 2 && (k.front() == '"' || k.front() == '`') && k.back() == k.front())
+      k = k.substr(1, k.size() - 2);
+    return k;
+  };
+  if (starts("params.")) return QString::fromStdString(unquote(field.substr(7)));
   if (starts("tags.")) return "tag " + QString::fromStdString(field.substr(5));
   if (!starts("metrics.")) return QString::fromStdString(field);
   std::string key = field.substr(8);
