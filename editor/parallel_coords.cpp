@@ -302,7 +302,7 @@ void ParallelCoords::paintEvent(QPaintEvent*) {
     } else {
       label_at(0, tick(ax.min));
       label_at(1, tick(ax.max));
-      if (ax.log && ax.max / ax.min >= 100)  // the decades between
+      if (ax.log)  // the decades between
         for (double d = std::ceil(std::log10(ax.min)); d < std::log10(ax.max); d += 1) {
           const double v = std::pow(10.0, d);
           if (v > ax.min * 1.5 && v < ax.max / 1.5)

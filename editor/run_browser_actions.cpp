@@ -31,6 +31,8 @@ void RunBrowser::startNext() {
   const QStringList args = queue_.front();
   queue_.pop_front();
   log_->appendPlainText("$ mlstudio " + args.join(' '));
+  log_->moveCursor(QTextCursor::End);
+  log_->insertPlainText("\n");  // its output starts on a line of its own
   lower_->setCurrentWidget(log_);
   auto* p = new QProcess(this);
   process_ = p;
@@ -125,14 +127,18 @@ void RunBrowser::forkRun() {
   auto* sets = new QLineEdit;
   sets->setObjectName("runs.fork.set");
   sets->setPlaceholderText("training.optimizer.lr=0.01 training.epochs=4");
+  auto* epochs = new QLineEdit;
+  epochs->setObjectName("runs.fork.epochs");
+  epochs->setPlaceholderText("empty: the run's own");
   form->addRow("continue from step", step);
   form->addRow("with settings", sets);
+  form->addRow("epochs in all", epochs);
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
   buttons->button(QDialogButtonBox::Ok)->setText("Fork");
   form->addRow(buttons);
   connect(buttons, &QDialogButtonBox::accepted, d, &QDialog::accept);
   connect(buttons, &QDialogButtonBox::rejected, d, &QDialog::reject);
-  connect(d, &QDialog::accepted, this, [this, id = ids[0], step, sets] {
+  connect(d, &QDialog::accepted, this, [this, id = ids[0], step, sets, epochs] {
     QStringList args{"fork", QString::number(id)};
     const QString s = step->text().trimmed();
     if (!s.isEmpty()) {
@@ -141,6 +147,13 @@ void RunBrowser::forkRun() {
       if (!ok || n < 0)
         return showMessage("fork: the step must be a whole number of steps, not '" + s + "'", true);
       args << "--step" << QString::number(n);
+    }
+    if (const QString e = epochs->text().trimmed(); !e.isEmpty()) {
+      bool ok = false;
+      const qlonglong n = e.toLongLong(&ok);
+      if (!ok || n < 1)
+        return showMessage("fork: epochs must be a whole number above 0, not '" + e + "'", true);
+      args << "--epochs" << QString::number(n);
     }
     for (const QString& kv : sets->text().split(' ', Qt::SkipEmptyParts)) {
       if (!kv.contains('='))

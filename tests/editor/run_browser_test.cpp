@@ -4,6 +4,7 @@
 // sort give the rows a hand count gives; a bad filter names its column and keeps the rows.
 // With MLS_SCREENSHOT_DIR set, the browser is saved there as PNGs.
 #include <QComboBox>
+#include <QDialog>
 #include <QDockWidget>
 #include <QHeaderView>
 #include <QInputDialog>
@@ -12,6 +13,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QProcess>
 #include <QPushButton>
 #include <QScrollBar>
 #include <QTabWidget>
@@ -504,4 +506,59 @@ TEST_CASE(
   CHECK(m->total() == 18);
   filter(b, "");
   CHECK(m->total() == kRuns - 2);
+}
+
+TEST_CASE(
+    "run browser: Fork (step, settings, epochs) and Reproduce of a real run, through the "
+    "dialogs, as child processes",
+    "[editor][runs]") {
+  test::qt_app();
+  test::TempDir dir("mls_runs_fork");
+  const std::string db = dir.file("runs.db");
+  // A run trained as the command line trains it: 2 epochs of the two-blobs example.
+  QProcess train;
+  train.start(MLS_EXE, {"--run", MLS_SOURCE_DIR "/resources/examples/two-blobs-logistic.mls",
+                        "--epochs", "2", "--db", QString::fromStdString(db)});
+  REQUIRE(train.waitForFinished(60000));
+  INFO(train.readAllStandardError().toStdString());
+  REQUIRE(train.exitCode() == 0);
+
+  RunBrowser b;
+  b.setExecutable(MLS_EXE);
+  b.setDatabase(db);
+  b.resize(1200, 800);
+  b.show();
+  REQUIRE(QTest::qWaitForWindowExposed(&b));
+  RunTableModel* m = b.model();
+  settle(m);
+  REQUIRE(m->total() == 1);
+  QSignalSpy done(&b, &RunBrowser::actionFinished);
+
+  // Fork... run 1 with a higher learning rate, to 4 epochs.
+  click_row(b, 0);
+  QTest::qWait(200);
+  REQUIRE(b.button("fork")->isEnabled());
+  QTest::mouseClick(b.button("fork"), Qt::LeftButton);
+  auto* fork = b.findChild<QDialog*>("runs.fork.dialog");
+  REQUIRE(fork);
+  QTest::keyClicks(fork->findChild<QLineEdit*>("runs.fork.set"), "lr=0.05");
+  QTest::keyClicks(fork->findChild<QLineEdit*>("runs.fork.epochs"), "4");
+  QTest::keyClick(fork->findChild<QLineEdit*>("runs.fork.epochs"), Qt::Key_Return);
+  REQUIRE(done.wait(60000));
+  INFO(b.log()->toPlainText().toStdString());
+  REQUIRE(done.takeFirst().at(0).toInt() == 0);
+  CHECK(b.log()->toPlainText().contains("runs fork 1 --epochs 4 --set lr=0.05 --db"));
+  settle(m);
+  filter(b, "parent = 1");
+  REQUIRE(m->total() == 1);
+  CHECK(m->runId(0) == 2);
+
+  // Reproduce run 1: the same metrics, step by step.
+  filter(b, "id = 1");
+  click_row(b, 0);
+  QTest::qWait(200);
+  QTest::mouseClick(b.button("reproduce"), Qt::LeftButton);
+  REQUIRE(done.wait(60000));
+  CHECK(done.takeFirst().at(0).toInt() == 0);
+  CHECK(b.log()->toPlainText().contains("identical"));
 }
