@@ -22,6 +22,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QToolButton>
+#include <QTreeWidget>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrent>
 #include <algorithm>
@@ -206,7 +207,8 @@ RunBrowser::RunBrowser(QWidget* parent)
       lower_(new QTabWidget),
       log_(new QPlainTextEdit),
       parallel_(new ParallelCoords),
-      diff_(new GraphDiffView) {
+      diff_(new GraphDiffView),
+      lineage_(new QTreeWidget) {
   setObjectName("runs.browser");
   // Tabbed with the console: the dock area must not grow to what the table and its views
   // below would like at least (the splitter lets them shrink).
@@ -316,6 +318,13 @@ RunBrowser::RunBrowser(QWidget* parent)
   pv->addWidget(parallel_, 1);
   lower_->addTab(pc, "Parallel coordinates");
   lower_->addTab(diff_, "Graph diff");
+  lineage_->setObjectName("runs.lineage");
+  lineage_->setHeaderLabels({"run", "forked at step", "status", "name"});
+  lineage_->setRootIsDecorated(true);
+  lower_->addTab(lineage_, "Lineage");
+  connect(lineage_, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem* item) {
+    (void)selectRun(item->data(0, Qt::UserRole).toLongLong());
+  });
   split->addWidget(lower_);
   // The views below give way first when the dock is short (their own minimums add up).
   lower_->setMinimumHeight(60);
@@ -527,6 +536,7 @@ void RunBrowser::selectionChanged() {
   updateButtons();
   parallel_->setSelected(selectedRuns());
   loadCurves();
+  showLineage();
 }
 
 // [SECTION] the selected runs' curves

@@ -20,6 +20,7 @@
 #include <QWidget>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ class QSplitter;
 class QTableView;
 class QTabWidget;
 class QToolButton;
+class QTreeWidget;
 
 namespace mls::editor {
 
@@ -53,6 +55,17 @@ struct ParamColours {
   std::string legend() const;  // "lr: 0.001 .. 0.1 (log), dark to bright"
 };
 ParamColours param_colours(const std::string& key, const std::vector<std::string>& values);
+
+// A run's family for the Lineage tab: its oldest ancestor at the root, each run's forks (or
+// resumed copies) under it, by id. `parents`: child -> (parent, the parent's step it forked
+// at, if recorded), for every run that has a parent.
+struct LineageNode {
+  int64_t id = 0;
+  std::optional<int64_t> fork_step;
+  std::vector<LineageNode> children;
+};
+LineageNode run_family(
+    int64_t run, const std::map<int64_t, std::pair<int64_t, std::optional<int64_t>>>& parents);
 
 class RunBrowser : public QWidget {
   Q_OBJECT
@@ -80,6 +93,7 @@ class RunBrowser : public QWidget {
   ParallelCoords* parallel() const { return parallel_; }
   GraphDiffView* diffView() const { return diff_; }
   QTabWidget* lower() const { return lower_; }
+  QTreeWidget* lineage() const { return lineage_; }
   QToolButton* columnsButton() const { return columns_; }
   // "tag", "note", "delete", "fork", "reproduce", "diff", "parallel", "refresh".
   QPushButton* button(const QString& name) const;
@@ -121,6 +135,7 @@ class RunBrowser : public QWidget {
   void reproduceRun();
   void diffRuns();
   void showParallel();
+  void showLineage();  // run_lineage.cpp
   // Queues `mlstudio runs ARGS --db DB`; the queue runs one process at a time.
   void runCli(QStringList args);
   void startNext();
@@ -142,6 +157,8 @@ class RunBrowser : public QWidget {
   QPlainTextEdit* log_;
   ParallelCoords* parallel_;
   GraphDiffView* diff_;
+  QTreeWidget* lineage_;
+  int lineage_request_ = 0;
   std::map<QString, QPushButton*> buttons_;
   std::vector<std::string> param_keys_, metric_keys_;
   QTimer selection_timer_;

@@ -18,6 +18,7 @@
 #include <QScrollBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTreeWidget>
 #include <QWheelEvent>
 #include <algorithm>
 #include <cmath>
@@ -552,6 +553,17 @@ TEST_CASE(
   filter(b, "parent = 1");
   REQUIRE(m->total() == 1);
   CHECK(m->runId(0) == 2);
+  // Its lineage: run 1 at the root, run 2 under it with the step it forked at.
+  click_row(b, 0);
+  QTreeWidget* tree = b.lineage();
+  for (int i = 0; i < 300 && tree->topLevelItemCount() == 0; ++i) QTest::qWait(10);
+  REQUIRE(tree->topLevelItemCount() == 1);
+  QTreeWidgetItem* root = tree->topLevelItem(0);
+  CHECK(root->text(0) == "run 1");
+  REQUIRE(root->childCount() == 1);
+  CHECK(root->child(0)->text(0) == "run 2");
+  CHECK_FALSE(root->child(0)->text(1).isEmpty());
+  CHECK(root->child(0)->text(2) == "finished");
 
   // Reproduce run 1: the same metrics, step by step.
   filter(b, "id = 1");
@@ -561,4 +573,24 @@ TEST_CASE(
   REQUIRE(done.wait(60000));
   CHECK(done.takeFirst().at(0).toInt() == 0);
   CHECK(b.log()->toPlainText().contains("identical"));
+}
+
+TEST_CASE("run browser: a run's family for the Lineage tab, from the oldest ancestor down",
+          "[editor][runs]") {
+  // 2 and 3 fork 1; 4 forks 3; 5 stands alone.
+  const std::map<int64_t, std::pair<int64_t, std::optional<int64_t>>> parents = {
+      {2, {1, 100}}, {3, {1, 200}}, {4, {3, std::nullopt}}};
+  const LineageNode f = run_family(4, parents);
+  CHECK(f.id == 1);
+  CHECK_FALSE(f.fork_step);
+  REQUIRE(f.children.size() == 2);
+  CHECK(f.children[0].id == 2);
+  CHECK(f.children[0].fork_step == 100);
+  CHECK(f.children[1].id == 3);
+  REQUIRE(f.children[1].children.size() == 1);
+  CHECK(f.children[1].children[0].id == 4);
+  CHECK_FALSE(f.children[1].children[0].fork_step);
+  const LineageNode alone = run_family(5, parents);
+  CHECK(alone.id == 5);
+  CHECK(alone.children.empty());
 }
