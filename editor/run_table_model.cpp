@@ -381,8 +381,10 @@ void RunTableModel::liveTick() {
     const auto n_all = t.count(store::RunQuery{});
     const int64_t all = n_all ? *n_all : -1, live = n_running ? *n_running : 0;
     return [this, all, live] {
-      const bool changed = all != last_all_;
+      // Also once after the last live run ended: its final status and points.
+      const bool changed = all != last_all_ || live != last_live_;
       last_all_ = all;
+      last_live_ = live;
       if (live > 0 || changed) refresh();
     };
   });

@@ -116,6 +116,7 @@ class RunTableModel : public QAbstractTableModel {
   int64_t pages_read_ = 0;
   int in_flight_ = 0;
   int64_t last_all_ = -1;  // the runs' number at the last live look
+  int64_t last_live_ = 0;  // and how many were running then
   QTimer live_timer_;
   std::shared_ptr<Worker> worker_;
   QThreadPool pool_;  // one thread: the connection is used by one query at a time

@@ -594,3 +594,41 @@ TEST_CASE("run browser: a run's family for the Lineage tab, from the oldest ance
   CHECK(alone.id == 5);
   CHECK(alone.children.empty());
 }
+
+TEST_CASE(
+    "run browser: runs a training process adds meanwhile (WAL) appear on Refresh, and a "
+    "live run's end is read without one",
+    "[editor][runs]") {
+  BrowserFixture fx;
+  RunBrowser& b = fx.browser;
+  RunTableModel* m = b.model();
+  REQUIRE(m->total() == kRuns);
+  // Another connection writes, as a training process does.
+  auto writer = store::RunStore::open(fx.db);
+  REQUIRE(writer.ok());
+  auto run = (*writer)->begin_run({.name = "live", .device = "cpu"});
+  REQUIRE(run.ok());
+  (*writer)->log_metric("val/loss", 1, 0.25);
+  REQUIRE((*writer)->flush().ok());
+  QTest::mouseClick(b.button("refresh"), Qt::LeftButton);
+  settle(m);
+  REQUIRE(m->total() == kRuns + 1);
+  REQUIRE(m->runId(0) == *run);  // newest first
+  const int status = column_of(m, "status");
+  REQUIRE(status >= 0);
+  REQUIRE(m->cell(0, status));
+  CHECK(m->cell(0, status)->text == "running");
+  // The run ends: the next live look reads it (every 3 s in the dock; sooner here).
+  m->setLive(true, 100);
+  QTest::qWait(350);  // a few looks while it runs
+  CHECK(m->cell(0, status)->text == "running");
+  REQUIRE((*writer)->end_run(*run, "finished").ok());
+  for (int i = 0; i < 300 && !(m->cell(0, status) && m->cell(0, status)->text == "finished"); ++i)
+    QTest::qWait(10);
+  REQUIRE(m->cell(0, status));
+  CHECK(m->cell(0, status)->text == "finished");
+  const int best = column_of(m, "metrics.val/loss.best");
+  REQUIRE(best >= 0);
+  REQUIRE(m->cell(0, best));
+  CHECK(m->cell(0, best)->number == Approx(0.25));
+}
