@@ -51,6 +51,10 @@ Result<ChildProcess> ChildProcess::start(const std::string& exe,
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // This executable again through /proc/self/exe, the image this process runs: a rebuild or
+  // an upgrade that replaced the file meanwhile does not make the workers fail to start (or
+  // run another version than the coordinator). argv[0] keeps the path people read.
+  const std::string file = exe == self_exe() ? std::string("/proc/self/exe") : exe;
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -63,7 +67,7 @@ Result<ChildProcess> ChildProcess::start(const std::string& exe,
     if (::getppid() != parent) ::_exit(1);  // the parent died before prctl took hold
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
-    ::execv(exe.c_str(), argv.data());
+    ::execv(file.c_str(), argv.data());
     ::_exit(127);
   }
   ::close(out[1]);
@@ -133,7 +137,12 @@ std::optional<int> ChildProcess::reap() {
 std::string self_exe() {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("/proc/self/exe") : p.string();
+  if (ec) return "/proc/self/exe";
+  // The file this process runs was replaced (a rebuild): the kernel says so after the path.
+  std::string path = p.string();
+  const std::string gone = " (deleted)";
+  if (path.ends_with(gone)) path.resize(path.size() - gone.size());
+  return path;
 }
 
 std::string last_line(const std::string& text) {

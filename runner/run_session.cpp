@@ -81,19 +81,27 @@ ProgressFn telemetry_feed(Trainer& trainer, Telemetry& tm, const TrainConfig& cf
   };
 }
 
-// Links `last` to epoch-E.ckpt beside it and records both (and `best` when it was written)
-// as the run's artifacts, with the step each holds.
+// A run keeps about this many epoch checkpoints for forks: every epoch of a short run, every
+// k-th of a long one (and its last), so a 1000-epoch run does not keep 1000 files.
+constexpr int64_t kKeptEpochs = 20;
+
+// Links `last` to epoch-E.ckpt beside it (when epoch E is one to keep) and records them (and
+// `best` when it was written) as the run's artifacts, with the step each holds.
 Result<void> keep_epoch_checkpoint(store::RunStore& store, int64_t run_id, const std::string& last,
                                    const std::string& best, bool improved, int64_t step,
-                                   int64_t epoch) {
+                                   int64_t epoch, int64_t planned_epochs) {
   namespace fs = std::filesystem;
+  const int64_t stride = std::max<int64_t>(1, (planned_epochs + kKeptEpochs - 1) / kKeptEpochs);
+  const bool keep = epoch % stride == 0 || epoch >= planned_epochs;
   const std::string kept =
       (fs::path(last).parent_path() / ("epoch-" + std::to_string(epoch) + ".ckpt")).string();
   std::error_code ec;
-  fs::remove(kept, ec);  // a resumed run redoes an epoch a lost attempt had kept
-  fs::create_hard_link(last, kept, ec);
-  if (ec) fs::copy_file(last, kept, fs::copy_options::overwrite_existing, ec);
-  if (ec) return make_error("cannot keep " + kept + ": " + ec.message());
+  if (keep) {
+    fs::remove(kept, ec);  // a resumed run redoes an epoch a lost attempt had kept
+    fs::create_hard_link(last, kept, ec);
+    if (ec) fs::copy_file(last, kept, fs::copy_options::overwrite_existing, ec);
+    if (ec) return make_error("cannot keep " + kept + ": " + ec.message());
+  }
   // Absolute: the store reads a relative path against the database's folder, and these are
   // relative to the working folder.
   auto record = [&](const std::string& path) -> Result<void> {
@@ -101,8 +109,9 @@ Result<void> keep_epoch_checkpoint(store::RunStore& store, int64_t run_id, const
     if (!id) return id.error();
     return {};
   };
-  for (const std::string& path : {last, kept})
-    if (auto r = record(path); !r) return r;
+  if (auto r = record(last); !r) return r;
+  if (keep)
+    if (auto r = record(kept); !r) return r;
   if (improved)
     if (auto r = record(best); !r) return r;
   return {};
@@ -339,7 +348,7 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     // Every epoch's state stays, for a fork at any epoch: a hard link to the file just
     // written (last.ckpt is replaced by a rename, so the link keeps this epoch's bytes).
     if (auto r = keep_epoch_checkpoint(**store, run_id, last_path, best_path, rep.improved,
-                                       trainer.steps_done(), rep.epoch);
+                                       trainer.steps_done(), rep.epoch, cfg.epochs);
         !r)
       return r;
     if (o.prune)
