@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "editor/instruments.h"
+#include "editor/param_colours.h"
 
 class QComboBox;
 class QLabel;
@@ -42,19 +43,6 @@ namespace mls::editor {
 class GraphDiffView;
 class ParallelCoords;
 class RunTableModel;
-
-// How the overlay colours runs by a param: a scale over its numbers (logarithmic where they
-// span a decade or more) or one colour per distinct word.
-struct ParamColours {
-  std::string key;
-  bool log = false, words = false;
-  double min = 0, max = 0;
-  std::vector<std::string> values;  // words: the distinct values, sorted
-  // 0xRRGGBB for a run's value ("" a run without the param: grey).
-  uint32_t colour(const std::string& value) const;
-  std::string legend() const;  // "lr: 0.001 .. 0.1 (log), dark to bright"
-};
-ParamColours param_colours(const std::string& key, const std::vector<std::string>& values);
 
 // A run's family for the Lineage tab: its oldest ancestor at the root, each run's forks (or
 // resumed copies) under it, by id. `parents`: child -> (parent, the parent's step it forked
@@ -150,7 +138,7 @@ class RunBrowser : public QWidget {
   QToolButton* columns_;
   QComboBox* colour_by_;
   QComboBox* objective_;
-  QWidget* legend_bar_;
+  ColourLegend* legend_bar_;
   QTabWidget* lower_;
   QSplitter* split_ = nullptr;
   bool split_moved_ = false;

@@ -632,3 +632,29 @@ TEST_CASE(
   REQUIRE(m->cell(0, best));
   CHECK(m->cell(0, best)->number == Approx(0.25));
 }
+
+TEST_CASE(
+    "run browser: colours by a param: a blue-to-red scale, logarithmic from a decade; "
+    "one colour per word",
+    "[editor][runs]") {
+  const ParamColours lr = param_colours("lr", {"0.001", "0.01", "0.1", ""});
+  CHECK(lr.log);
+  CHECK_FALSE(lr.words);
+  CHECK(lr.min == Approx(0.001));
+  CHECK(lr.max == Approx(0.1));
+  CHECK(lr.colour("0.001") == 0x4285f4);  // the scale's blue end
+  CHECK(lr.colour("0.1") == 0xe8413c);    // its red end
+  // 0.01 is the middle of a log scale: between the teal and amber stops.
+  const uint32_t mid = lr.colour("0.01");
+  CHECK(mid != lr.colour("0.001"));
+  CHECK((mid >> 8 & 0xff) > 150);  // green-ish, not an end
+  CHECK(lr.colour("") == 0x909090);
+  CHECK(lr.legend() == "lr: blue 0.001 .. red 0.1 (log scale)");
+  const ParamColours batch = param_colours("batch_size", {"32", "64"});
+  CHECK_FALSE(batch.log);  // 2x: a linear scale
+  const ParamColours opt = param_colours("optimizer", {"sgd", "adam", "sgd"});
+  REQUIRE(opt.words);
+  CHECK(opt.values == std::vector<std::string>{"adam", "sgd"});
+  CHECK(opt.colour("adam") != opt.colour("sgd"));
+  CHECK(opt.colour("rmsprop") == 0x909090);
+}
