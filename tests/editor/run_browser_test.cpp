@@ -191,7 +191,7 @@ struct BrowserFixture {
 }  // namespace
 
 TEST_CASE(
-    "run browser: 3,000 runs read a page at a time; filter and sort in SQL match a hand count",
+    "run browser: 3,000 runs read a page at a time, filter and sort in SQL match a hand count",
     "[editor][runs]") {
   BrowserFixture fx;
   RunBrowser& b = fx.browser;
@@ -634,7 +634,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "run browser: colours by a param: a blue-to-red scale, logarithmic from a decade; "
+    "run browser: colours by a param: a blue-to-red scale, logarithmic from a decade, "
     "one colour per word",
     "[editor][runs]") {
   const ParamColours lr = param_colours("lr", {"0.001", "0.01", "0.1", ""});
