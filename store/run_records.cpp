@@ -331,7 +331,7 @@ Result<std::vector<std::string>> RunStore::delete_run(int64_t run_id) {
     if (Result<void> r = del->run(); !r) return r.error();
   }
   if (Result<void> r = tx->commit(); !r) return r.error();
-  if (impl_->current_run == run_id) impl_->current_run.reset();
+  impl_->forget_current_run(run_id);
   return paths;
 }
 

@@ -17,6 +17,7 @@
 #include <limits>
 #include <mutex>
 #include <span>
+#include <thread>
 
 #include "store/process_owner.h"
 #include "store/run_schema.h"
@@ -30,8 +31,12 @@ namespace mls::store {
 
 namespace {
 
+// The writer thread commits a batch at kFlushPoints queued points or when the oldest has
+// waited kFlushInterval, whichever comes first; behind, it takes the whole queue at once.
 constexpr size_t kFlushPoints = 256;
-constexpr auto kFlushInterval = std::chrono::seconds(1);
+constexpr auto kFlushInterval = std::chrono::milliseconds(250);
+// log_metric waits rather than queue more (about 40 MB of points).
+constexpr size_t kMaxQueued = size_t{1} << 20;
 
 }  // namespace
 
@@ -152,6 +157,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path) {
   impl->owner = this_process();
   if (Result<void> r = impl->close_stale_runs(); !r) return r.error();
   if (Result<void> r = impl->close_stale_sweeps(); !r) return r.error();
+  impl->start_writer();
   return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
 }
 
@@ -258,6 +264,7 @@ void RunStore::set_busy_timeout_ms(int ms) {
 }
 
 RunStore::~RunStore() {
+  impl_->stop_writer();  // it writes what was queued before it ends
   std::lock_guard lock(impl_->mu);
   impl_->flush_locked();
   // A destructor cannot return the error, and silently losing metrics is worse than a
@@ -324,7 +331,7 @@ Result<int64_t> RunStore::begin_run(const NewRun& run) {
     }
   }
   if (Result<void> r = tx->commit(); !r) return r.error();
-  impl_->current_run = id;
+  impl_->set_current_run(id);
   return id;
 }
 
@@ -358,7 +365,7 @@ Result<void> RunStore::end_run(int64_t run_id, const std::string& status) {
     if (Result<void> r = st.run(); !r) return r.error();
     if (impl_->db.changes() == 0) return impl_->no_run(run_id);
   }
-  if (impl_->current_run == run_id) impl_->current_run.reset();
+  impl_->forget_current_run(run_id);
   return impl_->take_write_error();
 }
 
@@ -399,7 +406,7 @@ Result<void> RunStore::resume_run(int64_t run_id, ResumePoint from) {
   }
   if (Result<void> r = recompute_summaries(impl_->db, run_id); !r) return r.error();
   if (Result<void> r = tx->commit(); !r) return r.error();
-  impl_->current_run = run_id;
+  impl_->set_current_run(run_id);
   return {};
 }
 
@@ -408,19 +415,29 @@ Result<void> RunStore::resume_run(int64_t run_id, ResumePoint from) {
 void RunStore::log_metric(std::string_view key, int64_t step, double value) {
   double wall =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::lock_guard lock(impl_->mu);
-  if (!impl_->current_run || impl_->read_only) {
-    if (!impl_->write_error) {
-      impl_->write_error = impl_->db.path() + ": log_metric(\"" + std::string(key) +
-                           "\") with no current run (call begin_run first)";
+  Impl& m = *impl_;
+  std::unique_lock q(m.qmu);
+  if (!m.current_run || m.read_only) {
+    if (!m.write_error) {
+      m.write_error = m.db.path() + ": log_metric(\"" + std::string(key) +
+                      "\") with no current run (call begin_run first)";
     }
-    ++impl_->lost_points;
+    ++m.lost_points;
     return;
   }
-  impl_->pending.push_back({*impl_->current_run, std::string(key), step, value, wall});
-  if (impl_->pending.size() >= kFlushPoints ||
-      std::chrono::steady_clock::now() - impl_->last_flush >= kFlushInterval) {
-    impl_->flush_locked();
+  if (m.queue.size() >= kMaxQueued) {
+    m.work.notify_one();
+    m.space.wait(q, [&] { return m.queue.size() < kMaxQueued; });
+  }
+  auto k = m.keys.find(key);
+  if (k == m.keys.end()) k = m.keys.emplace(key).first;
+  m.queue.push_back({*m.current_run, &*k, step, value, wall});
+  // The writer sleeps until a batch's first point, then until it is full or due.
+  if (m.queue.size() == 1) {
+    m.queued_since = std::chrono::steady_clock::now();
+    m.work.notify_one();
+  } else if (m.queue.size() == kFlushPoints) {
+    m.work.notify_one();
   }
 }
 
@@ -430,12 +447,58 @@ Result<void> RunStore::flush() {
   return impl_->take_write_error();
 }
 
+void RunStore::Impl::start_writer() {
+  queue.reserve(kFlushPoints * 4);
+  batch.reserve(kFlushPoints * 4);
+  writer = std::thread([this] { writer_loop(); });
+}
+
+void RunStore::Impl::stop_writer() {
+  if (!writer.joinable()) return;
+  {
+    std::lock_guard q(qmu);
+    stop = true;
+  }
+  work.notify_one();
+  writer.join();
+}
+
+void RunStore::Impl::writer_loop() {
+  for (;;) {
+    {
+      std::unique_lock q(qmu);
+      while (!stop) {
+        if (queue.empty()) {
+          work.wait(q);
+          continue;
+        }
+        if (queue.size() >= kFlushPoints) break;
+        auto due = queued_since + kFlushInterval;
+        if (std::chrono::steady_clock::now() >= due) break;
+        work.wait_until(q, due);
+      }
+      if (stop && queue.empty()) return;
+    }
+    // A reader or flush() holding mu may write the queue first; then there is nothing left.
+    std::lock_guard lock(mu);
+    flush_locked();
+  }
+}
+
 // One transaction per batch: a commit (not a row) is what costs a disk sync. The batch's
 // summary per (run, key) is folded into metric_summary in the same transaction, so a reader
-// never sees points without their summary.
+// never sees points without their summary. The batch is taken under mu, so no batch is ever
+// half-way between the queue and the file while another holder of mu reads or writes:
+// points reach the file in logging order, and a caller of flush() sees every point logged
+// before it written (or its loss recorded).
 void RunStore::Impl::flush_locked() {
-  last_flush = std::chrono::steady_clock::now();
-  if (pending.empty()) return;
+  {
+    std::lock_guard q(qmu);
+    if (queue.empty()) return;
+    batch.swap(queue);
+    if (std::this_thread::get_id() == writer.get_id()) ++batches;
+  }
+  space.notify_all();
   auto write = [&]() -> Result<void> {
     Result<Transaction> tx = Transaction::begin(db);
     if (!tx) return tx.error();
@@ -443,16 +506,16 @@ void RunStore::Impl::flush_locked() {
     size_t hit = 0;
     {
       auto scope = insert_metric.scoped();
-      for (const Pending& p : pending) {
-        insert_metric.bind_int(1, p.run_id).bind_text(2, p.key).bind_int(3, p.step);
+      for (const Pending& p : batch) {
+        insert_metric.bind_int(1, p.run_id).bind_text(2, *p.key).bind_int(3, p.step);
         insert_metric.bind_double(4, p.value).bind_double(5, p.wall_time);
         if (Result<void> r = insert_metric.run(); !r) return r.error();
-        if (hit >= sums.size() || sums[hit].first != p.run_id || sums[hit].second.s.key != p.key) {
+        if (hit >= sums.size() || sums[hit].first != p.run_id || sums[hit].second.s.key != *p.key) {
           hit = 0;
           while (hit < sums.size() &&
-                 (sums[hit].first != p.run_id || sums[hit].second.s.key != p.key))
+                 (sums[hit].first != p.run_id || sums[hit].second.s.key != *p.key))
             ++hit;
-          if (hit == sums.size()) sums.emplace_back(p.run_id, SummaryAcc(p.key));
+          if (hit == sums.size()) sums.emplace_back(p.run_id, SummaryAcc(*p.key));
         }
         sums[hit].second.add(p.step, p.value);
       }
@@ -463,14 +526,21 @@ void RunStore::Impl::flush_locked() {
   };
   if (Result<void> r = write(); !r) {
     // Dropped rather than retried: a failure that outlives a 5 s busy timeout (disk full,
-    // file removed) would otherwise grow the buffer for the rest of the run.
+    // file removed) would otherwise grow the queue for the rest of the run.
+    std::lock_guard q(qmu);
     if (!write_error) write_error = "writing metric points failed: " + r.error().message;
-    lost_points += static_cast<int64_t>(pending.size());
+    lost_points += static_cast<int64_t>(batch.size());
   }
-  pending.clear();
+  batch.clear();
+}
+
+int64_t RunStore::writer_batches() {
+  std::lock_guard q(impl_->qmu);
+  return impl_->batches;
 }
 
 Result<void> RunStore::Impl::take_write_error() {
+  std::lock_guard q(qmu);
   if (!write_error) return {};
   std::string msg =
       *write_error + "; " + std::to_string(lost_points) + " metric point(s) were not recorded";

@@ -11,11 +11,13 @@
 //   if (auto r = (*store)->end_run(*run, "finished"); !r) report(r.error().message);
 //   auto best = (*store)->metric_summaries(*run);  // latest, min, max, best per key
 //
-// Metric points are buffered and written in one transaction per ~256 points or 1 s, so
-// thousands of points per second stay cheap; each batch also updates its keys' rows of
-// metric_summary in that transaction. A failed write is remembered, not thrown, and
-// reported by the next flush() or end_run(). All methods take one mutex, so a training
-// thread and a GUI thread may share a store.
+// log_metric only queues a point (a short lock; keys are interned): a writer thread the
+// store owns commits the queue in one transaction per ~256 points or 250 ms (the whole
+// queue when it falls behind; log_metric waits once about a million points are queued).
+// Each batch also updates its keys' rows of metric_summary in that transaction, so a kill
+// loses at most the points not yet committed. A failed write is remembered, not thrown, and
+// reported (with the points lost) by the next flush() or end_run(). Every other method takes
+// one mutex, so a training thread and a GUI thread may share a store.
 #pragma once
 
 #include <cstdint>
@@ -152,7 +154,9 @@ class RunStore : public MetricSink {
   bool read_only() const;
   // The runs open() found 'running' with their process gone, and marked interrupted.
   const std::vector<int64_t>& closed_stale_runs() const;
-  ~RunStore() override;  // flushes; a run still 'running' stays so (what a crash leaves)
+  // Stops the writer thread and writes every queued point; a run still 'running' stays so
+  // (what a crash leaves).
+  ~RunStore() override;
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
 
@@ -160,10 +164,13 @@ class RunStore : public MetricSink {
   Result<int64_t> begin_run(const NewRun& run);
   // Sets (or replaces) one parameter.
   Result<void> log_param(int64_t run_id, const std::string& key, const std::string& value);
-  // Appends a point to the current run (MetricSink). Never fails here; see flush().
+  // Queues a point for the current run (MetricSink). Never fails here; see flush().
   void log_metric(std::string_view key, int64_t step, double value) override;
-  // Writes buffered points and reports, once, any write failure since the last report.
+  // Returns once every point logged before it is committed (the writer thread's batch
+  // included), and reports, once, any write failure since the last report.
   Result<void> flush();
+  // Batches the writer thread has taken from the queue so far (tests, benchmarks).
+  int64_t writer_batches();
   // Flushes, then sets ended = now and status: finished | failed | interrupted | pruned.
   Result<void> end_run(int64_t run_id, const std::string& status);
   // Marks an ended (or crashed) run as running again, training resuming from a checkpoint

@@ -4,10 +4,15 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "store/run_store.h"
@@ -18,7 +23,7 @@ namespace mls::store {
 struct RunStore::Impl {
   struct Pending {
     int64_t run_id;
-    std::string key;
+    const std::string* key;  // interned in `keys`: no allocation per point
     int64_t step;
     double value;
     double wall_time;
@@ -42,15 +47,39 @@ struct RunStore::Impl {
   Result<void> prepare(std::span<const Sql> statements);
   Result<void> prepare_readers();
 
+  // Two locks, always taken in this order: `mu` guards the connection and its statements
+  // (every method; the writer thread while it writes a batch), `qmu` the queue of logged
+  // points and what log_metric reads. log_metric takes only qmu, so the training thread
+  // never waits for a write (only for a full queue).
   std::mutex mu;
-  std::vector<Pending> pending;
-  std::optional<int64_t> current_run;
-  std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
-  // The first unreported write failure, and how many points were lost since then.
+  std::mutex qmu;
+  std::condition_variable work;   // the writer: a batch is due, or stop
+  std::condition_variable space;  // log_metric: the queue went below kMaxQueued
+  std::vector<Pending> queue;     // qmu
+  std::chrono::steady_clock::time_point queued_since;  // qmu: when queue's oldest point came
+  std::set<std::string, std::less<>> keys;  // qmu; nodes never move, so Pending::key holds
+  std::optional<int64_t> current_run;       // qmu
+  // The first unreported write failure, and how many points were lost since then (qmu).
   std::optional<std::string> write_error;
   int64_t lost_points = 0;
+  int64_t batches = 0;         // qmu: batches taken from the queue by the writer thread
+  bool stop = false;           // qmu: the destructor's signal to the writer
+  std::vector<Pending> batch;  // mu: the batch being written (its capacity is reused)
+  std::thread writer;          // absent on read-only stores
 
+  void start_writer();
+  void writer_loop();
+  void stop_writer();
+  // With mu held: writes every queued point (one transaction), on the calling thread.
   void flush_locked();
+  void set_current_run(std::optional<int64_t> run) {
+    std::lock_guard q(qmu);
+    current_run = run;
+  }
+  void forget_current_run(int64_t run) {
+    std::lock_guard q(qmu);
+    if (current_run == run) current_run.reset();
+  }
   Result<void> take_write_error();
   Error no_run(int64_t id) const {
     return make_error("no run " + std::to_string(id) + " in " + db.path());

@@ -1,11 +1,13 @@
 #include "store/run_store.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <regex>
+#include <thread>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -288,6 +290,97 @@ TEST_CASE("run store: a failed metric write is reported once by flush", "[store]
   CHECK_THAT(msg, Catch::Contains("FOREIGN KEY"));
   CHECK_THAT(msg, Catch::Contains("3 metric point(s) were not recorded"));
   CHECK(store->flush().ok());
+  CHECK(query_text(store->path(), "SELECT count(*) FROM metrics") == "0");
+}
+
+TEST_CASE("run store: points logged on one thread while another reads arrive once, in order",
+          "[store][writer]") {
+  TempDir dir;
+  auto store = open_ok(dir.file("runs.db"));
+  Result<int64_t> id = store->begin_run({.name = "threads"});
+  REQUIRE(id.ok());
+  constexpr int64_t n = 20000;
+  std::atomic<bool> done{false};
+  // Only this thread asserts (Catch2's assertions are not thread-safe).
+  std::thread logger([&] {
+    for (int64_t i = 0; i < n; ++i) {
+      store->log_metric("train/loss", i, 0.5 * static_cast<double>(i));
+      store->log_metric("train/accuracy", i, static_cast<double>(i % 7));
+    }
+    done = true;
+  });
+  int reads = 0;
+  size_t seen = 0;
+  bool in_order = true;
+  bool summary_ok = true;
+  while (!done || reads == 0) {
+    Result<std::vector<MetricPoint>> pts = store->metrics(*id, "train/loss");
+    REQUIRE(pts.ok());
+    // Every read is a prefix of what was logged: each step once, none skipped.
+    for (size_t i = 0; i < pts->size(); ++i) {
+      if ((*pts)[i].step != static_cast<int64_t>(i) || (*pts)[i].value != 0.5 * (*pts)[i].step)
+        in_order = false;
+    }
+    if (pts->size() < seen) in_order = false;
+    seen = pts->size();
+    Result<std::vector<MetricSummary>> sums = store->metric_summaries(*id);
+    REQUIRE(sums.ok());
+    for (const MetricSummary& m : *sums) {
+      // Points and their summary are committed together: count is latest_step + 1.
+      if (m.count != m.latest_step + 1) summary_ok = false;
+      if (m.key == "train/loss" && m.count < static_cast<int64_t>(seen)) summary_ok = false;
+    }
+    ++reads;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  logger.join();
+  CHECK(in_order);
+  CHECK(summary_ok);
+  REQUIRE(store->flush().ok());
+  Result<std::vector<MetricPoint>> loss = store->metrics(*id, "train/loss");
+  Result<std::vector<MetricPoint>> acc = store->metrics(*id, "train/accuracy");
+  REQUIRE(loss.ok());
+  REQUIRE(acc.ok());
+  REQUIRE(loss->size() == static_cast<size_t>(n));
+  REQUIRE(acc->size() == static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    REQUIRE((*loss)[i].step == i);
+    REQUIRE((*acc)[i].step == i);
+    REQUIRE((*acc)[i].value == static_cast<double>(i % 7));
+  }
+  Result<std::vector<MetricSummary>> sums = store->metric_summaries(*id);
+  REQUIRE(sums.ok());
+  REQUIRE(sums->size() == 2);
+  CHECK((*sums)[1].key == "train/loss");
+  CHECK((*sums)[1].count == n);
+  CHECK((*sums)[1].latest == 0.5 * (n - 1));
+  CHECK((*sums)[0].max == 6.0);
+  CHECK((*sums)[0].best == 6.0);  // accuracy: higher is better
+  CHECK((*sums)[0].best_step == 6);
+  CHECK(query_text(store->path(), "SELECT count(*) FROM metrics") == std::to_string(2 * n));
+  // Reads write the queue themselves (they flush first); between them the writer thread
+  // takes batches. Which of the two wrote a batch depends on the scheduler.
+  if (store->writer_batches() == 0) WARN("the writer thread took no batch; reads wrote them all");
+  INFO("reads while logging: " << reads);
+}
+
+TEST_CASE("run store: a write failure in the writer thread's batch is reported by flush",
+          "[store][writer]") {
+  TempDir dir;
+  auto store = open_ok(dir.file("runs.db"));
+  Result<int64_t> id = store->begin_run({.name = "doomed"});
+  REQUIRE(id.ok());
+  // Another connection deletes the run (foreign keys are off there): our inserts then fail.
+  exec_ok(store->path(), "DELETE FROM runs WHERE id = " + std::to_string(*id));
+  for (int64_t i = 0; i < 300; ++i) store->log_metric("loss", i, 1.0);
+  // 256 queued points wake the writer; wait (up to 20 s) until it has taken a batch.
+  for (int i = 0; i < 2000 && store->writer_batches() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(store->writer_batches() >= 1);
+  std::string msg = error_of(store->flush());
+  CHECK_THAT(msg, Catch::Contains("FOREIGN KEY"));
+  CHECK_THAT(msg, Catch::Contains("300 metric point(s) were not recorded"));
+  CHECK(store->flush().ok());  // reported once
   CHECK(query_text(store->path(), "SELECT count(*) FROM metrics") == "0");
 }
 
