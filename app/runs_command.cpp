@@ -778,7 +778,9 @@ int query_command(const RunsOptions& o, std::FILE* out) {
     print_table(out, r->columns, rows, right);
   }
   if (r->truncated)
-    std::fprintf(stderr, "mlstudio: runs query: only the first %zu rows (add a LIMIT)\n",
+    std::fprintf(stderr,
+                 "mlstudio: runs query: only the first %zu rows (10,000 rows or 64 MiB of text "
+                 "at most; add a LIMIT or select fewer columns)\n",
                  r->rows.size());
   return 0;
 }

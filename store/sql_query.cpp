@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -176,6 +177,8 @@ Result<QueryResult> run_query(const std::string& db_path, const std::string& sql
   sqlite3_db_config(raw, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
   sqlite3_db_config(raw, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
   sqlite3_limit(raw, SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(raw, SQLITE_LIMIT_LENGTH,
+                static_cast<int>(std::clamp<int64_t>(limits.max_value_bytes, 1, 1 << 30)));
   Guard guard;
   sqlite3_set_authorizer(raw, authorize, &guard);
 
@@ -205,6 +208,7 @@ Result<QueryResult> run_query(const std::string& db_path, const std::string& sql
   sqlite3_progress_handler(raw, 1000, progress, &guard);
 
   QueryResult out;
+  int64_t bytes = 0;  // the text kept so far (max_bytes)
   int n = sqlite3_column_count(st);
   for (int i = 0; i < n; ++i) {
     const char* name = sqlite3_column_name(st, i);
@@ -219,6 +223,9 @@ Result<QueryResult> run_query(const std::string& db_path, const std::string& sql
                           std::to_string(limits.max_seconds).substr(0, 5) + " s (the time cap)");
       if (!guard.what().empty())
         return make_error(prefix + "the database is read-only here: " + guard.what() + " refused");
+      if (sqlite3_errcode(raw) == SQLITE_TOOBIG)
+        return make_error(prefix + "a value is too big (over " +
+                          std::to_string(limits.max_value_bytes >> 20) + " MiB)");
       return make_error(prefix + sqlite3_errmsg(raw));
     }
     if (static_cast<int64_t>(out.rows.size()) >= limits.max_rows) {
@@ -239,12 +246,18 @@ Result<QueryResult> run_query(const std::string& db_path, const std::string& sql
           c.kind = Cell::Kind::Text;
           const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(st, i));
           c.text.assign(t ? t : "", static_cast<size_t>(sqlite3_column_bytes(st, i)));
+          bytes += static_cast<int64_t>(c.text.size());
           break;
         }
         default:
           break;
       }
       row.push_back(std::move(c));
+      if (bytes > limits.max_bytes) break;  // a row of many big columns stops here too
+    }
+    if (bytes > limits.max_bytes) {
+      out.truncated = true;  // this row's text is past the cap: the rows before it are kept
+      break;
     }
     out.rows.push_back(std::move(row));
   }

@@ -7,7 +7,8 @@
 //     could write or load code (load_extension, writefile, fts3_tokenizer, edit);
 //   - sqlite3_stmt_readonly must say the statement is read-only;
 //   - one statement per call (a second after ';' is refused).
-// A row cap and a time cap (a progress handler) bound what one query may cost.
+// A row cap, a byte cap, a length limit on every value and a time cap (a progress handler)
+// bound what one query may cost.
 //
 //   Result<QueryResult> r = run_query("runs.db", "SELECT key, count(*) FROM params GROUP BY key");
 //   if (!r) return fail(r.error().message);   // "runs query is read-only: INSERT refused"
@@ -26,6 +27,11 @@ namespace mls::store {
 struct QueryLimits {
   int64_t max_rows = 10000;  // rows past it are not read (QueryResult::truncated)
   double max_seconds = 10;   // then the query is stopped with an error saying so
+  // A value (a row's cell, or anything the query builds on the way: zeroblob(1e9),
+  // printf('%.*c', 1e9, 'x')) longer than this is an error; the rows kept stop (truncated)
+  // once their text passes max_bytes, so a query over a stranger's file cannot exhaust memory.
+  int64_t max_value_bytes = 16 << 20;
+  int64_t max_bytes = 64 << 20;
 };
 
 struct QueryResult {

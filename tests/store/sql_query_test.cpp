@@ -111,3 +111,44 @@ TEST_CASE("runs query: a file that is not a run database is refused by name", "[
   CHECK(msg.find("junk.db") != std::string::npos);
   CHECK(error_of(run_query(dir.file("none.db"), "SELECT 1")).find("none.db") != std::string::npos);
 }
+
+TEST_CASE("runs query: huge values and many big rows are capped, not held in memory",
+          "[store][query]") {
+  TempDir dir;
+  std::string path = make_runs_db(dir);
+  // One value of a gigabyte: refused by SQLite's length limit, with a message saying so.
+  for (const char* sql : {"SELECT zeroblob(1000000000)", "SELECT randomblob(1000000000)",
+                          "SELECT length(hex(zeroblob(400000000)))"}) {
+    INFO(sql);
+    std::string msg = error_of(run_query(path, sql));
+    CHECK(msg.find("runs query: ") == 0);
+    CHECK(msg.find("too big") != std::string::npos);
+  }
+  // printf gives NULL past the limit rather than an error: capped all the same.
+  auto p = run_query(path, "SELECT printf('%.*c', 1000000000, 'x')");
+  REQUIRE(p.ok());
+  CHECK(p->rows.at(0).at(0).kind == Cell::Kind::Null);
+  CHECK(p->rows.at(0).at(0).text.empty());
+  // Values under the limit, but more of them than the byte cap keeps: the rows stop there.
+  QueryLimits limits;
+  auto r =
+      run_query(path,
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200) "
+                "SELECT x, zeroblob(10000000) FROM c",
+                limits);
+  REQUIRE(r.ok());
+  CHECK(r->truncated);
+  REQUIRE(!r->rows.empty());
+  CHECK(r->rows.size() < 200);
+  size_t bytes = 0;
+  for (const auto& row : r->rows) bytes += row[1].text.size();
+  CHECK(bytes <= static_cast<size_t>(limits.max_bytes));
+  CHECK(r->rows.back()[0].number == static_cast<double>(r->rows.size()));
+  // One row of many big columns: not kept whole either.
+  std::string wide = "SELECT zeroblob(10000000)";
+  for (int i = 0; i < 20; ++i) wide += ", zeroblob(10000000)";
+  auto w = run_query(path, wide, limits);
+  REQUIRE(w.ok());
+  CHECK(w->truncated);
+  CHECK(w->rows.empty());
+}
