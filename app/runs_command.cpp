@@ -31,8 +31,32 @@ namespace {
 
 using nlohmann::json;
 
+// JSON with invalid UTF-8 replaced and the C1 controls (U+0080..U+009F, which some terminals
+// read as CSI and the like) written as \u00XX: their two UTF-8 bytes only occur inside strings.
 std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {
+      static const char* digits = "0123456789abcdef";
+      out += "\\u00";
+      out += digits[next >> 4];
+      out += digits[next & 15];
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// A CSV field from a stranger's text: control characters as \xNN (terminal_safe; a newline
+// stays, quoted), then never a formula's first character (csv_field).
+std::string csv_cell(const std::string& s) {
+  return csv_field(terminal_safe(s));
 }
 
 std::string safe(const std::string& s) {
@@ -262,7 +286,7 @@ int export_command(const RunsOptions& o, std::FILE* out) {
   }
   if (o.format == "csv") {
     std::string s;
-    for (size_t i = 0; i < l->columns.size(); ++i) s += (i ? "," : "") + csv_field(l->columns[i]);
+    for (size_t i = 0; i < l->columns.size(); ++i) s += (i ? "," : "") + csv_cell(l->columns[i]);
     std::fprintf(out, "%s\n", s.c_str());
     for (const store::RunRow& r : l->rows) {
       s.clear();
@@ -270,7 +294,7 @@ int export_command(const RunsOptions& o, std::FILE* out) {
         const store::Cell& c = r.cells[i];
         // A number is written plainly (a negative one is not a formula); text is quoted.
         std::string v = c.kind == store::Cell::Kind::Number ? num(c.number)
-                        : c.kind == store::Cell::Kind::Text ? csv_field(c.text)
+                        : c.kind == store::Cell::Kind::Text ? csv_cell(c.text)
                                                             : "";
         s += (i ? "," : "") + v;
       }
@@ -755,13 +779,13 @@ int query_command(const RunsOptions& o, std::FILE* out) {
     std::fprintf(out, "%s\n", dump(arr).c_str());
   } else if (o.format == "csv") {
     std::string s;
-    for (size_t i = 0; i < r->columns.size(); ++i) s += (i ? "," : "") + csv_field(r->columns[i]);
+    for (size_t i = 0; i < r->columns.size(); ++i) s += (i ? "," : "") + csv_cell(r->columns[i]);
     std::fprintf(out, "%s\n", s.c_str());
     for (const auto& row : r->rows) {
       s.clear();
       for (size_t i = 0; i < row.size(); ++i)
         s += (i ? "," : "") + (row[i].kind == store::Cell::Kind::Number ? num(row[i].number)
-                               : row[i].kind == store::Cell::Kind::Text ? csv_field(row[i].text)
+                               : row[i].kind == store::Cell::Kind::Text ? csv_cell(row[i].text)
                                                                         : std::string());
       std::fprintf(out, "%s\n", s.c_str());
     }
@@ -802,7 +826,9 @@ CLI::Validator whole(int64_t lo, int64_t hi) {
 
 }  // namespace
 
-std::string latex_escape(const std::string& text) {
+std::string latex_escape(const std::string& raw) {
+  // Control characters first become \xNN (terminal_safe), whose backslash is escaped below.
+  const std::string text = terminal_safe(raw);
   std::string out;
   for (char c : text) {
     switch (c) {
