@@ -70,6 +70,7 @@ struct RunStore::Impl {
   void start_writer();
   void writer_loop();
   void stop_writer();
+  ~Impl() { stop_writer(); }  // ~RunStore stopped it already; this covers a failed open
   // With mu held: writes every queued point (one transaction), on the calling thread.
   void flush_locked();
   void set_current_run(std::optional<int64_t> run) {

@@ -384,6 +384,49 @@ TEST_CASE("run store: a write failure in the writer thread's batch is reported b
   CHECK(query_text(store->path(), "SELECT count(*) FROM metrics") == "0");
 }
 
+TEST_CASE("run store: log_metric waits while the writer is far behind, and loses nothing",
+          "[store][writer]") {
+  TempDir dir;
+  auto store = open_ok(dir.file("runs.db"));
+  store->set_busy_timeout_ms(60000);  // the writer waits for the lock below, not fails
+  Result<int64_t> id = store->begin_run({.name = "behind"});
+  REQUIRE(id.ok());
+  // Another connection holds the write lock: the writer's batch waits, the queue fills.
+  Result<Db> other = Db::open(store->path());
+  REQUIRE(other.ok());
+  REQUIRE(other->exec("BEGIN IMMEDIATE").ok());
+  constexpr int64_t n = 1200000;
+  std::atomic<int64_t> logged{0};
+  std::thread logger([&] {
+    for (int64_t i = 0; i < n; ++i) {
+      store->log_metric("train/loss", i, static_cast<double>(i));
+      logged = i + 1;
+    }
+  });
+  // Wait until the logger stops advancing (up to 20 s): it waits for room in the queue.
+  int64_t last = -1;
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    int64_t now = logged;
+    if (now == last && now > 0) break;
+    last = now;
+  }
+  const int64_t stalled_at = logged;
+  REQUIRE(other->exec("ROLLBACK").ok());
+  logger.join();
+  CHECK(stalled_at >= (int64_t{1} << 20));  // about a million points queued
+  CHECK(stalled_at < n);                    // then log_metric waited
+  REQUIRE(store->flush().ok());
+  CHECK(query_text(store->path(), "SELECT count(*) FROM metrics") == std::to_string(n));
+  CHECK(query_text(store->path(), "SELECT count(*) FROM metrics WHERE value = step AND run_id = " +
+                                      std::to_string(*id)) == std::to_string(n));
+  Result<std::vector<MetricSummary>> sums = store->metric_summaries(*id);
+  REQUIRE(sums.ok());
+  REQUIRE(sums->size() == 1);
+  CHECK((*sums)[0].count == n);
+  CHECK((*sums)[0].latest_step == n - 1);
+}
+
 TEST_CASE("run store: a file that is not a database is refused and left unchanged", "[store]") {
   TempDir dir;
   const std::string path = dir.file("notes.txt");
