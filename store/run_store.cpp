@@ -17,6 +17,7 @@
 #include <limits>
 #include <mutex>
 #include <span>
+#include <system_error>
 #include <thread>
 
 #include "store/process_owner.h"
@@ -417,6 +418,18 @@ void RunStore::log_metric(std::string_view key, int64_t step, double value) {
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   Impl& m = *impl_;
   std::unique_lock q(m.qmu);
+  const bool threaded = m.writer.joinable();
+  if (!threaded && m.queue.size() >= kFlushPoints) {
+    q.unlock();  // mu before qmu
+    std::lock_guard lock(m.mu);
+    m.flush_locked();
+    q.lock();
+  }
+  // Waits are over before current_run is read: end_run may have ended it meanwhile.
+  if (m.queue.size() >= kMaxQueued) {
+    m.work.notify_one();
+    m.space.wait(q, [&] { return m.queue.size() < kMaxQueued; });
+  }
   if (!m.current_run || m.read_only) {
     if (!m.write_error) {
       m.write_error = m.db.path() + ": log_metric(\"" + std::string(key) +
@@ -424,10 +437,6 @@ void RunStore::log_metric(std::string_view key, int64_t step, double value) {
     }
     ++m.lost_points;
     return;
-  }
-  if (m.queue.size() >= kMaxQueued) {
-    m.work.notify_one();
-    m.space.wait(q, [&] { return m.queue.size() < kMaxQueued; });
   }
   auto k = m.keys.find(key);
   if (k == m.keys.end()) k = m.keys.emplace(key).first;
@@ -450,7 +459,12 @@ Result<void> RunStore::flush() {
 void RunStore::Impl::start_writer() {
   queue.reserve(kFlushPoints * 4);
   batch.reserve(kFlushPoints * 4);
-  writer = std::thread([this] { writer_loop(); });
+  // Without a thread (the system refused one), log_metric writes each full batch itself,
+  // as before there was a writer.
+  try {
+    writer = std::thread([this] { writer_loop(); });
+  } catch (const std::system_error&) {
+  }
 }
 
 void RunStore::Impl::stop_writer() {
