@@ -72,10 +72,18 @@ Result<DeleteReport> delete_run(const std::string& db, int64_t run_id) {
       report.kept.push_back(file);
       report.problems.push_back(file + ": left in place (outside " + db_folder.string() +
                                 ", the database's folder)");
-    } else if (auto h = store::file_hash_hex(file); !fs::is_symlink(file, ec) && (!h || *h != a.hash)) {
+    } else if (const fs::file_status st = fs::symlink_status(file, ec);
+               !fs::is_regular_file(st) && !fs::is_symlink(st)) {
+      // A FIFO (reading it to hash would block), a device, a folder: not a file a run writes.
+      report.kept.push_back(file);
+      report.problems.push_back(file + ": left in place (not a regular file)");
+    } else if (auto h =
+                   fs::is_symlink(st) ? Result<std::string>(a.hash) : store::file_hash_hex(file);
+               !h || *h != a.hash) {
       // Rewritten since (last.ckpt is, every epoch: its row follows; another file is not).
       report.kept.push_back(file);
-      report.problems.push_back(file + ": left in place (its bytes changed since the run recorded it)");
+      report.problems.push_back(file +
+                                ": left in place (its bytes changed since the run recorded it)");
     } else {
       remove_file(file, report);
     }
@@ -85,6 +93,13 @@ Result<DeleteReport> delete_run(const std::string& db, int64_t run_id) {
   std::error_code ec;
   // A link in the run's folder's place points somewhere else: not descended into.
   if (fs::is_symlink(dir, ec) || !fs::is_directory(dir, ec)) return report;
+  // Nor one reached through a link above it (the database's "NAME.checkpoints" linked to a
+  // folder of the user's): the folder must resolve to a place under the database's folder.
+  if (!inside(db_folder, (fs::path(dir) / "x").string())) {
+    report.problems.push_back(dir + ": left in place (it resolves outside " + db_folder.string() +
+                              ", the database's folder)");
+    return report;
+  }
   bool keep_dir = false;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string file = e.path().string();

@@ -1,6 +1,8 @@
 // Deleting a run with its files (runner/run_files.h): never a file another run lists.
 #include "runner/run_files.h"
 
+#include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -149,9 +151,10 @@ TEST_CASE("run files: a missing run or a run still training is refused, nothing 
 namespace mls::runner {
 namespace {
 
-TEST_CASE("run files: a database that lists files outside its folder, or a folder linked elsewhere, "
-          "removes neither",
-          "[run_files]") {
+TEST_CASE(
+    "run files: a database that lists files outside its folder, or a folder linked elsewhere, "
+    "removes neither",
+    "[run_files]") {
   Fixture fx;
   mls::test::TempDir elsewhere{"mls_runner_elsewhere"};
   const std::string thesis = elsewhere.file("thesis.tex");
@@ -189,6 +192,39 @@ TEST_CASE("run files: a database that lists files outside its folder, or a folde
   Result<DeleteReport> r2 = delete_run(fx.db, *b);
   REQUIRE(r2.ok());
   CHECK(read_file(victim) == "precious");
+}
+
+TEST_CASE(
+    "run files: a checkpoints folder linked elsewhere, or a FIFO listed as an artifact, is "
+    "neither followed nor read",
+    "[run_files]") {
+  Fixture fx;
+  mls::test::TempDir elsewhere{"mls_runner_elsewhere2"};
+  const int64_t a = fx.finished_run("linked parent");
+  // The stranger's folder: runs.checkpoints is a link to the user's folder of other work,
+  // whose run-1 holds the user's own checkpoints.
+  const std::string run_folder = checkpoint_dir(fx.db, a);
+  const fs::path checkpoints = fs::path(run_folder).parent_path();
+  const std::string victim =
+      elsewhere.file(fs::path(run_folder).filename().string() + "/best.ckpt");
+  write_file(victim, "precious");
+  fs::create_directory_symlink(elsewhere.str(), checkpoints);
+  // And a FIFO inside the folder, listed as the run's export (as a stranger's database can
+  // say: written here by hand): hashing it to compare its bytes would block forever.
+  const std::string fifo = fx.dir.file("model.onnx");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  fx.store.reset();
+  sqlite3* raw = nullptr;
+  REQUIRE(sqlite3_open(fx.db.c_str(), &raw) == SQLITE_OK);
+  const std::string insert =
+      "INSERT INTO artifacts(run_id, kind, path, hash, bytes, created) VALUES (" +
+      std::to_string(a) + ", 'onnx', '" + fifo + "', '0123456789abcdef', 4, 'now')";
+  CHECK(sqlite3_exec(raw, insert.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(raw);
+  Result<DeleteReport> r = delete_run(fx.db, a);
+  REQUIRE(r.ok());
+  CHECK(read_file(victim) == "precious");
+  CHECK(fs::exists(fs::symlink_status(fifo)));
 }
 
 }  // namespace
