@@ -89,6 +89,19 @@ struct Spec {
     } catch (const json::exception& e) {
       return make_error(where + ": its spec lacks a field (" + std::string(e.what()) + ")");
     }
+    // The bounds the command line holds --trials, --workers, --grid-points and --method to: a
+    // stranger's database may ask for 100000 worker processes.
+    auto bad = [&](const std::string& what, const std::string& range) {
+      return make_error(where + ": its spec asks for " + what + " (" + range + ")");
+    };
+    if (s.trials < 0 || s.trials > 1000000)
+      return bad("trials " + std::to_string(s.trials), "0..1000000");
+    if (s.workers < 1 || s.workers > 256)
+      return bad("workers " + std::to_string(s.workers), "1..256");
+    if (s.grid_points < 1 || s.grid_points > 1000)
+      return bad("grid_points " + std::to_string(s.grid_points), "1..1000");
+    if (s.method != "grid" && s.method != "random" && s.method != "tpe")
+      return bad("method '" + s.method + "'", "grid, random or tpe");
     auto rule = runner::PruneRule::from_json(j.value("early_stop", json::object()));
     if (!rule) return make_error(where + ": " + rule.error().message);
     s.rule = *rule;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli_util.h"
+#include "store/run_store.h"
 #include "store/sqlite.h"
 
 using namespace mls::e2e;
@@ -356,4 +357,40 @@ TEST_CASE("sweep: bad input exits 1 naming the param, and a live sweep is not re
   CHECK(text(live.string(), "SELECT status FROM sweeps WHERE id = 1") == "interrupted");
   for (const auto& [t, s] : trials(live.string())) CHECK(s.status == "interrupted");
   CHECK(read_file(err.string()).find("sweep --resume 1") != std::string::npos);
+}
+
+TEST_CASE("sweep --resume: a stranger's spec asking for 100000 workers or -5 trials is refused",
+          "[e2e][sweep]") {
+  const std::string project = spirals_project("sweep_hostile.mls", 400, 1);
+  struct Case {
+    std::string field, value, says;
+  };
+  const Case cases[] = {{"trials", "-5", "trials -5"},
+                        {"workers", "100000", "workers 100000"},
+                        {"grid_points", "1000000000", "grid_points 1000000000"},
+                        {"method", "\"bogus\"", "method 'bogus'"}};
+  int i = 0;
+  for (const Case& c : cases) {
+    INFO(c.field);
+    const fs::path db = temp_dir() / ("sweep_hostile" + std::to_string(i++) + ".db");
+    nlohmann::json spec = {
+        {"version", 1},     {"project", project}, {"params", {"lr=0.1,0.2"}},
+        {"method", "grid"}, {"trials", 2},        {"workers", 1},
+        {"grid_points", 3}, {"seed", 0},          {"fixed", nlohmann::json::array()},
+        {"experiment", ""}};
+    spec[c.field] = nlohmann::json::parse(c.value);
+    {
+      auto st = mls::store::RunStore::open(db.string());
+      REQUIRE(st.ok());
+      auto id = (*st)->create_sweep(
+          {.name = "hostile", .project_path = project, .spec_json = spec.dump()});
+      REQUIRE(id.ok());
+      REQUIRE((*st)->end_sweep(*id, "interrupted").ok());
+    }
+    Output o = run("sweep --resume 1 --db " + db.string(), 30);
+    INFO(o.out << o.err);
+    CHECK(o.code == 1);
+    CHECK(o.err.find(c.says) != std::string::npos);
+    CHECK(o.err.find("sweep 1 in") != std::string::npos);
+  }
 }
