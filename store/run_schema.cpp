@@ -212,6 +212,20 @@ Result<int64_t> check_run_db(Db& db) {
       }
     }
   }
+  {
+    // mlstudio's schema has no trigger and no view. A file from elsewhere with one would have
+    // SQLite run it on mlstudio's writes (a trigger) or reads (a view in a table's place).
+    Result<Stmt> extra = db.prepare(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view') LIMIT 1");
+    if (!extra) return read_failure(db, extra.error());
+    auto scope = extra->scoped();
+    Result<bool> row = extra->step();
+    if (!row) return read_failure(db, row.error());
+    if (*row)
+      return not_a_run_db(path, "it has a " + extra->column_text(0) + " '" + extra->column_text(1) +
+                                    "' that mlstudio's schema has not (it would run on each "
+                                    "read or write); the file was not used");
+  }
   if (!has_meta) {
     if (has_other) return not_a_run_db(path, "it has tables but no mlstudio meta table");
     return int64_t{0};  // a new or empty database: the schema is created next
