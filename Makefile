@@ -55,8 +55,9 @@ fuzz: setup
 
 # Side by side with PyTorch on CPU in one run: one epoch of the MLP and of LeNet-5, the
 # memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and
-# the engine's GEMM, and how fast the input pipeline delivers Fashion-MNIST batches.
-BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead dashboard_overhead matmul_backends
+# the engine's GEMM, and how fast the input pipeline delivers Fashion-MNIST batches; then the
+# experiment database at scale (10,000 runs: runs list/compare, the run browser, logging).
+BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead dashboard_overhead matmul_backends runs_store_bench run_browser_paint
 bench: build
 	@scripts/setup --bench
 	@cmake --build $(BUILD) --target $(BENCH_TOOLS)
@@ -71,6 +72,9 @@ bench: build
 	@$(BUILD)/bench/pipeline_throughput
 	@$(BUILD)/bench/matmul_backends
 	@xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" $(BUILD)/bench/dashboard_overhead "" 5
+	@$(BUILD)/bench/runs_store_bench --mlstudio $(BUILD)/app/mlstudio --db $(BUILD)/runs-bench.db --keep
+	@xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" $(BUILD)/bench/run_browser_paint $(BUILD)/runs-bench.db
+	@rm -f $(BUILD)/runs-bench.db $(BUILD)/runs-bench.db-wal $(BUILD)/runs-bench.db-shm
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-asan-gui
