@@ -62,7 +62,7 @@ TEST_CASE("runs fork: an unchanged fork at epoch 2 trains epoch 3 exactly as its
   CHECK_THAT(show.out, Catch::Contains("forked at step 8"));
 }
 
-TEST_CASE("runs fork: other settings and another graph; a step before any checkpoint is refused",
+TEST_CASE("runs fork: other settings and another graph, and a step before any checkpoint is refused",
           "[e2e][lineage]") {
   const fs::path dir = temp_dir() / "fork-edit";
   fs::create_directories(dir);
@@ -101,7 +101,7 @@ TEST_CASE("runs fork: other settings and another graph; a step before any checkp
   CHECK(again.code == 0);
 }
 
-TEST_CASE("runs reproduce: identical on the same data; a changed data file names the first step",
+TEST_CASE("runs reproduce: identical on the same data, and a changed data file names the first step",
           "[e2e][lineage]") {
   const fs::path dir = temp_dir() / "reproduce";
   fs::create_directories(dir / "data");

@@ -103,7 +103,7 @@ TEST_CASE("run table: the default columns, with the metrics only where logged",
   CHECK((*e)->rows({}, 0, -1)->empty());
 }
 
-TEST_CASE("run table: sorts, then by id; missing values last either way", "[store][run_table]") {
+TEST_CASE("run table: sorts, then by id, missing values last either way", "[store][run_table]") {
   TempDir dir;
   auto t = RunTable::open(make_runs_db(dir));
   REQUIRE(t.ok());
@@ -193,7 +193,7 @@ TEST_CASE("run table: the param and metric keys in the database", "[store][run_t
         std::vector<std::string>{"test/accuracy", "train/loss", "val/loss"});
 }
 
-TEST_CASE("run table: reads a read-only file; refuses junk, a newer schema, a missing file",
+TEST_CASE("run table: reads a read-only file, refuses junk, a newer schema, a missing file",
           "[store][run_table]") {
   namespace fs = std::filesystem;
   TempDir dir;
