@@ -31,6 +31,7 @@
 #include "engine/ir/graph.h"
 #include "engine/train/optimizer.h"
 #include "engine/train/schedule.h"
+#include "engine/train/tensor_stats.h"
 #include "runner/project.h"
 
 namespace mls::runner {
@@ -38,19 +39,9 @@ namespace mls::runner {
 // Points are in the phases of engine/exec/memory_timeline.h's StepPhase: Forward, Backward,
 // Optimizer (the update).
 
-// What a wire's tensor looks like, computed in double on the host.
-struct TensorStats {
-  Shape shape;
-  DType dtype = DType::F32;
-  int64_t count = 0;
-  double mean = 0, std = 0, min = 0, max = 0;  // std: population (divides by count)
-  double zero_fraction = 0;                    // share of elements exactly 0
-  int64_t non_finite = 0;                      // NaN and infinities (left out of the rest)
-  // `bins` equal bins from min to max (one bin when min == max).
-  std::vector<int64_t> histogram;
-};
-TensorStats tensor_stats(const Tensor& t, int bins = 32);
-TensorStats tensor_stats(const std::vector<double>& values, const Shape& shape, int bins = 32);
+// A wire's statistics: engine/train/tensor_stats.h.
+using mls::TensorStats;
+using mls::tensor_stats;
 
 // One value shown at a point.
 struct StepValue {

@@ -28,6 +28,8 @@
 #include "engine/core/check.h"
 #include "engine/core/memory.h"
 #include "engine/exec/memory_timeline.h"
+#include "engine/train/breakpoints.h"
+#include "engine/train/health.h"
 
 namespace mls {
 
@@ -117,6 +119,8 @@ class Telemetry {
  public:
   AppendLog<StepPoint> steps;
   AppendLog<EpochPoint> epochs;
+  // The health instruments' samples (TrainConfig::health), each whole.
+  AppendLog<HealthSample> health;
 
   // Snapshots, replaced whole (the training thread publishes a new one now and then).
   void publish_ops(std::shared_ptr<const OpProfile> p) {
@@ -142,6 +146,13 @@ class Telemetry {
   }
   int64_t allocator_peak() const { return allocator_peak_.load(std::memory_order_acquire); }
 
+  // The breakpoint that paused the run (null: none fired).
+  void publish_break(std::shared_ptr<const BreakHit> b) {
+    break_.store(std::move(b), std::memory_order_release);
+  }
+  std::shared_ptr<const BreakHit> break_hit() const {
+    return break_.load(std::memory_order_acquire);
+  }
   std::atomic<int64_t> planned_epochs{0};
   std::atomic<int64_t> batches_per_epoch{0};
   std::atomic<bool> running{false};
@@ -149,6 +160,7 @@ class Telemetry {
  private:
   std::atomic<std::shared_ptr<const OpProfile>> ops_;
   std::atomic<std::shared_ptr<const MemoryTimeline>> memory_;
+  std::atomic<std::shared_ptr<const BreakHit>> break_;
   std::array<std::atomic<int64_t>, kNumAllocTags> allocator_{};
   std::atomic<int64_t> allocator_peak_{0};
 };

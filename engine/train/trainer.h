@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,8 +28,10 @@
 #include "engine/exec/memory_timeline.h"
 #include "engine/exec/trace.h"
 #include "engine/ir/graph.h"
+#include "engine/train/breakpoints.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/data_source.h"
+#include "engine/train/health.h"
 #include "engine/train/metrics.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/model_graph.h"
@@ -76,6 +79,11 @@ struct TrainConfig {
   // Nodes placed on the host (the project's per-node "device": "cpu"), by label: on a GPU
   // their forward and backward run on the CPU inside the static plans (PlanOptions).
   std::vector<std::string> host_nodes;
+  // The debugger (engine/train/breakpoints.h): stop before the update of a step that goes
+  // wrong, naming the first node at fault (TrainResult::breakpoint).
+  Breakpoints breaks;
+  // Health instruments every N steps (engine/train/health.h): metrics and FitInputs::health.
+  HealthConfig health;
 };
 
 // The settings a run records in the experiment store, as text: epochs, batch_size,
@@ -154,6 +162,9 @@ struct TrainResult {
   int64_t skipped_steps = 0;  // steps skipped for non-finite gradients (a resumed run's included)
   bool interrupted = false;
   bool paused = false;  // stopped at TrainConfig::stop_after_epochs
+  // A breakpoint fired (TrainConfig::breaks): training stopped before that step's update, so
+  // the trainer's state is the one the step started from (state() resumes at that step).
+  std::optional<BreakHit> breakpoint;
 };
 
 struct FitInputs {
@@ -166,6 +177,8 @@ struct FitInputs {
   // Called after each epoch; an error stops training and is returned by fit (e.g. a
   // checkpoint that could not be written).
   std::function<Result<void>(EpochReport&)> on_epoch_end;
+  // Every TrainConfig::health.every steps, on the training thread.
+  std::function<void(const HealthSample&)> health;
 };
 
 // How a step is built for this configuration (precision, loss scaling, checkpointing): what

@@ -1,0 +1,75 @@
+// Training health, the instruments of Cockpit (Schneider et al., 2021) measured while the run
+// goes: per parameter its gradient norm, the update's size against the weight, the distance
+// from the initialisation and histograms of weights and gradients; per ReLU layer the share of
+// units that were never active; the gradient's signal-to-noise ratio across a batch. The
+// trainer measures a HealthSample every `every` steps (TrainConfig::health), logs its scalars
+// as metrics ("health/fc1.weight/grad_norm") and hands it to FitInputs::health (the editor's
+// Health panel).
+//
+//   ParamHealth h = param_health("fc1.weight", "fc1", before, after, grad, init, 32);
+//   h.update_ratio;                 // ||after - before|| / ||before||
+//   double snr = mean_gsnr(per_sample_grads);   // Cockpit's MeanGSNR
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/core/result.h"
+
+namespace mls {
+
+struct HealthConfig {
+  int64_t every = 0;  // measure every N steps (0: never)
+  int bins = 32;      // histogram bins
+  // The gradient's signal-to-noise ratio needs one gradient per sample (a batch-1 step per
+  // sample); measured when batch × trainable parameters is at most this, and the model has no
+  // batch-coupled op (BatchNorm). 0: never.
+  int64_t snr_max_work = 64LL << 20;
+};
+
+struct Histogram {
+  double min = 0, max = 0;      // of the finite values
+  std::vector<int64_t> counts;  // equal bins from min to max
+  int64_t non_finite = 0;
+};
+Histogram histogram(std::span<const float> values, int bins);
+
+struct ParamHealth {
+  std::string param;  // "fc1.weight"
+  std::string label;  // its document node, "fc1"
+  double grad_norm = 0, weight_norm = 0, update_norm = 0;
+  double update_ratio = 0;        // update_norm / weight_norm (0 when the weight is 0)
+  double distance_from_init = 0;  // ||after - init||
+  Histogram weights, grads;       // weights after the update
+};
+// All in double; `before`, `after`, `grad` and `init` have the same size.
+ParamHealth param_health(std::string param, std::string label, std::span<const float> before,
+                         std::span<const float> after, std::span<const float> grad,
+                         std::span<const float> init, int bins);
+
+struct UnitHealth {
+  std::string label;  // the ReLU's document node
+  int64_t units = 0;  // features (dense) or channels (convolution)
+  int64_t dead = 0;   // never positive over the window
+  double dead_share = 0;
+  int64_t window_steps = 0;  // steps the window covered
+};
+
+// Cockpit's MeanGSNR: the mean over parameter elements of E[g]^2 / Var[g], over per-sample
+// gradients g (each the flat gradient of all trainable parameters). Elements whose variance
+// is 0 are left out. Needs at least 2 samples.
+Result<double> mean_gsnr(const std::vector<std::vector<float>>& per_sample_grads);
+
+struct HealthSample {
+  int64_t step = 0;  // steps done when measured (after this step's update)
+  int64_t epoch = 0;
+  double loss = 0;
+  std::vector<ParamHealth> params;  // trainable parameters, in order
+  std::vector<UnitHealth> relus;
+  double grad_snr = -1;  // -1: not measured (see snr_note)
+  std::string snr_note;  // why not: "BatchNorm couples the samples", "too large"
+};
+
+}  // namespace mls
