@@ -1,0 +1,121 @@
+#include "engine/train/health.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "engine/core/check.h"
+
+namespace mls {
+
+namespace {
+
+double norm2(std::span<const float> v) {
+  double sq = 0;
+  for (float x : v) sq += static_cast<double>(x) * static_cast<double>(x);
+  return std::sqrt(sq);
+}
+
+double diff_norm2(std::span<const float> a, std::span<const float> b) {
+  double sq = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    sq += d * d;
+  }
+  return std::sqrt(sq);
+}
+
+const char* kind_of(float x) {
+  return std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf";
+}
+
+}  // namespace
+
+Histogram histogram(std::span<const float> values, int bins) {
+  Histogram h;
+  const int n = std::max(bins, 1);
+  h.counts.assign(static_cast<size_t>(n), 0);
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (float x : values) {
+    if (!std::isfinite(x)) {
+      ++h.non_finite;
+      continue;
+    }
+    lo = std::min(lo, static_cast<double>(x));
+    hi = std::max(hi, static_cast<double>(x));
+  }
+  if (lo > hi) return h;  // no finite value: min = max = 0, all counts 0
+  h.min = lo;
+  h.max = hi;
+  const double width = hi - lo;
+  for (float x : values) {
+    if (!std::isfinite(x)) continue;
+    int b = width > 0 ? static_cast<int>((static_cast<double>(x) - lo) / width * n) : 0;
+    h.counts[static_cast<size_t>(std::clamp(b, 0, n - 1))]++;
+  }
+  return h;
+}
+
+ParamHealth param_health(std::string param, std::string label, std::span<const float> before,
+                         std::span<const float> after, std::span<const float> grad,
+                         std::span<const float> init, int bins) {
+  MLS_CHECK(
+      after.size() == before.size() && grad.size() == before.size() && init.size() == before.size(),
+      "param_health: before, after, grad and init differ in size");
+  ParamHealth h;
+  h.param = std::move(param);
+  h.label = std::move(label);
+  h.grad_norm = norm2(grad);
+  h.weight_norm = norm2(before);
+  h.update_norm = diff_norm2(after, before);
+  h.update_ratio = h.weight_norm > 0 ? h.update_norm / h.weight_norm : 0.0;
+  h.distance_from_init = diff_norm2(after, init);
+  h.weights = histogram(after, bins);
+  h.grads = histogram(grad, bins);
+  return h;
+}
+
+Result<double> mean_gsnr(const std::vector<std::vector<float>>& g) {
+  const size_t n = g.size();
+  if (n < 2)
+    return make_error("gradient SNR: needs at least 2 per-sample gradients, got " +
+                      std::to_string(n));
+  const size_t d = g[0].size();
+  if (d == 0) return make_error("gradient SNR: the per-sample gradients are empty");
+  for (size_t s = 0; s < n; ++s) {
+    if (g[s].size() != d)
+      return make_error("gradient SNR: sample " + std::to_string(s) + "'s gradient has " +
+                        std::to_string(g[s].size()) + " elements, sample 0's has " +
+                        std::to_string(d));
+    for (size_t j = 0; j < d; ++j)
+      if (!std::isfinite(g[s][j]))
+        return make_error("gradient SNR: sample " + std::to_string(s) + "'s gradient element " +
+                          std::to_string(j) + " is " + kind_of(g[s][j]));
+  }
+  // Two passes in double: the mean, then the sum of squared deviations (no cancellation).
+  std::vector<double> mean(d, 0.0), sq(d, 0.0);
+  for (const auto& gs : g)
+    for (size_t j = 0; j < d; ++j) mean[j] += gs[j];
+  const double inv_n = 1.0 / static_cast<double>(n);
+  for (double& m : mean) m *= inv_n;
+  for (const auto& gs : g)
+    for (size_t j = 0; j < d; ++j) {
+      const double dev = static_cast<double>(gs[j]) - mean[j];
+      sq[j] += dev * dev;
+    }
+  double sum = 0;
+  int64_t used = 0;
+  for (size_t j = 0; j < d; ++j) {
+    if (sq[j] == 0) continue;          // no variance across the samples: left out
+    const double var = sq[j] * inv_n;  // population variance, as Cockpit
+    sum += mean[j] * mean[j] / var;
+    ++used;
+  }
+  if (used == 0)
+    return make_error("gradient SNR: no gradient element varies across the " + std::to_string(n) +
+                      " samples (all per-sample gradients are equal)");
+  return sum / static_cast<double>(used);
+}
+
+}  // namespace mls
