@@ -29,6 +29,9 @@ struct HealthConfig {
   int64_t snr_max_work = 64LL << 20;
 };
 
+// `bins` equal bins (at least 1) from min to max; a value at max goes in the last bin. All
+// finite values equal: all in bin 0. No finite value: min = max = 0 and every count 0.
+// NaN and infinities are counted in non_finite only.
 struct Histogram {
   double min = 0, max = 0;      // of the finite values
   std::vector<int64_t> counts;  // equal bins from min to max
@@ -40,7 +43,8 @@ struct ParamHealth {
   std::string param;  // "fc1.weight"
   std::string label;  // its document node, "fc1"
   double grad_norm = 0, weight_norm = 0, update_norm = 0;
-  double update_ratio = 0;        // update_norm / weight_norm (0 when the weight is 0)
+  double update_ratio = 0;  // update_norm / weight_norm (0 when the weight is 0)
+  // weight_norm is ||before|| (the ratio's base); the norms of non-finite values are NaN/inf.
   double distance_from_init = 0;  // ||after - init||
   Histogram weights, grads;       // weights after the update
 };
@@ -60,6 +64,15 @@ struct UnitHealth {
 // Cockpit's MeanGSNR: the mean over parameter elements of E[g]^2 / Var[g], over per-sample
 // gradients g (each the flat gradient of all trainable parameters). Elements whose variance
 // is 0 are left out. Needs at least 2 samples.
+// Var is the population variance (divides by the number of samples n), as Cockpit computes
+// it (its batch_size * sum_grad_squared - grad^2 is E[g^2] - E[g]^2), so the figures compare
+// with Cockpit's; the sample variance (n - 1) would give (n - 1) / n times this. Cockpit adds
+// an epsilon to Var instead of leaving elements out; here an element that does not vary (a
+// dead unit's weights: Var = 0, and E[g]^2 / 0 is no number) is left out of the mean. In
+// double, mean then squared deviations (two passes). Errors (the message says which): fewer
+// than 2 samples, empty or differently sized gradients, a non-finite element (sample and
+// index named), and no element that varies (all per-sample gradients equal: nothing to
+// average, so no SNR rather than a made-up one).
 Result<double> mean_gsnr(const std::vector<std::vector<float>>& per_sample_grads);
 
 struct HealthSample {
