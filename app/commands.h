@@ -40,6 +40,8 @@ struct RunOptions {
   bool quiet = false;
   std::string profile;  // a Chrome trace of every training step goes here (--profile FILE.json)
   std::string experiment;  // --experiment NAME ("" the Default one)
+  std::string breaks;        // --break nan,spike:3,... (engine/train/breakpoints.h)
+  int64_t health_every = 0;  // --health-every N: the health instruments every N steps
   std::optional<runner::RunOptions::SweepTrial> sweep_trial;  // --sweep-trial S:T (sweep workers)
   std::optional<runner::RunOptions::Fork> fork;                // `runs fork`
   // A sweep's early stopping (runner::RunOptions::prune).

@@ -148,6 +148,16 @@ int main(int argc, char** argv) {
   std::string sweep_trial;
   app.add_option("--sweep-trial", sweep_trial, "SWEEP:TRIAL (set by `mlstudio sweep` for its workers)")
       ->group("");  // hidden: the sweep's coordinator passes it
+  app.add_option("--break", run.breaks,
+                 "Pause the run when a step goes wrong, before its update, naming the first node "
+                 "at fault: nan, spike[:K] (loss above K x its running median), "
+                 "dead-relu[:SHARE], grad-norm[:MAX[:MIN]], window:STEPS, comma-separated "
+                 "(e.g. nan,spike:3); the state is kept to --resume or fork; exit status 3");
+  app.add_option("--health-every", run.health_every,
+                 "Measure the health instruments every N steps (per-layer gradient norm, update "
+                 "ratio, distance from initialisation, dead ReLUs, gradient SNR) as health/... "
+                 "metrics")
+      ->check(whole<int64_t>(1, 1'000'000'000));
   app.add_flag("--no-memory-check", run.no_memory_check,
                "Start the run even when the pre-flight estimate says a step will not fit in "
                "free memory (by default it is refused, with the largest batch that fits)");

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -75,6 +76,15 @@ int run_command(const RunOptions& o) {
   req.sweep_trial = o.sweep_trial;
   req.fork = o.fork;
   req.prune = o.prune;
+  if (!o.breaks.empty()) {
+    auto b = parse_breakpoints(o.breaks);
+    if (!b) {
+      if (o.json) print_json_failure("--break: " + b.error().message);
+      return fail("--break: " + b.error().message);
+    }
+    req.breaks = *b;
+  }
+  req.health.every = o.health_every;
   // A sweep's trial may be stopped early under the sweep's rule (runner/pruner.h).
   if (o.sweep_trial && !req.prune) {
     auto prune = runner::sweep_pruner(o.db, o.sweep_trial->sweep);
@@ -185,10 +195,24 @@ int run_command(const RunOptions& o) {
     j["step_seconds"] = out.step_seconds();
     if (req.trace) j["profile"] = o.profile;
     if (status == "pruned") j["pruned_because"] = out.pruned_because;
+    if (const auto& hit = r.breakpoint) {
+      nlohmann::json b{{"kind", break_kind_name(hit->kind)}, {"step", hit->step},
+                       {"epoch", hit->epoch}, {"batch", hit->batch}, {"label", hit->label},
+                       {"loss", std::isfinite(hit->loss) ? nlohmann::json(hit->loss) : nlohmann::json(nullptr)},
+                       {"message", hit->message}, {"checkpoint", out.break_checkpoint}};
+      if (hit->fault) {
+        b["phase"] = phase_name(hit->fault->phase);
+        b["op"] = hit->fault->op;
+        b["non_finite"] = hit->fault->stats.non_finite;
+        b["first_index"] = hit->fault->stats.first_non_finite;
+      }
+      j["breakpoint"] = b;
+    }
     if (r.has_test) j.update(eval_json(r.test, "test_"));
     if (r.has_validation) j.update(eval_json(r.validation, "val_"));
     std::printf("%s\n", j.dump().c_str());
   }
+  if (r.breakpoint) return 3;  // paused: the state is kept, the summary says how to go on
   if (!r.interrupted) return 0;
   return 128 + (g_signal.load() ? g_signal.load() : SIGINT);
 }

@@ -90,14 +90,16 @@ int runs_fork_command(const RunsOptions& o) {
   auto rec = read_record(**st, o.run_id);
   if (!rec) return fail(rec.error().message);
   const std::string run = "run " + std::to_string(o.run_id);
-  // The epoch checkpoints the run kept, by step.
+  // The epoch checkpoints the run kept, and a breakpoint's (the state before the step that
+  // went wrong), by step.
   auto arts = (*st)->artifacts(o.run_id);
   if (!arts) return fail(arts.error().message);
   std::map<int64_t, std::string> kept;
   for (const store::ArtifactInfo& a : *arts) {
     const std::string path = (*st)->resolve_path(a.path);
     if (a.kind == "checkpoint" && a.step &&
-        std::filesystem::path(path).filename().string().rfind("epoch-", 0) == 0 &&
+        (std::filesystem::path(path).filename().string().rfind("epoch-", 0) == 0 ||
+         std::filesystem::path(path).filename().string().rfind("break-step-", 0) == 0) &&
         std::filesystem::exists(path))
       kept[*a.step] = path;
   }

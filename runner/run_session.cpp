@@ -232,6 +232,8 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
       if (const std::string* e = was->param("epochs")) cfg.epochs = std::stoll(*e);
   }
   cfg.stop_after_epochs = o.stop_after_epochs;
+  cfg.breaks = o.breaks;
+  cfg.health = o.health;
   Trainer trainer(backend, m.builder, cfg);
   trainer.set_profiling(o.inspect || o.telemetry);
   if (o.trace) trainer.set_trace(o.trace);
@@ -336,7 +338,28 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
   in.progress = events.progress;
   if (o.telemetry) in.progress = telemetry_feed(trainer, *o.telemetry, cfg, events.progress);
   in.cancel = events.cancel;
+  if (o.telemetry) in.health = [tm = o.telemetry](const HealthSample& h) { tm->health.push(h); };
   std::string pruned_because;
+  // The last state a breakpoint's fork can start from: the last epoch checkpoint (or the start).
+  int64_t healthy_step = trainer.steps_done();
+  if (cfg.breaks.any() && !was) {
+    // With breakpoints armed a fresh run keeps its starting state too: a fault in the first
+    // epoch can then be forked from step 0 with a lower learning rate.
+    const std::string start = (std::filesystem::path(last_path).parent_path() / "epoch-0.ckpt").string();
+    Result<void> kept = trainer.initialized() ? Result<void>{} : trainer.init();
+    if (kept) kept = write_state(trainer, start);
+    if (kept)
+      if (auto id = (*store)->add_artifact(
+              run_id, "checkpoint", std::filesystem::absolute(start).lexically_normal().string(),
+              trainer.steps_done());
+          !id)
+        kept = id.error();
+    if (!kept) {
+      (void)(*store)->end_run(run_id, "failed");
+      return make_error(kept.error().message + " (run " + std::to_string(run_id) +
+                        " recorded as failed in " + o.db + ")");
+    }
+  }
   in.on_epoch_end = [&](EpochReport& rep) -> Result<void> {
     // The epoch's metrics are committed before its checkpoint: a kill in between leaves
     // metrics past the older checkpoint, which a resume drops, never a checkpoint whose
@@ -351,6 +374,7 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
                                        trainer.steps_done(), rep.epoch, cfg.epochs);
         !r)
       return r;
+    healthy_step = trainer.steps_done();
     if (o.prune)
       if (auto why = o.prune(run_id, rep)) {
         pruned_because = *why;
@@ -431,12 +455,38 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
   RunOutcome out;
   out.run_id = run_id;
   out.result = std::move(*result);
+  if (const auto& hit = out.result.breakpoint) {
+    // The state the failing step started from, mid-epoch: --resume continues at that batch,
+    // `runs fork ID --step N` starts a child from it (a lower learning rate, say).
+    if (auto r = (*store)->flush(); !r) return r.error();
+    if (auto r = write_state(trainer, last_path); !r) return r.error();
+    namespace fs = std::filesystem;
+    out.break_checkpoint = (fs::path(last_path).parent_path() /
+                            ("break-step-" + std::to_string(hit->step) + ".ckpt"))
+                               .string();
+    std::error_code ec;
+    fs::remove(out.break_checkpoint, ec);
+    fs::create_hard_link(last_path, out.break_checkpoint, ec);
+    if (ec) fs::copy_file(last_path, out.break_checkpoint, fs::copy_options::overwrite_existing, ec);
+    if (ec) return make_error("cannot keep " + out.break_checkpoint + ": " + ec.message());
+    for (const std::string& p : {last_path, out.break_checkpoint})
+      if (auto id = (*store)->add_artifact(
+              run_id, "checkpoint", fs::absolute(p).lexically_normal().string(), trainer.steps_done());
+          !id)
+        return id.error();
+    std::string tag = std::string(break_kind_name(hit->kind)) + " at step " + std::to_string(hit->step);
+    if (!hit->label.empty()) tag += " (" + hit->label + ")";
+    if (auto r = (*store)->set_tag(run_id, "breakpoint", tag); !r) return r.error();
+    if (o.telemetry) o.telemetry->publish_break(std::make_shared<BreakHit>(*hit));
+    out.healthy_step = healthy_step;
+  }
   // A run stopped on purpose (stop_after_epochs) is recorded as interrupted: it can resume.
   out.status = !pruned_because.empty() ? "pruned"
-               : out.result.interrupted || out.result.paused ? "interrupted"
-                                                             : "finished";
+               : out.result.interrupted || out.result.paused || out.result.breakpoint ? "interrupted"
+                                                                                     : "finished";
   out.pruned_because = pruned_because;
   if (auto e = (*store)->end_run(run_id, out.status); !e) return e.error();
+  if (out.result.breakpoint) out.status = "paused";  // recorded as interrupted: it resumes
   out.epochs_done = trainer.epochs_done();
   out.planned_epochs = cfg.epochs;
   out.config = cfg;
@@ -497,6 +547,16 @@ std::string eval_text(const EvalResult& e) {
   return buf;
 }
 
+namespace {
+
+// Text that ends as a sentence does, with one full stop.
+std::string sentence(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '.')) s.pop_back();
+  return s + ".";
+}
+
+}  // namespace
+
 std::string summary_line(const RunOutcome& out) {
   const TrainResult& r = out.result;
   const std::string run = std::to_string(out.run_id);
@@ -504,6 +564,13 @@ std::string summary_line(const RunOutcome& out) {
     return "run " + run + " pruned after epoch " + std::to_string(out.epochs_done) + " of " +
            std::to_string(out.planned_epochs) + ": " + out.pruned_because + "; recorded in " +
            out.db;
+  if (const auto& hit = r.breakpoint)
+    return "run " + run + " paused by the " + break_kind_name(hit->kind) + " breakpoint: " +
+           sentence(hit->message) + " The state before step " + std::to_string(hit->step) +
+           " is kept in " + out.break_checkpoint + " (continue from it with " + out.resume_command +
+           "); to train again from the last checkpoint before it with a lower learning rate: "
+           "mlstudio runs fork " + run + " --step " + std::to_string(out.healthy_step) +
+           " --set lr=... --db " + out.db;
   if (r.paused)
     return "stopped after epoch " + std::to_string(out.epochs_done) + " of " +
            std::to_string(out.planned_epochs) + " as asked; continue with " + out.resume_command;
@@ -558,7 +625,8 @@ std::string preflight_line(const PreflightEstimate& e) {
 }
 
 std::string estimate_line(const RunOutcome& out) {
-  if (!out.preflight || out.result.step_losses.empty()) return "";
+  // Without a finished epoch there is no measured step to hold the estimate against.
+  if (!out.preflight || out.result.step_losses.empty() || out.step_seconds() <= 0) return "";
   const int64_t peak = out.result.peak_bytes;
   char buf[200];
   std::snprintf(buf, sizeof buf, "estimate vs measured: peak %s vs %s (%+.1f%%), step %.2f ms vs %.2f ms",

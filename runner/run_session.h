@@ -71,6 +71,13 @@ struct RunOptions {
   // After each epoch's checkpoint: a reason to stop the run here (a sweep's early stopping),
   // or nullopt to go on. A stopped run is recorded as 'pruned', with the reason as a message.
   std::function<std::optional<std::string>(int64_t run_id, const EpochReport&)> prune;
+  // The debugger (engine/train/breakpoints.h), armed for this run by any front end: a step that
+  // goes wrong stops the run before its update; the state is checkpointed there (mid-epoch),
+  // the run recorded as interrupted with a "breakpoint" tag, and RunOutcome::status reads
+  // "paused". Health instruments every N steps (engine/train/health.h) go to the store as
+  // "health/..." metrics and to the telemetry.
+  Breakpoints breaks;
+  HealthConfig health;
 };
 
 // What the caller hears while the run goes on; every member may be left empty. The
@@ -89,7 +96,7 @@ struct RunEvents {
 
 struct RunOutcome {
   int64_t run_id = 0;
-  std::string status;  // "finished", "interrupted" or "pruned"
+  std::string status;  // "finished", "interrupted", "pruned" or "paused" (a breakpoint fired)
   std::string pruned_because;  // RunOptions::prune's reason
   TrainResult result;
   int64_t epochs_done = 0;
@@ -98,6 +105,8 @@ struct RunOutcome {
   std::string device, mode, precision;
   int threads = 0;
   std::string last_checkpoint;
+  std::string break_checkpoint;  // a breakpoint's state: break-step-N.ckpt ("" none)
+  int64_t healthy_step = 0;      // the step of the last checkpoint before the breakpoint
   std::string db;
   std::string source;          // RunModel::source
   std::string resume_command;  // RunModel::resume_command, with the run id

@@ -65,7 +65,7 @@ const char* phase_name(FaultSite::Phase p);  // "input", "parameter", "forward",
 struct BreakHit {
   enum class Kind { NonFinite, Spike, DeadRelu, GradNormHigh, GradNormLow };
   Kind kind = Kind::NonFinite;
-  int64_t step = 0;   // the step that failed (steps done before it)
+  int64_t step = 0;   // the step that failed, numbered from 1 as the loss curve is (its state: step - 1 steps done)
   int64_t epoch = 0;  // counts from 1
   int64_t batch = 0;  // within the epoch, from 0
   double loss = 0;

@@ -5,6 +5,8 @@
 #include "engine/autodiff/autodiff.h"
 #include "engine/exec/checkpointing.h"
 #include "engine/exec/default_passes.h"
+#include "engine/ops/layout.h"
+#include "engine/ops/math.h"
 
 namespace mls {
 
@@ -13,7 +15,27 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
   Graph& g = mg.graph;
   StepGraph s;
   Refs outs;
-  Ref scale_input, check_sum;
+  Ref scale_input, check_sum, grad_sq;
+  std::vector<UnitOutput> activity;
+  if (o.training && o.unit_activity) {
+    // Before the backward is appended: the model's own ReLUs only.
+    const size_t forward_nodes = g.nodes().size();
+    for (size_t i = 0; i < forward_nodes; ++i) {
+      const Node& n = g.nodes()[i];
+      if (n.op->name != "relu") continue;
+      const Ref y = n.outputs[0];
+      const Shape shape = g.type_of(y).shape;
+      if (shape.size() < 2) continue;
+      // Units are the last axis of a dense layer's [batch, ..., features] output and the
+      // channels of a convolution's [batch, channels, h, w].
+      std::vector<int64_t> axes;
+      const size_t unit_axis = shape.size() == 4 ? 1 : shape.size() - 1;
+      for (size_t a = 0; a < shape.size(); ++a)
+        if (a != unit_axis) axes.push_back(static_cast<int64_t>(a));
+      Ref yf = g.type_of(y).dtype == DType::F32 ? y : cast(g, y, DType::F32);
+      activity.push_back({n.label, max(g, yf, axes, false), shape[unit_axis]});
+    }
+  }
   if (o.training) {
     const LossScaler scaler(o.precision, o.loss_scale);
     Refs wrt;  // frozen parameters and running statistics get no gradient
@@ -30,6 +52,15 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
     outs.insert(outs.end(), grads->begin(), grads->end());
     if (check_sum.valid()) outs.push_back(check_sum);
     s.gradients = grads->size();
+    if (o.grad_sq && !grads->empty()) {
+      std::vector<Ref> squares;
+      for (Ref gr : *grads)
+        squares.push_back(gr.valid() ? unsqueeze(g, sum(g, mul(g, gr, gr), {}, false), 0)
+                                     : fill(g, {DType::F32, {1}}, 0.0));
+      grad_sq = squares.size() == 1 ? squares[0] : concat(g, squares, 0);
+      outs.push_back(grad_sq);
+    }
+    for (const UnitOutput& u : activity) outs.push_back(u.value);
   } else {
     outs = {mg.logits, mg.loss};
   }
@@ -53,7 +84,13 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
   s.model.labels = same_input(mg.labels);
   s.model.step_seed = same_input(mg.step_seed);
   s.loss_scale = same_input(scale_input);
-  if (check_sum.valid()) s.check = opt.outputs().back();
+  size_t next = 1 + s.gradients;
+  if (check_sum.valid()) s.check = opt.outputs()[next++];
+  if (grad_sq.valid()) s.grad_sq = opt.outputs()[next++];
+  for (UnitOutput u : activity) {
+    u.value = opt.outputs()[next++];
+    s.activity.push_back(std::move(u));
+  }
   s.model.loss = opt.outputs()[o.training ? 0 : 1];
   if (!o.training) s.model.logits = opt.outputs()[0];
   return s;

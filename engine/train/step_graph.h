@@ -25,6 +25,20 @@ struct StepOptions {
   LossScaleConfig loss_scale;            // mixed precision: how the loss is scaled
   int64_t checkpoint_budget_bytes = -1;  // >= 0: activation checkpointing after the passes
   bool keep_stages = false;              // keep the graph after every pass, not only the last
+  // The debugger's cheap checks (engine/train/breakpoints.h). grad_sq: one more output, [G],
+  // the sum of squares of each gradient (finite exactly when the gradient is; its square root
+  // the gradient's norm), each reduced beside the node that writes its gradient. activity:
+  // per ReLU node, the maximum of its output over the batch (and spatial) axes, one value per
+  // unit, for the dead-unit check.
+  bool grad_sq = false;
+  bool unit_activity = false;
+};
+
+// A ReLU's per-unit maximum over a batch (StepOptions::unit_activity).
+struct UnitOutput {
+  std::string label;  // the ReLU node's label (its document node)
+  Ref value;          // f32 [units] in the step's graph
+  int64_t units = 0;
 };
 
 struct StepGraph {
@@ -37,8 +51,10 @@ struct StepGraph {
   Ref loss_scale;  // an f32 [] input the trainer fills with the loss scale (invalid: unscaled)
   Ref check;       // an output that is finite when every gradient is (invalid: no check)
   // Training: outputs are the loss, then the gradients of the trainable params in order
-  // (then `check`). Evaluation: logits, loss.
+  // (then `check`, then `grad_sq`, then the activity values). Evaluation: logits, loss.
   size_t gradients = 0;
+  Ref grad_sq;                       // StepOptions::grad_sq (invalid: not asked)
+  std::vector<UnitOutput> activity;  // StepOptions::unit_activity, in graph order
 
   const Graph& graph() const { return stages.back().graph; }
   Graph& graph() { return stages.back().graph; }

@@ -12,9 +12,10 @@ TensorStats tensor_stats(const std::vector<double>& v, const Shape& shape, int b
   s.count = static_cast<int64_t>(v.size());
   double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
   int64_t finite = 0, zeros = 0;
-  for (double x : v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = v[i];
     if (!std::isfinite(x)) {
-      if (s.non_finite++ == 0) s.first_non_finite = &x - v.data();
+      if (s.non_finite++ == 0) s.first_non_finite = static_cast<int64_t>(i);
       ++(std::isnan(x) ? s.nan : x > 0 ? s.pos_inf : s.neg_inf);
       continue;
     }

@@ -11,6 +11,8 @@
 #include "engine/train/init.h"
 #include "engine/train/rng.h"
 #include "engine/train/step_graph.h"
+#include "engine/train/step_watch.h"
+#include "engine/train/trainer_step_plan.h"
 
 namespace mls {
 
@@ -58,20 +60,6 @@ Result<double> EvalResult::metric(const std::string& name) const {
                                 : "classification model (loss, accuracy, macro_f1)"));
 }
 
-struct Trainer::StepPlan {
-  ModelGraph mg;
-  std::optional<CompiledPlan> plan;
-  Tensor x, y, seed;
-  std::vector<Tensor> grads;  // of the trainable parameters, in order
-  Tensor scale;               // mixed precision: the loss scale the step multiplies the loss by
-  Ref check;                  // and its last output, finite when every gradient is
-  std::optional<MemoryTimeline> timeline;  // traces: the memory counters
-  int64_t input_bytes() const {
-    int64_t b = 0;
-    for (const Tensor* t : {&x, &y, &seed, &scale}) b += t->defined() ? static_cast<int64_t>(t->nbytes()) : 0;
-    return b;
-  }
-};
 
 Trainer::Trainer(Backend& backend, ModelBuilder build, TrainConfig config)
     : backend_(backend), build_(std::move(build)), config_(std::move(config)) {}
@@ -125,9 +113,12 @@ Result<void> Trainer::init() {
   schedule_ = std::move(*s);
   opt_ = std::make_unique<Optimizer>(std::move(*opt));
   opt_->attach(trainable_params_);
-  step_ = epochs_done_ = best_epoch_ = bad_epochs_ = 0;
+  step_ = epochs_done_ = best_epoch_ = bad_epochs_ = batch_in_epoch_ = 0;
   best_metric_ = 0;
   scaler_ = LossScaler(config_.precision, config_.loss_scale);
+  watch_.reset();
+  init_host_.clear();
+  if (config_.health.every > 0) init_host_ = trainable_to_host();  // distance from here
   return {};
 }
 
@@ -154,6 +145,9 @@ StepOptions step_options(const TrainConfig& c, bool training) {
   o.precision = c.precision;
   o.loss_scale = c.loss_scale;
   o.checkpoint_budget_bytes = c.checkpoint_budget_bytes;
+  // The debugger's reductions are part of the step it runs (and of what `graph` prints).
+  o.grad_sq = training && (c.breaks.nan || c.breaks.grad_norm_max > 0 || c.breaks.grad_norm_min > 0);
+  o.unit_activity = training && (c.breaks.dead_relu > 0 || c.health.every > 0);
   return o;
 }
 
@@ -179,6 +173,9 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   auto sp = std::make_unique<StepPlan>();
   sp->mg = step->model;
   sp->check = step->check;
+  sp->grad_sq = step->grad_sq;
+  sp->activity = step->activity;
+  const size_t gradients = step->gradients;
   const Ref scale_in = step->loss_scale;
   // The training step's gradients (outputs 1..) are planned in the arena like any other
   // value: each lives from the node that writes it to the end of the step, where the
@@ -210,8 +207,8 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   }
   for (size_t i = 0; i < params_.size(); ++i) check(sp->plan->bind(pg.params()[i], params_[i]));
   if (training)
-    for (size_t i = 1; i < pg.outputs().size() - (sp->check.valid() ? 1 : 0); ++i)
-      sp->grads.push_back(sp->plan->tensor(pg.outputs()[i]));
+    for (size_t i = 1; i <= gradients; ++i) sp->grads.push_back(sp->plan->tensor(pg.outputs()[i]));
+  if (training && !watch_ && (config_.breaks.any() || config_.health.every > 0)) make_watch(*sp);
   StepPlan* raw = sp.get();
   plans_[key] = std::move(sp);
   return raw;
@@ -326,6 +323,21 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
   const Tensor& lt = s.value(loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
   if (check.valid() && !keep_scaled_step(s.value(check))) return static_cast<double>(l);
+  if (config_.breaks.any()) {
+    // The eager step has no reduction in its graph: the sums of squares on the host.
+    std::vector<float> sq;
+    if (config_.breaks.nan || config_.breaks.grad_norm_max > 0 || config_.breaks.grad_norm_min > 0)
+      for (const Tensor& t : gt) {
+        double acc = 0;
+        for (double v : t.to_f64()) acc += v * v;
+        sq.push_back(static_cast<float>(acc));
+      }
+    if (!watch_)
+      watch_ = std::make_unique<StepWatch>(config_.breaks, std::vector<std::string>{},
+                                           std::vector<std::string>{},
+                                           std::vector<StepWatch::Units>{});
+    if (breaks_here(l, sq, nullptr, batch)) return static_cast<double>(l);
+  }
   apply_update(gt);
   return static_cast<double>(l);
 }
@@ -355,9 +367,24 @@ Result<double> Trainer::train_step(const HostBatch& batch) {
   const Tensor& lt = sp.plan->tensor(sp.mg.loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
   const int64_t step = step_;
+  const bool health = health_due();
+  if (watch_) {
+    // The debugger's reductions: a few floats per step (the per-unit maxima only when armed).
+    std::vector<float> sq;
+    if (sp.grad_sq.valid()) sq = sp.plan->tensor(sp.grad_sq).to_f32();
+    std::vector<std::vector<float>> act;
+    for (const UnitOutput& u : sp.activity) act.push_back(sp.plan->tensor(u.value).to_f32());
+    if (breaks_here(l, sq, sp.activity.empty() ? nullptr : &act, batch)) return static_cast<double>(l);
+  }
+  std::vector<std::vector<float>> before, grads;
+  if (health) {
+    before = trainable_to_host();
+    for (const Tensor& g : sp.grads) grads.push_back(g.to_f32());
+  }
   const bool update = !sp.check.valid() || keep_scaled_step(sp.plan->tensor(sp.check));
   const int64_t t1 = trace_ ? steady_now_ns() : 0;
   if (update) apply_update(sp.grads);
+  if (health && update) measure_health(before, grads, l, batch);
   if (trace_) {
     if (!sp.timeline) sp.timeline = mls::memory_timeline(*sp.plan, held_bytes(batch.size));
     const int64_t t2 = steady_now_ns();
@@ -484,6 +511,7 @@ Result<Checkpoint> Trainer::state() const {
   c.ints["optimizer.steps"] = opt_->steps();
   c.ints["best_epoch"] = best_epoch_;
   c.ints["bad_epochs"] = bad_epochs_;
+  if (batch_in_epoch_ > 0) c.ints["batch_in_epoch"] = batch_in_epoch_;  // a break's mid-epoch state
   c.numbers["best_metric"] = best_metric_;
   if (scaler_.active()) {  // mixed precision only: f32 checkpoints stay as they were
     c.numbers["loss_scale"] = scaler_.scale();
@@ -552,6 +580,7 @@ Result<void> Trainer::restore(const Checkpoint& c) {
   schedule_->set_state(ss);
   step_ = c.step;
   epochs_done_ = c.epoch;
+  batch_in_epoch_ = get_int("batch_in_epoch");
   return {};
 }
 
@@ -591,6 +620,8 @@ Result<Trainer::Transfer> Trainer::transfer(const Checkpoint& c) {
   }
   step_ = c.step;
   epochs_done_ = c.epoch;
+  auto bie = c.ints.find("batch_in_epoch");
+  batch_in_epoch_ = bie == c.ints.end() ? 0 : bie->second;
   return out;
 }
 
@@ -626,6 +657,13 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
   if (config_.early_stop.patience > 0 && !in.validation)
     return make_error(
         "early stopping needs a validation split (set the dataset's \"validation\" fraction)");
+  if (config_.mode == ExecMode::Eager && (config_.breaks.dead_relu > 0 || config_.health.every > 0))
+    return make_error(
+        "dead-ReLU breakpoints and the health instruments need the static mode (mode \"static\")");
+  struct FitScope {
+    const FitInputs*& at;
+    ~FitScope() { at = nullptr; }
+  } scope{fit_in_ = &in};
   TrainResult res;
   res.first_epoch = epochs_done_ + 1;
   const double t_start = now_s();
@@ -649,13 +687,26 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
     const double t0 = now_s();
     double sum = 0, waited = 0;
     int64_t count = 0, bi = 0, seen = 0;
+    // A breakpoint's state resumes mid-epoch: the batches before it were trained already.
+    for (; bi < batch_in_epoch_ && train.next(bs, b); ++bi) {
+    }
+    batch_in_epoch_ = 0;
     for (;;) {
       const double w0 = now_s();
       const bool more = train.next(bs, b);
       waited += now_s() - w0;
       if (!more) break;
+      cur_epoch_ = epoch;
+      cur_batch_ = bi;
       auto l = train_step(b);
       if (!l) return l.error();
+      if (pending_break_) {
+        // Stopped before this step's update: the state resumes at this very batch.
+        res.breakpoint = std::move(pending_break_);
+        pending_break_.reset();
+        batch_in_epoch_ = bi;
+        break;
+      }
       if (!std::isfinite(*l)) {
         // Bad data first: a NaN in the inputs is not the learning rate's fault.
         if (auto bad = first_non_finite(b, sample_shape_))
@@ -691,6 +742,7 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
     double secs = now_s() - t0;
     train_time += secs;
     res.data_seconds += waited;
+    if (res.breakpoint) break;  // a partial epoch: the checkpoint of the break resumes it
     if (count == 0) return make_error("the training set is empty");
     if (res.interrupted) break;  // a partial epoch is not an epoch: a resume redoes it
     epochs_done_ = epoch;
@@ -774,7 +826,7 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
   res.best_epoch = best_epoch_;
   res.best_metric = best_metric_;
   res.final_loss = res.epoch_losses.empty() ? 0 : res.epoch_losses.back();
-  if (in.test && !res.interrupted && !res.paused) {
+  if (in.test && !res.interrupted && !res.paused && !res.breakpoint) {
     auto ev = evaluate(*in.test);
     if (!ev) return ev.error();
     res.test = *ev;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,8 @@
 #include "engine/train/step_graph.h"
 
 namespace mls {
+
+class StepWatch;
 
 enum class ExecMode { Static, Eager };
 
@@ -246,6 +249,16 @@ class Trainer {
   Result<MemoryTimeline> memory_timeline(int64_t batch);
   // Mixed precision: the loss scale and the steps skipped so far.
   const LossScaler& loss_scaler() const { return scaler_; }
+  // A breakpoint that fired in a train_step called outside fit (fit moves it into
+  // TrainResult::breakpoint); taking it clears it.
+  std::optional<BreakHit> take_break();
+  // The last health sample (TrainConfig::health), if one was measured.
+  const std::optional<HealthSample>& last_health() const { return last_health_; }
+  // The gradient of every trainable parameter for each of the first `max_samples` samples of
+  // the batch alone (a batch-1 step per sample, no update), each flattened and concatenated in
+  // parameter order: the health instruments' signal-to-noise ratio.
+  Result<std::vector<std::vector<float>>> per_sample_gradients(const HostBatch& batch,
+                                                               int64_t max_samples);
 
  private:
   struct StepPlan;
@@ -257,6 +270,17 @@ class Trainer {
   // the loss scaler; false when the step is skipped.
   bool keep_scaled_step(const Tensor& check);
   int64_t step_seed() const;
+  // The debugger (trainer_debug.cpp): whether this step stops before its update (then
+  // pending_break_ holds why, with the first node at fault found by a re-run).
+  bool breaks_here(double loss, std::span<const float> grad_sq,
+                   const std::vector<std::vector<float>>* activity, const HostBatch& batch);
+  void make_watch(const StepPlan& sp);
+  bool health_due() const;
+  // Measures a HealthSample after this step's update from the host copies taken before it.
+  void measure_health(const std::vector<std::vector<float>>& before,
+                      const std::vector<std::vector<float>>& grads, double loss,
+                      const HostBatch& batch);
+  std::vector<std::vector<float>> trainable_to_host() const;
 
   Backend& backend_;
   ModelBuilder build_;
@@ -280,6 +304,15 @@ class Trainer {
   int64_t best_epoch_ = 0, bad_epochs_ = 0;
   double best_metric_ = 0;
   LossScaler scaler_{Precision::F32, {}};
+  // Where the loop stands (for a breakpoint's report and a mid-epoch checkpoint).
+  int64_t cur_epoch_ = 0, cur_batch_ = 0;
+  int64_t batch_in_epoch_ = 0;  // a break's state resumes at this batch of epoch epochs_done_ + 1
+  std::unique_ptr<StepWatch> watch_;
+  std::optional<BreakHit> pending_break_;
+  const FitInputs* fit_in_ = nullptr;  // during fit: the sink and the health callback
+  std::vector<std::vector<float>> init_host_;  // trainable parameters as initialised (health)
+  std::optional<HealthSample> last_health_;
+  std::string snr_note_;  // why the SNR is not measured ("" : it is)
 };
 
 }  // namespace mls
