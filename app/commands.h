@@ -14,6 +14,10 @@
 #include "scripting/jail.h"
 #include "scripting/lua_host.h"
 
+namespace CLI {
+class App;
+}
+
 namespace mls::app {
 
 // Text from a file or the database (node ids, run and class names, messages quoting them)
@@ -155,6 +159,21 @@ struct NotebookOptions {
   std::string db = "mlstudio-runs.db";
 };
 int notebook_command(const NotebookOptions& o);
+
+// `mlstudio compare-devices P.mls`: one training step on each device against a float64
+// reference, node by node (app/compare_devices_command.cpp registers it).
+struct CompareDevicesOptions {
+  ProjectOptions project;
+  std::string devices = "cpu,vulkan,cuda";
+  int64_t run_id = 0;  // > 0: from this run's last checkpoint
+  std::string db = "mlstudio-runs.db";
+  int64_t batch_size = 0;  // 0: the project's
+  double threshold = 0;
+  std::string metric = "rel";
+  bool json = false;
+};
+CLI::App* add_compare_devices_command(CLI::App& app, CompareDevicesOptions& o);
+int compare_devices_command(const CompareDevicesOptions& o);
 
 int export_command(const runner::ExportOptions& o, bool json);
 int import_command(const runner::ImportOptions& o);

@@ -374,6 +374,8 @@ int main(int argc, char** argv) {
   CLI::App* gb_cmd = mls::app::add_gradebook_command(app, gbo);
   mls::app::SweepOptions swo;
   CLI::App* sweep_cmd = mls::app::add_sweep_command(app, swo);
+  mls::app::CompareDevicesOptions cdo;
+  CLI::App* cd_cmd = mls::app::add_compare_devices_command(app, cdo);
 
   std::string gui_path;
   app.add_option("project", gui_path, "Open this project (.mls) in the editor")
@@ -414,6 +416,7 @@ int main(int argc, char** argv) {
   if (*lab_cmd) return mls::app::lab_command(lab);
   if (*gb_cmd) return mls::app::gradebook_command(gbo);
   if (*sweep_cmd) return mls::app::sweep_command(swo);
+  if (*cd_cmd) return mls::app::compare_devices_command(cdo);
   if (*graph_cmd) return mls::app::graph_command(graph);
   if (*eval_cmd) return mls::app::eval_command(eval);
   if (*predict_cmd) return mls::app::predict_command(predict);
