@@ -163,11 +163,11 @@ Result<std::optional<FaultSite>> find_first_fault(const FaultQuery& q) {
       f.stats.dtype = t.dtype();
       for (Ref r : n.inputs) {
         const Tensor& in = s.value(map[static_cast<size_t>(r.id)]);
-        std::string line = origin(g, r) + ": ";
+        std::string line = origin(g, r) + " " + shape_str(in.shape()) + ": ";
         if (dtype_is_float(in.dtype()))
           line += range_text(tensor_stats(in, 1));
         else
-          line += std::string(dtype_name(in.dtype())) + " " + shape_str(in.shape());
+          line += dtype_name(in.dtype());
         f.inputs.push_back(std::move(line));
       }
       return std::optional<FaultSite>(std::move(f));
@@ -195,9 +195,12 @@ std::string describe_fault(const FaultSite& f, int64_t step) {
   add(s.pos_inf, "+inf");
   add(s.neg_inf, "-inf");
   std::string text = "The first non-finite value of step " + std::to_string(step) + " is in " +
-                     where + ": " + counts + " of " + std::to_string(s.count) + " values " +
-                     shape_str(s.shape) + ", the first at flat index " +
-                     std::to_string(s.first_non_finite);
+                     where + ": " + counts;
+  if (s.shape.empty())
+    text += " (a scalar)";
+  else
+    text += " of " + std::to_string(s.count) + " values " + shape_str(s.shape) +
+            ", the first at flat index " + std::to_string(s.first_non_finite);
   if (s.count > s.non_finite)
     text += "; the finite ones lie in [" + num(s.min) + ", " + num(s.max) + "]";
   text += ".";

@@ -47,7 +47,7 @@ TEST_CASE("the fault finder replays the autocast step: bf16 finds the same forwa
   CHECK((*f)->label == "probe");
   CHECK((*f)->stats.first_non_finite == 9);
   REQUIRE((*f)->inputs.size() == 1);
-  CHECK((*f)->inputs[0].rfind("act1 (relu)", 0) == 0);
+  CHECK((*f)->inputs[0].rfind("act1 (relu) [4,8]", 0) == 0);
 }
 
 TEST_CASE("a NaN written in backward is named at the backward node, after a finite forward",
@@ -160,17 +160,17 @@ TEST_CASE("an overflow from finite weights is named at the matmul, with its oper
   CHECK(s.stats.first_non_finite == 0);
   REQUIRE(s.inputs.size() == 2);
   INFO(s.inputs[0] << " | " << s.inputs[1]);
-  CHECK(s.inputs[0].rfind("act1 (relu): max |x| ", 0) == 0);
+  CHECK(s.inputs[0].rfind("act1 (relu) [4,8]: max |x| ", 0) == 0);
   const double h = max_abs_of(s.inputs[0]);
   CHECK(h > 6 * 0.5e20);  // six inputs >= 0.5, each times 1e20
   CHECK(h < 6 * 1e20);
-  CHECK(s.inputs[1] == "fc2.weight: max |x| 1e+20");
+  CHECK(s.inputs[1] == "fc2.weight [8,3]: max |x| 1e+20");
   const std::string text = describe_fault(s, 12);
   INFO(text);
   CHECK(text.find("'fc2' (matmul, forward)") != std::string::npos);
   CHECK(text.find("12 +inf of 12 values [4,3]") != std::string::npos);
   CHECK(text.find("flat index 0") != std::string::npos);
-  CHECK(text.find("fc2.weight: max |x| 1e+20") != std::string::npos);
+  CHECK(text.find("fc2.weight [8,3]: max |x| 1e+20") != std::string::npos);
 }
 
 TEST_CASE("an all-finite step has no fault, and a query that does not fit is an error", "[fault]") {
@@ -201,4 +201,18 @@ TEST_CASE("a NaN written in forward is named on Vulkan too", "[fault][vulkan]") 
     return;
   }
   check_forward_probe(**vk);
+}
+
+TEST_CASE("describe_fault names a scalar's fault without an index, and every operand", "[fault]") {
+  FaultSite f;
+  f.phase = FaultSite::Phase::Forward;
+  f.label = "loss";
+  f.op = "mean";
+  f.node = 9;
+  f.stats = tensor_stats(std::vector<double>{-std::numeric_limits<double>::infinity()}, Shape{});
+  f.inputs = {"loss (sum) [64]: max |x| 3.02e+37"};
+  const std::string text = describe_fault(f, 3);
+  CHECK(text ==
+        "The first non-finite value of step 3 is in the output of 'loss' (mean, forward): 1 -inf "
+        "(a scalar). Its inputs: loss (sum) [64]: max |x| 3.02e+37.");
 }

@@ -190,7 +190,7 @@ inline void check_forward_probe(Backend& backend) {
   REQUIRE(static_cast<size_t>(s.node) < m->graph.nodes().size());  // a forward node
   CHECK(m->graph.nodes()[static_cast<size_t>(s.node)].op->name == "test_nan_at");
   REQUIRE(s.inputs.size() == 1);
-  CHECK(s.inputs[0].rfind("act2 (relu): max |x| ", 0) == 0);
+  CHECK(s.inputs[0].rfind("act2 (relu) [4,8]: max |x| ", 0) == 0);
   CHECK(s.inputs[0].find("nan") == std::string::npos);
 }
 
