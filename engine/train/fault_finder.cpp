@@ -182,7 +182,7 @@ std::string describe_fault(const FaultSite& f, int64_t step) {
   if (f.phase == FaultSite::Phase::Input)
     where = "the batch's " + std::string(f.label.empty() ? "inputs" : "input '" + f.label + "'");
   else if (f.phase == FaultSite::Phase::Parameter)
-    where = "parameter '" + f.label + "' (as the step started)";
+    where = "parameter '" + f.label + "' as the step started (an earlier step left it so)";
   else
     where = "the output of " +
             (f.label.empty() ? "node " + std::to_string(f.node) : "'" + f.label + "'") + " (" +
