@@ -97,18 +97,25 @@ Result<std::optional<FaultSite>> find_first_fault(const FaultQuery& q) {
     return std::optional<FaultSite>(std::move(f));
   }
 
-  // 2. The parameters as the step started.
-  for (size_t i = 0; i < q.params.size(); ++i) {
-    if (!dtype_is_float(q.params[i].dtype())) continue;
-    TensorStats s = tensor_stats(q.params[i]);
-    if (s.non_finite == 0) continue;
-    FaultSite f;
-    f.phase = FaultSite::Phase::Parameter;
-    f.label = g.value(g.params()[i]).name;
-    f.value = g.params()[i].id;
-    f.stats = std::move(s);
-    return std::optional<FaultSite>(std::move(f));
-  }
+  // 2. The trainable parameters as the step started. Running statistics (BatchNorm's) are
+  // not read by a training step's forward: one that went non-finite is a symptom, reported
+  // only when no node of the step is at fault (4.).
+  auto bad_param = [&](bool trainable) -> std::optional<FaultSite> {
+    for (size_t i = 0; i < q.params.size(); ++i) {
+      if (!dtype_is_float(q.params[i].dtype()) || g.value(g.params()[i]).trainable != trainable)
+        continue;
+      TensorStats s = tensor_stats(q.params[i]);
+      if (s.non_finite == 0) continue;
+      FaultSite f;
+      f.phase = FaultSite::Phase::Parameter;
+      f.label = g.value(g.params()[i]).name;
+      f.value = g.params()[i].id;
+      f.stats = std::move(s);
+      return f;
+    }
+    return std::nullopt;
+  };
+  if (auto f = bad_param(true)) return f;
 
   // 3. The step: the model's nodes, then the backward that append_backward writes.
   const size_t forward_nodes = g.nodes().size();
@@ -173,7 +180,8 @@ Result<std::optional<FaultSite>> find_first_fault(const FaultQuery& q) {
       return std::optional<FaultSite>(std::move(f));
     }
   }
-  return std::optional<FaultSite>();
+  // 4. A running statistic, when nothing the step computed is at fault.
+  return bad_param(false);
 }
 
 std::string describe_fault(const FaultSite& f, int64_t step) {
