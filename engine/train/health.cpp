@@ -26,6 +26,12 @@ double diff_norm2(std::span<const float> a, std::span<const float> b) {
   return std::sqrt(sq);
 }
 
+// mean_gsnr's block: about this many bytes of gradients (2048 elements of a batch of 128,
+// which measured twice as fast as whole rows and as 256 KiB blocks on a 1 MiB L2), at most
+// kGsnrMaxBlock elements (the two accumulators of doubles stay in the cache).
+constexpr size_t kGsnrBlockBytes = size_t{1} << 20;
+constexpr size_t kGsnrMaxBlock = 8192;
+
 const char* kind_of(float x) {
   return std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf";
 }
@@ -83,34 +89,51 @@ Result<double> mean_gsnr(const std::vector<std::vector<float>>& g) {
                       std::to_string(n));
   const size_t d = g[0].size();
   if (d == 0) return make_error("gradient SNR: the per-sample gradients are empty");
-  for (size_t s = 0; s < n; ++s) {
+  for (size_t s = 1; s < n; ++s)
     if (g[s].size() != d)
       return make_error("gradient SNR: sample " + std::to_string(s) + "'s gradient has " +
                         std::to_string(g[s].size()) + " elements, sample 0's has " +
                         std::to_string(d));
-    for (size_t j = 0; j < d; ++j)
-      if (!std::isfinite(g[s][j]))
-        return make_error("gradient SNR: sample " + std::to_string(s) + "'s gradient element " +
-                          std::to_string(j) + " is " + kind_of(g[s][j]));
-  }
-  // Two passes in double: the mean, then the sum of squared deviations (no cancellation).
-  std::vector<double> mean(d, 0.0), sq(d, 0.0);
-  for (const auto& gs : g)
-    for (size_t j = 0; j < d; ++j) mean[j] += gs[j];
+  // Two passes in double per element, the mean and then the squared deviations (no
+  // cancellation), over a block of elements at a time so that the second pass reads the
+  // block from the cache: the gradients (batch × parameters floats) are read from memory once.
+  const size_t block = std::min(
+      d, std::clamp<size_t>(kGsnrBlockBytes / (n * sizeof(float)) / 16 * 16, 16, kGsnrMaxBlock));
+  std::vector<double> mean(block), sq(block);
   const double inv_n = 1.0 / static_cast<double>(n);
-  for (double& m : mean) m *= inv_n;
-  for (const auto& gs : g)
-    for (size_t j = 0; j < d; ++j) {
-      const double dev = static_cast<double>(gs[j]) - mean[j];
-      sq[j] += dev * dev;
-    }
   double sum = 0;
   int64_t used = 0;
-  for (size_t j = 0; j < d; ++j) {
-    if (sq[j] == 0) continue;          // no variance across the samples: left out
-    const double var = sq[j] * inv_n;  // population variance, as Cockpit
-    sum += mean[j] * mean[j] / var;
-    ++used;
+  for (size_t j0 = 0; j0 < d; j0 += block) {
+    const size_t m = std::min(block, d - j0);
+    std::fill(mean.begin(), mean.end(), 0.0);
+    std::fill(sq.begin(), sq.end(), 0.0);
+    for (const auto& gs : g) {
+      const float* x = gs.data() + j0;
+      for (size_t j = 0; j < m; ++j) mean[j] += x[j];
+    }
+    // Divided, not multiplied by 1/n: n equal values then have their value as the mean
+    // exactly (n x / n rounds to x), so their deviations and variance are exactly 0.
+    for (size_t j = 0; j < m; ++j) mean[j] /= static_cast<double>(n);
+    for (const auto& gs : g) {
+      const float* x = gs.data() + j0;
+      for (size_t j = 0; j < m; ++j) {
+        const double dev = static_cast<double>(x[j]) - mean[j];
+        sq[j] += dev * dev;
+      }
+    }
+    for (size_t j = 0; j < m; ++j) {
+      // A sum of finite floats in double stays finite: a non-finite mean means a non-finite
+      // gradient element; name the first sample that has one.
+      if (!std::isfinite(mean[j]))
+        for (size_t s = 0; s < n; ++s)
+          if (!std::isfinite(g[s][j0 + j]))
+            return make_error("gradient SNR: sample " + std::to_string(s) + "'s gradient element " +
+                              std::to_string(j0 + j) + " is " + kind_of(g[s][j0 + j]));
+      if (sq[j] == 0) continue;          // no variance across the samples: left out
+      const double var = sq[j] * inv_n;  // population variance, as Cockpit
+      sum += mean[j] * mean[j] / var;
+      ++used;
+    }
   }
   if (used == 0)
     return make_error("gradient SNR: no gradient element varies across the " + std::to_string(n) +

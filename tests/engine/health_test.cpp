@@ -270,6 +270,42 @@ TEST_CASE("mean_gsnr: equal per-sample gradients have no SNR (an error that says
   CHECK(r.error().message.find("3 samples") != std::string::npos);
 }
 
+TEST_CASE("mean_gsnr: many samples and elements (several blocks) against Welford",
+          "[train][health]") {
+  // 128 samples (a batch) of 5000 elements: the elements are taken in blocks, the last short.
+  std::mt19937 rng(128);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  const size_t n = 128, d = 5000;
+  std::vector<std::vector<float>> g(n, std::vector<float>(d));
+  for (auto& s : g)
+    for (size_t j = 0; j < d; ++j) s[j] = 0.01f * static_cast<float>(j % 97) + noise(rng);
+  for (auto& s : g) s[4999] = 3, s[2048] = -1;  // constant: left out
+  Result<double> r = mean_gsnr(g);
+  REQUIRE(r.ok());
+  CHECK(*r == Approx(gsnr_welford(g)).epsilon(1e-12));
+
+  // A NaN deep in a later block is found and named.
+  g[77][4321] = kNaN;
+  g[90][4400] = kInf;
+  r = mean_gsnr(g);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("sample 77's gradient element 4321 is NaN") != std::string::npos);
+}
+
+TEST_CASE("mean_gsnr: copies of one random gradient have exactly no variance", "[train][health]") {
+  // The mean of n equal floats must be that float exactly (or rounding would make a tiny
+  // variance and an enormous SNR): 3, 7 and 100 copies of values like 0.1.
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> one(3000);
+  for (float& x : one) x = u(rng);
+  for (size_t n : {3, 7, 100}) {
+    Result<double> r = mean_gsnr(std::vector<std::vector<float>>(n, one));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("no gradient element varies") != std::string::npos);
+  }
+}
+
 TEST_CASE("mean_gsnr: too few samples, sizes that differ and non-finite values are errors",
           "[train][health]") {
   Result<double> one = mean_gsnr({{1, 2}});
