@@ -56,8 +56,9 @@ fuzz: setup
 # Side by side with PyTorch on CPU in one run: one epoch of the MLP and of LeNet-5, the
 # memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and
 # the engine's GEMM, and how fast the input pipeline delivers Fashion-MNIST batches; then the
-# experiment database at scale (10,000 runs: runs list/compare, the run browser, logging).
-BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead dashboard_overhead matmul_backends runs_store_bench run_browser_paint
+# experiment database at scale (10,000 runs: runs list/compare, the run browser, logging);
+# what the training debugger costs a step (breakpoints armed, health instruments).
+BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead dashboard_overhead matmul_backends runs_store_bench run_browser_paint debugger_overhead
 bench: build
 	@scripts/setup --bench
 	@cmake --build $(BUILD) --target $(BENCH_TOOLS)
@@ -71,6 +72,7 @@ bench: build
 	@$(BUILD)/bench/conv_kernels
 	@$(BUILD)/bench/pipeline_throughput
 	@$(BUILD)/bench/matmul_backends
+	@$(BUILD)/bench/debugger_overhead
 	@xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" $(BUILD)/bench/dashboard_overhead "" 5
 	@$(BUILD)/bench/runs_store_bench --mlstudio $(BUILD)/app/mlstudio --db $(BUILD)/runs-bench.db --keep
 	@xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" $(BUILD)/bench/run_browser_paint $(BUILD)/runs-bench.db
