@@ -241,11 +241,15 @@ class LuaRunEvents {
     o.telemetry = telemetry_.get();
     o.preflight = true;
     o.memory_check = memory_check;
+    o.breaks = breaks;
+    o.health = health;
   }
   bool past_deadline() const { return past_deadline_; }
 
   runner::RunEvents events;
   bool memory_check = true;  // mls.train{memory_check = false}: start even if it will not fit
+  Breakpoints breaks;        // mls.train{breaks = "nan,spike:3"}
+  HealthConfig health;       // mls.train{health_every = 10}
 
  private:
   Runtime& rt_;
@@ -280,6 +284,12 @@ bool finish(lua_State* L, Runtime& rt, LuaRunEvents& ev, const Result<runner::Ru
                runner::summary_line(*r) + ")";
     return false;
   }
+  if (r->result.breakpoint) {
+    // Paused before the step that went wrong: the script stops here (pcall can catch it), its
+    // state kept to resume or fork.
+    rt.error = "mls.train: " + runner::summary_line(*r);
+    return false;
+  }
   ev.say("mlstudio: " + runner::summary_line(*r));
   push_result_table(L, r->run_id, r->result, r->epochs_done);
   return true;
@@ -309,6 +319,23 @@ std::optional<int64_t> opt_integer_field(lua_State* L, int idx, const char* key)
   }
   lua_pop(L, 1);
   return v;
+}
+
+// mls.train{breaks = "nan,spike:3", health_every = 10}: the debugger, as --break and
+// --health-every arm it.
+void debugger_fields(lua_State* L, LuaRunEvents& ev) {
+  lua_getfield(L, 1, "breaks");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isstring(L, -1)) luaL_error(L, "mls.train: 'breaks' is a string such as \"nan,spike:3\"");
+    auto b = parse_breakpoints(lua_tostring(L, -1));
+    if (!b) luaL_error(L, "mls.train: %s", b.error().message.c_str());
+    ev.breaks = *b;
+  }
+  lua_pop(L, 1);
+  if (auto n = opt_integer_field(L, 1, "health_every"); n) {
+    if (*n < 1) luaL_error(L, "mls.train: 'health_every' is a number of steps (>= 1)");
+    ev.health.every = *n;
+  }
 }
 
 std::string script_name(const Runtime& rt) {
@@ -355,6 +382,7 @@ bool train_project(lua_State* L, Runtime& rt, int project, std::optional<int64_t
   req.project.document = std::move(copy);
   LuaRunEvents ev(rt, quiet);
   ev.memory_check = opt_bool(L, 1, "memory_check", true);
+  debugger_fields(L, ev);
   ev.options(req, resume);
   return finish(L, rt, ev, runner::run_training(req, ev.events));
 }
@@ -504,6 +532,7 @@ bool train_model(lua_State* L, Runtime& rt, std::optional<int64_t> resume, bool 
   {
     LuaRunEvents ev(rt, quiet);
     ev.memory_check = opt_bool(L, 1, "memory_check", true);
+    debugger_fields(L, ev);
     runner::RunOptions options;
     ev.options(options, resume);
     ok = finish(L, rt, ev, runner::run_session(options, factory, ev.events));
