@@ -35,9 +35,16 @@ gui: build-app
 # AddressSanitizer + UBSan and the threaded ones under ThreadSanitizer (build-asan/,
 # build-tsan/), and every parser's fuzzer over a fixed set of inputs (from build-asan/ too).
 # The Vulkan tests run on Mesa's lavapipe under the validation layer, and must find it.
+# build-asan serves three steps (the unit tests, the fuzzers, the monkey): one build of all
+# their targets first, so that ninja overlaps one step's last links with the next one's
+# compiling (three builds in turn left a core idle at the end of each); the scripts' own
+# builds then find nothing left to do.
+ASAN_TARGETS = engine_tests datasets_tests nodes_tests store_tests scripting_tests monkey_tests \
+  fuzz_mls fuzz_idx fuzz_csv fuzz_npy fuzz_image fuzz_checkpoint fuzz_lua
 test: build
 	@cd $(BUILD) && MLS_REQUIRE_DEVICES=vulkan MLS_VULKAN_VALIDATION=1 \
 	  xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" ctest --output-on-failure -j $(JOBS)
+	@scripts/configure-asan && cmake --build build-asan -j $(JOBS) --target $(ASAN_TARGETS)
 	@scripts/sanitize
 	@scripts/fuzz check
 	@scripts/monkey 2000 24
