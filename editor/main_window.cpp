@@ -32,6 +32,8 @@
 
 #include "datasets/dataset_spec.h"
 #include "engine/core/backend_registry.h"
+#include "editor/debugger.h"
+#include "editor/health_panel.h"
 #include "editor/memory_view.h"
 #include "editor/run_browser.h"
 #include "editor/run_dashboard.h"
@@ -97,9 +99,14 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
       1, "The forward, the backward autodiff generated and the optimised step, drawn as graphs");
   // Where no OpenGL context can be made (Qt's offscreen platform), the panel stays out of the
   // window: Qt 6.4 crashes showing a QOpenGLWidget there. Its data still flow.
+  debugger_ = new Debugger(this, scene_, &model_);
   if (ImGuiHost::isSupported()) {
     tabs_->addTab(instruments_, "Instruments");
     tabs_->setTabToolTip(2, "Live curves, where memory goes, time per op, and the pre-flight estimate");
+    // [debugger] Beside the dashboard: Debug > Health instruments fills it.
+    tabs_->addTab(debugger_->healthPanel(), "Health");
+    tabs_->setTabToolTip(3, "The run's health: gradient norms, update sizes, dead ReLUs, "
+                            "weight and gradient histograms (Debug > Health instruments)");
   }
   // Lua files open as closable tabs after these (openScript); these stay.
   tabs_->setTabsClosable(true);
@@ -187,6 +194,10 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
       line += ", validation " + QString::fromStdString(runner::eval_text(r.validation));
     run_log_->appendPlainText(line);
   });
+  // [debugger] Resume a paused run; the debugger's messages in the status bar.
+  connect(debugger_, &Debugger::resumeRequested, this,
+          [this](int64_t run, const BreakHit& hit) { (void)resumePaused(run, hit); });
+  connect(debugger_, &Debugger::status, this, &MainWindow::showStatus);
   connect(&trainer_, &TrainController::finished, this, [this](const runner::RunOutcome& o) {
     last_run_id_ = o.run_id;
     QString line = QString("run %1 %2: final loss %3")
@@ -205,6 +216,13 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     if (!o.inspect_note.empty())
       run_log_->appendPlainText(QString::fromStdString("note: " + o.inspect_note));
     showStatus(line);
+    // [debugger] A breakpoint paused the run: the node at fault on the canvas, the status bar
+    // says where.
+    if (debugger_->runEnded(o, model_.path())) {
+      instruments_->setPhase(RunPhase::Paused);
+      tabs_->setCurrentWidget(view_);
+      showStatus(paused_status(*o.result.breakpoint), true);
+    }
     progress_->hide();
     updateRunState();
   });
@@ -238,6 +256,7 @@ MainWindow::~MainWindow() {
   // A panel left out of the window (no OpenGL) has no parent to delete it; one in the tabs
   // goes with them below.
   if (!instruments_->parent()) delete instruments_;
+  if (!debugger_->healthPanel()->parent()) delete debugger_->healthPanel();
   delete takeCentralWidget();
   delete scene_;
   for (QDockWidget* d : findChildren<QDockWidget*>(Qt::FindDirectChildrenOnly)) delete d;
@@ -499,6 +518,11 @@ void MainWindow::buildActions() {
                                       }),
                        "stop");
 
+  // [debugger] Breakpoints, health instruments and Compare devices (editor/debugger.h).
+  QMenu* debug = menuBar()->addMenu("&Debug");
+  debug->setObjectName("menu.debug");
+  debugger_->populate(debug);
+
   QMenu* help = menuBar()->addMenu("&Help");
   help->addAction("&About mlstudio", this, [this] {
     QMessageBox::about(this, "mlstudio",
@@ -550,6 +574,7 @@ void MainWindow::buildToolbar() {
   tb->addAction(train_act_);
   tb->addAction(pause_act_);
   tb->addAction(stop_act_);
+  tb->addAction(debugger_->menu()->nanAction());  // [debugger] the toggle most runs want
   tb->addSeparator();
   tb->addWidget(new QLabel(" Device "));
   device_ = new QComboBox;
@@ -679,6 +704,14 @@ void MainWindow::readDataset() {
 }
 
 bool MainWindow::train() {
+  return startRun(0, std::nullopt);
+}
+
+bool MainWindow::resumePaused(int64_t run_id, const BreakHit& skip) {
+  return startRun(run_id, skip);
+}
+
+bool MainWindow::startRun(int64_t resume, const std::optional<BreakHit>& skip) {
   if (trainer_.running()) return false;
   const auto& a = model_.analysis();
   if (!a.complete()) {
@@ -704,11 +737,15 @@ bool MainWindow::train() {
   req.telemetry = telemetry_.get();
   req.preflight = true;
   instruments_->setLive(telemetry_);
+  debugger_->arm(req, telemetry_, skip);
+  if (resume > 0) req.resume = resume;
   req.db = options_.db;
   const QString name = model_.path().empty() ? QString("the untitled project")
                                              : QString::fromStdString(model_.path());
-  run_log_->appendPlainText("training " + name + (model_.isModified() ? " (unsaved edits included)" : "") +
-                            " (runs in " + QString::fromStdString(req.db) + ")");
+  run_log_->appendPlainText(
+      (resume > 0 ? QString("resuming run %1 of ").arg(resume) : QString("training ")) + name +
+      (model_.isModified() ? " (unsaved edits included)" : "") + " (runs in " +
+      QString::fromStdString(req.db) + ")");
   const bool ok = trainer_.start(req);
   updateRunState();
   return ok;

@@ -37,6 +37,8 @@ class QTabWidget;
 
 namespace mls::editor {
 
+class Debugger;
+
 struct MainWindowOptions {
   // False in tests: no modal questions (unsaved changes are discarded, recovery skipped).
   bool interactive = true;
@@ -71,6 +73,9 @@ class MainWindow : public QMainWindow {
 
   // Training with the toolbar's settings; false when the graph cannot train yet.
   bool train();
+  // The Debugger's Resume: run `run_id` (paused by a breakpoint) goes on from its checkpoint
+  // with the breakpoint `skip` names off, the others as the Debug menu arms them.
+  bool resumePaused(int64_t run_id, const BreakHit& skip);
   void setDark(bool dark);
 
   DocumentModel* model() { return &model_; }
@@ -84,6 +89,7 @@ class MainWindow : public QMainWindow {
   QPlainTextEdit* runLog() { return run_log_; }
   StepView* stepView() { return step_view_; }
   InstrumentsPanel* instruments() { return instruments_; }
+  Debugger* debugger() { return debugger_; }
   // The pre-flight estimate of the project at this batch size (0: the project's), computed on
   // a worker thread; the Pre-flight view shows it when it is ready.
   void requestEstimate(int64_t batch);
@@ -136,6 +142,7 @@ class MainWindow : public QMainWindow {
   QAction* withIcon(QAction* a, const char* name);
   void applyIcons();
   void buildInstruments();  // main_window_instruments.cpp
+  bool startRun(int64_t resume, const std::optional<BreakHit>& skip);
   void showExportDialog();  // main_window_onnx.cpp
   // The project as a file that runs read (`--run` semantics): the saved file, saved first when
   // modified, or a snapshot of an untitled one. Empty (with a status message) on failure.
@@ -147,6 +154,7 @@ class MainWindow : public QMainWindow {
   CanvasView* view_;
   StepView* step_view_;
   InstrumentsPanel* instruments_;
+  Debugger* debugger_;  // the Debug menu, the paused run, the Health panel (issue 29)
   std::shared_ptr<Telemetry> telemetry_;  // the current run's feed
   int estimate_request_ = 0;
   QTabWidget* tabs_;

@@ -8,6 +8,7 @@
 #include <QTabWidget>
 #include <QtConcurrent/QtConcurrent>
 
+#include "editor/debugger.h"
 #include "editor/main_window.h"
 #include "editor/run_browser.h"
 #include "editor/run_table_model.h"
@@ -57,10 +58,12 @@ void MainWindow::buildInstruments() {
   connect(console_, &ConsoleWidget::liveRunStarted, this, [this](std::shared_ptr<Telemetry> tm) {
     telemetry_ = tm;
     instruments_->setLive(tm);
+    debugger_->follow(tm);
   });
   connect(notebook_, &NotebookView::liveRunStarted, this, [this](std::shared_ptr<Telemetry> tm) {
     telemetry_ = tm;
     instruments_->setLive(tm);
+    debugger_->follow(tm);
   });
   // A run from the console or a notebook cell ended with its entry or its cell: done when its
   // last epoch came in, else stopped.
