@@ -15,7 +15,7 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
   Graph& g = mg.graph;
   StepGraph s;
   Refs outs;
-  Ref scale_input, check_sum, grad_sq;
+  Ref scale_input, check_sum, grad_check;
   std::vector<UnitOutput> activity;
   if (o.training && o.unit_activity) {
     // Before the backward is appended: the model's own ReLUs only.
@@ -52,13 +52,20 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
     outs.insert(outs.end(), grads->begin(), grads->end());
     if (check_sum.valid()) outs.push_back(check_sum);
     s.gradients = grads->size();
-    if (o.grad_sq && !grads->empty()) {
-      std::vector<Ref> squares;
-      for (Ref gr : *grads)
-        squares.push_back(gr.valid() ? unsqueeze(g, sum(g, mul(g, gr, gr), {}, false), 0)
-                                     : fill(g, {DType::F32, {1}}, 0.0));
-      grad_sq = squares.size() == 1 ? squares[0] : concat(g, squares, 0);
-      outs.push_back(grad_sq);
+    if (o.grad_check != StepOptions::GradCheck::None && !grads->empty()) {
+      std::vector<Ref> parts;
+      for (Ref gr : *grads) {
+        if (!gr.valid()) {
+          parts.push_back(fill(g, {DType::F32, {1}}, 0.0));
+        } else if (o.grad_check == StepOptions::GradCheck::Finite) {
+          parts.push_back(unsqueeze(g, sum(g, gr, {}, false), 0));
+        } else {
+          const Ref row = reshape(g, gr, {1, numel(g.type_of(gr).shape)});
+          parts.push_back(reshape(g, matmul(g, row, row, false, true), {1}));
+        }
+      }
+      grad_check = parts.size() == 1 ? parts[0] : concat(g, parts, 0);
+      outs.push_back(grad_check);
     }
     for (const UnitOutput& u : activity) outs.push_back(u.value);
   } else {
@@ -86,7 +93,7 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
   s.loss_scale = same_input(scale_input);
   size_t next = 1 + s.gradients;
   if (check_sum.valid()) s.check = opt.outputs()[next++];
-  if (grad_sq.valid()) s.grad_sq = opt.outputs()[next++];
+  if (grad_check.valid()) s.grad_check = opt.outputs()[next++];
   for (UnitOutput u : activity) {
     u.value = opt.outputs()[next++];
     s.activity.push_back(std::move(u));

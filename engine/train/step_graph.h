@@ -25,12 +25,16 @@ struct StepOptions {
   LossScaleConfig loss_scale;            // mixed precision: how the loss is scaled
   int64_t checkpoint_budget_bytes = -1;  // >= 0: activation checkpointing after the passes
   bool keep_stages = false;              // keep the graph after every pass, not only the last
-  // The debugger's cheap checks (engine/train/breakpoints.h). grad_sq: one more output, [G],
-  // the sum of squares of each gradient (finite exactly when the gradient is; its square root
-  // the gradient's norm), each reduced beside the node that writes its gradient. activity:
-  // per ReLU node, the maximum of its output over the batch (and spatial) axes, one value per
-  // unit, for the dead-unit check.
-  bool grad_sq = false;
+  // The debugger's cheap checks (engine/train/breakpoints.h): one more output, [G], a
+  // reduction of each gradient, scheduled beside the node that writes it. Finite: its sum,
+  // finite exactly when the gradient is (bar an overflow of the sum itself); Norms: its sum of
+  // squares as a dot product (one pass, no temporary), also finite exactly when the gradient
+  // is, whose square root is the gradient's norm. On the MLP's six gradients the sums cost
+  // 7.5 us a step, the dot products 14.5 us, a square-then-sum 25 us (a 0.6 ms step).
+  // activity: per ReLU node, the maximum of its output over the batch (and spatial) axes, one
+  // value per unit, for the dead-unit check.
+  enum class GradCheck : uint8_t { None, Finite, Norms };
+  GradCheck grad_check = GradCheck::None;
   bool unit_activity = false;
 };
 
@@ -51,9 +55,9 @@ struct StepGraph {
   Ref loss_scale;  // an f32 [] input the trainer fills with the loss scale (invalid: unscaled)
   Ref check;       // an output that is finite when every gradient is (invalid: no check)
   // Training: outputs are the loss, then the gradients of the trainable params in order
-  // (then `check`, then `grad_sq`, then the activity values). Evaluation: logits, loss.
+  // (then `check`, then `grad_check`, then the activity values). Evaluation: logits, loss.
   size_t gradients = 0;
-  Ref grad_sq;                       // StepOptions::grad_sq (invalid: not asked)
+  Ref grad_check;                    // StepOptions::grad_check (invalid: not asked)
   std::vector<UnitOutput> activity;  // StepOptions::unit_activity, in graph order
 
   const Graph& graph() const { return stages.back().graph; }

@@ -86,7 +86,8 @@ std::optional<BreakHit> StepWatch::check(const StepFacts& f) {
     losses_.push_back(f.loss);
     if (losses_.size() > window) losses_.erase(losses_.begin());
   }
-  for (size_t i = 0; i < f.grad_sq.size() && i < names_.size(); ++i) {
+  const bool norms = b_.grad_norm_max > 0 || b_.grad_norm_min > 0;
+  for (size_t i = 0; norms && i < f.grad_sq.size() && i < names_.size(); ++i) {
     const double norm = std::sqrt(static_cast<double>(f.grad_sq[i]));
     if (!std::isfinite(norm)) continue;  // the nan breakpoint's business
     const std::string who = names_[i] + (labels_[i].empty() ? "" : " (node " + labels_[i] + ")");

@@ -22,7 +22,9 @@ namespace mls {
 struct StepFacts {
   int64_t step = 0, epoch = 0, batch = 0;
   double loss = 0;
-  std::span<const float> grad_sq;  // per trainable parameter (empty: not measured)
+  // Per trainable parameter, its gradient's sum of squares (the sum alone when only the nan
+  // breakpoint is armed: finite exactly when the gradient is); empty: not measured.
+  std::span<const float> grad_sq;
   // Mixed precision with a dynamic loss scale: a non-finite gradient is the scaler's business
   // (the step is skipped and the scale halved), not a fault.
   bool scaled_gradients = false;

@@ -146,7 +146,11 @@ StepOptions step_options(const TrainConfig& c, bool training) {
   o.loss_scale = c.loss_scale;
   o.checkpoint_budget_bytes = c.checkpoint_budget_bytes;
   // The debugger's reductions are part of the step it runs (and of what `graph` prints).
-  o.grad_sq = training && (c.breaks.nan || c.breaks.grad_norm_max > 0 || c.breaks.grad_norm_min > 0);
+  const bool norms = c.breaks.grad_norm_max > 0 || c.breaks.grad_norm_min > 0;
+  o.grad_check = !training ? StepOptions::GradCheck::None
+                 : norms   ? StepOptions::GradCheck::Norms
+                 : c.breaks.nan ? StepOptions::GradCheck::Finite
+                                : StepOptions::GradCheck::None;
   o.unit_activity = training && (c.breaks.dead_relu > 0 || c.health.every > 0);
   return o;
 }
@@ -173,7 +177,7 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   auto sp = std::make_unique<StepPlan>();
   sp->mg = step->model;
   sp->check = step->check;
-  sp->grad_sq = step->grad_sq;
+  sp->grad_check = step->grad_check;
   sp->activity = step->activity;
   const size_t gradients = step->gradients;
   const Ref scale_in = step->loss_scale;
@@ -370,8 +374,8 @@ Result<double> Trainer::train_step(const HostBatch& batch) {
   const bool health = health_due();
   if (watch_) {
     // The debugger's reductions: a few floats per step (the per-unit maxima only when armed).
-    std::vector<float> sq;
-    if (sp.grad_sq.valid()) sq = sp.plan->tensor(sp.grad_sq).to_f32();
+    std::vector<float> sq;  // sums (nan only) or sums of squares (grad-norm armed)
+    if (sp.grad_check.valid()) sq = sp.plan->tensor(sp.grad_check).to_f32();
     std::vector<std::vector<float>> act;
     for (const UnitOutput& u : sp.activity) act.push_back(sp.plan->tensor(u.value).to_f32());
     if (breaks_here(l, sq, sp.activity.empty() ? nullptr : &act, batch)) return static_cast<double>(l);

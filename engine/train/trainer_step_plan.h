@@ -17,7 +17,7 @@ struct Trainer::StepPlan {
   std::vector<Tensor> grads;  // of the trainable parameters, in order
   Tensor scale;               // mixed precision: the loss scale the step multiplies the loss by
   Ref check;                  // and its last output, finite when every gradient is
-  Ref grad_sq;                // the debugger: each gradient's sum of squares ([G])
+  Ref grad_check;             // the debugger: each gradient's sum, or sum of squares ([G])
   std::vector<UnitOutput> activity;  // the debugger: each ReLU's per-unit maximum
   std::optional<MemoryTimeline> timeline;  // traces: the memory counters
   int64_t input_bytes() const {
