@@ -168,6 +168,7 @@ struct CompareDevicesOptions {
   int64_t run_id = 0;  // > 0: from this run's last checkpoint
   std::string db = "mlstudio-runs.db";
   int64_t batch_size = 0;  // 0: the project's
+  int64_t advance = 0;     // > 0: train this many CPU steps first
   double threshold = 0;
   std::string metric = "rel";
   bool json = false;

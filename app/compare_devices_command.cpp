@@ -37,6 +37,10 @@ CLI::App* add_compare_devices_command(CLI::App& app, CompareDevicesOptions& o) {
       ->capture_default_str();
   c->add_option("--seed", o.project.seed,
                 "Override the project's seed (initialisation, shuffling)");
+  c->add_option("--advance", o.advance,
+                "Train this many steps on the CPU first (as the run does: its schedule and data "
+                "order) and compare the next step")
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   c->add_option("--limit", o.project.limit, "Load only the first N training samples");
   c->add_flag("--json", o.json, "One JSON line instead of the table");
   return c;
@@ -56,6 +60,7 @@ int compare_devices_command(const CompareDevicesOptions& o) {
     }
   }
   co.batch_size = o.batch_size;
+  co.advance = o.advance;
   ProjectOptions po = o.project;
   po.test_limit = 1;  // the test split is not used
   auto project = open_project(po);

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   if (argc < 2)
     return fail(
         "usage: device_compare PROJECT.mls [--devices cpu,vulkan,cuda] [--batch K] [--seed S] "
-        "[--limit N] [--checkpoint FILE] [--threshold X] [--metric rel|abs|ulps] [--json]");
+        "[--limit N] [--checkpoint FILE] [--advance STEPS] [--threshold X] [--metric rel|abs|ulps] "
+        "[--json]");
   mls::runner::ProjectOptions o;
   o.path = argv[1];
   o.test_limit = 1;
@@ -58,6 +59,8 @@ int main(int argc, char** argv) {
       o.seed = std::strtoull(value.c_str(), nullptr, 10);
     } else if (flag == "--limit") {
       o.limit = std::atoll(value.c_str());
+    } else if (flag == "--advance") {
+      co.advance = std::atoll(value.c_str());
     } else if (flag == "--checkpoint") {
       checkpoint = value;
     } else if (flag == "--threshold") {

@@ -148,6 +148,24 @@ Result<DeviceValues> run_on(const Step& st, const std::vector<RefArray>& ref, Ba
   return dv;
 }
 
+Result<void> advance(Trainer& t, Project& project, const TrainConfig& config,
+                     const CompareOptions& o) {
+  if (o.start)
+    return make_error("compare-devices: advance starts from the initialisation, not a checkpoint");
+  // The run itself, stopped after `advance` steps (its schedule still spans its epochs).
+  TrainConfig c = config;
+  c.max_steps = o.advance;
+  Trainer run(t.backend(), project.builder(), c);
+  auto r = run.fit({.train = *project.train});
+  if (!r) return make_error(project.path + ": " + r.error().message);
+  if (run.steps_done() != o.advance)
+    return make_error("compare-devices: the run took " + std::to_string(run.steps_done()) +
+                      " steps, not " + std::to_string(o.advance));
+  auto st = run.state();
+  if (!st) return st.error();
+  return t.restore(*st);
+}
+
 bool known_device(const std::string& name) {
   return name == "cpu" || name == "vulkan" || name == "cuda";
 }
@@ -207,6 +225,10 @@ Result<CompareReport> compare_devices(Project& project, const CompareOptions& o)
     if (auto r = t.restore(*o.start); !r)
       return make_error(o.start_name + ": " + r.error().message);
     rep.start = "checkpoint " + o.start_name + " (step " + std::to_string(t.steps_done()) + ")";
+  }
+  if (o.advance > 0) {
+    if (auto r = advance(t, project, config, o); !r) return r.error();
+    rep.start += ", then " + std::to_string(o.advance) + " steps on the CPU";
   }
   rep.step = t.steps_done();
 

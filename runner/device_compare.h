@@ -96,7 +96,11 @@ struct CompareOptions {
   // Weights to start from (a run's checkpoint, as Trainer::restore takes it); null: the
   // project's initialisation (its seed).
   const Checkpoint* start = nullptr;
-  std::string start_name;    // how the report names `start` (the file)
+  std::string start_name;  // how the report names `start` (the file)
+  // > 0: first train this many steps on the CPU as a run of the project does (its compiled
+  // step, schedule and data order), then compare the next step: a run's state mid-epoch
+  // without a checkpoint. From the initialisation only.
+  int64_t advance = 0;
   bool kernel_alone = true;  // false: skip the `alone` run (half the time)
 };
 

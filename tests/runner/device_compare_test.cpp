@@ -219,3 +219,35 @@ TEST_CASE("compare-devices: Vulkan against the reference, where there is one", "
     }
   }
 }
+
+TEST_CASE("compare-devices: --advance compares the step a run takes after N steps",
+          "[device_compare]") {
+  // The run's own losses: four steps of the project's compiled training step.
+  Project p = open(kMlp);
+  TrainConfig c = p.train_config();
+  c.max_steps = 4;
+  Trainer t(**backend_registry().open("cpu"), p.builder(), c);
+  auto fit = t.fit({.train = *p.train});
+  REQUIRE(fit.ok());
+  REQUIRE(fit->step_losses.size() == 4);
+  CompareOptions o;
+  o.devices = {"cpu"};
+  o.advance = 3;
+  Project q = open(kMlp);
+  auto r = compare_devices(q, o);
+  INFO((r ? std::string() : r.error().message));
+  REQUIRE(r.ok());
+  CHECK(r->step == 3);
+  CHECK(r->batch == 3);
+  CHECK(r->start.find("then 3 steps on the CPU") != std::string::npos);
+  // The fourth step's loss, in float64 against the run's f32: the same step on the same batch.
+  CHECK(std::abs(r->reference_loss - fit->step_losses[3]) < 1e-5);
+  CHECK(std::abs(r->reference_loss - fit->step_losses[2]) > 1e-3);
+  // From a checkpoint as well: refused (one start at a time).
+  auto st = t.state();
+  REQUIRE(st.ok());
+  o.start = &*st;
+  auto both = compare_devices(q, o);
+  REQUIRE(!both.ok());
+  CHECK(both.error().message.find("not a checkpoint") != std::string::npos);
+}
