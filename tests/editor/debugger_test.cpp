@@ -160,6 +160,29 @@ TEST_CASE("a learning rate of 1000 pauses at a NaN breakpoint with the faulty no
   CHECK(fx.window->statusText().startsWith(QString("paused at step %1").arg(hit.step)));
   CHECK(fv->forkCommand().contains(
       QString("runs fork %1 --step %2 --set lr=100").arg(o.run_id).arg(hit.step)));
+  // Resume, clicked: the paused run goes on from its checkpoint with the NaN breakpoint off
+  // (still at lr 1000 it diverges: the trainer's own check stops it, not the breakpoint).
+  {
+    QSignalSpy finished(fx.window->trainer(), &TrainController::finished);
+    QSignalSpy failed(fx.window->trainer(), &TrainController::failed);
+    auto* resume = fv->findChild<QPushButton*>("debug.resume");
+    REQUIRE(resume);
+    REQUIRE(resume->isEnabled());
+    QTest::mouseClick(resume, Qt::LeftButton);
+    for (int i = 0; i < 1200 && finished.isEmpty() && failed.isEmpty(); ++i) QTest::qWait(50);
+    CHECK(
+        fx.window->runLog()->toPlainText().contains(QString("resuming run %1 of ").arg(o.run_id)));
+    REQUIRE(finished.size() + failed.size() == 1);
+    if (!finished.isEmpty()) {
+      const auto r = finished.at(0).at(0).value<runner::RunOutcome>();
+      CHECK(r.run_id == o.run_id);
+      CHECK_FALSE(r.config.breaks.nan);
+      CHECK_FALSE(r.result.breakpoint.has_value());
+    } else {
+      CHECK(is_divergence(failed.at(0).at(0).toString()));
+    }
+    CHECK(fv->markedNode().empty());  // the resumed run cleared the mark
+  }
   // A new run clears the mark.
   debug_menu_key(fx, Qt::Key_N);  // NaN off
   REQUIRE(fx.window->model()
