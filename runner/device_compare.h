@@ -44,7 +44,9 @@ struct DiffStats {
   double max_rel = 0;    // max_abs / max |reference| of the same tensor (the tensor's scale, so a
                          // value near 0 does not blow it up); max_abs when the reference is all 0
   double max_ulps = 0;   // f32 ulps between the device's value and the reference rounded to f32
-                         // (floating values only); a non-finite device value: infinity
+                         // (floating values only); a non-finite device value: infinity. An
+                         // element that cancels to near 0 can be millions of ulps off (a sign
+                         // flip at 1e-12 is ~1e9 ulps): rank by max_rel, read ulps beside it
   int64_t elements = 0;  // compared
   bool finite = true;    // every device value finite
   std::string worst;     // the IR value with the largest max_rel: "op#node out k [index]"
