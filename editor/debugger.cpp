@@ -31,6 +31,7 @@ Debugger::Debugger(QMainWindow* window, CanvasScene* scene, DocumentModel* model
   window->addDockWidget(Qt::RightDockWidgetArea, diff_dock_);
   diff_dock_->hide();
   connect(fault_, &FaultView::resumeRequested, this, &Debugger::resumeRequested);
+  connect(fault_, &FaultView::forkRequested, this, &Debugger::forkRequested);
   // The scene rebuilds a node's item when the document changes: mark it again.
   connect(model_, &DocumentModel::changed, fault_, [this] { fault_->remark(); });
   connect(diff_, &DeviceDiffView::finished, this,
@@ -106,6 +107,7 @@ bool Debugger::runEnded(const runner::RunOutcome& outcome, const std::string& pr
   info.db = outcome.db;
   info.lr = outcome.config.opt.lr;
   info.project = project;
+  info.checkpoint = outcome.break_checkpoint;
   fault_->showBreak(*outcome.result.breakpoint, info);
   showDock(fault_dock_);
   Q_EMIT status(paused_status(*outcome.result.breakpoint), true);

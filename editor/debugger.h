@@ -42,8 +42,8 @@ class Debugger : public QObject {
   DeviceDiffView* deviceDiff() { return diff_; }
   QDockWidget* faultDock() { return fault_dock_; }
 
-  // Puts the armed breakpoints and health instruments into the run (both off for a resume
-  // of a paused run: `skip` is the breakpoint that fired) and follows its telemetry.
+  // Puts the armed breakpoints and health instruments into the run (for a resume of a paused
+  // run, `skip` is the breakpoint that fired: off) and follows its telemetry.
   void arm(runner::RunRequest& req, std::shared_ptr<const Telemetry> telemetry,
            const std::optional<BreakHit>& skip = std::nullopt);
   // A run ended: true when a breakpoint paused it (the dock and the canvas show where).
@@ -54,6 +54,7 @@ class Debugger : public QObject {
  Q_SIGNALS:
   // Resume was pressed: train on from run `run_id`'s checkpoint, `hit`'s breakpoint off.
   void resumeRequested(int64_t run_id, const mls::BreakHit& hit);
+  void forkRequested(int64_t run_id, const QString& checkpoint);
   void status(const QString& text, bool error);
 
  private:

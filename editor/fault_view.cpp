@@ -162,6 +162,7 @@ FaultView::FaultView(CanvasScene* scene, QWidget* parent)
       histogram_(new HistogramBars),
       inputs_(new QListWidget),
       resume_(new QPushButton("Resume (breakpoint off)")),
+      fork_here_(new QPushButton("Fork here with the toolbar's settings")),
       copy_(new QPushButton("Copy")),
       fork_(new QLineEdit) {
   setObjectName("debug.fault_view");
@@ -170,6 +171,11 @@ FaultView::FaultView(CanvasScene* scene, QWidget* parent)
   stats_->setObjectName("debug.fault_stats");
   inputs_->setObjectName("debug.fault_inputs");
   resume_->setObjectName("debug.resume");
+  fork_here_->setObjectName("debug.fork_here");
+  fork_here_->setToolTip(
+      "A new run, child of the paused one, from the state before the failing "
+      "step, trained with the project's settings as they are now: lower the "
+      "learning rate on the toolbar first");
   fork_->setObjectName("debug.fork_command");
   for (QLabel* l : {title_, message_, stats_}) {
     l->setWordWrap(true);
@@ -193,6 +199,7 @@ FaultView::FaultView(CanvasScene* scene, QWidget* parent)
   col->addWidget(new QLabel("What next:"));
   auto* row = new QHBoxLayout;
   row->addWidget(resume_);
+  row->addWidget(fork_here_);
   row->addStretch(1);
   col->addLayout(row);
   auto* fork_row = new QHBoxLayout;
@@ -209,6 +216,10 @@ FaultView::FaultView(CanvasScene* scene, QWidget* parent)
 
   connect(resume_, &QPushButton::clicked, this, [this] {
     if (hit_) Q_EMIT resumeRequested(run_.run_id, *hit_);
+  });
+  connect(fork_here_, &QPushButton::clicked, this, [this] {
+    if (hit_ && !run_.checkpoint.empty())
+      Q_EMIT forkRequested(run_.run_id, QString::fromStdString(run_.checkpoint));
   });
   connect(copy_, &QPushButton::clicked, this,
           [this] { QApplication::clipboard()->setText(fork_->text()); });
@@ -241,6 +252,7 @@ void FaultView::clear() {
   histogram_->hide();
   inputs_->clear();
   resume_->setEnabled(false);
+  fork_here_->setEnabled(false);
   copy_->setEnabled(false);
   fork_->clear();
 }
@@ -279,6 +291,7 @@ void FaultView::showBreak(const BreakHit& hit, const RunInfo& run) {
   }
   if (inputs_->count() == 0) inputs_->addItem("(none recorded)");
   resume_->setEnabled(run.run_id > 0);
+  fork_here_->setEnabled(run.run_id > 0 && !run.checkpoint.empty());
   fork_->setText(forkCommand());
   copy_->setEnabled(!fork_->text().isEmpty());
   mark();

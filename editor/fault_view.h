@@ -76,8 +76,9 @@ class FaultView : public QWidget {
   struct RunInfo {
     int64_t run_id = 0;
     std::string db;
-    double lr = 0;        // the run's learning rate (the fork suggests a tenth of it)
-    std::string project;  // the project file ("" untitled)
+    double lr = 0;           // the run's learning rate (the fork suggests a tenth of it)
+    std::string project;     // the project file ("" untitled)
+    std::string checkpoint;  // the state before the failing step (RunOutcome::break_checkpoint)
   };
   explicit FaultView(CanvasScene* scene, QWidget* parent = nullptr);
 
@@ -95,6 +96,9 @@ class FaultView : public QWidget {
  Q_SIGNALS:
   // Resume: train on from the paused run's checkpoint with the breakpoint that fired off.
   void resumeRequested(int64_t run_id, const mls::BreakHit& hit);
+  // Fork here: a new run, child of `run_id`, from the state before the failing step, trained
+  // with the settings the canvas has now (a lower learning rate typed into the toolbar).
+  void forkRequested(int64_t run_id, const QString& checkpoint);
 
  private:
   void mark();
@@ -107,7 +111,7 @@ class FaultView : public QWidget {
   QLabel *title_, *message_, *stats_;
   HistogramBars* histogram_;
   QListWidget* inputs_;
-  QPushButton *resume_, *copy_;
+  QPushButton *resume_, *fork_here_, *copy_;
   QLineEdit* fork_;
 };
 

@@ -197,6 +197,9 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   // [debugger] Resume a paused run; the debugger's messages in the status bar.
   connect(debugger_, &Debugger::resumeRequested, this,
           [this](int64_t run, const BreakHit& hit) { (void)resumePaused(run, hit); });
+  connect(debugger_, &Debugger::forkRequested, this, [this](int64_t run, const QString& ck) {
+    (void)forkPaused(run, ck.toStdString());
+  });
   connect(debugger_, &Debugger::status, this, &MainWindow::showStatus);
   connect(&trainer_, &TrainController::finished, this, [this](const runner::RunOutcome& o) {
     last_run_id_ = o.run_id;
@@ -711,7 +714,12 @@ bool MainWindow::resumePaused(int64_t run_id, const BreakHit& skip) {
   return startRun(run_id, skip);
 }
 
-bool MainWindow::startRun(int64_t resume, const std::optional<BreakHit>& skip) {
+bool MainWindow::forkPaused(int64_t run_id, const std::string& checkpoint) {
+  return startRun(0, std::nullopt, runner::RunOptions::Fork{run_id, checkpoint});
+}
+
+bool MainWindow::startRun(int64_t resume, const std::optional<BreakHit>& skip,
+                          const std::optional<runner::RunOptions::Fork>& fork) {
   if (trainer_.running()) return false;
   const auto& a = model_.analysis();
   if (!a.complete()) {
@@ -739,11 +747,15 @@ bool MainWindow::startRun(int64_t resume, const std::optional<BreakHit>& skip) {
   instruments_->setLive(telemetry_);
   debugger_->arm(req, telemetry_, skip);
   if (resume > 0) req.resume = resume;
+  req.fork = fork;
   req.db = options_.db;
   const QString name = model_.path().empty() ? QString("the untitled project")
                                              : QString::fromStdString(model_.path());
   run_log_->appendPlainText(
-      (resume > 0 ? QString("resuming run %1 of ").arg(resume) : QString("training ")) + name +
+      (resume > 0 ? QString("resuming run %1 of ").arg(resume)
+       : fork     ? QString("forking run %1 at its breakpoint, training ").arg(fork->parent)
+                  : QString("training ")) +
+          name +
       (model_.isModified() ? " (unsaved edits included)" : "") + " (runs in " +
       QString::fromStdString(req.db) + ")");
   const bool ok = trainer_.start(req);

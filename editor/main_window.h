@@ -76,6 +76,8 @@ class MainWindow : public QMainWindow {
   // The Debugger's Resume: run `run_id` (paused by a breakpoint) goes on from its checkpoint
   // with the breakpoint `skip` names off, the others as the Debug menu arms them.
   bool resumePaused(int64_t run_id, const BreakHit& skip);
+  // The Debugger's Fork here: a child of `run_id` from `checkpoint`, with the current settings.
+  bool forkPaused(int64_t run_id, const std::string& checkpoint);
   void setDark(bool dark);
 
   DocumentModel* model() { return &model_; }
@@ -142,7 +144,8 @@ class MainWindow : public QMainWindow {
   QAction* withIcon(QAction* a, const char* name);
   void applyIcons();
   void buildInstruments();  // main_window_instruments.cpp
-  bool startRun(int64_t resume, const std::optional<BreakHit>& skip);
+  bool startRun(int64_t resume, const std::optional<BreakHit>& skip,
+                const std::optional<runner::RunOptions::Fork>& fork = std::nullopt);
   void showExportDialog();  // main_window_onnx.cpp
   // The project as a file that runs read (`--run` semantics): the saved file, saved first when
   // modified, or a snapshot of an untitled one. Empty (with a status message) on failure.

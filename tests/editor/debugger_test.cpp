@@ -17,6 +17,7 @@
 #include "editor/debugger.h"
 #include "editor/device_diff_view.h"
 #include "editor/health_panel.h"
+#include "store/run_store.h"
 #include "tests/editor/editor_test_util.h"
 
 using namespace mls;
@@ -183,16 +184,37 @@ TEST_CASE("a learning rate of 1000 pauses at a NaN breakpoint with the faulty no
     }
     CHECK(fv->markedNode().empty());  // the resumed run cleared the mark
   }
-  // A new run clears the mark.
-  debug_menu_key(fx, Qt::Key_N);  // NaN off
-  REQUIRE(fx.window->model()
-              ->push(nodes::make_set_training(fx.window->model()->doc(),
-                                              {{"optimizer", {{"lr", 0.01}}}}))
-              .ok());
-  const runner::RunOutcome o2 = train_by_key(fx);
-  CHECK_FALSE(o2.result.breakpoint.has_value());
-  CHECK(fv->markedNode().empty());
-  CHECK_FALSE(fv->marker());
+  // Paused again, the learning rate lowered on the toolbar, Fork here clicked: a child run
+  // from the state before the failing step, at the new rate. At lr 1000 that state is already
+  // ruined (weights near 1e20 after three updates), so the child pauses too, at its first step:
+  // forking from the run's start (`runs fork ID --step 0`) is what trains.
+  const runner::RunOutcome again = train_by_key(fx);
+  REQUIRE(again.result.breakpoint.has_value());
+  REQUIRE_FALSE(again.break_checkpoint.empty());
+  CHECK(fv->markedNode() == fault_node(*again.result.breakpoint));
+  type_into(lr, "0.05", Qt::Key_Tab);
+  REQUIRE(fx.window->model()->doc().training.optimizer.lr == 0.05);
+  QSignalSpy finished(fx.window->trainer(), &TrainController::finished);
+  auto* fork = fv->findChild<QPushButton*>("debug.fork_here");
+  REQUIRE(fork);
+  REQUIRE(fork->isEnabled());
+  QTest::mouseClick(fork, Qt::LeftButton);
+  for (int i = 0; i < 1200 && finished.isEmpty() && fx.window->trainer()->running(); ++i)
+    QTest::qWait(50);
+  REQUIRE(finished.size() == 1);
+  const auto child = finished.at(0).at(0).value<runner::RunOutcome>();
+  CHECK(child.run_id != again.run_id);
+  CHECK(child.config.opt.lr == 0.05);
+  CHECK(fx.window->runLog()->toPlainText().contains(
+      QString("forking run %1 at its breakpoint").arg(again.run_id)));
+  auto store = store::RunStore::open(fx.dir.file("runs.db"));
+  REQUIRE(store.ok());
+  auto info = (*store)->get_run(child.run_id);
+  REQUIRE(info.ok());
+  CHECK(info->parent_run_id == again.run_id);
+  REQUIRE(child.result.breakpoint.has_value());
+  CHECK(child.result.breakpoint->step == again.result.breakpoint->step);  // its first step
+  CHECK(fv->forkCommand().startsWith(QString("mlstudio runs fork %1 ").arg(child.run_id)));
 }
 
 TEST_CASE("the paused run's dock and marker follow the BreakHit they are given",
