@@ -159,6 +159,7 @@ FaultView::FaultView(CanvasScene* scene, QWidget* parent)
       title_(new QLabel),
       message_(new QLabel),
       stats_(new QLabel),
+      next_(new QLabel),
       histogram_(new HistogramBars),
       inputs_(new QListWidget),
       resume_(new QPushButton("Resume (breakpoint off)")),
@@ -177,7 +178,8 @@ FaultView::FaultView(CanvasScene* scene, QWidget* parent)
       "step, trained with the project's settings as they are now: lower the "
       "learning rate on the toolbar first");
   fork_->setObjectName("debug.fork_command");
-  for (QLabel* l : {title_, message_, stats_}) {
+  next_->setObjectName("debug.next");
+  for (QLabel* l : {title_, message_, stats_, next_}) {
     l->setWordWrap(true);
     l->setTextInteractionFlags(Qt::TextSelectableByMouse);
   }
@@ -202,6 +204,7 @@ FaultView::FaultView(CanvasScene* scene, QWidget* parent)
   row->addWidget(fork_here_);
   row->addStretch(1);
   col->addLayout(row);
+  col->addWidget(next_);
   auto* fork_row = new QHBoxLayout;
   fork_row->addWidget(fork_, 1);
   fork_row->addWidget(copy_);
@@ -251,6 +254,7 @@ void FaultView::clear() {
   histogram_->setCounts({}, 0, 0, QString());
   histogram_->hide();
   inputs_->clear();
+  next_->clear();
   resume_->setEnabled(false);
   fork_here_->setEnabled(false);
   copy_->setEnabled(false);
@@ -292,6 +296,12 @@ void FaultView::showBreak(const BreakHit& hit, const RunInfo& run) {
   if (inputs_->count() == 0) inputs_->addItem("(none recorded)");
   resume_->setEnabled(run.run_id > 0);
   fork_here_->setEnabled(run.run_id > 0 && !run.checkpoint.empty());
+  next_->setText(
+      QString("Resume trains on from the state before step %1 with this breakpoint off. Fork "
+              "here starts a child run from that state with the toolbar's settings (lower the "
+              "learning rate first). Where that state is already far off (operands near 1e38), "
+              "Train afresh with a lower rate. From a terminal:")
+          .arg(hit.step));
   fork_->setText(forkCommand());
   copy_->setEnabled(!fork_->text().isEmpty());
   mark();

@@ -108,7 +108,7 @@ class FaultView : public QWidget {
   RunInfo run_;
   std::string marked_;
   QPointer<FaultMarker> marker_;
-  QLabel *title_, *message_, *stats_;
+  QLabel *title_, *message_, *stats_, *next_;
   HistogramBars* histogram_;
   QListWidget* inputs_;
   QPushButton *resume_, *fork_here_, *copy_;
