@@ -1,8 +1,12 @@
 // What the training debugger costs a step (issue 29): the MLP and LeNet-5 examples trained a
 // fixed number of steps plain, with breakpoints armed (`nan,spike:3`), with the health
-// instruments every 10 steps (the gradient SNR included where the trainer measures it), and
-// with health without the SNR, alternating in one process, several rounds. Prints each
-// model's median ms per step, the ratio to the plain run and the overhead, then one JSON line.
+// instruments every 10 steps (the gradient SNR included where the trainer measures it), with
+// health without the SNR, and with health armed but never due (the per-step part of its cost),
+// alternating in one process, several rounds. Prints each model's median ms per step, the
+// ratio to the plain run and the overhead, then one JSON line.
+// "paired": the median over rounds of each run against the same round's plain run (steadier
+// on a shared machine, where a neighbour's load moves whole rounds). MLS_THREADS=1 steadier
+// still.
 //
 //   build/bench/debugger_overhead [--steps 300] [--rounds 5] [--warm 20] [PROJECT.mls ...]
 //
@@ -42,15 +46,19 @@ double load1() {
   return getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
+// health_every 0: off; -1: armed but never due (what arming health costs every step).
 struct Variant {
   const char* name;
-  bool breaks, health, snr;
+  bool breaks;
+  int64_t health_every;
+  bool snr;
 };
-constexpr Variant kVariants[] = {{"plain", false, false, false},
-                                 {"nan,spike:3", true, false, false},
-                                 {"health/10", false, true, true},
-                                 {"health/10 no SNR", false, true, false}};
-constexpr int kNumVariants = 4;
+constexpr Variant kVariants[] = {{"plain", false, 0, false},
+                                 {"nan,spike:3", true, 0, false},
+                                 {"health/10", false, 10, true},
+                                 {"health/10 no SNR", false, 10, false},
+                                 {"health never due", false, -1, false}};
+constexpr int kNumVariants = 5;
 
 struct Run {
   double ms_per_step = 0;
@@ -68,8 +76,8 @@ Run run_once(Backend& backend, runner::Project& p, const Variant& v, int64_t ste
     if (!b) fail(b.error().message);
     c.breaks = *b;
   }
-  if (v.health) {
-    c.health.every = 10;
+  if (v.health_every != 0) {
+    c.health.every = v.health_every > 0 ? v.health_every : steps + 1000;
     if (!v.snr) c.health.snr_max_work = 0;
   }
   Run run;
@@ -152,26 +160,31 @@ int main(int argc, char** argv) {
     const double plain = median(ms[0]);
     std::printf("\n%s (%s, batch %lld)\n", p->doc.name.c_str(), p->doc.training.device.c_str(),
                 static_cast<long long>(batch));
-    std::printf("  %-18s %10s %10s %9s %9s  %s\n", "run", "ms/step", "min-max", "ratio", "overhead",
-                "measured");
+    std::printf("  %-18s %8s %12s %7s %9s %10s  %s\n", "run", "ms/step", "min-max", "ratio",
+                "overhead", "paired", "measured");
     nlohmann::json rows = nlohmann::json::array();
     for (int vi = 0; vi < kNumVariants; ++vi) {
       const double m = median(ms[vi]);
       const auto [lo, hi] = std::minmax_element(ms[vi].begin(), ms[vi].end());
       const Run& r = seen[vi];
+      // Each round's run against that round's plain run, the median of those ratios.
+      std::vector<double> per_round;
+      for (size_t k = 0; k < ms[vi].size(); ++k) per_round.push_back(ms[vi][k] / ms[0][k]);
+      const double paired = median(per_round);
       std::string what = r.broke ? "BREAKPOINT FIRED" : "";
-      if (kVariants[vi].health)
+      if (kVariants[vi].health_every != 0)
         what = std::to_string(r.health_samples) + " health samples, " +
                std::to_string(r.snr_samples) + " with SNR" +
                (r.snr_note.empty() ? "" : " (" + r.snr_note + ")");
       char range[32];
       std::snprintf(range, sizeof range, "%.2f-%.2f", *lo, *hi);
-      std::printf("  %-18s %10.3f %10s %9.3f %+8.1f%%  %s\n", kVariants[vi].name, m, range,
-                  m / plain, 100.0 * (m / plain - 1), what.c_str());
+      std::printf("  %-18s %8.3f %12s %7.3f %+8.1f%% %10.3f  %s\n", kVariants[vi].name, m, range,
+                  m / plain, 100.0 * (m / plain - 1), paired, what.c_str());
       rows.push_back({{"run", kVariants[vi].name},
                       {"ms_per_step", m},
                       {"ms_per_step_all", ms[vi]},
                       {"ratio", m / plain},
+                      {"paired_ratio", paired},
                       {"health_samples", r.health_samples},
                       {"snr_samples", r.snr_samples},
                       {"breakpoint_fired", r.broke}});
