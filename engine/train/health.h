@@ -23,9 +23,10 @@ namespace mls {
 struct HealthConfig {
   int64_t every = 0;  // measure every N steps (0: never)
   int bins = 32;      // histogram bins
-  // The gradient's signal-to-noise ratio needs one gradient per sample (a batch-1 step per
-  // sample); measured when batch × trainable parameters is at most this, and the model has no
-  // batch-coupled op (BatchNorm). 0: never.
+  // The gradient's signal-to-noise ratio needs one gradient per sample (a batch-1 step for each
+  // of the batch's first 32 samples, about 25 ms on the MLP); measured when those samples ×
+  // trainable parameters is at most this, and the model has no batch-coupled op (BatchNorm).
+  // 0: never.
   int64_t snr_max_work = 64LL << 20;
 };
 

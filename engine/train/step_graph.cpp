@@ -28,12 +28,14 @@ Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions&
       if (shape.size() < 2) continue;
       // Units are the last axis of a dense layer's [batch, ..., features] output and the
       // channels of a convolution's [batch, channels, h, w].
-      std::vector<int64_t> axes;
-      const size_t unit_axis = shape.size() == 4 ? 1 : shape.size() - 1;
-      for (size_t a = 0; a < shape.size(); ++a)
-        if (a != unit_axis) axes.push_back(static_cast<int64_t>(a));
+      // A convolution's spatial axes first (contiguous, one cheap pass), then the batch.
       Ref yf = g.type_of(y).dtype == DType::F32 ? y : cast(g, y, DType::F32);
-      activity.push_back({n.label, max(g, yf, axes, false), shape[unit_axis]});
+      const bool conv = shape.size() == 4;
+      if (conv) yf = max(g, yf, {2, 3}, false);  // [batch, channels]
+      std::vector<int64_t> axes;
+      const size_t rank = conv ? 2 : shape.size();
+      for (size_t a = 0; a + 1 < rank; ++a) axes.push_back(static_cast<int64_t>(a));
+      activity.push_back({n.label, max(g, yf, axes, false), conv ? shape[1] : shape.back()});
     }
   }
   if (o.training) {

@@ -138,7 +138,9 @@ void Trainer::measure_health(const std::vector<std::vector<float>>& before,
   const int64_t samples = std::min<int64_t>(batch.size, 32);
   if (snr_note_ != "-") {
     h.snr_note = snr_note_;
-  } else if (config_.health.snr_max_work <= 0 || samples * n_params > config_.health.snr_max_work) {
+  } else if (config_.health.snr_max_work <= 0) {
+    h.snr_note = "the gradient SNR is off (HealthConfig::snr_max_work = 0)";
+  } else if (samples * n_params > config_.health.snr_max_work) {
     h.snr_note = "the model is too large for per-sample gradients (" + std::to_string(n_params) +
                  " parameters)";
   } else if (auto per = per_sample_gradients(batch, samples); !per) {
