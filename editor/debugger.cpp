@@ -107,7 +107,12 @@ bool Debugger::runEnded(const runner::RunOutcome& outcome, const std::string& pr
   info.db = outcome.db;
   info.lr = outcome.config.opt.lr;
   info.project = project;
-  info.checkpoint = outcome.break_checkpoint;
+  // A fault has usually been growing for some steps (at lr 1000 the weights are near 1e20 by
+  // the step that overflows): fork from the last checkpoint before it.
+  info.checkpoint = outcome.healthy_checkpoint.empty() ? outcome.break_checkpoint
+                                                       : outcome.healthy_checkpoint;
+  info.fork_step = outcome.healthy_checkpoint.empty() ? outcome.result.breakpoint->step - 1
+                                                      : outcome.healthy_step;
   fault_->showBreak(*outcome.result.breakpoint, info);
   showDock(fault_dock_);
   Q_EMIT status(paused_status(*outcome.result.breakpoint), true);

@@ -174,9 +174,9 @@ FaultView::FaultView(CanvasScene* scene, QWidget* parent)
   resume_->setObjectName("debug.resume");
   fork_here_->setObjectName("debug.fork_here");
   fork_here_->setToolTip(
-      "A new run, child of the paused one, from the state before the failing "
-      "step, trained with the project's settings as they are now: lower the "
-      "learning rate on the toolbar first");
+      "A new run, child of the paused one, from its last checkpoint before the failing "
+      "step (an epoch's, or the start's), trained with the project's settings as they are "
+      "now: lower the learning rate on the toolbar first");
   fork_->setObjectName("debug.fork_command");
   next_->setObjectName("debug.next");
   for (QLabel* l : {title_, message_, stats_, next_}) {
@@ -235,7 +235,7 @@ QString FaultView::forkCommand() const {
   const double lr = run_.lr > 0 ? run_.lr / 10 : 0.01;
   QString cmd = QString("mlstudio runs fork %1 --step %2 --set lr=%3")
                     .arg(run_.run_id)
-                    .arg(hit_->step)
+                    .arg(run_.fork_step)
                     .arg(lr, 0, 'g', 4);
   if (!run_.db.empty() && run_.db != "mlstudio-runs.db")
     cmd += " --db " + QString::fromStdString(run_.db);
@@ -298,10 +298,10 @@ void FaultView::showBreak(const BreakHit& hit, const RunInfo& run) {
   fork_here_->setEnabled(run.run_id > 0 && !run.checkpoint.empty());
   next_->setText(
       QString("Resume trains on from the state before step %1 with this breakpoint off. Fork "
-              "here starts a child run from that state with the toolbar's settings (lower the "
-              "learning rate first). Where that state is already far off (operands near 1e38), "
-              "Train afresh with a lower rate. From a terminal:")
-          .arg(hit.step));
+              "here starts a child run from the last checkpoint before it (step %2) with the "
+              "toolbar's settings: lower the learning rate first. From a terminal:")
+          .arg(hit.step)
+          .arg(run.fork_step));
   fork_->setText(forkCommand());
   copy_->setEnabled(!fork_->text().isEmpty());
   mark();

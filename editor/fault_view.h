@@ -78,7 +78,10 @@ class FaultView : public QWidget {
     std::string db;
     double lr = 0;           // the run's learning rate (the fork suggests a tenth of it)
     std::string project;     // the project file ("" untitled)
-    std::string checkpoint;  // the state before the failing step (RunOutcome::break_checkpoint)
+    // Where Fork here starts: the last checkpoint kept before the failing step
+    // (RunOutcome::healthy_checkpoint; the failing step's own state when there is none).
+    std::string checkpoint;
+    int64_t fork_step = 0;  // its step
   };
   explicit FaultView(CanvasScene* scene, QWidget* parent = nullptr);
 

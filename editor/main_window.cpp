@@ -753,7 +753,7 @@ bool MainWindow::startRun(int64_t resume, const std::optional<BreakHit>& skip,
                                              : QString::fromStdString(model_.path());
   run_log_->appendPlainText(
       (resume > 0 ? QString("resuming run %1 of ").arg(resume)
-       : fork     ? QString("forking run %1 at its breakpoint, training ").arg(fork->parent)
+       : fork     ? QString("forking run %1 from its last checkpoint before the breakpoint, training ").arg(fork->parent)
                   : QString("training ")) +
           name +
       (model_.isModified() ? " (unsaved edits included)" : "") + " (runs in " +

@@ -86,8 +86,9 @@ ProgressFn telemetry_feed(Trainer& trainer, Telemetry& tm, const TrainConfig& cf
 constexpr int64_t kKeptEpochs = 20;
 
 // Links `last` to epoch-E.ckpt beside it (when epoch E is one to keep) and records them (and
-// `best` when it was written) as the run's artifacts, with the step each holds.
-Result<void> keep_epoch_checkpoint(store::RunStore& store, int64_t run_id, const std::string& last,
+// `best` when it was written) as the run's artifacts, with the step each holds. Returns the
+// epoch file's path ("" when this epoch is not one to keep).
+Result<std::string> keep_epoch_checkpoint(store::RunStore& store, int64_t run_id, const std::string& last,
                                    const std::string& best, bool improved, int64_t step,
                                    int64_t epoch, int64_t planned_epochs) {
   namespace fs = std::filesystem;
@@ -109,12 +110,12 @@ Result<void> keep_epoch_checkpoint(store::RunStore& store, int64_t run_id, const
     if (!id) return id.error();
     return {};
   };
-  if (auto r = record(last); !r) return r;
+  if (auto r = record(last); !r) return r.error();
   if (keep)
-    if (auto r = record(kept); !r) return r;
+    if (auto r = record(kept); !r) return r.error();
   if (improved)
-    if (auto r = record(best); !r) return r;
-  return {};
+    if (auto r = record(best); !r) return r.error();
+  return keep ? kept : std::string();
 }
 
 const std::string* find_param(const Params& ps, const std::string& key) {
@@ -340,8 +341,10 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
   in.cancel = events.cancel;
   if (o.telemetry) in.health = [tm = o.telemetry](const HealthSample& h) { tm->health.push(h); };
   std::string pruned_because;
-  // The last state a breakpoint's fork can start from: the last epoch checkpoint (or the start).
+  // The last state a breakpoint's fork can start from: the last epoch checkpoint kept (or the
+  // start).
   int64_t healthy_step = trainer.steps_done();
+  std::string healthy_checkpoint;
   if (cfg.breaks.any() && !was) {
     // With breakpoints armed a fresh run keeps its starting state too: a fault in the first
     // epoch can then be forked from step 0 with a lower learning rate.
@@ -354,6 +357,7 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
               trainer.steps_done());
           !id)
         kept = id.error();
+    if (kept) healthy_checkpoint = start;
     if (!kept) {
       (void)(*store)->end_run(run_id, "failed");
       return make_error(kept.error().message + " (run " + std::to_string(run_id) +
@@ -370,11 +374,13 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
       if (auto r = write_state(trainer, best_path); !r) return r;
     // Every epoch's state stays, for a fork at any epoch: a hard link to the file just
     // written (last.ckpt is replaced by a rename, so the link keeps this epoch's bytes).
-    if (auto r = keep_epoch_checkpoint(**store, run_id, last_path, best_path, rep.improved,
-                                       trainer.steps_done(), rep.epoch, cfg.epochs);
-        !r)
-      return r;
-    healthy_step = trainer.steps_done();
+    auto kept = keep_epoch_checkpoint(**store, run_id, last_path, best_path, rep.improved,
+                                      trainer.steps_done(), rep.epoch, cfg.epochs);
+    if (!kept) return kept.error();
+    if (!kept->empty()) {
+      healthy_step = trainer.steps_done();
+      healthy_checkpoint = *kept;
+    }
     if (o.prune)
       if (auto why = o.prune(run_id, rep)) {
         pruned_because = *why;
@@ -479,6 +485,7 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     if (auto r = (*store)->set_tag(run_id, "breakpoint", tag); !r) return r.error();
     if (o.telemetry) o.telemetry->publish_break(std::make_shared<BreakHit>(*hit));
     out.healthy_step = healthy_step;
+    out.healthy_checkpoint = healthy_checkpoint;
   }
   // A run stopped on purpose (stop_after_epochs) is recorded as interrupted: it can resume.
   out.status = !pruned_because.empty() ? "pruned"

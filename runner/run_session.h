@@ -106,7 +106,10 @@ struct RunOutcome {
   int threads = 0;
   std::string last_checkpoint;
   std::string break_checkpoint;  // a breakpoint's state: break-step-N.ckpt ("" none)
-  int64_t healthy_step = 0;      // the step of the last checkpoint before the breakpoint
+  // The last checkpoint kept before the breakpoint (an epoch's, or the start's) and its step:
+  // where a fork with a lower learning rate starts ("" none).
+  std::string healthy_checkpoint;
+  int64_t healthy_step = 0;
   std::string db;
   std::string source;          // RunModel::source
   std::string resume_command;  // RunModel::resume_command, with the run id

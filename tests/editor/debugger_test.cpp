@@ -160,7 +160,7 @@ TEST_CASE("a learning rate of 1000 pauses at a NaN breakpoint with the faulty no
   CHECK(fx.window->debugger()->faultDock()->isVisible());
   CHECK(fx.window->statusText().startsWith(QString("paused at step %1").arg(hit.step)));
   CHECK(fv->forkCommand().contains(
-      QString("runs fork %1 --step %2 --set lr=100").arg(o.run_id).arg(hit.step)));
+      QString("runs fork %1 --step 0 --set lr=100").arg(o.run_id)));  // from the run's start
   // Resume, clicked: the paused run goes on from its checkpoint with the NaN breakpoint off
   // (still at lr 1000 it diverges: the trainer's own check stops it, not the breakpoint).
   {
@@ -184,10 +184,10 @@ TEST_CASE("a learning rate of 1000 pauses at a NaN breakpoint with the faulty no
     }
     CHECK(fv->markedNode().empty());  // the resumed run cleared the mark
   }
-  // Paused again, the learning rate lowered on the toolbar, Fork here clicked: a child run
-  // from the state before the failing step, at the new rate. At lr 1000 that state is already
-  // ruined (weights near 1e20 after three updates), so the child pauses too, at its first step:
-  // forking from the run's start (`runs fork ID --step 0`) is what trains.
+  // Paused again, the learning rate lowered on the toolbar, Fork here clicked: a child run from
+  // the last checkpoint before the failing step (the run's start: at lr 1000 the state just
+  // before it is already ruined, weights near 1e20 after three updates), at the new rate: it
+  // trains without a fault.
   const runner::RunOutcome again = train_by_key(fx);
   REQUIRE(again.result.breakpoint.has_value());
   REQUIRE_FALSE(again.break_checkpoint.empty());
@@ -206,15 +206,15 @@ TEST_CASE("a learning rate of 1000 pauses at a NaN breakpoint with the faulty no
   CHECK(child.run_id != again.run_id);
   CHECK(child.config.opt.lr == 0.05);
   CHECK(fx.window->runLog()->toPlainText().contains(
-      QString("forking run %1 at its breakpoint").arg(again.run_id)));
+      QString("forking run %1 from its last checkpoint before the breakpoint").arg(again.run_id)));
   auto store = store::RunStore::open(fx.dir.file("runs.db"));
   REQUIRE(store.ok());
   auto info = (*store)->get_run(child.run_id);
   REQUIRE(info.ok());
   CHECK(info->parent_run_id == again.run_id);
-  REQUIRE(child.result.breakpoint.has_value());
-  CHECK(child.result.breakpoint->step == again.result.breakpoint->step);  // its first step
-  CHECK(fv->forkCommand().startsWith(QString("mlstudio runs fork %1 ").arg(child.run_id)));
+  CHECK_FALSE(child.result.breakpoint.has_value());
+  CHECK(child.status == "finished");
+  CHECK(fv->markedNode().empty());  // the child trained: nothing is paused
 }
 
 TEST_CASE("the paused run's dock and marker follow the BreakHit they are given",
@@ -239,13 +239,13 @@ TEST_CASE("the paused run's dock and marker follow the BreakHit they are given",
   hit.fault = f;
   hit.message = "step 7: the forward output of 'fc2' (matmul) holds 3 NaN";
   FaultView* fv = fx.window->debugger()->faultView();
-  fv->showBreak(hit, {.run_id = 4, .db = "runs.db", .lr = 0.5, .project = ""});
+  fv->showBreak(hit, {.run_id = 4, .db = "runs.db", .lr = 0.5, .project = "", .fork_step = 5});
   CHECK(fv->markedNode() == "fc2");
   REQUIRE(fv->marker());
   CHECK(fv->marker()->parentItem() == fx.window->scene()->nodeItem("fc2"));
   CHECK(fv->marker()->badge() == "step 7: nan");
   CHECK(paused_status(hit) == "paused at step 7: " + QString::fromStdString(hit.message));
-  CHECK(fv->forkCommand() == "mlstudio runs fork 4 --step 7 --set lr=0.05 --db runs.db");
+  CHECK(fv->forkCommand() == "mlstudio runs fork 4 --step 5 --set lr=0.05 --db runs.db");
   // A layer breakpoint without a fault site names its layer.
   BreakHit dead;
   dead.kind = BreakHit::Kind::DeadRelu;
