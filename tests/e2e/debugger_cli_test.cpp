@@ -17,7 +17,7 @@ const std::string kSmall = " --limit 1024 --test-limit 256 -q";
 
 }  // namespace
 
-TEST_CASE("--break nan: lr 1000 on the MLP pauses at the first bad node, and a fork trains on",
+TEST_CASE("the debugger from the CLI: lr 1000 on the MLP pauses at the first bad node (--break nan), and a fork trains on",
           "[e2e][debugger]") {
   const fs::path dir = temp_dir() / "break-lr";
   fs::create_directories(dir);
@@ -72,7 +72,7 @@ TEST_CASE("--break nan: lr 1000 on the MLP pauses at the first bad node, and a f
   CHECK(acc->at(0).value > 0.6);
 }
 
-TEST_CASE("--break and --health-every: bad specs are refused, health metrics are recorded",
+TEST_CASE("the debugger from the CLI: a bad --break is refused, --health-every records its metrics",
           "[e2e][debugger]") {
   const fs::path dir = temp_dir() / "break-health";
   fs::create_directories(dir);

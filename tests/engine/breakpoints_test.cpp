@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "blobs_source.h"
+#include "fault_test_ops.h"
 #include "engine/core/op.h"
-#include "engine/ir/graph.h"
 #include "engine/train/step_watch.h"
 #include "engine/train/trainer.h"
 #include "test_util.h"
@@ -92,40 +92,11 @@ void register_marked_probes() {
 constexpr int64_t kFeatures = 6, kClasses = 3;
 constexpr float kMark = 100;  // a marked sample's first feature (the data lie in [-3, 3])
 
-// 6 -> 16 (fc1, act1) -> 16 (fc2, act2) -> 3 (fc3), labelled as a document would; `probe` (an
-// op above) after the layer `after`, keyed on the model's input.
+// 6 -> 16 (fc1, act1) -> 16 (fc2, act2) -> 3 (fc3) (tests/engine/fault_test_ops.h); `probe`
+// (one of the ops above) after the layer `after`, keyed on the model's input.
 ModelBuilder mlp(std::string probe = "", std::string after = "") {
-  return [=](int64_t batch, bool) -> Result<ModelGraph> {
-    ModelGraph m{Graph("mlp"), {}, {}, {}, {}, {}};
-    Graph& g = m.graph;
-    m.input = g.add_input("x", {DType::F32, {batch, kFeatures}});
-    m.labels = g.add_input("y", {DType::I64, {batch}});
-    const std::vector<int64_t> widths{kFeatures, 16, 16, kClasses};
-    Ref h = m.input;
-    for (size_t l = 0; l + 1 < widths.size(); ++l) {
-      const std::string name = "fc" + std::to_string(l + 1);
-      Ref w = g.add_param(name + ".weight", {DType::F32, {widths[l], widths[l + 1]}},
-                          {"kaiming_uniform", widths[l], widths[l + 1]});
-      Ref b = g.add_param(name + ".bias", {DType::F32, {widths[l + 1]}}, {"zeros"});
-      g.set_label(name);
-      h = linear(g, h, w, b);
-      if (l + 2 < widths.size()) {
-        g.set_label("act" + std::to_string(l + 1));
-        h = relu(g, h);
-      }
-      if (!probe.empty() && after == name) {
-        g.set_label("probe");
-        auto r = g.add_node(probe, {h, m.input}, {{"index", int64_t{3}}, {"above", double{kMark / 2}}});
-        if (!r) return r.error();
-        h = r->at(0);
-      }
-    }
-    m.logits = h;
-    g.set_label("loss");
-    m.loss = cross_entropy(g, m.logits, m.labels);
-    g.set_label("");
-    return m;
-  };
+  if (probe.empty()) return probed_mlp(kFeatures, {16, 16}, kClasses);
+  return probed_mlp(kFeatures, {16, 16}, kClasses, Probe{probe, after, 3, double{kMark / 2}});
 }
 
 TrainConfig config(Breakpoints b = {}) {

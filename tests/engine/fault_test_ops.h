@@ -95,11 +95,15 @@ struct Probe {
   std::string op;     // "test_nan_at" or "test_grad_nan"
   std::string after;  // a layer's label
   int64_t index = 0;  // the element it spoils
+  // > 0: a probe keyed on the model's input (its second operand, with this as its "above"
+  // attribute): tests/engine/breakpoints_test.cpp's, which spoil only a marked batch.
+  double above = 0;
 };
 
 // features -> hidden... -> classes; each layer's nodes labelled as a document would ("fc1"
 // for its matmul and bias add, "act1" its ReLU), the probe's "probe"; cross-entropy on the
-// logits ("loss"). Parameters fc<k>.weight [in, out] and fc<k>.bias [out].
+// logits ("loss"). Parameters fc<k>.weight [in, out] (Kaiming-uniform when a trainer
+// initialises them) and fc<k>.bias [out] (zeros).
 inline ModelBuilder probed_mlp(int64_t features, std::vector<int64_t> hidden, int64_t classes,
                                std::optional<Probe> probe = std::nullopt) {
   return [=](int64_t batch, bool) -> Result<ModelGraph> {
@@ -113,8 +117,9 @@ inline ModelBuilder probed_mlp(int64_t features, std::vector<int64_t> hidden, in
     Refs w, b;
     for (size_t l = 0; l + 1 < widths.size(); ++l) {
       const std::string name = "fc" + std::to_string(l + 1);
-      w.push_back(g.add_param(name + ".weight", {DType::F32, {widths[l], widths[l + 1]}}));
-      b.push_back(g.add_param(name + ".bias", {DType::F32, {widths[l + 1]}}));
+      w.push_back(g.add_param(name + ".weight", {DType::F32, {widths[l], widths[l + 1]}},
+                              {"kaiming_uniform", widths[l], widths[l + 1]}));
+      b.push_back(g.add_param(name + ".bias", {DType::F32, {widths[l + 1]}}, {"zeros"}));
     }
     Ref h = m.input;
     for (size_t l = 0; l < w.size(); ++l) {
@@ -127,7 +132,10 @@ inline ModelBuilder probed_mlp(int64_t features, std::vector<int64_t> hidden, in
       }
       if (probe && probe->after == name) {
         g.set_label("probe");
-        auto r = g.add_node(probe->op, {h}, {{"index", probe->index}});
+        auto r = probe->above > 0
+                     ? g.add_node(probe->op, {h, m.input},
+                                  {{"index", probe->index}, {"above", probe->above}})
+                     : g.add_node(probe->op, {h}, {{"index", probe->index}});
         if (!r) return r.error();
         h = r->at(0);
       }

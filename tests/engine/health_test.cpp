@@ -100,7 +100,7 @@ TEST_CASE("histogram: NaN and infinities are counted aside and do not move min a
   CHECK(h.non_finite == 0);
 }
 
-TEST_CASE("histogram: all values equal go in bin 0; bins below 1 mean one bin", "[train][health]") {
+TEST_CASE("histogram: all values equal go in bin 0, and bins below 1 mean one bin", "[train][health]") {
   Histogram h = histogram(std::vector<float>{2.5f, 2.5f, 2.5f}, 4);
   CHECK(h.min == 2.5);
   CHECK(h.max == 2.5);
