@@ -278,10 +278,8 @@ Result<CompareReport> compare_devices(Project& project, const CompareOptions& o)
     y.fill_raw(hb.t.data(), y.nbytes());
   st.leaves[static_cast<size_t>(mg->labels.id)] = y;
   if (mg->step_seed.valid()) {  // as Trainer::step_seed
-    const auto seed = static_cast<int64_t>(
-        mix_seed(config.seed ^ 0x5eedull, static_cast<uint64_t>(rep.step)) >> 1);
     st.leaves[static_cast<size_t>(mg->step_seed.id)] =
-        Tensor::from_i64(cpu, {1}, {seed}, AllocTag::Input);
+        Tensor::from_i64(cpu, {1}, {training_step_seed(config.seed, rep.step)}, AllocTag::Input);
   }
   for (size_t i = 0; i < g.values().size(); ++i)
     if (g.values()[i].kind == ValueKind::Const) st.leaves[i] = g.values()[i].constant;

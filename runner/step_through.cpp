@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "engine/autodiff/autodiff.h"
+#include "engine/exec/replay.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/rng.h"
 #include "engine/train/trainer.h"
@@ -150,25 +151,12 @@ Result<void> StepThrough::evaluate(int64_t batch) {
   leaf(mg->labels, y);
   if (mg->step_seed.valid()) {
     // As Trainer::step_seed: a fresh dropout mask per optimizer step.
-    const auto seed =
-        static_cast<int64_t>(mix_seed(config_.seed ^ 0x5eedull, static_cast<uint64_t>(step_)) >> 1);
-    leaf(mg->step_seed, Tensor::from_i64(backend_, {1}, {seed}, AllocTag::Input));
+    leaf(mg->step_seed,
+         Tensor::from_i64(backend_, {1}, {training_step_seed(config_.seed, step_)}, AllocTag::Input));
   }
-  for (size_t i = 0; i < g.values().size(); ++i)
-    if (g.values()[i].kind == ValueKind::Const)
-      leaf(Ref{static_cast<int32_t>(i)}, g.values()[i].constant);
-  for (const Node& n : g.nodes()) {
-    Refs ins;
-    for (Ref r : n.inputs) ins.push_back(map[static_cast<size_t>(r.id)]);
-    Refs o = s.emit(n.op->name, ins, n.attrs);
-    if (s.failed())
-      return make_error(project_.path + ": node '" + n.label + "' (" + std::string(n.op->name) +
-                        "): " + s.error());
-    for (size_t j = 0; j < o.size(); ++j) {
-      map[static_cast<size_t>(n.outputs[j].id)] = o[j];
-      values_[static_cast<size_t>(n.outputs[j].id)] = s.value(o[j]);
-    }
-  }
+  if (auto r = replay(s, g, map); !r) return make_error(project_.path + ": " + r.error().message);
+  for (size_t i = 0; i < map.size(); ++i)  // the constants and every node's outputs
+    if (map[i].valid() && !values_[i].defined()) values_[i] = s.value(map[i]);
   loss_ = values_[static_cast<size_t>(mg->loss.id)].to_f64().at(0);
   graph_ = std::move(g);
   if (auto r = update(); !r) return r;

@@ -6,6 +6,7 @@
 
 #include "engine/autodiff/autodiff.h"
 #include "engine/exec/eager.h"
+#include "engine/exec/replay.h"
 
 namespace mls {
 
@@ -143,18 +144,9 @@ Result<std::optional<FaultSite>> find_first_fault(const FaultQuery& q) {
   if (mg.step_seed.valid())
     map[static_cast<size_t>(mg.step_seed.id)] =
         s.leaf(Tensor::from_i64(backend, {1}, {q.step_seed}, AllocTag::Input));
-  for (size_t i = 0; i < g.values().size(); ++i)
-    if (g.values()[i].kind == ValueKind::Const) map[i] = s.leaf(g.values()[i].constant);
-
-  for (size_t k = 0; k < g.nodes().size(); ++k) {
+  std::optional<FaultSite> found;
+  auto ran = replay(s, g, map, [&](size_t k, std::span<const Ref> outs) {
     const Node& n = g.nodes()[k];
-    Refs ins;
-    for (Ref r : n.inputs) ins.push_back(map[static_cast<size_t>(r.id)]);
-    Refs outs = s.emit(n.op->name, ins, n.attrs);
-    if (s.failed())
-      return make_error("find_first_fault: node '" + n.label + "' (" + n.op->name +
-                        "): " + s.error());
-    for (size_t j = 0; j < outs.size(); ++j) map[static_cast<size_t>(n.outputs[j].id)] = outs[j];
     for (size_t j = 0; j < outs.size(); ++j) {
       const Tensor& t = s.value(outs[j]);
       if (!dtype_is_float(t.dtype())) continue;
@@ -177,9 +169,13 @@ Result<std::optional<FaultSite>> find_first_fault(const FaultQuery& q) {
           line += dtype_name(in.dtype());
         f.inputs.push_back(std::move(line));
       }
-      return std::optional<FaultSite>(std::move(f));
+      found = std::move(f);
+      return false;  // the first: stop here
     }
-  }
+    return true;
+  });
+  if (!ran) return make_error("find_first_fault: " + ran.error().message);
+  if (found) return found;
   // 4. A running statistic, when nothing the step computed is at fault.
   return bad_param(false);
 }

@@ -37,4 +37,11 @@ inline uint64_t mix_seed(uint64_t a, uint64_t b) {
   return r.next();
 }
 
+// The value a training step's dropout masks are drawn from (ModelGraph::step_seed): one per
+// optimizer step of a run, so that a resumed run, the step-through view, the debugger's re-run
+// and compare-devices draw the masks the run drew.
+inline int64_t training_step_seed(uint64_t seed, int64_t step) {
+  return static_cast<int64_t>(mix_seed(seed ^ 0x5eedull, static_cast<uint64_t>(step)) >> 1);
+}
+
 }  // namespace mls

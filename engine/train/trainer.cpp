@@ -7,6 +7,7 @@
 
 #include "engine/autodiff/autodiff.h"
 #include "engine/exec/eager.h"
+#include "engine/exec/replay.h"
 #include "engine/passes/passes.h"
 #include "engine/train/init.h"
 #include "engine/train/rng.h"
@@ -256,8 +257,7 @@ void fill_targets(Tensor& y, const HostBatch& b) {
 }  // namespace
 
 int64_t Trainer::step_seed() const {
-  return static_cast<int64_t>(mix_seed(config_.seed ^ 0x5eedull, static_cast<uint64_t>(step_)) >>
-                              1);
+  return training_step_seed(config_.seed, step_);
 }
 
 bool Trainer::keep_scaled_step(const Tensor& check) {
@@ -299,14 +299,7 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
     map[static_cast<size_t>(mg->step_seed.id)] =
         s.leaf(Tensor::from_i64(backend_, {1}, {seed}, AllocTag::Input));
   }
-  for (size_t i = 0; i < g.values().size(); ++i)
-    if (g.values()[i].kind == ValueKind::Const) map[i] = s.leaf(g.values()[i].constant);
-  for (const Node& n : g.nodes()) {
-    Refs ins;
-    for (Ref r : n.inputs) ins.push_back(map[static_cast<size_t>(r.id)]);
-    Refs outs = s.emit(n.op->name, ins, n.attrs);
-    for (size_t k = 0; k < outs.size(); ++k) map[static_cast<size_t>(n.outputs[k].id)] = outs[k];
-  }
+  MLS_CHECK(replay(s, g, map).ok(), "the eager step's replay failed");  // errors abort in the session
   Ref loss = map[static_cast<size_t>(mg->loss.id)];
   Refs wrt;
   for (size_t i : trainable_) wrt.push_back(map[static_cast<size_t>(g.params()[i].id)]);
