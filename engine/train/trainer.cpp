@@ -67,6 +67,11 @@ Trainer::Trainer(Backend& backend, ModelBuilder build, TrainConfig config)
 
 Trainer::~Trainer() = default;
 
+void Trainer::set_collective(Collective* c) {
+  collective_ = c;
+  plans_.clear();  // the training plans gain (or lose) their all-reduce steps
+}
+
 Result<void> Trainer::init() {
   if (config_.batch_size < 1) return make_error("batch size must be >= 1");
   auto mg = build_(config_.batch_size, true);

@@ -43,6 +43,7 @@
 namespace mls {
 
 class StepWatch;
+class Collective;
 
 enum class ExecMode { Static, Eager };
 
@@ -107,6 +108,9 @@ struct ProgressInfo {
   double lr = 0;              // of the last step
   int64_t step = 0;           // steps done in all
   double step_loss = 0;       // the last step's loss (loss is the epoch's running mean)
+  // Data-parallel (Trainer::set_collective): samples_per_s is the job's, over every rank;
+  // this is the share of the epoch's time spent inside the collective (0 on one rank).
+  double comm_fraction = 0;
 };
 using ProgressFn = std::function<void(const ProgressInfo&)>;
 
@@ -168,6 +172,9 @@ struct TrainResult {
   // A breakpoint fired (TrainConfig::breaks): training stopped before that step's update, so
   // the trainer's state is the one the step started from (state() resumes at that step).
   std::optional<BreakHit> breakpoint;
+  // Data-parallel: the ranks that trained (1 alone) and the seconds spent in the collective.
+  int world_size = 1;
+  double comm_seconds = 0;
 };
 
 struct FitInputs {
@@ -195,6 +202,13 @@ class Trainer {
 
   // Builds the model at the training batch size and initialises the parameters.
   Result<void> init();
+  // Data-parallel training over a job's ranks (engine/train/collective.h), set before fit:
+  // fit starts from rank 0's whole state (parameters, optimizer state, counts), each rank
+  // trains on its slice of every global batch (config.batch_size samples of batch_size x
+  // size()), and the gradients are averaged by all-reduce steps in the training plan,
+  // started bucket by bucket as the backward pass writes them. Null: one rank.
+  void set_collective(Collective* c);
+  Collective* collective() const { return collective_; }
   // Overwrites the initialised parameters (init() first) with `values`, in the order and
   // shapes of params(): to continue from weights trained elsewhere (a script's eager loop).
   // The message names the first parameter that does not fit.
@@ -313,6 +327,7 @@ class Trainer {
   std::vector<std::vector<float>> init_host_;  // trainable parameters as initialised (health)
   std::optional<HealthSample> last_health_;
   std::string snr_note_;  // why the SNR is not measured ("" : it is)
+  Collective* collective_ = nullptr;
 };
 
 }  // namespace mls
