@@ -111,6 +111,22 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
     p.wave_.push_back(wave[i]);
     p.node_wave_[static_cast<size_t>(order[i])] = wave[i];
   }
+  for (const PlanHook& h : opt.hooks) {
+    int32_t w = -1;
+    for (Ref r : h.after) {
+      MLS_CHECK(r.valid() && at(r) < nv, "PlanHook: an unknown value");
+      const Value& v = g.value(r);
+      if (v.kind != ValueKind::Node) continue;  // inputs, params, constants: there from the start
+      const int32_t nw = p.node_wave_[static_cast<size_t>(v.node)];
+      if (nw < 0)
+        return make_error("plan step '" + h.name + "' waits for " + g.value_name(r) +
+                          ", which no output of the plan needs");
+      w = std::max(w, nw);
+    }
+    p.hooks_.push_back(h);
+    p.hook_wave_.push_back(w);
+  }
+  p.stats_.hooks = p.hooks_.size();
 
   p.alias_of_.assign(nv, -1);
   p.inplace_of_.assign(nv, -1);
@@ -351,6 +367,14 @@ void CompiledPlan::plan_batches(bool concurrent) {
   // Per wave: the large kernels one at a time (each splits its work across the cores),
   // then the small ones at once, longest first so the threads finish together.
   const Graph& g = *graph_;
+  auto hooks_after = [&](int32_t wave) {
+    for (size_t h = 0; h < hooks_.size(); ++h) {
+      if (hook_wave_[h] != wave) continue;
+      batches_.push_back({static_cast<uint32_t>(run_order_.size()), static_cast<uint32_t>(run_order_.size() + 1), false});
+      run_order_.push_back(-1 - static_cast<int32_t>(h));
+    }
+  };
+  hooks_after(-1);
   std::vector<int32_t> small;
   for (size_t a = 0, b; a < schedule_.size(); a = b) {
     for (b = a; b < schedule_.size() && wave_[b] == wave_[a];) ++b;
@@ -386,6 +410,7 @@ void CompiledPlan::plan_batches(bool concurrent) {
         batches_.push_back({static_cast<uint32_t>(run_order_.size()), static_cast<uint32_t>(run_order_.size() + 1), false});
       run_order_.push_back(s);
     }
+    hooks_after(wave_[a]);
   }
 }
 
@@ -427,8 +452,15 @@ void CompiledPlan::materialise() {
   steps_.clear();
   std::vector<uint32_t> first_step;  // per run_order_ position
   static const Attrs kNoAttrs;
+  hook_args_.assign(hooks_.size(), {});
   for (int32_t s : run_order_) {
     first_step.push_back(static_cast<uint32_t>(steps_.size()));
+    if (s < 0) {  // a PlanHook: its arguments are the slots of the values it waits for
+      const auto h = static_cast<size_t>(-1 - s);
+      for (Ref r : hooks_[h].after) hook_args_[h].push_back(&slots_[static_cast<size_t>(r.id)]);
+      steps_.push_back({.fn = nullptr, .attrs = &kNoAttrs, .backend = backend_, .entry = -1, .hook = static_cast<int32_t>(h)});
+      continue;
+    }
     const size_t k = static_cast<size_t>(schedule_[static_cast<size_t>(s)]);
     const Node& n = g.nodes()[k];
     const bool host = on_host_[k];
@@ -484,10 +516,17 @@ void CompiledPlan::materialise() {
   first_step.push_back(static_cast<uint32_t>(steps_.size()));
   step_batches_.clear();
   for (const Batch& b : batches_) step_batches_.push_back({first_step[b.begin], first_step[b.end], b.concurrent});
-  stats_.skipped_views = schedule_.size() - run_order_.size();
+  stats_.skipped_views = schedule_.size() - (run_order_.size() - hooks_.size());
   if (profiling_ && step_times_.size() != steps_.size()) {
     step_times_.clear();
     for (const Step& step : steps_) {
+      if (step.hook >= 0) {
+        const PlanHook& h = hooks_[static_cast<size_t>(step.hook)];
+        StepTime st{.op = h.name, .label = h.label, .backward = true};
+        st.wave = std::max(hook_wave_[static_cast<size_t>(step.hook)], 0);
+        step_times_.push_back(std::move(st));
+        continue;
+      }
       const int32_t s = step.entry;
       const auto k = static_cast<size_t>(schedule_[static_cast<size_t>(s)]);
       const Node& n = g.nodes()[k];
@@ -528,8 +567,27 @@ void CompiledPlan::launch_steps() {
       backend_->launch_concurrent(std::span<const KernelLaunch>(launches_.data() + b.begin, b.end - b.begin));
       continue;
     }
-    for (uint32_t i = b.begin; i < b.end; ++i) steps_[i].backend->launch_timed(launches_[i]);
+    for (uint32_t i = b.begin; i < b.end; ++i) {
+      if (steps_[i].hook >= 0) {
+        run_hook(i);
+        continue;
+      }
+      steps_[i].backend->launch_timed(launches_[i]);
+    }
   }
+}
+
+void CompiledPlan::run_hook(size_t step) {
+  const auto h = static_cast<size_t>(steps_[step].hook);
+  KernelTiming* t = launches_[step].timing;
+  const auto t0 = std::chrono::steady_clock::now();
+  hooks_[h].run(std::span<const Tensor* const>(hook_args_[h].data(), hook_args_[h].size()));
+  if (!t) return;
+  const auto t1 = std::chrono::steady_clock::now();
+  t->seconds += std::chrono::duration<double>(t1 - t0).count();
+  t->start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+  t->end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count();
+  t->thread = trace_thread_id();
 }
 
 void CompiledPlan::run() {
@@ -542,7 +600,7 @@ void CompiledPlan::run() {
   // A device that records command buffers records the step once and replays it: the
   // bindings are fixed until the next bind(). Not while profiling (each kernel is timed) nor
   // with host steps between the device's.
-  if (!profiling_ && stats_.fallback_nodes + stats_.placed_nodes == 0) {
+  if (!profiling_ && stats_.fallback_nodes + stats_.placed_nodes == 0 && hooks_.empty()) {
     if (capture_.id >= 0) {
       backend_->replay(capture_.id);
       return;
@@ -591,8 +649,19 @@ std::string CompiledPlan::to_text() const {
     os << ", " << stats_.fallback_nodes + stats_.placed_nodes << " on the host with " << stats_.transfers
        << " transfers (" << stats_.transfer_bytes << " bytes)";
   os << "\n";
+  if (!hooks_.empty()) os << "  " << hooks_.size() << " host steps between the kernels (+)\n";
+  auto hook_lines = [&](int32_t wave) {
+    for (size_t h = 0; h < hooks_.size(); ++h) {
+      if (hook_wave_[h] != wave) continue;
+      os << "  + after w" << wave << ": " << hooks_[h].name;
+      if (!hooks_[h].label.empty()) os << " [" << hooks_[h].label << "]";
+      os << "\n";
+    }
+  };
+  hook_lines(-1);
   for (size_t s = 0; s < schedule_.size(); ++s) {
     const Node& n = g.nodes()[static_cast<size_t>(schedule_[s])];
+    if (s > 0 && wave_[s] != wave_[s - 1]) hook_lines(wave_[s - 1]);
     os << "  " << s << " w" << wave_[s] << (together[s] ? "*" : "") << ": " << n.op->name;
     if (!n.label.empty()) os << " [" << n.label << "]";
     if (on_host_[static_cast<size_t>(schedule_[s])])
@@ -610,6 +679,7 @@ std::string CompiledPlan::to_text() const {
     }
     os << "\n";
   }
+  if (!wave_.empty()) hook_lines(wave_.back());
   return os.str();
 }
 

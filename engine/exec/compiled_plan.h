@@ -25,6 +25,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,18 @@
 #include "engine/ir/graph.h"
 
 namespace mls {
+
+// A host function run between the plan's kernels: data-parallel training's all-reduce steps
+// (engine/train/collective.h). It runs once every value in `after` is written, right after the
+// wave that writes the last of them (before any kernel of a later wave), and gets those
+// values' tensors in the order given. It is a step like a kernel: `name` is its op and
+// `label` its label in the text form (`mlstudio graph --plan`), the op profiler and the trace.
+// A plan with hooks never records the step for replay (the host must take part each run).
+struct PlanHook {
+  std::string name, label;
+  Refs after;  // empty: before the first kernel
+  std::function<void(std::span<const Tensor* const>)> run;
+};
 
 struct PlanOptions {
   Refs outputs;  // default: the graph's outputs
@@ -58,6 +71,8 @@ struct PlanOptions {
   // view); for comparing how two graphs' activations are placed, which scratch that no pass
   // can shrink would blur.
   bool kernel_workspace = true;
+  // Host steps between the kernels (PlanHook), in order.
+  std::vector<PlanHook> hooks;
 };
 
 struct PlanStats {
@@ -75,6 +90,7 @@ struct PlanStats {
   size_t workspace_bytes = 0;   // the kernels' declared scratch, summed (each lives one wave)
   size_t transfers = 0;         // copies between the device and the host per run
   size_t transfer_bytes = 0;    // their bytes per run
+  size_t hooks = 0;             // host steps between the kernels (PlanOptions::hooks)
 };
 
 class CompiledPlan {
@@ -94,7 +110,7 @@ class CompiledPlan {
     bool backward = false;
     double seconds = 0;  // summed over the profiled runs
     int64_t runs = 0;
-    int32_t node = -1;   // its graph node
+    int32_t node = -1;   // its graph node (-1: a PlanHook)
     int32_t wave = 0;
     double flops = 0;    // per run (op_flops)
     KernelTiming last;   // the last run's span (trace events)
@@ -157,6 +173,7 @@ class CompiledPlan {
     const char* transfer = nullptr;  // "to_host" / "to_device" for a copy, else null
     Buffer* workspace = nullptr;     // the kernel's declared scratch (arena or host buffer)
     size_t workspace_offset = 0, workspace_bytes = 0;
+    int32_t hook = -1;               // a PlanHook's index: run on the host, not launched
   };
 
   // Steps in run order: batches_ cut them into runs of one kernel or of kernels run at once.
@@ -170,7 +187,8 @@ class CompiledPlan {
   std::vector<int32_t> schedule_;     // node indices, by wave
   std::vector<int32_t> wave_;         // per schedule entry
   std::vector<int32_t> node_wave_;    // per graph node
-  std::vector<int32_t> run_order_;    // schedule entries that run a kernel, in run order
+  // Schedule entries that run a kernel, in run order; -1 - h for hook h.
+  std::vector<int32_t> run_order_;
   std::vector<Batch> batches_;        // over run_order_ (and steps_)
   std::vector<int32_t> inplace_of_;   // value -> the input whose buffer it took (-1: none)
   std::vector<int32_t> alias_of_;     // value -> the value whose storage it views (-1: none)
@@ -221,6 +239,10 @@ class CompiledPlan {
   Capture capture_;
   bool capture_tried_ = false;
   void launch_steps();
+  void run_hook(size_t step);
+  std::vector<PlanHook> hooks_;
+  std::vector<int32_t> hook_wave_;                    // per hook: runs after this wave (-1: first)
+  std::vector<std::vector<const Tensor*>> hook_args_;  // per hook: its `after` tensors
   std::vector<StepTime> step_times_;  // one per entry of steps_
   std::vector<KernelTiming> timings_;  // where the launches write, one per entry of steps_
   double run_seconds_ = 0;

@@ -13,6 +13,7 @@
 #include "engine/train/rng.h"
 #include "engine/train/step_graph.h"
 #include "engine/train/step_watch.h"
+#include "engine/train/collective.h"
 #include "engine/train/trainer_step_plan.h"
 
 namespace mls {
@@ -66,11 +67,6 @@ Trainer::Trainer(Backend& backend, ModelBuilder build, TrainConfig config)
     : backend_(backend), build_(std::move(build)), config_(std::move(config)) {}
 
 Trainer::~Trainer() = default;
-
-void Trainer::set_collective(Collective* c) {
-  collective_ = c;
-  plans_.clear();  // the training plans gain (or lose) their all-reduce steps
-}
 
 Result<void> Trainer::init() {
   if (config_.batch_size < 1) return make_error("batch size must be >= 1");
@@ -197,6 +193,7 @@ Result<Trainer::StepPlan*> Trainer::plan_for(int64_t batch, bool training) {
   const Graph& pg = sp->mg.graph;
   PlanOptions po;
   po.host_labels = config_.host_nodes;  // the project's per-node "device": "cpu"
+  if (training && collective_) po.hooks = reduce_hooks(*sp, pg, gradients);
   auto plan = CompiledPlan::compile(pg, backend_, po);
   if (!plan) return plan.error();
   sp->plan.emplace(std::move(*plan));
@@ -257,6 +254,27 @@ void fill_targets(Tensor& y, const HostBatch& b) {
     y.fill_raw(b.y.data(), y.nbytes());
   else
     y.fill_raw(b.t.data(), y.nbytes());
+}
+
+}  // namespace
+
+namespace {
+
+// Samples [begin, begin + count) of a batch: a rank's slice of the global batch.
+void slice_batch(const HostBatch& from, int64_t begin, int64_t count, HostBatch& out) {
+  auto part = [&](const auto& v, auto& dst) {
+    if (v.empty()) {
+      dst.clear();
+      return;
+    }
+    const size_t per = v.size() / static_cast<size_t>(from.size);
+    dst.assign(v.begin() + static_cast<std::ptrdiff_t>(per * static_cast<size_t>(begin)),
+               v.begin() + static_cast<std::ptrdiff_t>(per * static_cast<size_t>(begin + count)));
+  };
+  part(from.x, out.x);
+  part(from.y, out.y);
+  part(from.t, out.t);
+  out.size = count;
 }
 
 }  // namespace
@@ -324,6 +342,8 @@ Result<double> Trainer::eager_step(const HostBatch& batch) {
   float l = 0;
   const Tensor& lt = s.value(loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
+  if (collective_)
+    if (auto r = reduce_now(gt, l, check.valid() ? &s.value(check) : nullptr); !r) return r.error();
   if (check.valid() && !keep_scaled_step(s.value(check))) return static_cast<double>(l);
   if (config_.breaks.any()) {
     // The eager step has no reduction in its graph: the sums of squares on the host.
@@ -365,6 +385,11 @@ Result<double> Trainer::train_step(const HostBatch& batch) {
   }
   const int64_t t0 = trace_ ? steady_now_ns() : 0;
   sp.plan->run();
+  if (dist_error_) {
+    Error e = std::move(*dist_error_);
+    dist_error_.reset();
+    return e;
+  }
   float l = 0;
   const Tensor& lt = sp.plan->tensor(sp.mg.loss);
   backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), &l, sizeof l);
@@ -666,11 +691,25 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
     const FitInputs*& at;
     ~FitScope() { at = nullptr; }
   } scope{fit_in_ = &in};
+  // Data-parallel: every rank starts from rank 0's state and trains on its slice of each
+  // global batch of batch_size x world samples (one shuffle: the slices make up the epoch).
+  const int world = collective_ ? collective_->size() : 1;
+  const int rank = collective_ ? collective_->rank() : 0;
+  dist_stop_ = false;
+  dist_error_.reset();
+  if (collective_) {
+    if (config_.breaks.any() || config_.health.every > 0)
+      return make_error(
+          "the debugger's breakpoints and health instruments watch one process: run without "
+          "mpirun (one rank) to use them");
+    if (auto r = sync_from_rank0(); !r) return r.error();
+  }
+  const double comm_start = collective_ ? collective_->seconds() : 0;
   TrainResult res;
   res.first_epoch = epochs_done_ + 1;
   const double t_start = now_s();
   const int64_t n = train.num_samples();
-  const int64_t bs = config_.batch_size;
+  const int64_t bs = config_.batch_size * world;  // the global batch
   const int64_t batches = (n + bs - 1) / bs;
   steps_per_epoch_ = std::max<int64_t>(batches, 1);
   if (config_.schedule.type == "one_cycle" && config_.schedule.total_steps <= 0) {
@@ -681,7 +720,21 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
     if (!s) return s.error();
     schedule_ = std::move(*s);
   }
-  HostBatch b;
+  HostBatch b, global;
+  // One rank reads its batch directly; a rank of many reads the global batch and slices it.
+  auto next_batch = [&](HostBatch& out) {
+    if (world == 1) return train.next(bs, out);
+    for (;;) {
+      if (!train.next(bs, global)) return false;
+      const int64_t g = global.size, part = g / world, rest = g % world;
+      if (part == 0) continue;  // fewer samples than ranks (a tiny last batch): skipped by all
+      const int64_t count = part + (rank < rest ? 1 : 0);
+      slice_batch(global, rank * part + std::min<int64_t>(rank, rest), count, out);
+      dist_weight_ = static_cast<double>(count) / static_cast<double>(g);
+      return true;
+    }
+  };
+  auto global_size = [&](const HostBatch& mine) { return world == 1 ? mine.size : global.size; };
   int64_t trained = 0;
   double train_time = 0;
   for (int64_t epoch = epochs_done_ + 1; epoch <= config_.epochs && !res.interrupted; ++epoch) {
@@ -690,12 +743,13 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
     double sum = 0, waited = 0;
     int64_t count = 0, bi = 0, seen = 0;
     // A breakpoint's state resumes mid-epoch: the batches before it were trained already.
-    for (; bi < batch_in_epoch_ && train.next(bs, b); ++bi) {
+    for (; bi < batch_in_epoch_ && next_batch(b); ++bi) {
     }
     batch_in_epoch_ = 0;
+    const double comm_epoch = collective_ ? collective_->seconds() : 0;
     for (;;) {
       const double w0 = now_s();
-      const bool more = train.next(bs, b);
+      const bool more = next_batch(b);
       waited += now_s() - w0;
       if (!more) break;
       cur_epoch_ = epoch;
@@ -721,8 +775,8 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
                           "); the data are finite, so try a smaller learning rate");
       }
       ++bi;
-      trained += b.size;
-      seen += b.size;
+      trained += global_size(b);
+      seen += global_size(b);
       sum += *l;
       ++count;
       res.step_losses.push_back(*l);
@@ -731,13 +785,15 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
         double el = now_s() - t0;
         double sps = static_cast<double>(seen) / std::max(el, 1e-9);
         double left = static_cast<double>((config_.epochs - epoch) * n + (n - seen));
+        const double comm = collective_ ? (collective_->seconds() - comm_epoch) / std::max(el, 1e-9) : 0;
         in.progress({epoch, config_.epochs, bi, batches, sum / static_cast<double>(count), sps,
                      left / sps, waited / std::max(el, 1e-9), false, scaler_.scale(),
-                     scaler_.skipped(), lr_, step_, *l});
+                     scaler_.skipped(), lr_, step_, *l, comm});
       }
-      if ((in.cancel && in.cancel->load()) ||
-          (config_.max_steps > 0 && step_ >= config_.max_steps)) {
-        res.interrupted = in.cancel && in.cancel->load();
+      // Many ranks stop together: the stop flag travels with the step's gradients.
+      const bool stop = collective_ ? dist_stop_ : in.cancel && in.cancel->load();
+      if (stop || (config_.max_steps > 0 && step_ >= config_.max_steps)) {
+        res.interrupted = stop;
         break;
       }
     }
@@ -764,6 +820,10 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
     }
     EpochReport rep{epoch, res.epoch_losses.back(), secs, false, {}, false, false, config_.epochs};
     double plateau_metric = rep.train_loss;
+    // Running statistics are each rank's own: rank 0's go to all, so every rank evaluates and
+    // checkpoints the same model.
+    if (collective_)
+      if (auto r = broadcast_buffers(); !r) return r.error();
     if (in.validation) {
       auto ev = evaluate(*in.validation);
       if (!ev) return make_error("validation: " + ev.error().message);
@@ -804,7 +864,8 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
                    static_cast<double>(config_.epochs - epoch) * train_time /
                        static_cast<double>(epoch - res.first_epoch + 1),
                    waited / std::max(secs, 1e-9), true, scaler_.scale(), scaler_.skipped(), lr_, step_,
-                   res.step_losses.empty() ? 0.0 : res.step_losses.back()});
+                   res.step_losses.empty() ? 0.0 : res.step_losses.back(),
+                   collective_ ? (collective_->seconds() - comm_epoch) / std::max(secs, 1e-9) : 0});
     if (in.on_epoch_end)
       if (auto r = in.on_epoch_end(rep); !r) return r.error();
     if (rep.stopping) {
@@ -823,6 +884,8 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
     if (config_.max_steps > 0 && step_ >= config_.max_steps) break;
   }
   res.steps = step_;
+  res.world_size = world;
+  res.comm_seconds = collective_ ? collective_->seconds() - comm_start : 0;
   res.loss_scale = scaler_.scale();
   res.skipped_steps = scaler_.skipped();
   res.best_epoch = best_epoch_;
@@ -853,7 +916,7 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
   res.samples_per_s = static_cast<double>(trained) / std::max(train_time, 1e-9);
   res.seconds = now_s() - t_start;
   res.peak_bytes = backend_.memory().stats().total_peak;
-  if (auto p = plans_.find({bs, true}); p != plans_.end()) {
+  if (auto p = plans_.find({config_.batch_size, true}); p != plans_.end()) {
     const PlanStats& ps = p->second->plan->stats();
     res.planned_arena_bytes = static_cast<int64_t>(ps.arena_bytes);
     res.planned_step_bytes = static_cast<int64_t>(ps.arena_bytes + ps.own_buffer_bytes);

@@ -88,6 +88,10 @@ struct TrainConfig {
   Breakpoints breaks;
   // Health instruments every N steps (engine/train/health.h): metrics and FitInputs::health.
   HealthConfig health;
+  // Data-parallel: the gradients are all-reduced in buckets of about this many bytes, started
+  // in the order the backward pass writes them (0: PyTorch DDP's 1 MiB first bucket, then
+  // 25 MiB).
+  int64_t bucket_bytes = 0;
 };
 
 // The settings a run records in the experiment store, as text: epochs, batch_size,
@@ -295,6 +299,16 @@ class Trainer {
                       const std::vector<std::vector<float>>& grads, double loss,
                       const HostBatch& batch);
   std::vector<std::vector<float>> trainable_to_host() const;
+  // Data-parallel (trainer_dist.cpp).
+  Result<void> sync_from_rank0();
+  Result<void> broadcast_buffers();  // the non-trainable parameters (running statistics)
+  std::vector<PlanHook> reduce_hooks(StepPlan& sp, const Graph& pg, size_t gradients);
+  void start_bucket(StepPlan& sp, size_t bucket, std::span<const Tensor* const> grads);
+  void finish_buckets(StepPlan& sp, std::span<const Tensor* const> outs);
+  Result<void> reduce_now(std::vector<Tensor>& grads, float& loss, const Tensor* check);  // eager
+  double dist_weight_ = 1;             // this rank's share of the global batch
+  std::optional<Error> dist_error_;    // a collective call that failed inside the plan
+  bool dist_stop_ = false;             // some rank asked to stop (Ctrl-C, SIGTERM)
 
   Backend& backend_;
   ModelBuilder build_;
