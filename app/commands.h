@@ -62,6 +62,7 @@ struct GraphOptions {
   bool ir = false, backward = false, plan = false, passes = false;
   int64_t profile = 0;  // > 0: train this many steps with every kernel timed
   int64_t batch = 0;    // 0: the project's batch size
+  int ranks = 1;        // --plan: the data-parallel step of this many ranks (all-reduce steps)
 };
 int graph_command(const GraphOptions& o);
 

@@ -8,6 +8,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/exec/compiled_plan.h"
 #include "engine/passes/passes.h"
+#include "engine/train/collective.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/step_graph.h"
 
@@ -96,6 +97,8 @@ std::string conflicting_flags(const GraphOptions& o) {
   if (o.profile > 0 && (o.ir || step_view))
     return "--profile trains and times the step; it does not combine with --ir, --backward, "
            "--plan or --passes";
+  if (o.ranks != 1 && (!o.plan || o.ranks < 1 || o.ranks > 4096))
+    return "--ranks shows the data-parallel training step: use it with --plan, with 1 to 4096 ranks";
   if (o.passes && (o.ir || o.backward || o.plan))
     return "--passes prints every stage of the step; it does not combine with --ir, --backward "
            "or --plan";
@@ -176,6 +179,24 @@ int graph_command(const GraphOptions& o) {
   }
   // --backward: the step as autodiff made it; --plan: the optimised step that runs.
   if (o.backward) std::fputs(step->stages.front().graph.to_text().c_str(), stdout);
+  if (o.plan && o.ranks > 1) {
+    // The step one rank of N compiles: the same kernels with the gradients' all-reduce steps
+    // between them (started bucket by bucket during the backward pass, awaited at the end).
+    TrainConfig dist = cfg;
+    dist.batch_size = batch;
+    Trainer t(be, p->builder(), dist);
+    PlanOnlyCollective world(o.ranks);
+    t.set_collective(&world);
+    auto plan = t.training_plan(batch);
+    if (!plan) {
+      std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(plan.error().message).c_str());
+      return 1;
+    }
+    std::printf("// one rank of %d: batch %lld per rank, %lld in all\n", o.ranks,
+                static_cast<long long>(batch), static_cast<long long>(batch * o.ranks));
+    std::fputs((*plan)->to_text().c_str(), stdout);
+    return 0;
+  }
   if (o.plan) {
     const Graph& g = step->graph();
     auto plan = CompiledPlan::compile(g, be);

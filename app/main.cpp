@@ -171,6 +171,10 @@ int main(int argc, char** argv) {
   graph_cmd->add_flag("--backward", graph.backward,
                       "Append the backward graph (gradients of every parameter)");
   graph_cmd->add_flag("--plan", graph.plan, "The compiled training step: schedule and memory plan");
+  graph_cmd->add_option("--ranks", graph.ranks,
+                        "With --plan: the step of one rank of N in data-parallel training, with "
+                        "its all-reduce steps")
+      ->check(CLI::Range(1, 4096));
   graph_cmd->add_flag(
       "--passes", graph.passes,
       "The training step after every optimisation pass, with node counts and planned bytes");

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,31 @@ class Collective {
   // Ends the whole job at once with this exit code (MPI_Abort): after a rank died, nothing
   // else can finish cleanly. Never returns.
   [[noreturn]] virtual void abort_job(int code) = 0;
+};
+
+// A world of `size` ranks that never communicates: to compile and show the data-parallel
+// training plan (`mlstudio graph P.mls --plan --ranks N`) without a job. Every call fails.
+class PlanOnlyCollective final : public Collective {
+ public:
+  explicit PlanOnlyCollective(int size) : size_(size), hosts_(static_cast<size_t>(size)) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  const std::vector<std::string>& hosts() const override { return hosts_; }
+  Result<void> broadcast(void*, size_t) override { return refuse(); }
+  Result<void> sum(double*, size_t) override { return refuse(); }
+  Result<void> start_sum(float*, size_t) override { return refuse(); }
+  Result<void> wait_all() override { return refuse(); }
+  Result<void> send_text(int, const std::string&) override { return refuse(); }
+  Result<std::string> recv_text(int) override { return refuse(); }
+  Result<std::string> recv_text_any(int*) override { return refuse(); }
+  double timeout_seconds() const override { return 0; }
+  double seconds() const override { return 0; }
+  [[noreturn]] void abort_job(int) override { std::abort(); }
+
+ private:
+  static Error refuse() { return make_error("a plan-only world of ranks cannot communicate"); }
+  int size_;
+  std::vector<std::string> hosts_;
 };
 
 // How a launcher told this process it is one of many ranks, read from the environment

@@ -139,7 +139,7 @@ std::vector<PlanHook> Trainer::reduce_hooks(StepPlan& sp, const Graph& pg, size_
   // The wait: after every gradient, the loss and the mixed-precision check.
   PlanHook w;
   w.name = "all_reduce_wait";
-  w.label = std::to_string(sp.buckets.size()) + " buckets";
+  w.label = std::to_string(sp.buckets.size()) + (sp.buckets.size() == 1 ? " bucket" : " buckets");
   for (size_t k = 0; k < gradients; ++k) w.after.push_back(pg.outputs()[k + 1]);
   w.after.push_back(sp.mg.loss);
   if (sp.check.valid()) w.after.push_back(sp.check);
