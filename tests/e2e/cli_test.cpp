@@ -88,6 +88,16 @@ TEST_CASE("mlstudio graph --ir prints the SSA form labelled with the document's 
   // The plan is the optimised step the trainer runs: the dense layers' bias and ReLU are
   // fused into their products.
   CHECK(p.out.find("linear_act [fc1]") != std::string::npos);
+  // One rank of a data-parallel job: the same kernels with the gradients' all-reduce between
+  // them (the MLP's 0.45 MiB of gradients make one bucket, below DDP's 1 MiB first bucket).
+  Output d = run("graph " + example() + " --plan --ranks 4");
+  INFO(d.err);
+  REQUIRE(d.code == 0);
+  CHECK(d.out.find("// one rank of 4: batch 128 per rank, 512 in all") != std::string::npos);
+  CHECK(d.out.find("all_reduce_start [bucket 0: fc3.bias, fc3.weight, fc2.bias, fc2.weight, fc1.bias, fc1.weight]") !=
+        std::string::npos);
+  CHECK(d.out.find("all_reduce_wait [1 bucket]") != std::string::npos);
+  CHECK(d.out.find("linear_act [fc1]") != std::string::npos);
 }
 
 TEST_CASE("mlstudio graph --passes shows each pass shrinking the step, --profile times every kernel", "[e2e]") {
@@ -128,6 +138,7 @@ TEST_CASE("graph --profile works on every bundled example, and flags a view woul
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
            {"--plan --passes", "--passes prints every stage"},
            {"--ir --plan", "--ir is the forward alone"},
+           {"--ranks 2", "--ranks shows the data-parallel training step: use it with --plan"},
            {"--profile 2 --plan", "--profile trains and times the step"},
            {"--ir --limit 100", "--limit only applies to --profile"},
            {"--activation-checkpointing auto", "use it with --backward, --plan or --passes"}}) {
