@@ -37,6 +37,8 @@ void from_host(const Tensor& t, const float* src) {
 
 void Trainer::set_collective(Collective* c) {
   collective_ = c && c->size() > 1 ? c : nullptr;
+  // A train_step called outside fit averages full batches of every rank.
+  dist_weight_ = collective_ ? 1.0 / collective_->size() : 1.0;
   plans_.clear();  // the training plans gain (or lose) their all-reduce steps
   watch_.reset();
 }

@@ -52,7 +52,7 @@ struct RankResult {
 
 // Trains the MLP on `ranks` threads with per-rank batch `batch`; returns each rank's outcome.
 std::vector<RankResult> train_ranks(int ranks, int64_t batch, ExecMode mode, int64_t bucket_bytes = 0,
-                                    int silent_rank = -1) {
+                                    int silent_rank = -1, TraceRecorder* trace0 = nullptr) {
   ThreadWorld world(ranks, silent_rank >= 0 ? 2.0 : 30.0);
   std::vector<RankResult> out(static_cast<size_t>(ranks));
   auto one = [&](int r) {
@@ -66,6 +66,7 @@ std::vector<RankResult> train_ranks(int ranks, int64_t batch, ExecMode mode, int
     Trainer t(be, mlp_builder(20, {64, 32}, 4), cfg);
     t.set_collective(&world.rank(r));
     if (r == silent_rank) return;  // this rank never takes part
+    if (r == 0 && trace0) t.set_trace(trace0);
     RankResult& res = out[static_cast<size_t>(r)];
     res.result = t.fit(data, nullptr, nullptr);
     res.params = params_of(t);
@@ -130,6 +131,20 @@ TEST_CASE("the all-reduce steps are steps of the training plan, started in bucke
   const auto want = one_rank(128, ExecMode::Static);
   CHECK(relative_difference(ranks[0].params, want) < 1e-5);
   CHECK(ranks[0].result->comm_seconds > 0);
+}
+
+TEST_CASE("the all-reduce steps are timed in the op profile and drawn in the trace", "[dist]") {
+  TraceRecorder trace;
+  auto ranks = train_ranks(2, 64, ExecMode::Static, 4096, -1, &trace);
+  REQUIRE(ranks[0].result.ok());
+  size_t starts = 0, waits = 0;
+  for (const auto& e : trace.events()) {
+    starts += e.name.rfind("all_reduce_start [bucket ", 0) == 0;
+    waits += e.name.rfind("all_reduce_wait [2 buckets]", 0) == 0;
+  }
+  // Every one of the 50 steps: two buckets started, one wait.
+  CHECK(starts == 100);
+  CHECK(waits == 50);
 }
 
 TEST_CASE("a rank that stops answering is named, and training stops with an error", "[dist]") {
