@@ -280,6 +280,10 @@ void slice_batch(const HostBatch& from, int64_t begin, int64_t count, HostBatch&
 }  // namespace
 
 int64_t Trainer::step_seed() const {
+  // Data-parallel: each rank draws its own masks for its slice (the same seed on every rank
+  // would drop the same positions of every slice).
+  if (collective_ && collective_->rank() > 0)
+    return training_step_seed(mix_seed(config_.seed, 0x7a4b0000ull + static_cast<uint64_t>(collective_->rank())), step_);
   return training_step_seed(config_.seed, step_);
 }
 
