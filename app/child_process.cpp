@@ -38,7 +38,8 @@ void drain(int& fd, std::string& into, size_t keep) {
 }  // namespace
 
 Result<ChildProcess> ChildProcess::start(const std::string& exe,
-                                         const std::vector<std::string>& args) {
+                                         const std::vector<std::string>& args,
+                                         const std::vector<std::string>* env) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return make_error("cannot make a pipe for " + exe);
   if (::pipe2(err, O_CLOEXEC) != 0) {
@@ -51,6 +52,11 @@ Result<ChildProcess> ChildProcess::start(const std::string& exe,
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Built before fork: the child may only make async-signal-safe calls.
+  std::vector<std::string> env_copy = env ? *env : std::vector<std::string>{};
+  std::vector<char*> envp;
+  for (auto& e : env_copy) envp.push_back(e.data());
+  envp.push_back(nullptr);
   // This executable again through /proc/self/exe, the image this process runs: a rebuild or
   // an upgrade that replaced the file meanwhile does not make the workers fail to start (or
   // run another version than the coordinator). argv[0] keeps the path people read.
@@ -67,7 +73,10 @@ Result<ChildProcess> ChildProcess::start(const std::string& exe,
     if (::getppid() != parent) ::_exit(1);  // the parent died before prctl took hold
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
-    ::execv(file.c_str(), argv.data());
+    if (env)
+      ::execve(file.c_str(), argv.data(), envp.data());
+    else
+      ::execv(file.c_str(), argv.data());
     ::_exit(127);
   }
   ::close(out[1]);

@@ -20,8 +20,10 @@ namespace mls::app {
 
 class ChildProcess {
  public:
-  // Starts `exe args...` (no shell). The error says what could not be made.
-  static Result<ChildProcess> start(const std::string& exe, const std::vector<std::string>& args);
+  // Starts `exe args...` (no shell), with `env` as its whole environment when given (else
+  // this process's). The error says what could not be made.
+  static Result<ChildProcess> start(const std::string& exe, const std::vector<std::string>& args,
+                                    const std::vector<std::string>* env = nullptr);
   ChildProcess(ChildProcess&& o) noexcept;
   ChildProcess& operator=(ChildProcess&& o) noexcept;
   ChildProcess(const ChildProcess&) = delete;
