@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mls::runner {
@@ -21,5 +22,10 @@ struct DeviceLine {
   bool available = false;
 };
 std::vector<DeviceLine> describe_devices();
+
+// How many devices of `device`'s kind ("cuda", "vulkan:1": CUDA's, Vulkan's) this host has and
+// this build can list: what rank_device (runner/ranks.h) shares out among a job's ranks. The
+// CPU is one; a kind this build lacks, or whose driver fails to list devices, is 0.
+int device_count(std::string_view device);
 
 }  // namespace mls::runner

@@ -12,8 +12,11 @@
 #include <new>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/train/progress_line.h"
 #include "runner/checkpoints.h"
+#include "runner/ranks.h"
 #include "runner/system_info.h"
 #include "store/process_owner.h"
 
@@ -188,8 +191,11 @@ const std::string* Resumed::param(const std::string& key) const { return find_pa
 
 // [SECTION] session
 
-Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_model,
-                               const RunEvents& events) {
+namespace {
+
+// Opens the store (closing the runs dead processes left running) and reads the run to resume.
+Result<std::unique_ptr<store::RunStore>> open_store(const RunOptions& o, const RunEvents& events,
+                                                    std::optional<Resumed>& was) {
   auto store = store::RunStore::open(o.db);
   if (!store) return store.error();
   for (int64_t gone : (*store)->closed_stale_runs()) {
@@ -200,7 +206,6 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
       say(events.warning, "removed " + std::to_string(n) +
                               " unfinished checkpoint file(s) of run " + std::to_string(gone));
   }
-  std::optional<Resumed> was;
   if (o.resume) {
     Resumed r;
     r.run_id = *o.resume;
@@ -219,6 +224,113 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     r.params = std::move(*params);
     was = std::move(r);
   }
+  return std::move(*store);
+}
+
+// What rank 0 read from the store, as text for the ranks that have none: the run to resume
+// (what the model factory and the resume checks read), or why rank 0 stopped.
+std::string start_text(const Result<std::unique_ptr<store::RunStore>>& opened,
+                       const std::optional<Resumed>& was) {
+  if (!opened) return nlohmann::json{{"error", opened.error().message}}.dump();
+  if (!was) return nlohmann::json{{"resume", nullptr}}.dump();
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& [k, v] : was->params) params.push_back({k, v});
+  return nlohmann::json{{"resume",
+                         {{"run_id", was->run_id},
+                          {"seed", was->info.seed},
+                          {"project_hash", was->info.project_hash},
+                          {"world_size", was->info.world_size},
+                          {"params", params}}}}
+      .dump();
+}
+
+Result<std::optional<Resumed>> read_start_text(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return make_error("rank 0 sent an unreadable start");
+  if (j.contains("error")) return make_error("stopped: rank 0 could not start the run");
+  const auto& r = j["resume"];
+  if (r.is_null()) return std::optional<Resumed>();
+  Resumed was;
+  was.run_id = r.value("run_id", int64_t{0});
+  was.info.id = was.run_id;
+  was.info.seed = r.value("seed", uint64_t{0});
+  was.info.project_hash = r.value("project_hash", std::string());
+  was.info.world_size = r.value("world_size", int64_t{1});
+  for (const auto& kv : r["params"])
+    was.params.push_back({kv.at(0).get<std::string>(), kv.at(1).get<std::string>()});
+  return std::optional<Resumed>(std::move(was));
+}
+
+// Every rank of a job passes this before its first step, ready or not: one that returns early
+// (its data missing on its host, a resume that rank 0 refused) says so on its way out, so the
+// others stop at once instead of waiting out the collective's timeout in the first all-reduce.
+class StartGate {
+ public:
+  explicit StartGate(Collective* job) : job_(job) {}
+  StartGate(const StartGate&) = delete;
+  StartGate& operator=(const StartGate&) = delete;
+  ~StartGate() {
+    if (job_ && !passed_) (void)pass(false);
+  }
+  // An error names the ranks that were not ready (this rank's own reason is its caller's).
+  Result<void> pass(bool ready) {
+    passed_ = true;
+    if (!job_) return {};
+    auto late = ranks_not_ready(*job_, ready);
+    if (!late) return late.error();
+    std::string names;
+    for (int r : *late)
+      if (r != job_->rank()) names += (names.empty() ? "" : ", ") + rank_name(*job_, r);
+    if (names.empty()) return {};
+    if (job_->rank() == 0)
+      return make_error(names + " could not start the run (its own message says why)");
+    return make_error("stopped: " + names + " could not start the run");
+  }
+
+ private:
+  Collective* job_;
+  bool passed_ = false;
+};
+
+// A run trained on one number of ranks and resumed on another keeps its global batch (the
+// samples one update averages over): each rank now takes global / ranks. The project's batch
+// size (recorded as batch_size, per rank) was checked against the record already.
+Result<int64_t> resumed_batch(const Resumed& was, int64_t batch, int world) {
+  int64_t global = batch;
+  if (const std::string* g = was.param("global_batch_size")) global = std::stoll(*g);
+  if (global % world != 0)
+    return make_error("run " + std::to_string(was.run_id) + " trained with a global batch of " +
+                      std::to_string(global) + " samples, which " + std::to_string(world) +
+                      " ranks cannot share evenly: resume it on a number of ranks that divides " +
+                      std::to_string(global));
+  return global / world;
+}
+
+Result<RunOutcome> session(const RunOptions& o, Collective* job, const ModelFactory& make_model,
+                           const RunEvents& events) {
+  // Rank 0 (or a run of one process) alone holds the store, the checkpoints and the messages.
+  const bool lead = !job || job->rank() == 0;
+  const int world = job ? job->size() : 1;
+  std::unique_ptr<store::RunStore> store_owner;
+  std::optional<Resumed> was;
+  if (lead) {
+    auto opened = open_store(o, events, was);
+    if (job)
+      if (auto sent = share_text(*job, start_text(opened, was)); !sent && opened)
+        return sent.error();
+    if (!opened) return opened.error();
+    store_owner = std::move(*opened);
+  } else {
+    auto text = share_text(*job, "");
+    if (!text) return text.error();
+    auto got = read_start_text(*text);
+    if (!got) return got.error();
+    was = std::move(*got);
+  }
+  store::RunStore* store = store_owner.get();
+  // Twice every rank says whether it is ready: once it has its model and data (before rank 0
+  // records anything), and before the first step.
+  StartGate model_gate(job);
   auto made = make_model(was ? &*was : nullptr);
   if (!made) return made.error();
   RunModel& m = *made;
@@ -231,14 +343,31 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     if (auto r = check_resume_settings(*was, m); !r) return r.error();
     if (!m.epochs_asked)
       if (const std::string* e = was->param("epochs")) cfg.epochs = std::stoll(*e);
+    auto batch = resumed_batch(*was, cfg.batch_size, world);
+    if (!batch) return batch.error();
+    if (*batch != cfg.batch_size) {
+      const std::string* ws = was->param("world_size");
+      say(events.message,
+          "run " + std::to_string(run_id) + " trained " + std::to_string(cfg.batch_size) +
+              " samples a step on each of " + (ws ? *ws : std::string("1")) + " rank(s); each of " +
+              std::to_string(world) + " now takes " + std::to_string(*batch) + ", the same " +
+              std::to_string(*batch * world) + " samples an update");
+      cfg.batch_size = *batch;
+    }
   }
+  if (auto ready = model_gate.pass(true); !ready) return ready.error();
+  StartGate gate(job);
   cfg.stop_after_epochs = o.stop_after_epochs;
   cfg.breaks = o.breaks;
   cfg.health = o.health;
   Trainer trainer(backend, m.builder, cfg);
   trainer.set_profiling(o.inspect || o.telemetry);
   if (o.trace) trainer.set_trace(o.trace);
-  if (was) {
+  // The trainer's own broadcast at the start of fit gives the other ranks rank 0's state: they
+  // read no checkpoint, record nothing, and start from nothing of their own.
+  if (job) trainer.set_collective(job);
+  const std::string hosts = job ? hosts_text(*job) : std::string();
+  if (was && lead) {
     if (!m.source_hash.empty() && was->info.project_hash != m.source_hash)
       say(events.warning, m.source + " changed since run " + std::to_string(run_id) +
                               " started; resuming with its saved state");
@@ -249,14 +378,20 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
                         std::to_string(trainer.epochs_done()) +
                         " epochs; ask for more with --epochs N (N > " +
                         std::to_string(trainer.epochs_done()) + ")");
-    if (auto r = (*store)->resume_run(run_id, {trainer.steps_done(), trainer.epochs_done()}); !r)
+    if (auto r = store->resume_run(run_id, {trainer.steps_done(), trainer.epochs_done()}); !r)
       return r.error();
-    if (auto r = (*store)->log_param(run_id, "epochs", std::to_string(cfg.epochs)); !r)
+    if (auto r = store->log_param(run_id, "epochs", std::to_string(cfg.epochs)); !r)
       return r.error();
+    // The ranks it trains on now (the first attempt's are its world_size column).
+    if (job || was->param("world_size"))
+      if (auto r = store->log_param(run_id, "world_size", std::to_string(world)); !r)
+        return r.error();
+    if (job)
+      if (auto r = store->log_param(run_id, "hosts", hosts); !r) return r.error();
     say(events.message, "resuming run " + std::to_string(run_id) + " from " + *used + " (epoch " +
                             std::to_string(trainer.epochs_done()) + ", step " +
                             std::to_string(trainer.steps_done()) + ")");
-  } else {
+  } else if (lead) {
     // The starting weights are set before the run is recorded: a script whose tensors do not
     // fit its model fails without leaving a run behind.
     std::optional<Checkpoint> fork_state;
@@ -285,6 +420,7 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
                      .device = device,
                      .seed = cfg.seed};
     nr.experiment = o.experiment;
+    nr.world_size = world;
     if (o.fork) {
       nr.parent_run_id = o.fork->parent;
       nr.fork_step = fork_state->step;
@@ -293,11 +429,12 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
       nr.sweep_id = o.sweep_trial->sweep;
       nr.trial = o.sweep_trial->trial;
     }
-    auto id = (*store)->begin_run(nr);
+    auto id = store->begin_run(nr);
     if (!id) return id.error();
     run_id = *id;
     if (o.fork) {
-      if (auto r = (*store)->copy_metrics(o.fork->parent, run_id, fork_state->step, fork_state->epoch); !r)
+      if (auto r = store->copy_metrics(o.fork->parent, run_id, fork_state->step, fork_state->epoch);
+          !r)
         return r.error();
       auto joined = [](const std::vector<std::string>& v) {
         std::string s;
@@ -317,64 +454,80 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
       if (!taken->optimizer_state)
         say(events.warning, "the optimizer changed: its state starts afresh");
     }
-    if (auto r = (*store)->set_system_info(run_id, system_info(backend)); !r) return r.error();
+    if (auto r = store->set_system_info(run_id, system_info(backend)); !r) return r.error();
     Params params = result_settings(m);
     params.insert(params.end(), m.notes.begin(), m.notes.end());
+    // Notes, not settings: a resume on another number of ranks keeps the global batch.
+    if (job)
+      params.insert(params.end(), {{"world_size", std::to_string(world)},
+                                   {"hosts", hosts},
+                                   {"global_batch_size", std::to_string(cfg.batch_size * world)}});
     params.push_back({"checkpoint_dir", checkpoint_dir(o.db, run_id)});
     for (const auto& [k, v] : params)
-      if (auto r = (*store)->log_param(run_id, k, v); !r) return r.error();
+      if (auto r = store->log_param(run_id, k, v); !r) return r.error();
     if (!m.snapshot.text.empty())
-      if (auto r = (*store)->put_snapshot(run_id, m.snapshot); !r) return r.error();
+      if (auto r = store->put_snapshot(run_id, m.snapshot); !r) return r.error();
   }
 
+  std::string batch = std::to_string(cfg.batch_size);
+  std::string ranks;
+  if (job) {
+    batch += " per rank (" + std::to_string(cfg.batch_size * world) + " an update)";
+    ranks = ", " + std::to_string(world) + " ranks on " + hosts;
+    // Said once: on a GPU the gradients go to the host and back every step.
+    if (backend.kind() != DeviceKind::CPU)
+      ranks += "; the gradients are averaged through host memory (copied off " + device +
+               " and back each step)";
+  }
   say(events.message, "run " + std::to_string(run_id) + ": " + m.source + ", " +
                           std::to_string(cfg.epochs) + " epochs, " +
                           std::to_string(m.train->num_samples()) + " training samples, batch " +
-                          std::to_string(cfg.batch_size) + ", " + cfg.opt.type + " " + m.mode +
-                          " on " + device + " (" + std::to_string(backend.num_threads()) +
-                          " threads)");
+                          batch + ", " + cfg.opt.type + " " + m.mode + " on " + device + " (" +
+                          std::to_string(backend.num_threads()) + " threads)" + ranks);
   const std::string last_path = checkpoint_path(o.db, run_id, "last");
   const std::string best_path = checkpoint_path(o.db, run_id, "best");
-  FitInputs in{.train = *m.train, .validation = m.validation, .test = m.test, .sink = store->get()};
+  FitInputs in{.train = *m.train, .validation = m.validation, .test = m.test, .sink = store};
   in.progress = events.progress;
-  if (o.telemetry) in.progress = telemetry_feed(trainer, *o.telemetry, cfg, events.progress);
+  if (o.telemetry && lead)
+    in.progress = telemetry_feed(trainer, *o.telemetry, cfg, events.progress);
   in.cancel = events.cancel;
-  if (o.telemetry) in.health = [tm = o.telemetry](const HealthSample& h) { tm->health.push(h); };
+  if (o.telemetry && lead)
+    in.health = [tm = o.telemetry](const HealthSample& h) { tm->health.push(h); };
   std::string pruned_because;
   // The last state a breakpoint's fork can start from: the last epoch checkpoint kept (or the
   // start).
   int64_t healthy_step = trainer.steps_done();
   std::string healthy_checkpoint;
-  if (cfg.breaks.any() && !was) {
+  if (cfg.breaks.any() && !was && lead) {
     // With breakpoints armed a fresh run keeps its starting state too: a fault in the first
     // epoch can then be forked from step 0 with a lower learning rate.
     const std::string start = (std::filesystem::path(last_path).parent_path() / "epoch-0.ckpt").string();
     Result<void> kept = trainer.initialized() ? Result<void>{} : trainer.init();
     if (kept) kept = write_state(trainer, start);
     if (kept)
-      if (auto id = (*store)->add_artifact(
+      if (auto id = store->add_artifact(
               run_id, "checkpoint", std::filesystem::absolute(start).lexically_normal().string(),
               trainer.steps_done());
           !id)
         kept = id.error();
     if (kept) healthy_checkpoint = start;
     if (!kept) {
-      (void)(*store)->end_run(run_id, "failed");
+      (void)store->end_run(run_id, "failed");
       return make_error(kept.error().message + " (run " + std::to_string(run_id) +
                         " recorded as failed in " + o.db + ")");
     }
   }
-  in.on_epoch_end = [&](EpochReport& rep) -> Result<void> {
+  auto lead_epoch_end = [&](EpochReport& rep) -> Result<void> {
     // The epoch's metrics are committed before its checkpoint: a kill in between leaves
     // metrics past the older checkpoint, which a resume drops, never a checkpoint whose
     // metrics are missing.
-    if (auto r = (*store)->flush(); !r) return r;
+    if (auto r = store->flush(); !r) return r;
     if (auto r = write_state(trainer, last_path); !r) return r;
     if (rep.improved)
       if (auto r = write_state(trainer, best_path); !r) return r;
     // Every epoch's state stays, for a fork at any epoch: a hard link to the file just
     // written (last.ckpt is replaced by a rename, so the link keeps this epoch's bytes).
-    auto kept = keep_epoch_checkpoint(**store, run_id, last_path, best_path, rep.improved,
+    auto kept = keep_epoch_checkpoint(*store, run_id, last_path, best_path, rep.improved,
                                       trainer.steps_done(), rep.epoch, cfg.epochs);
     if (!kept) return kept.error();
     if (!kept->empty()) {
@@ -396,9 +549,20 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     if (events.epoch_end) events.epoch_end(rep);
     return {};
   };
+  in.on_epoch_end = [&](EpochReport& rep) -> Result<void> {
+    if (lead)
+      if (auto r = lead_epoch_end(rep); !r) return r;
+    // Every rank stops after the same epoch: rank 0's reasons (a sweep's pruning) are the job's.
+    if (job) {
+      double halt = rep.halt ? 1 : 0;
+      if (auto r = job->sum(&halt, 1); !r) return r;
+      rep.halt = halt > 0;
+    }
+    return {};
+  };
   std::optional<PreflightEstimate> estimate;
   std::string unfit;  // why the run is refused before its first step (memory_check)
-  if (o.preflight && cfg.mode == ExecMode::Static) {
+  if (o.preflight && lead && cfg.mode == ExecMode::Static) {
     auto e = preflight(m.builder, cfg, backend, device_rates(backend),
                        {.samples_per_epoch = m.train->num_samples(),
                         .eval_samples = {m.validation ? m.validation->num_samples() : 0,
@@ -427,6 +591,8 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     placed = make_error(unfit);
   else if (cfg.mode == ExecMode::Static && backend.kind() != DeviceKind::CPU)
     placed = report_placement(trainer, cfg, device, events);
+  // Every rank is ready, or none trains.
+  if (auto ready = gate.pass(placed.ok()); !ready && placed) placed = ready.error();
   // The run's peak is the run's: not the pre-flight's probes, not what came before.
   backend.memory().reset_peaks();
   Result<TrainResult> result = placed ? Result<TrainResult>(make_error("not started")) : placed.error();
@@ -437,6 +603,25 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     result = make_error(
         "out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
   }
+  // A job whose training failed or was cut short may have ranks still waiting in a collective
+  // for one that is gone (or stopped a step earlier): the caller ends the job once it has said
+  // why, rather than wait in MPI's finalisation.
+  if (job && o.ranks_out_of_step && placed && (!result || result->interrupted))
+    *o.ranks_out_of_step = true;
+  if (!lead) {
+    if (!result) return result.error();
+    RunOutcome out;
+    out.status = result->interrupted || result->paused ? "interrupted" : "finished";
+    out.result = std::move(*result);
+    out.epochs_done = trainer.epochs_done();
+    out.planned_epochs = cfg.epochs;
+    out.config = cfg;
+    out.device = device;
+    out.mode = m.mode;
+    out.threads = backend.num_threads();
+    if (m.after) m.after(trainer, out);
+    return out;
+  }
   if (o.telemetry) {
     // The evaluation after the last step allocates too: the final figures, peak included.
     o.telemetry->publish_allocator(backend.memory().stats());
@@ -446,12 +631,18 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     // Say what the database holds, read back: when the failure was the database itself (a
     // lock held past the busy timeout), recording the failure can fail too, and the run is
     // then closed as interrupted by the next open.
-    auto e = (*store)->end_run(run_id, "failed");
-    auto stored = (*store)->get_run(run_id);
+    auto e = store->end_run(run_id, "failed");
+    auto stored = store->get_run(run_id);
     const std::string id = "run " + std::to_string(run_id);
+    // Where it can go on from: a rank that died, a full disk, are not the run's fault.
+    std::string resume;
+    if (std::filesystem::exists(last_path))
+      resume = "; its last checkpoint " + last_path + " (epoch " +
+               std::to_string(trainer.epochs_done()) + ") continues with " +
+               with_id(m.resume_command, run_id);
     if (stored && stored->status == "failed")
       return make_error(result.error().message + " (" + id + " recorded as failed in " + o.db +
-                        ")");
+                        resume + ")");
     return make_error(
         result.error().message + " (" + id + " could not be recorded as failed in " + o.db + ": " +
         (e ? std::string("its status reads '") + (stored ? stored->status : "unknown") + "'"
@@ -464,7 +655,7 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
   if (const auto& hit = out.result.breakpoint) {
     // The state the failing step started from, mid-epoch: --resume continues at that batch,
     // `runs fork ID --step N` starts a child from it (a lower learning rate, say).
-    if (auto r = (*store)->flush(); !r) return r.error();
+    if (auto r = store->flush(); !r) return r.error();
     if (auto r = write_state(trainer, last_path); !r) return r.error();
     namespace fs = std::filesystem;
     out.break_checkpoint = (fs::path(last_path).parent_path() /
@@ -476,13 +667,14 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
     if (ec) fs::copy_file(last_path, out.break_checkpoint, fs::copy_options::overwrite_existing, ec);
     if (ec) return make_error("cannot keep " + out.break_checkpoint + ": " + ec.message());
     for (const std::string& p : {last_path, out.break_checkpoint})
-      if (auto id = (*store)->add_artifact(
-              run_id, "checkpoint", fs::absolute(p).lexically_normal().string(), trainer.steps_done());
+      if (auto id =
+              store->add_artifact(run_id, "checkpoint", fs::absolute(p).lexically_normal().string(),
+                                  trainer.steps_done());
           !id)
         return id.error();
     std::string tag = std::string(break_kind_name(hit->kind)) + " at step " + std::to_string(hit->step);
     if (!hit->label.empty()) tag += " (" + hit->label + ")";
-    if (auto r = (*store)->set_tag(run_id, "breakpoint", tag); !r) return r.error();
+    if (auto r = store->set_tag(run_id, "breakpoint", tag); !r) return r.error();
     if (o.telemetry) o.telemetry->publish_break(std::make_shared<BreakHit>(*hit));
     out.healthy_step = healthy_step;
     out.healthy_checkpoint = healthy_checkpoint;
@@ -492,7 +684,7 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
                : out.result.interrupted || out.result.paused || out.result.breakpoint ? "interrupted"
                                                                                      : "finished";
   out.pruned_because = pruned_because;
-  if (auto e = (*store)->end_run(run_id, out.status); !e) return e.error();
+  if (auto e = store->end_run(run_id, out.status); !e) return e.error();
   if (out.result.breakpoint) out.status = "paused";  // recorded as interrupted: it resumes
   out.epochs_done = trainer.epochs_done();
   out.planned_epochs = cfg.epochs;
@@ -508,6 +700,23 @@ Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_mod
   out.eval_command = with_id(m.eval_command, run_id);
   out.preflight = std::move(estimate);
   if (m.after) m.after(trainer, out);
+  return out;
+}
+
+}  // namespace
+
+Result<RunOutcome> run_session(const RunOptions& o, const ModelFactory& make_model,
+                               const RunEvents& events) {
+  Collective* job = o.collective && o.collective->size() > 1 ? o.collective : nullptr;
+  if (!job || job->rank() == 0) return session(o, job, make_model, events);
+  // The other ranks say nothing but their warnings and errors, each naming the rank and host.
+  const std::string who = rank_prefix(*job);
+  RunEvents quiet;
+  quiet.cancel = events.cancel;
+  if (events.warning)
+    quiet.warning = [who, warn = events.warning](const std::string& line) { warn(who + line); };
+  auto out = session(o, job, make_model, quiet);
+  if (!out) return make_error(who + out.error().message);
   return out;
 }
 
@@ -609,6 +818,13 @@ std::string summary_line(const RunOutcome& out) {
                 format_duration(r.seconds).c_str(), r.final_loss, test.c_str(), r.samples_per_s,
                 r.median_epoch_seconds, 100.0 * r.data_seconds / std::max(1e-9, train_s),
                 static_cast<double>(r.peak_bytes) / (1 << 20));
+  // A job of several ranks: its rate is the job's, and communication's share of the training.
+  if (r.world_size > 1) {
+    char ranks[96];
+    std::snprintf(ranks, sizeof ranks, ", %d ranks (communication %.0f%% of the training time)",
+                  r.world_size, 100.0 * r.comm_seconds / std::max(1e-9, train_s));
+    tail = ranks + tail;
+  }
   return "run " + run + " finished" + buf + tail + "; recorded in " + out.db;
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/exec/trace.h"
+#include "engine/train/collective.h"
 #include "engine/train/node_stats.h"
 #include "engine/train/preflight.h"
 #include "engine/train/telemetry.h"
@@ -78,6 +79,19 @@ struct RunOptions {
   // "health/..." metrics and to the telemetry.
   Breakpoints breaks;
   HealthConfig health;
+  // Data-parallel training over a job's ranks (`mpirun -np N mlstudio --run P.mls`), every rank
+  // calling the session with the same options: rank 0 opens the store, records the run once
+  // (its world_size, and world_size, hosts and global_batch_size as notes: a resume on another
+  // number of ranks keeps the global batch), writes the checkpoints, logs the metrics and says
+  // everything; the other ranks build the model from what rank 0 read (a resumed run's params),
+  // take rank 0's state at the start of fit, and say only their warnings and errors, each
+  // beginning "rank R (HOST): ". Null, or a job of one rank: one process, as before.
+  Collective* collective = nullptr;
+  // Set (when given) where training failed or was cut short in a job of several ranks: some may
+  // still wait in a collective for a rank that is gone, or that stopped a step earlier. The
+  // caller ends the job (Collective::abort_job) once it has said why, rather than wait in MPI's
+  // finalisation.
+  bool* ranks_out_of_step = nullptr;
 };
 
 // What the caller hears while the run goes on; every member may be left empty. The

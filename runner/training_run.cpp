@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "nodes/setting_path.h"
+#include "runner/backends.h"
 #include "runner/model_export.h"
+#include "runner/ranks.h"
 #include "store/file_hash.h"
 
 namespace mls::runner {
@@ -154,6 +156,12 @@ Result<RunOutcome> run_training(const RunRequest& o, const RunEvents& events) {
     if (!opened) return opened.error();
     project = std::move(*opened);
     Project& p = *project;
+    // In a job of several ranks each takes its own device of the kind asked for, where the host
+    // has several (rank r: GPU r mod count); rank 0 keeps the one asked for.
+    if (Collective* job = o.collective; job && job->size() > 1) {
+      std::string& device = p.doc.training.device;
+      device = rank_device(device, job->rank(), device_count(device));
+    }
     // A validation share that leaves less than one batch to train on is almost surely a typo
     // (0.9999999 for 0.1): the run goes on, but says so.
     if (const double v = p.doc.dataset.validation;

@@ -1,5 +1,6 @@
 #include "engine/train/progress_line.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -12,6 +13,13 @@ std::string format_duration(double s) {
   else if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
   else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
+  return buf;
+}
+
+std::string comm_text(const ProgressInfo& p) {
+  if (!(p.comm_fraction > 0)) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "  comm %.0f%%", 100.0 * std::min(1.0, p.comm_fraction));
   return buf;
 }
 
@@ -35,10 +43,13 @@ void Progress::update(const ProgressInfo& p) {
     if (p.loss_scale != 1 || p.skipped_steps > 0)
       std::snprintf(scale, sizeof scale, "  loss scale %g  skipped %lld", p.loss_scale,
                     static_cast<long long>(p.skipped_steps));
-    std::fprintf(stderr, "%sepoch %lld/%lld  loss %.4f  %.0f samples/s  %lld steps  data %.0f%%%s  ETA %s\n",
-                 interactive_ ? "\r\033[K" : "", static_cast<long long>(p.epoch), static_cast<long long>(p.epochs),
-                 p.loss, p.samples_per_s, static_cast<long long>(p.batches), 100.0 * p.data_fraction, scale,
-                 format_duration(p.eta_s).c_str());
+    std::fprintf(
+        stderr,
+        "%sepoch %lld/%lld  loss %.4f  %.0f samples/s%s  %lld steps  data %.0f%%%s  ETA %s\n",
+        interactive_ ? "\r\033[K" : "", static_cast<long long>(p.epoch),
+        static_cast<long long>(p.epochs), p.loss, p.samples_per_s, comm_text(p).c_str(),
+        static_cast<long long>(p.batches), 100.0 * p.data_fraction, scale,
+        format_duration(p.eta_s).c_str());
     std::fflush(stderr);
     return;
   }
@@ -50,10 +61,11 @@ void Progress::update(const ProgressInfo& p) {
   int filled = static_cast<int>(std::lround(width * static_cast<double>(p.batch) / std::max<int64_t>(p.batches, 1)));
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(width - filled), '.');
-  std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+  std::fprintf(stderr,
+               "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  %.0f samples/s%s  ETA %s",
                static_cast<long long>(p.epoch), static_cast<long long>(p.epochs), bar.c_str(),
-               static_cast<long long>(p.batch), static_cast<long long>(p.batches), p.loss, p.samples_per_s,
-               format_duration(p.eta_s).c_str());
+               static_cast<long long>(p.batch), static_cast<long long>(p.batches), p.loss,
+               p.samples_per_s, comm_text(p).c_str(), format_duration(p.eta_s).c_str());
   std::fflush(stderr);
 }
 

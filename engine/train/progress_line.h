@@ -1,6 +1,7 @@
 // The live progress line of a training run, written to stderr so that stdout stays
 // machine-readable (--json). On a terminal it redraws one line; elsewhere it prints one
-// line per epoch.
+// line per epoch. In a data-parallel job (rank 0 prints it) samples/s is the job's over every
+// rank, followed by communication's share of the epoch ("comm 12%").
 //
 //   Progress bar(/*interactive=*/isatty(2));
 //   trainer.fit(train, &test, &store, [&](const ProgressInfo& p) { bar.update(p); });
@@ -25,5 +26,8 @@ class Progress {
 };
 
 std::string format_duration(double seconds);  // "2m05s", "41s", "0.8s"
+// "  comm 12%": a data-parallel job's share of the epoch spent communicating, as the line shows
+// it after the job's (global) samples/s; "" on one rank (comm_fraction 0).
+std::string comm_text(const ProgressInfo& p);
 
 }  // namespace mls
