@@ -94,7 +94,7 @@ std::vector<std::vector<float>> one_rank(int64_t batch, ExecMode mode) {
 
 }  // namespace
 
-TEST_CASE("two ranks of batch 64 train what one rank of batch 128 does", "[dist]") {
+TEST_CASE("two ranks of batch 64 train what one rank of batch 128 does", "[dist][trainer]") {
   const auto mode = GENERATE(ExecMode::Static, ExecMode::Eager);
   INFO((mode == ExecMode::Static ? "static" : "eager"));
   const auto want = one_rank(128, mode);
