@@ -2,6 +2,7 @@
 // failed run (the message names the file, node or line), 130 interrupted.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -50,8 +51,16 @@ struct RunOptions {
   std::optional<runner::RunOptions::Fork> fork;                // `runs fork`
   // A sweep's early stopping (runner::RunOptions::prune).
   std::function<std::optional<std::string>(int64_t run_id, const EpochReport&)> prune;
+  // `mpirun -np N mlstudio --run P.mls`: this process's rank of the data-parallel job (main
+  // creates it when a launcher started several ranks). Rank 0 prints the progress, the summary
+  // and --json, and its exit status is the job's; the others print only warnings and errors.
+  Collective* collective = nullptr;
 };
 int run_command(const RunOptions& o);
+// Set by SIGINT or SIGTERM while run_command trains: the run stops after its current step. A
+// job's collective watches it too (MpiCollective::set_cancel_flag): after a rank dies, mpirun
+// sends the others SIGTERM, and a rank waiting for the dead one then names it at once.
+const std::atomic<bool>& run_stop_flag();
 // Lists `path` (made absolute) as run `run_id`'s artifact of `kind` ("onnx", "trace") in the
 // database `db`; a failure is a warning on stderr, not an error: the file was written.
 void record_artifact(const std::string& db, int64_t run_id, const std::string& kind,

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <thread>
@@ -23,6 +24,10 @@
 #include "engine/onnx/onnx_file.h"
 #include "nodes/training_spec.h"
 #include "runner/backends.h"
+#include "runner/ranks.h"
+#ifdef MLS_HAVE_MPI
+#include "engine/dist/mpi_collective.h"
+#endif
 #ifdef MLSTUDIO_WITH_GUI
 #include "editor/gui.h"
 #endif
@@ -112,6 +117,28 @@ int unknown_subcommand(CLI::App* cmd) {
                              : "unknown subcommand '" + given + "' (expected " + valid + ")"));
 }
 
+// What a launcher's environment makes of this process: nothing (one rank, no MPI cost: `job`
+// stays null), a rank of a data-parallel job (a build with MPI), or a refusal before anything
+// is trained (a build without MPI would train N copies, each its own run). Returns 0, or the
+// exit status of the refusal.
+int start_job([[maybe_unused]] double timeout_s, [[maybe_unused]] int* argc,
+              [[maybe_unused]] char*** argv, std::unique_ptr<mls::Collective>& job) {
+  const mls::LaunchEnv env = mls::launch_env();
+  if (env.size <= 1) return 0;
+#ifdef MLS_HAVE_MPI
+  auto c = mls::MpiCollective::init(argc, argv, timeout_s);
+  if (!c) return mls::app::fail(c.error().message);
+  // After a rank dies mpirun sends the others SIGTERM and SIGKILL a second later: the signal
+  // cuts a wait short, so rank 0 names the dead rank and records the run as failed in time.
+  (*c)->set_cancel_flag(&mls::app::run_stop_flag());
+  job = std::move(*c);
+  return 0;
+#else
+  mls::app::fail(mls::runner::no_mpi_message(env));
+  return 2;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,6 +185,13 @@ int main(int argc, char** argv) {
                  "ratio, distance from initialisation, dead ReLUs, gradient SNR) as health/... "
                  "metrics")
       ->check(whole<int64_t>(1, 1'000'000'000));
+  double dist_timeout = 30;
+  app.add_option("--dist-timeout", dist_timeout,
+                 "Under mpirun (mpirun -np N mlstudio --run P.mls trains data-parallel: each rank "
+                 "its shard of every batch, the gradients averaged): seconds a rank waits for the "
+                 "others before the job stops, naming the rank that did not answer")
+      ->capture_default_str()
+      ->check(finite(false));
   app.add_flag("--no-memory-check", run.no_memory_check,
                "Start the run even when the pre-flight estimate says a step will not fit in "
                "free memory (by default it is refused, with the largest batch that fits)");
@@ -432,6 +466,14 @@ int main(int argc, char** argv) {
   }
   if (*run_opt) {
     run.project.path = run_path;
+    // Launched as one of several ranks (mpirun -np N, srun): one data-parallel job, rank 0
+    // speaking for it; its status is the job's.
+    // A sweep's worker (--sweep-trial) is a child its coordinator started, never a rank of its
+    // own, even where it inherited a rank's environment.
+    std::unique_ptr<mls::Collective> job;
+    if (sweep_trial.empty())
+      if (int refused = start_job(dist_timeout, &argc, &argv, job)) return refused;
+    run.collective = job.get();
     if (!sweep_trial.empty()) {
       long long sw = 0, tr = -1;
       char tail = 0;
@@ -439,7 +481,8 @@ int main(int argc, char** argv) {
         return mls::app::fail("--sweep-trial must be SWEEP:TRIAL (e.g. 3:0), got '" + sweep_trial + "'");
       run.sweep_trial = mls::runner::RunOptions::SweepTrial{sw, tr};
     }
-    return mls::app::run_command(run);
+    const int code = mls::app::run_command(run);
+    return run.collective && run.collective->rank() != 0 ? 0 : code;
   }
   if (!run.profile.empty())
     return mls::app::fail("--profile FILE.json traces a headless run: add --run P.mls");

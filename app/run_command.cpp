@@ -2,12 +2,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +49,37 @@ nlohmann::json eval_json(const EvalResult& e, const std::string& prefix) {
 
 }  // namespace
 
+const std::atomic<bool>& run_stop_flag() {
+  return g_cancel;
+}
+
+namespace {
+
+// The exit of a rank of a job (rank 0's status is the job's; the others exit 0 unless the job
+// is ended for them). Where training failed or was cut short, some rank may still wait in a
+// collective for one that is gone: rank 0, having recorded the run and said why, ends the job
+// at once (MPI_Abort) rather than wait in MPI's finalisation; another rank waits for rank 0 to
+// do so (keeping its collective's calls moving, so it can be asked whether it lives), and ends
+// the job itself only when rank 0 has not within the timeout.
+int end_job(Collective* job, bool out_of_step, int code) {
+  if (!job) return code;
+  if (out_of_step) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (job->rank() == 0) job->abort_job(code);
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(job->timeout_seconds() + 10);
+    while (std::chrono::steady_clock::now() < until) {
+      job->progress();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    job->abort_job(code);
+  }
+  return job->rank() == 0 ? code : 0;
+}
+
+}  // namespace
+
 void record_artifact(const std::string& db, int64_t run_id, const std::string& kind,
                      const std::string& path) {
   auto st = store::RunStore::open(db);
@@ -59,6 +92,12 @@ void record_artifact(const std::string& db, int64_t run_id, const std::string& k
 }
 
 int run_command(const RunOptions& o) {
+  // A data-parallel job (`mpirun -np N`): rank 0 speaks for it; the others train beside it and
+  // say only their warnings and errors (the session puts "rank R (HOST): " before them).
+  Collective* job = o.collective && o.collective->size() > 1 ? o.collective : nullptr;
+  const bool lead = !job || job->rank() == 0;
+  const bool quiet = o.quiet || !lead;
+  const bool json = o.json && lead;
   g_cancel.store(false);
   g_signal.store(0);
   std::signal(SIGINT, on_stop_signal);
@@ -76,10 +115,13 @@ int run_command(const RunOptions& o) {
   req.sweep_trial = o.sweep_trial;
   req.fork = o.fork;
   req.prune = o.prune;
+  req.collective = job;
+  bool out_of_step = false;
+  req.ranks_out_of_step = &out_of_step;
   if (!o.breaks.empty()) {
     auto b = parse_breakpoints(o.breaks);
     if (!b) {
-      if (o.json) print_json_failure("--break: " + b.error().message);
+      if (json) print_json_failure("--break: " + b.error().message);
       return fail("--break: " + b.error().message);
     }
     req.breaks = *b;
@@ -89,13 +131,13 @@ int run_command(const RunOptions& o) {
   if (o.sweep_trial && !req.prune) {
     auto prune = runner::sweep_pruner(o.db, o.sweep_trial->sweep);
     if (!prune) {
-      if (o.json) print_json_failure(prune.error().message);
+      if (json) print_json_failure(prune.error().message);
       return fail(prune.error().message);
     }
     req.prune = *prune;
   }
   TraceRecorder trace;
-  if (!o.profile.empty()) {
+  if (!o.profile.empty() && lead) {  // one trace, rank 0's: the ranks' steps are alike
     // Fail now, not after an hour of training, if the trace cannot be written there.
     const std::filesystem::path dir = std::filesystem::absolute(o.profile).parent_path();
     if (!std::filesystem::is_directory(dir))
@@ -106,7 +148,7 @@ int run_command(const RunOptions& o) {
   }
   runner::RunEvents ev;
   ev.cancel = &g_cancel;
-  if (!o.quiet) {
+  if (!quiet) {
     ev.message = [](const std::string& line) {
       std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(line).c_str());
     };
@@ -123,6 +165,10 @@ int run_command(const RunOptions& o) {
     ev.preflight = [](const PreflightEstimate& e) {
       std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(runner::preflight_line(e)).c_str());
     };
+  } else if (!o.quiet) {
+    ev.warning = [](const std::string& line) {
+      std::fprintf(stderr, "mlstudio: warning: %s\n", terminal_safe(line).c_str());
+    };
   }
   Result<runner::RunOutcome> outcome = runner::run_training(req, ev);
   std::signal(SIGINT, SIG_DFL);
@@ -130,18 +176,18 @@ int run_command(const RunOptions& o) {
   // The trace is written whatever became of the run: a failed run's steps are worth seeing.
   if (req.trace) {
     if (auto w = trace.write(o.profile); !w) {
-      if (o.json) print_json_failure(w.error().message);
+      if (json) print_json_failure(w.error().message);
       return fail(w.error().message);
     }
-    if (!o.quiet)
+    if (!quiet)
       std::fprintf(stderr, "mlstudio: trace of %zu steps (%zu kernel spans) written to %s (open it in ui.perfetto.dev)\n",
                    trace.count("step"), trace.count("op"), o.profile.c_str());
     if (outcome) record_artifact(o.db, outcome->run_id, "trace", o.profile);
   }
   if (!outcome) {
     // --json promises one JSON object on the last stdout line, failures included.
-    if (o.json) print_json_failure(outcome.error().message);
-    return fail(outcome.error().message);
+    if (json) print_json_failure(outcome.error().message);
+    return end_job(job, out_of_step, fail(outcome.error().message));
   }
   const runner::RunOutcome& out = *outcome;
   const TrainResult& r = out.result;
@@ -151,12 +197,12 @@ int run_command(const RunOptions& o) {
   const std::string& device = out.device;
   const TrainConfig& cfg = out.config;
 
-  if (!o.quiet) {
+  if (!quiet) {
     std::fprintf(stderr, "mlstudio: %s\n", terminal_safe(runner::summary_line(out)).c_str());
     if (const std::string e = runner::estimate_line(out); !e.empty())
       std::fprintf(stderr, "mlstudio: %s\n", e.c_str());
   }
-  if (o.json) {
+  if (json) {
     nlohmann::json j{
         {"run_id", run_id},
         {"status", status},
@@ -210,11 +256,20 @@ int run_command(const RunOptions& o) {
     }
     if (r.has_test) j.update(eval_json(r.test, "test_"));
     if (r.has_validation) j.update(eval_json(r.validation, "val_"));
+    if (job) {
+      // samples_per_s above is the job's, over every rank.
+      const double train_s = std::accumulate(r.epoch_seconds.begin(), r.epoch_seconds.end(), 0.0);
+      j["world_size"] = r.world_size;
+      j["hosts"] = job->hosts();
+      j["global_batch_size"] = cfg.batch_size * job->size();
+      j["comm_seconds"] = r.comm_seconds;
+      j["comm_fraction"] = train_s > 0 ? r.comm_seconds / train_s : 0.0;
+    }
     std::printf("%s\n", j.dump().c_str());
   }
   if (r.breakpoint) return 3;  // paused: the state is kept, the summary says how to go on
   if (!r.interrupted) return 0;
-  return 128 + (g_signal.load() ? g_signal.load() : SIGINT);
+  return end_job(job, out_of_step, 128 + (g_signal.load() ? g_signal.load() : SIGINT));
 }
 
 }  // namespace mls::app
