@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <thread>
 #include <utility>
@@ -72,6 +73,10 @@ struct MpiCollective::Impl {
   // Pongs on their way back (each buffer lives until its send completes).
   std::vector<std::pair<MPI_Request, std::unique_ptr<long long>>> pongs;
   long long ping_seq = 0;
+  // Pings and their answers after a deadline: a send to a dead rank may never complete and a
+  // cancelled receive may still be written, so their buffers outlive the requests (a few
+  // numbers per failure; a deque never moves them).
+  std::deque<long long> ping_buffers;
   std::string first_error;
 };
 
@@ -85,7 +90,8 @@ Result<std::unique_ptr<MpiCollective>> MpiCollective::init(int* argc, char*** ar
   if (initialised)
     return make_error("MPI collective: MPI is already initialised in this process (init once)");
   int provided = 0;
-  int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  // SERIALIZED: any one thread at a time may call (OpenMPI gives it at FUNNELED's cost).
+  int rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
   if (rc != MPI_SUCCESS)
     return make_error("MPI collective: MPI_Init_thread: " + mpi_error_text(rc));
   auto impl = std::make_unique<Impl>();
@@ -152,7 +158,15 @@ MpiCollective::~MpiCollective() {
     return;
   }
   if (!impl_->pending.empty()) (void)wait_all();
-  for (auto& [req, buf] : impl_->pongs) MPI_Wait(&req, MPI_STATUS_IGNORE);
+  // Answers to pings still on their way: let go (a pinging rank that died never takes its).
+  for (auto& [req, buf] : impl_->pongs) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      MPI_Request_free(&req);
+      (void)buf.release();  // MPI may still read it
+    }
+  }
   if (failed_) {
     if (owns_mpi_) MPI_Abort(impl_->comm, 1);
     return;
@@ -206,15 +220,18 @@ Error MpiCollective::name_missing(const std::string& what, const std::string& wh
   const double window = cancelled ? std::min(ping_window_s_, 0.25) : ping_window_s_;
   struct Peer {
     int rank;
-    long long ping, pong;
+    long long* pong;
     MPI_Request send, recv;
   };
+  auto& buffers = impl_->ping_buffers;
   std::vector<Peer> peers;
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_ && (only < 0 || r == only)) peers.push_back({r, seq, 0, nullptr, nullptr});
-  for (auto& p : peers) {
-    MPI_Isend(&p.ping, 1, MPI_LONG_LONG, p.rank, kTagPing, impl_->comm, &p.send);
-    MPI_Irecv(&p.pong, 1, MPI_LONG_LONG, p.rank, kTagPong, impl_->comm, &p.recv);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || (only >= 0 && r != only)) continue;
+    long long* ping = &buffers.emplace_back(seq);
+    Peer p{r, &buffers.emplace_back(0), MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Isend(ping, 1, MPI_LONG_LONG, r, kTagPing, impl_->comm, &p.send);
+    MPI_Irecv(p.pong, 1, MPI_LONG_LONG, r, kTagPong, impl_->comm, &p.recv);
+    peers.push_back(p);
   }
   const double end = now() + window;
   size_t answered = 0;
@@ -224,11 +241,11 @@ Error MpiCollective::name_missing(const std::string& what, const std::string& wh
       if (ok[i]) continue;
       int done = 0;
       if (MPI_Test(&peers[i].recv, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) continue;
-      if (peers[i].pong == seq) {
+      if (*peers[i].pong == seq) {
         ok[i] = true;
         ++answered;
       } else {  // an answer to an earlier ping: wait for this one's
-        MPI_Irecv(&peers[i].pong, 1, MPI_LONG_LONG, peers[i].rank, kTagPong, impl_->comm,
+        MPI_Irecv(peers[i].pong, 1, MPI_LONG_LONG, peers[i].rank, kTagPong, impl_->comm,
                   &peers[i].recv);
       }
     }
@@ -237,8 +254,7 @@ Error MpiCollective::name_missing(const std::string& what, const std::string& wh
   }
   std::vector<int> missing;
   for (size_t i = 0; i < peers.size(); ++i) {
-    // The ping buffers die with this function: cancel what did not complete (a send to a dead
-    // rank may never complete; its request is let go).
+    // What did not complete is cancelled and let go (its buffers stay in ping_buffers).
     if (!ok[i]) {
       MPI_Cancel(&peers[i].recv);
       MPI_Request_free(&peers[i].recv);

@@ -1,18 +1,17 @@
 // Collective (engine/train/collective.h) over MPI: the ranks of an `mpirun`/`srun` job.
 // Built only where CMake finds MPI (target mls_dist, MLS_HAVE_MPI=1).
 //
-//   auto c = MpiCollective::init(&argc, &argv);        // MPI_Init_thread, once per process
+//   auto c = MpiCollective::init(&argc, &argv);  // MPI_Init_thread, once per process
 //   if (!c) { std::cerr << c.error().message; return 1; }
-//   (*c)->set_cancel_flag(&sigterm_seen);              // optional: a wait cut short names who is
-//   missing trainer.set_collective(c->get());
-//   ...                                                // failed? record it, then
-//   (*c)->abort_job(2)
+//   (*c)->set_cancel_flag(&sigterm_seen);  // optional: a cut-short wait names who is missing
+//   trainer.set_collective(c->get());
+//   ...                                    // failed? record it, then (*c)->abort_job(2)
 //
 // Every call is non-blocking underneath (MPI_Ibcast, MPI_Iallreduce, MPI_Isend/Irecv) and
 // polled with MPI_Test against a deadline, because OpenMPI's blocking calls never time out.
 // While it polls, a rank also answers "are you alive" pings (their own tag); at the deadline
 // it pings every other rank and names those that do not answer within a couple of seconds:
-//   "rank 1 (host n07) did not answer within 30 s: it died or hangs (sum of 1 doubles, call 57)"
+//   "rank 1 (host n07) did not answer within 30 s: it died or hangs (sum of 1 double, call 57)"
 // A peer whose process is gone never showed up as an MPI error here (shared memory or TCP):
 // the request simply never completes; an error code, where an MPI gives one, is reported the
 // same way. After a failure the job cannot finish cleanly: call abort_job(code) once the
@@ -24,7 +23,8 @@
 //   - default: SIGTERM to every surviving rank T after the death, SIGKILL T later (1 s and
 //     2 s); mpirun exits 137. A survivor that catches SIGTERM has T to record the failure:
 //     a cancel flag set by the handler cuts the wait short and the pings take ~0.25 s.
-//     `--mca odls_base_sigkill_timeout 10` stretches both (SIGTERM at +10 s, SIGKILL at +20 s).
+//     `--mca odls_base_sigkill_timeout 3` stretches both (measured: SIGTERM at +3 s, SIGKILL
+//     at +6 s).
 //   - `--mca orte_abort_on_non_zero_status 0`: the survivors are left alone, find the dead rank
 //     at their deadline and name it; but the job must then end with MPI_Abort (abort_job):
 //     a survivor that exits or finalises instead leaves mpirun waiting forever with no
@@ -45,7 +45,8 @@ namespace mls {
 
 class MpiCollective final : public Collective {
  public:
-  // MPI_Init_thread (MPI_THREAD_FUNNELED: one thread calls MPI), a duplicate of
+  // MPI_Init_thread (MPI_THREAD_SERIALIZED: one thread at a time calls MPI; an MPI that
+  // gives only FUNNELED is accepted, and then only the main thread may call), a duplicate of
   // MPI_COMM_WORLD with MPI_ERRORS_RETURN, and every rank's host gathered once. Once per
   // process (MPI cannot be initialised twice).
   static Result<std::unique_ptr<MpiCollective>> init(int* argc, char*** argv,
