@@ -14,7 +14,28 @@
 #include "gpu/cuda/cuda_backend.h"
 #endif
 
+#include <string_view>
+
 namespace mls::gpu {
+
+// How many devices of a kind ("cpu", "vulkan", "cuda") this host has and this build can list:
+// 1 for the CPU; 0 for a kind the build lacks or whose driver lists none.
+inline int device_count(std::string_view kind) {
+  if (kind == "cpu") return 1;
+#ifdef MLSTUDIO_HAVE_VULKAN
+  if (kind == "vulkan") {
+    auto devices = vulkan::list_devices();
+    return devices ? static_cast<int>(devices->size()) : 0;
+  }
+#endif
+#ifdef MLSTUDIO_HAVE_CUDA
+  if (kind == "cuda") {
+    auto devices = cuda::list_devices();
+    return devices ? static_cast<int>(devices->size()) : 0;
+  }
+#endif
+  return 0;
+}
 
 inline void init_backends() {
   cpu::init();

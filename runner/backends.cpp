@@ -47,22 +47,7 @@ std::vector<DeviceLine> describe_devices() {
 
 int device_count(std::string_view device) {
   auto parsed = parse_device(device);
-  if (!parsed) return 0;
-  const std::string& kind = parsed->first;
-  if (kind == "cpu") return 1;
-#ifdef MLSTUDIO_HAVE_VULKAN
-  if (kind == "vulkan") {
-    auto devices = vulkan::list_devices();
-    return devices ? static_cast<int>(devices->size()) : 0;
-  }
-#endif
-#ifdef MLSTUDIO_HAVE_CUDA
-  if (kind == "cuda") {
-    auto devices = cuda::list_devices();
-    return devices ? static_cast<int>(devices->size()) : 0;
-  }
-#endif
-  return 0;
+  return parsed ? gpu::device_count(parsed->first) : 0;
 }
 
 }  // namespace mls::runner
