@@ -26,11 +26,14 @@
 
 #include "app/child_process.h"
 #include "app/commands.h"
+#include "app/sweep_ranks.h"
 #include "engine/train/data_source.h"
 #include "nodes/setting_path.h"
 #include "runner/checkpoints.h"
 #include "runner/pruner.h"
+#include "runner/ranks.h"
 #include "runner/sweep_space.h"
+#include "runner/sweep_transfer.h"
 #include "store/process_owner.h"
 #include "store/run_store.h"
 
@@ -112,8 +115,10 @@ struct Spec {
 // [SECTION] workers (app/child_process.h: fork, exec, pipes)
 
 std::atomic<int> g_stop{0};
+std::atomic<bool> g_stopped{false};  // the same, for a collective's waits (sweep_stop_flag)
 extern "C" void on_sweep_signal(int sig) {
   g_stop.store(sig);
+  g_stopped.store(true);
 }
 
 struct Job {
@@ -158,14 +163,26 @@ struct TrialRow {
 class Coordinator {
  public:
   Coordinator(store::RunStore& store, int64_t sweep, Spec spec,
-              std::vector<runner::SweepParam> space, std::vector<json> grid, bool quiet)
+              std::vector<runner::SweepParam> space, std::vector<json> grid, bool quiet,
+              Collective* job = nullptr)
       : store_(store),
         sweep_(sweep),
         spec_(std::move(spec)),
         space_(std::move(space)),
         grid_(std::move(grid)),
         quiet_(quiet),
-        exe_(self_exe()) {}
+        exe_(self_exe()),
+        job_(job) {
+    if (job_) {
+      // Under MPI: the other ranks train trials too, and rank 0's worker must not take
+      // itself for a rank of the job.
+      ranks_ = std::make_unique<RankTrials>(*job_, store_.path(), sweep_, spec_.rule, &g_stopped);
+      env_ = environment_without_launcher();
+    }
+  }
+
+  // Ranks found dead during the sweep (their trials failed).
+  std::vector<int> dead_ranks() const { return ranks_ ? ranks_->dead() : std::vector<int>{}; }
 
   // The trials that must run (a resume's); new trials follow up to spec.trials.
   void queue(Job j) { queue_.push_back(std::move(j)); }
@@ -174,30 +191,61 @@ class Coordinator {
   // Runs every job; false when stopped by a signal.
   Result<bool> run() {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads_ = std::max<int64_t>(1, cores / std::max<int64_t>(1, spec_.workers));
+    // Under MPI rank 0 trains one trial at a time beside coordinating, and shares its host's
+    // cores with the ranks there; a local sweep's K workers share them.
+    const int64_t local = ranks_ ? 1 : spec_.workers;
+    const int64_t sharing = ranks_ ? ranks_on_my_host(*job_) : spec_.workers;
+    threads_ = std::max<int64_t>(1, cores / std::max<int64_t>(1, sharing));
     bool forwarded = false;
     for (;;) {
       const bool stopping = g_stop.load() != 0;
-      while (!stopping && static_cast<int64_t>(workers_.size()) < spec_.workers) {
-        auto job = next_job();
+      while (!stopping && static_cast<int64_t>(workers_.size()) < local) {
+        auto job = next_job(false);
         if (!job) return job.error();
         if (!*job) break;
         if (auto r = start(std::move(**job)); !r) return r.error();
       }
-      if (workers_.empty()) break;
+      // The ranks that asked for a trial get one, or are let go.
+      while (ranks_) {
+        const std::optional<int> rank = ranks_->idle_rank();
+        if (!rank) break;
+        std::optional<Job> job;
+        if (!stopping) {
+          auto j = next_job(true);
+          if (!j) return j.error();
+          job = std::move(*j);
+        }
+        if (!job) {
+          ranks_->release(*rank);
+          continue;
+        }
+        if (auto r = hand_out(*rank, std::move(*job)); !r) return r.error();
+      }
+      const bool remote = ranks_ && ranks_->busy() > 0;
+      if (workers_.empty() && !remote) break;
       if (stopping && !forwarded) {
         // The workers stop after their current step, keep their checkpoints, and record
-        // their runs as interrupted (a terminal's Ctrl-C reached them too).
+        // their runs as interrupted (a terminal's Ctrl-C reached them too); the ranks' runs
+        // end after their epoch.
         for (const Worker& w : workers_) ::kill(w.proc.pid(), SIGINT);
+        if (ranks_) ranks_->interrupt();
         forwarded = true;
       }
-      std::vector<pollfd> fds;
-      for (const Worker& w : workers_)
-        for (int fd : w.proc.fds()) fds.push_back({fd, POLLIN, 0});
-      if (!fds.empty())
-        ::poll(fds.data(), fds.size(), 200);
-      else
-        ::usleep(50 * 1000);
+      if (remote) {
+        // A training rank speaks at least every second: the worker beside is reaped after.
+        auto ended = ranks_->wait();
+        if (!ended) return ended.error();
+        for (const RankEnded& e : *ended)
+          if (auto r = finish_on_rank(e); !r) return r.error();
+      } else {
+        std::vector<pollfd> fds;
+        for (const Worker& w : workers_)
+          for (int fd : w.proc.fds()) fds.push_back({fd, POLLIN, 0});
+        if (!fds.empty())
+          ::poll(fds.data(), fds.size(), 200);
+        else
+          ::usleep(50 * 1000);
+      }
       for (size_t i = 0; i < workers_.size();) {
         const std::optional<int> status = workers_[i].proc.reap();
         if (!status) {
@@ -251,10 +299,13 @@ class Coordinator {
     return std::nan("");
   }
 
-  Result<std::optional<Job>> next_job() {
-    if (!queue_.empty()) {
-      Job j = std::move(queue_.front());
-      queue_.erase(queue_.begin());
+  // The next trial to run; `fresh`: not one that continues from a checkpoint (another rank
+  // cannot read rank 0's checkpoints).
+  Result<std::optional<Job>> next_job(bool fresh) {
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (fresh && it->resume_run) continue;
+      Job j = std::move(*it);
+      queue_.erase(it);
       return std::optional<Job>(std::move(j));
     }
     if (next_trial_ >= spec_.trials) return std::optional<Job>{};
@@ -306,7 +357,7 @@ class Coordinator {
     int64_t attempts_before = 0;
     for (const store::TrialInfo& t : *trials)
       if (t.trial == j.trial) run_before = t.run_id, attempts_before = t.attempts;
-    auto proc = ChildProcess::start(exe_, args_for(j));
+    auto proc = ChildProcess::start(exe_, args_for(j), ranks_ ? &env_ : nullptr);
     if (!proc) return make_error("sweep: " + proc.error().message);
     workers_.push_back(Worker{std::move(*proc), std::move(j), run_before, attempts_before});
     return {};
@@ -349,20 +400,15 @@ class Coordinator {
       if (why.empty())
         why = "the worker recorded no run for sweep " + std::to_string(sweep_) + " trial " +
               std::to_string(w.job.trial);
-      store::NewRun nr;
-      nr.name = fs::path(spec_.project).stem().string() + " trial " + std::to_string(w.job.trial);
-      nr.project_path = spec_.project;
-      nr.experiment = spec_.experiment;
-      nr.sweep_id = sweep_;
-      nr.trial = w.job.trial;
-      auto id = store_.begin_run(nr);
-      if (!id) return id.error();
+      std::vector<std::pair<std::string, std::string>> params;
       for (const runner::SweepParam& p : space_)
         if (w.job.params.contains(p.name))
-          if (auto r = store_.log_param(*id, p.name, nodes::setting_text(w.job.params[p.name])); !r)
-            return r.error();
-      if (auto r = store_.set_note(*id, why); !r) return r.error();
-      if (auto r = store_.end_run(*id, "failed"); !r) return r.error();
+          params.emplace_back(p.name, nodes::setting_text(w.job.params[p.name]));
+      auto id = runner::TrialRecorder::record_refused(
+          store_.path(), sweep_, w.job.trial,
+          fs::path(spec_.project).stem().string() + " trial " + std::to_string(w.job.trial),
+          spec_.project, spec_.experiment, params, why);
+      if (!id) return id.error();
       run_id = *id;
       status = "failed";
     } else {
@@ -379,6 +425,50 @@ class Coordinator {
         if (auto r = store_.set_note(*run_id, why); !r) return r.error();
       }
     }
+    // Under MPI the runs say which rank trained them (rank 0's worker here).
+    if (ranks_ && run_id)
+      if (auto r = store_.set_system_info(*run_id, {{"sweep_rank", "0"}}); !r) return r.error();
+    std::string pruned_because;
+    if (status == "pruned" && line.is_object() && line.contains("pruned_because") &&
+        line["pruned_because"].is_string())
+      pruned_because = line["pruned_because"].get<std::string>();
+    return announce(w.job, run_id, status, why, pruned_because);
+  }
+
+  // A trial another rank trained, recorded by RankTrials.
+  Result<void> finish_on_rank(const RankEnded& e) {
+    Job job;
+    job.trial = e.trial;
+    if (auto it = on_ranks_.find(e.trial); it != on_ranks_.end()) {
+      job = std::move(it->second);
+      on_ranks_.erase(it);
+    }
+    // The line names the rank that failed it (a dead rank's note does already).
+    const std::string why = e.why.empty() || e.status != "failed" || e.why.rfind("rank ", 0) == 0
+                                ? e.why
+                                : "rank " + std::to_string(e.rank) + ": " + e.why;
+    return announce(job, e.run_id, e.status, why, e.pruned_because);
+  }
+
+  Result<void> hand_out(int rank, Job j) {
+    RankTask t;
+    t.trial = j.trial;
+    t.project = spec_.project;
+    t.sets = spec_.fixed;
+    for (const runner::SweepParam& p : space_)
+      if (j.params.contains(p.name)) {
+        t.sets.push_back(runner::sweep_setting(p.name, j.params[p.name]));
+        t.params.emplace_back(p.name, nodes::setting_text(j.params[p.name]));
+      }
+    t.experiment = spec_.experiment;
+    t.name = fs::path(spec_.project).stem().string() + " trial " + std::to_string(j.trial);
+    on_ranks_[j.trial] = std::move(j);
+    return ranks_->assign(rank, t);
+  }
+
+  // The line for an ended trial, and the best so far.
+  Result<void> announce(const Job& job, std::optional<int64_t> run_id, const std::string& status,
+                        const std::string& why, const std::string& pruned_because) {
     double value = std::nan("");
     if (run_id) {
       auto v = objective_of(*run_id);
@@ -388,18 +478,16 @@ class Coordinator {
     // A pruned trial's value is an early epoch's: not a result to hold against finished ones.
     if (status == "finished" && (!best_trial_ || better(value, best_))) {
       best_ = value;
-      best_trial_ = w.job.trial;
+      best_trial_ = job.trial;
     }
     ++ended_;
-    std::string text = "trial " + std::to_string(w.job.trial) + " " + status;
+    std::string text = "trial " + std::to_string(job.trial) + " " + status;
     if (run_id) text += " (run " + std::to_string(*run_id) + ")";
-    text += "  " + runner::params_text(space_, w.job.params) + "  " + spec_.rule.objective + " " +
+    text += "  " + runner::params_text(space_, job.params) + "  " + spec_.rule.objective + " " +
             num(value);
     if (best_trial_)
       text += "  best " + num(best_) + " (trial " + std::to_string(*best_trial_) + ")";
-    if (status == "pruned" && line.is_object() && line.contains("pruned_because") &&
-        line["pruned_because"].is_string())
-      text += "\n  pruned: " + line["pruned_because"].get<std::string>();
+    if (status == "pruned" && !pruned_because.empty()) text += "\n  pruned: " + pruned_because;
     if (status == "failed" && !why.empty()) text += "\n  " + why;
     say(text);
     return {};
@@ -423,6 +511,10 @@ class Coordinator {
   std::vector<Job> queue_;
   int64_t next_trial_ = 0;
   std::vector<Worker> workers_;
+  Collective* job_ = nullptr;
+  std::unique_ptr<RankTrials> ranks_;  // under MPI: the other ranks
+  std::vector<std::string> env_;       // rank 0's worker's environment (no launcher)
+  std::map<int64_t, Job> on_ranks_;    // trials the other ranks train
   int64_t ended_ = 0;
   double best_ = std::nan("");
   std::optional<int64_t> best_trial_;
@@ -550,8 +642,23 @@ Result<std::vector<json>> check_against_project(const Spec& spec,
 
 // [SECTION] the command and its options
 
-int sweep_command(const SweepOptions& o) {
+const std::atomic<bool>& sweep_stop_flag() {
+  return g_stopped;
+}
+
+namespace {
+
+// Rank 0's sweep (or the only process's). `*served`: the other ranks were taken in hand (the
+// coordinator releases them); until then an early return must let them go.
+int sweep_main(const SweepOptions& o, Collective* job, bool* served) {
   g_stop.store(0);
+  g_stopped.store(false);
+  if (job && o.workers_given)
+    return fail(
+        "sweep: --workers sets a local sweep's worker processes; under mpirun each of "
+        "the " +
+        std::to_string(job->size()) +
+        " ranks trains one trial at a time (rank 0 too): give the ranks instead (-np N)");
   // A new sweep's input is checked before the database is opened (or made).
   std::unique_ptr<store::RunStore> opened;
   auto open_store = [&]() -> Result<void> {
@@ -641,12 +748,13 @@ int sweep_command(const SweepOptions& o) {
     sweep = *id;
     if (!o.quiet)
       std::fprintf(stderr,
-                   "mlstudio: sweep %lld: %lld trial%s of %s (%s), %lld worker%s, objective %s%s; "
+                   "mlstudio: sweep %lld: %lld trial%s of %s (%s), %lld %s%s, objective %s%s; "
                    "recorded in %s\n",
                    static_cast<long long>(sweep), static_cast<long long>(spec.trials),
                    spec.trials == 1 ? "" : "s", terminal_safe(o.project).c_str(),
-                   spec.method.c_str(), static_cast<long long>(spec.workers),
-                   spec.workers == 1 ? "" : "s", terminal_safe(spec.rule.objective).c_str(),
+                   spec.method.c_str(), static_cast<long long>(job ? job->size() : spec.workers),
+                   job ? "rank" : "worker", (job ? job->size() : spec.workers) == 1 ? "" : "s",
+                   terminal_safe(spec.rule.objective).c_str(),
                    spec.rule.method == "none" ? "" : (", early stop " + spec.rule.method).c_str(),
                    o.db.c_str());
   }
@@ -701,7 +809,13 @@ int sweep_command(const SweepOptions& o) {
                    static_cast<long long>(std::max<int64_t>(0, spec.trials - next_trial)));
   }
 
-  Coordinator c(st, sweep, spec, *space, std::move(*grid), o.quiet);
+  Coordinator c(st, sweep, spec, *space, std::move(*grid), o.quiet, job);
+  *served = true;
+  if (job && !o.quiet)
+    std::fprintf(stderr,
+                 "mlstudio: sweep %lld over %d ranks (%s): rank 0 records every trial in %s\n",
+                 static_cast<long long>(sweep), job->size(),
+                 terminal_safe(runner::hosts_text(*job)).c_str(), o.db.c_str());
   for (Job& j : resume_jobs) c.queue(std::move(j));
   c.set_next_trial(next_trial);
   std::signal(SIGINT, on_sweep_signal);
@@ -711,11 +825,39 @@ int sweep_command(const SweepOptions& o) {
   std::signal(SIGTERM, SIG_DFL);
   if (!done) {
     (void)st.end_sweep(sweep, "failed");
-    return fail(done.error().message);
+    const int code = fail(done.error().message);
+    if (job) {
+      // Ranks may still train trials nobody will record: end the job.
+      std::fflush(nullptr);
+      job->abort_job(code);
+    }
+    return code;
   }
   if (auto r = st.end_sweep(sweep, *done ? "finished" : "interrupted"); !r)
     return fail(r.error().message);
-  return report(c, spec, *space, sweep, o.db, !*done, o.json);
+  const int code = report(c, spec, *space, sweep, o.db, !*done, o.json);
+  if (const std::vector<int> dead = c.dead_ranks(); !dead.empty()) {
+    // A dead rank cannot take part in the job's end (MPI_Finalize would wait for it).
+    std::string names;
+    for (int r : dead) names += (names.empty() ? "" : ", ") + runner::rank_name(*job, r);
+    std::fprintf(stderr, "mlstudio: sweep %lld: %s stopped answering; ending the job\n",
+                 static_cast<long long>(sweep), terminal_safe(names).c_str());
+    std::fflush(nullptr);
+    job->abort_job(code ? code : 1);
+  }
+  return code;
+}
+
+}  // namespace
+
+int sweep_command(const SweepOptions& o, Collective* job) {
+  if (job && job->size() <= 1) job = nullptr;
+  if (job && job->rank() != 0) return serve_sweep_trials(*job);
+  bool served = false;
+  const int code = sweep_main(o, job, &served);
+  if (job && !served)
+    for (int r = 1; r < job->size(); ++r) (void)job->send_text(r, "{\"t\": \"stop\"}");
+  return code;
 }
 
 CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {

@@ -16,9 +16,13 @@
 // workers stop after their current step; `sweep --resume` continues).
 //
 // Wiring (app/main.cpp): `SweepOptions swo; CLI::App* sw = add_sweep_command(app, swo);` and
-// `if (*sw) return sweep_command(swo);`.
+// `if (*sw) return sweep_command(swo, job);` (job: the MPI collective when launched by mpirun).
+//
+// Under `mpirun -np N` the sweep's trials go to the job's ranks (app/sweep_ranks.h): rank 0
+// alone holds the database and records every trial, as a local sweep records them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,6 +30,10 @@
 
 namespace CLI {
 class App;
+}
+
+namespace mls {
+class Collective;
 }
 
 namespace mls::app {
@@ -58,7 +66,14 @@ struct SweepOptions {
   bool json = false;   // one JSON line on stdout instead of the table
 };
 
-int sweep_command(const SweepOptions& o);
+// `job`: the ranks of an MPI job (`mpirun -np N mlstudio sweep ...`, app/sweep_ranks.h): rank
+// 0 coordinates and records, every rank trains trials; null or one rank: a local sweep.
+int sweep_command(const SweepOptions& o, Collective* job = nullptr);
+
+// Set by the sweep's SIGINT/SIGTERM handler: under mpirun, the collective's waits stop on it
+// (MpiCollective::set_cancel_flag), so rank 0 records what it can in the second mpirun
+// leaves between its SIGTERM and its SIGKILL.
+const std::atomic<bool>& sweep_stop_flag();
 
 // Adds the `sweep` subcommand, its options writing into `o`; returns it.
 CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o);
