@@ -236,7 +236,9 @@ Error MpiCollective::name_missing(const std::string& what, const std::string& wh
   const double end = now() + window;
   size_t answered = 0;
   std::vector<bool> ok(peers.size(), false);
-  while (answered < peers.size() && now() < end) {
+  // The whole window even when everyone has answered: a rank out of step pings back at its
+  // own deadline, and must find this one still answering.
+  while (now() < end) {
     for (size_t i = 0; i < peers.size(); ++i) {
       if (ok[i]) continue;
       int done = 0;
@@ -269,11 +271,12 @@ Error MpiCollective::name_missing(const std::string& what, const std::string& wh
   }
   const std::string where = " (" + what + ", call " + std::to_string(calls_) + ")";
   if (missing.empty()) {
-    std::string who = only >= 0 ? "rank " + std::to_string(only) : "every other rank";
-    return make_error("MPI collective: " + why + ", although " + who +
-                      " answers: the ranks are out of step (one of them called another "
-                      "collective)" +
-                      where);
+    const std::string who = only >= 0 ? "rank " + std::to_string(only) : "every other rank";
+    return make_error("MPI collective: the " + what + " did not complete " + why + ", although " +
+                      who +
+                      " answers: the ranks are out of step (one of them is in another call), "
+                      "call " +
+                      std::to_string(calls_));
   }
   std::string names;
   for (size_t i = 0; i < missing.size(); ++i) {

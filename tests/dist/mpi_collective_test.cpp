@@ -157,6 +157,33 @@ TEST_CASE("dist: texts both ways, from a named rank and from any rank", "[dist]"
   CHECK_FALSE(w.failed());
 }
 
+// Rank 0 sums while rank 1 waits for a text: neither call can complete, both ranks answer
+// each other's pings, and each says the ranks are out of step rather than blaming the other.
+TEST_CASE("dist: ranks in different calls are out of step, and nobody is called dead", "[dist]") {
+  MpiCollective& w = world();
+  auto sub = w.duplicate(1.0);
+  REQUIRE(sub);
+  (*sub)->set_ping_window(0.5);
+  std::string message;
+  if (w.rank() == 0) {
+    double x = 1;
+    auto r = (*sub)->sum(&x, 1);
+    REQUIRE_FALSE(r);
+    message = r.error().message;
+  } else {
+    auto r = (*sub)->recv_text(0);
+    REQUIRE_FALSE(r);
+    message = r.error().message;
+  }
+  CHECK_THAT(message, Contains(w.rank() == 0 ? "sum of 1 double did not complete within 1 s, "
+                                               "although every other rank answers"
+                                             : "text from rank 0 did not complete within 1 s, "
+                                               "although rank 0 answers"));
+  CHECK_THAT(message, Contains("the ranks are out of step"));
+  CHECK_THAT(message, !Contains("did not answer"));
+  CHECK_FALSE(w.failed());
+}
+
 // Last: rank 1 hangs (in no MPI call, so it answers no ping) through two collectives of its
 // own, which fail on rank 0 naming it; the world collective goes on.
 TEST_CASE("dist: a rank that hangs is named at the deadline or when the wait is cancelled",
