@@ -64,7 +64,8 @@ fuzz: setup
 # memory of one training step, batch-1 inference, a tiny eager op; then the FMA peak and
 # the engine's GEMM, and how fast the input pipeline delivers Fashion-MNIST batches; then the
 # experiment database at scale (10,000 runs: runs list/compare, the run browser, logging);
-# what the training debugger costs a step (breakpoints armed, health instruments).
+# what the training debugger costs a step (breakpoints armed, health instruments); data-parallel
+# scaling over MPI ranks, one thread each (writes docs/dist-scaling.md).
 BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead dashboard_overhead matmul_backends runs_store_bench run_browser_paint debugger_overhead
 bench: build
 	@scripts/setup --bench
@@ -80,6 +81,7 @@ bench: build
 	@$(BUILD)/bench/pipeline_throughput
 	@$(BUILD)/bench/matmul_backends
 	@$(BUILD)/bench/debugger_overhead
+	@/usr/bin/python3 bench/dist_scaling.py --mlstudio $(BUILD)/app/mlstudio
 	@xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" $(BUILD)/bench/dashboard_overhead "" 5
 	@$(BUILD)/bench/runs_store_bench --mlstudio $(BUILD)/app/mlstudio --db $(BUILD)/runs-bench.db --keep
 	@xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" $(BUILD)/bench/run_browser_paint $(BUILD)/runs-bench.db
