@@ -311,6 +311,12 @@ Result<RunOutcome> session(const RunOptions& o, Collective* job, const ModelFact
   // Rank 0 (or a run of one process) alone holds the store, the checkpoints and the messages.
   const bool lead = !job || job->rank() == 0;
   const int world = job ? job->size() : 1;
+  // A breakpoint fires on one rank's batch: that rank alone would stop, the others wait for it.
+  if (job && o.breaks.any())
+    return make_error(
+        "breakpoints (--break) stop one process's run; a data-parallel job of " +
+        std::to_string(world) +
+        " ranks cannot pause on one rank's batch yet (run it without mpirun to debug it)");
   std::unique_ptr<store::RunStore> store_owner;
   std::optional<Resumed> was;
   if (lead) {

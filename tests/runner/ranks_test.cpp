@@ -98,6 +98,7 @@ struct Job {
   int64_t epochs = 2;
   std::optional<int64_t> resume;
   int fail_rank = -1;  // this rank's factory fails
+  bool nan_break = false;
 };
 
 std::vector<RankRun> run_job(int ranks, const Job& j) {
@@ -110,6 +111,7 @@ std::vector<RankRun> run_job(int ranks, const Job& j) {
     RunOptions o;
     o.db = j.db;
     o.resume = j.resume;
+    o.breaks.nan = j.nan_break;
     if (ranks > 1) o.collective = &world.rank(r);
     RunEvents ev;
     ev.warning = [&](const std::string& w) { mine.warnings.push_back(w); };
@@ -225,6 +227,16 @@ TEST_CASE("ranks: a rank that cannot start stops the job before anything is reco
   REQUIRE_FALSE(again[1].out);
   CHECK(again[1].out.error().message ==
         "rank 1 (thread1): stopped: rank 0 could not start the run");
+
+  // Breakpoints would pause one rank alone: refused on every rank, before the store is opened.
+  fs::remove(db);
+  auto armed = run_job(2, {.db = db, .nan_break = true});
+  REQUIRE_FALSE(armed[0].out);
+  CHECK(armed[0].out.error().message.find("breakpoints (--break) stop one process's run; a "
+                                          "data-parallel job of 2 ranks cannot pause") == 0);
+  REQUIRE_FALSE(armed[1].out);
+  CHECK(armed[1].out.error().message.find("rank 1 (thread1): breakpoints") == 0);
+  CHECK_FALSE(fs::exists(db));
 }
 
 TEST_CASE("ranks: a resume on another number of ranks keeps the global batch", "[ranks]") {
