@@ -163,7 +163,7 @@ TEST_CASE("dist: ranks in different calls are out of step, and nobody is called 
   MpiCollective& w = world();
   auto sub = w.duplicate(1.0);
   REQUIRE(sub);
-  (*sub)->set_ping_window(0.5);
+  (*sub)->set_ping_window(1.0);  // slack for a rank the machine runs late
   std::string message;
   if (w.rank() == 0) {
     double x = 1;
