@@ -145,7 +145,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "mlstudio " MLSTUDIO_VERSION
       " - build, train and inspect neural networks.\n"
-      "Train a project headless:  mlstudio --run resources/examples/fashion-mnist-mlp.mls"};
+      "Train a project headless:  mlstudio --run resources/examples/fashion-mnist-mlp.mls\n"
+      "Data-parallel on N ranks:  mpirun -np N mlstudio --run P.mls (batch size per rank; "
+      "rank 0 records the run)"};
   app.set_version_flag("--version", "mlstudio " MLSTUDIO_VERSION);
   app.require_subcommand(0, 1);
 
@@ -453,7 +455,17 @@ int main(int argc, char** argv) {
   if (*grade_cmd) return mls::app::grade_command(grade);
   if (*lab_cmd) return mls::app::lab_command(lab);
   if (*gb_cmd) return mls::app::gradebook_command(gbo);
-  if (*sweep_cmd) return mls::app::sweep_command(swo);
+  if (*sweep_cmd) {
+    // Under mpirun the sweep's trials go to the job's ranks; rank 0 alone records them
+    // (app/sweep_ranks.h).
+    std::unique_ptr<mls::Collective> job;
+    if (int refused = start_job(dist_timeout, &argc, &argv, job)) return refused;
+#ifdef MLS_HAVE_MPI
+    // The sweep's own signal flag cuts its waits short (start_job set the run's).
+    if (job) static_cast<mls::MpiCollective&>(*job).set_cancel_flag(&mls::app::sweep_stop_flag());
+#endif
+    return mls::app::sweep_command(swo, job.get());
+  }
   if (*cd_cmd) return mls::app::compare_devices_command(cdo);
   if (*graph_cmd) return mls::app::graph_command(graph);
   if (*eval_cmd) return mls::app::eval_command(eval);
