@@ -1,14 +1,16 @@
 // `mpirun -np 2 mlstudio sweep` (app/sweep_ranks.h): the trials shared between the ranks, every
 // one recorded by rank 0 alone in the one database, each with its params, its metrics as a
-// local sweep records them and its checkpoint beside the database; the database whole. Built
-// only where MPI is found (tests/CMakeLists.txt).
+// local sweep records them and its checkpoint beside the database; the database whole. kill -9
+// of rank 1 mid-trial: mpirun stops the job, rank 0 records what it can, and `sweep --resume`
+// under mpirun finishes every trial. Built only where MPI is found (tests/CMakeLists.txt).
 #include <unistd.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
-#include "../cli_util.h"
+#include "mpi_util.h"
 #include "store/run_store.h"
 #include "store/sqlite.h"
 
@@ -27,29 +29,6 @@ std::string small_spirals(const std::string& name, int64_t samples, int64_t epoc
   const fs::path p = temp_dir() / name;
   std::ofstream(p) << doc.dump(1);
   return p.string();
-}
-
-// `mpirun -np N` as the tests run it: --oversubscribe (2 ranks on fewer cores), and
-// --allow-run-as-root where the tests run as root (OpenMPI refuses root without it).
-std::string mpirun(int ranks) {
-  return std::string(MLS_MPIEXEC) + " -np " + std::to_string(ranks) + " --oversubscribe" +
-         (::getuid() == 0 ? " --allow-run-as-root" : "");
-}
-
-Output run_mpi(int ranks, const std::string& args, int kill_after_s) {
-  fs::path err = temp_dir() / "mpi_stderr.txt";
-  const std::string cmd = "timeout -s KILL " + std::to_string(kill_after_s) + " " + mpirun(ranks) +
-                          " " + MLS_EXE + " " + args + " 2>" + err.string();
-  Output o;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  const int status = ::pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.err = read_file(err.string());
-  return o;
 }
 
 int64_t scalar(const std::string& db, const std::string& sql) {
@@ -170,5 +149,76 @@ TEST_CASE(
   CHECK(by_rank["1"] >= 1);
   CHECK(by_rank["0"] + by_rank["1"] == 4);
   CHECK(key_sets.size() == 1);
+  CHECK(text(db.string(), "PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE(
+    "sweep under mpirun -np 2: kill -9 of rank 1 mid-trial, then sweep --resume finishes every "
+    "trial",
+    "[e2e][sweep][mpi]") {
+  // About a second a trial: rank 1 is killed once its trial's first epoch is recorded.
+  const std::string project = small_spirals("sweep_mpi_kill.mls", 20000, 8);
+  const fs::path db = temp_dir() / "sweep_mpi_kill.db";
+  const std::string args = "sweep " + project +
+                           " --param lr=1e-3:3e-2:log --method random --trials 3 --seed 4 --db " +
+                           db.string();
+  Job job = start_mpi(2, args, "sweep_mpi_kill");
+  // The run rank 1 trains appears in rank 0's database after its first epoch.
+  int64_t on_rank1 = 0;
+  for (int i = 0; i < 600 && !on_rank1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!fs::exists(db)) continue;
+    auto d = mls::store::Db::open_read_only(db.string(), false);
+    if (!d.ok()) continue;
+    auto st = d->prepare(
+        "SELECT r.id FROM runs r JOIN system_info s ON s.run_id = r.id AND s.key = 'sweep_rank' "
+        "AND s.value = '1' WHERE r.status = 'running'");
+    if (!st.ok()) continue;
+    auto scope = st->scoped();
+    auto row = st->step();
+    if (row.ok() && *row) on_rank1 = st->column_int(0);
+  }
+  INFO(read_file(job.err.string()));
+  REQUIRE(on_rank1 > 0);
+  const pid_t rank1 = rank_pid(db.string(), 1);
+  REQUIRE(rank1 > 0);
+  REQUIRE(::kill(rank1, SIGKILL) == 0);
+  // mpirun ends the job (SIGTERM to rank 0 a second later, SIGKILL a second after that).
+  const int code = job.wait(60);
+  CHECK(code != 0);
+  CHECK(code != -2);  // not hung
+
+  // Rank 0 recorded rank 1's trial as interrupted, naming the rank, unless mpirun's SIGKILL
+  // came first (then the next open closes it as interrupted).
+  auto store = mls::store::RunStore::open(db.string());
+  REQUIRE(store.ok());
+  auto killed = (*store)->get_run(on_rank1);
+  REQUIRE(killed.ok());
+  CHECK(killed->status == "interrupted");
+  if (!killed->note.empty()) CHECK(killed->note.find("rank 1") != std::string::npos);
+  store->reset();
+
+  Output o = run_mpi(2, "sweep --resume 1 --db " + db.string(), 120);
+  INFO(o.err);
+  INFO(o.out);
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("3 trials: 3 finished") != std::string::npos);
+  auto again = mls::store::RunStore::open_read_only(db.string());
+  REQUIRE(again.ok());
+  auto trials = (*again)->trials(1);
+  REQUIRE(trials.ok());
+  REQUIRE(trials->size() == 3);
+  for (const auto& t : *trials) {
+    INFO("trial " << t.trial);
+    CHECK(t.run_status == "finished");
+    const std::string r = std::to_string(*t.run_id);
+    // Every step once, however many attempts it took.
+    CHECK(scalar(db.string(),
+                 "SELECT count(*) FROM metrics WHERE run_id = " + r + " AND key = 'train/loss'") ==
+          scalar(db.string(), "SELECT count(DISTINCT step) FROM metrics WHERE run_id = " + r +
+                                  " AND key = 'train/loss'"));
+    CHECK(scalar(db.string(), "SELECT count(*) FROM metrics WHERE run_id = " + r +
+                                  " AND key = 'val/loss'") == 8);
+  }
   CHECK(text(db.string(), "PRAGMA integrity_check") == "ok");
 }
