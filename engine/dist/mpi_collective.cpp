@@ -24,9 +24,12 @@ constexpr int kTagPing = 12;
 constexpr int kTagPong = 13;
 // One MPI call moves at most INT_MAX elements: larger buffers go in chunks of this many.
 constexpr size_t kChunk = size_t{1} << 30;
-// A wait polls flat out this long (small collectives finish within microseconds), then sleeps
-// between polls, doubling up to 1 ms, so an idle wait leaves the core to a rank that needs it.
-constexpr double kSpinSeconds = 200e-6;
+// A wait polls flat out this long, yielding the core between polls, then sleeps between polls,
+// doubling up to 1 ms, so an idle wait leaves the core to a rank that needs it. The spin is
+// long because a non-blocking sum moves only inside MPI calls: OpenMPI's schedule for a large
+// sum takes several rounds, each waiting for both sides' next MPI_Test, and a sleep of up to
+// 1 ms per round made the MLP's 2-rank step wait milliseconds for a 0.5 MB sum.
+constexpr double kSpinSeconds = 20e-3;
 constexpr double kMaxSleepSeconds = 1e-3;
 
 double now() {
@@ -308,7 +311,10 @@ Result<void> MpiCollective::poll(const std::string& what, int only,
       return fail(name_missing(
           what, "before the wait was cancelled after " + seconds_text(t - start), only));
     if (t > deadline) return fail(name_missing(what, "within " + seconds_text(timeout_s_), only));
-    if (t - start < kSpinSeconds) continue;
+    if (t - start < kSpinSeconds) {
+      std::this_thread::yield();
+      continue;
+    }
     std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
     sleep_s = std::min(sleep_s * 2, kMaxSleepSeconds);
   }
