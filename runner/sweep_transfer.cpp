@@ -72,15 +72,19 @@ Result<json> run_message(store::RunStore& from, int64_t run_id, SentPoints& sent
               {"status", info->status},
               {"note", info->note}};
   json msg = {{"run", run}};
-  auto params = from.params(run_id);
-  if (!params) return params.error();
-  msg["params"] = pairs_json(*params);
-  auto snap = from.snapshot(run_id);
-  if (!snap) return snap.error();
-  msg["snapshot"] = *snap ? json{{"kind", (*snap)->kind}, {"text", (*snap)->text}} : json(nullptr);
-  auto sys = from.system_info(run_id);
-  if (!sys) return sys.error();
-  msg["system_info"] = pairs_json(*sys);
+  if (!sent.described) {
+    auto params = from.params(run_id);
+    if (!params) return params.error();
+    msg["params"] = pairs_json(*params);
+    auto snap = from.snapshot(run_id);
+    if (!snap) return snap.error();
+    msg["snapshot"] =
+        *snap ? json{{"kind", (*snap)->kind}, {"text", (*snap)->text}} : json(nullptr);
+    auto sys = from.system_info(run_id);
+    if (!sys) return sys.error();
+    msg["system_info"] = pairs_json(*sys);
+    sent.described = true;
+  }
   auto tags = from.tags(run_id);
   if (!tags) return tags.error();
   msg["tags"] = pairs_json(*tags);

@@ -33,16 +33,19 @@
 
 namespace mls::runner {
 
-// How many points of each metric key have been sent already.
+// What of a run has been sent already: how many points of each metric key, and whether its
+// params, snapshot and system info went (they are sent once).
 struct SentPoints {
   std::map<std::string, size_t> count;
+  bool described = false;
 };
 
 // Run `run_id` of `from` as a message: {"run": {name, project_path, project_hash, device,
 // seed, experiment, world_size, status, note}, "params": [[k, v]...], "snapshot": {kind,
 // text} | null, "system_info": [[k, v]...], "tags": [[k, v]...], "artifacts": [{path, kind,
-// step}...], "points": {key: [[step, value]...]}}, the points those `sent` does not hold yet
-// (and `sent` then holds them). Errors are the store's.
+// step}...], "points": {key: [[step, value]...]}}: the points `sent` does not hold yet, and
+// params, snapshot and system info only the first time (`sent` then holds them). Errors are
+// the store's.
 Result<nlohmann::json> run_message(store::RunStore& from, int64_t run_id, SentPoints& sent);
 
 // The JSON text of a message (invalid UTF-8 in a name or note replaced, never thrown).

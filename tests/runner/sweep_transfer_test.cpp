@@ -86,6 +86,8 @@ TEST_CASE("sweep transfer: a rank's run arrives in rank 0's database as the swee
   auto last = run_message(*local, *run, sent);
   REQUIRE(last.ok());
   CHECK((*last)["points"]["train/loss"].size() == 2);  // only what is new
+  CHECK_FALSE(last->contains("params"));               // sent once
+  CHECK_FALSE(last->contains("snapshot"));
   CHECK((*last)["points"]["epoch/train_loss"].size() == 1);
   REQUIRE((*rec)->add(json::parse(message_text(*last))).ok());
   auto file = (*rec)->add_file("last.ckpt", "checkpoint", 4, std::string("CKPT\0bytes", 10));
