@@ -275,11 +275,11 @@ Error MpiCollective::name_missing(const std::string& what, const std::string& wh
   const std::string where = " (" + what + ", call " + std::to_string(calls_) + ")";
   if (missing.empty()) {
     const std::string who = only >= 0 ? "rank " + std::to_string(only) : "every other rank";
+    // Cancelled with everyone alive (a Ctrl-C that reached every rank): nobody is to blame.
+    const std::string verdict =
+        cancelled ? "" : ": the ranks are out of step (one of them is in another call)";
     return make_error("MPI collective: the " + what + " did not complete " + why + ", although " +
-                      who +
-                      " answers: the ranks are out of step (one of them is in another call), "
-                      "call " +
-                      std::to_string(calls_));
+                      who + " answers" + verdict + ", call " + std::to_string(calls_));
   }
   std::string names;
   for (size_t i = 0; i < missing.size(); ++i) {
