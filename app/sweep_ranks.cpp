@@ -19,6 +19,7 @@
 
 #include "app/commands.h"
 #include "engine/cpu/cpu_backend.h"
+#include "runner/backends.h"
 #include "runner/checkpoints.h"
 #include "runner/ranks.h"
 #include "runner/sweep_transfer.h"
@@ -123,6 +124,15 @@ class RankWorker {
     req.db = db_;
     req.experiment = task.value("experiment", "");
     req.preflight = true;
+    // Each rank its own GPU where the host has several (rank r: GPU r mod count), as the ranks
+    // of a data-parallel job take theirs; rank 0's worker keeps the device asked for.
+    runner::ProjectOptions described = req.project;
+    described.load_data = false;
+    if (auto p = runner::open_project(described)) {
+      const std::string asked = p->doc.training.device;
+      const std::string mine = runner::rank_device(asked, job_.rank(), runner::device_count(asked));
+      if (mine != asked) req.project.sets.push_back("device=" + mine);
+    }
     std::optional<Error> lost;
     runner::SentPoints sent;
     std::unique_ptr<store::RunStore> reader;

@@ -9,21 +9,30 @@
 // sends back what that run recorded (runner/sweep_transfer.h): after each epoch the new metric
 // points, to which rank 0 answers go or stop (the sweep's early-stopping rule, read from the
 // database rank 0 holds, so pruning works as in a local sweep), and at the end the run's
-// status, note, tags and its checkpoint files. Rank 0 records each trial as a run of the sweep,
-// its checkpoints in rank 0's checkpoint folder beside the database, so eval, fork and
-// `sweep --resume` find them as after a local sweep.
+// status, note, tags and its checkpoint files. A rank trains on its own GPU where its host has
+// several (rank r: GPU r mod count, runner::rank_device), and on cores/ranks-on-its-host threads.
+// Rank 0 records each trial as a run of the sweep, its checkpoints in rank 0's checkpoint folder
+// beside the database, so eval, fork and `sweep --resume` find them as after a local sweep.
 //
-// Why rank 0 trains through a worker process rather than in its own thread: one thread calls
-// MPI (MpiCollective is MPI_THREAD_FUNNELED) and must answer the other ranks within the
-// collective's timeout while a trial trains; a process of its own also keeps a crash of the
-// trial from taking the database's owner down.
+// Why rank 0 trains through a worker process rather than in a thread of its own: the thread
+// that calls MPI must answer the other ranks within the collective's timeout while a trial
+// trains (an MPI may allow one thread only: MPI_THREAD_FUNNELED), and a process of its own keeps
+// a crash of the trial from taking the database's owner down.
 //
 // While a rank trains it sends an empty text at least every second (after a step), so rank 0
-// never waits longer than that for the next message, and a rank silent for the collective's
-// timeout is taken as dead: its trial is recorded as failed, with a note naming the rank and
-// its host, and the sweep goes on without it. (A step longer than the timeout looks the same:
-// raise --dist-timeout for such models.) A resumed sweep's interrupted trials continue from
-// their checkpoints on rank 0's worker; the other ranks take fresh trials.
+// never waits longer than that for the next message. A rank that dies:
+//   - plain mpirun: mpirun stops the whole job (SIGTERM to the others a second later, SIGKILL a
+//     second after, OpenMPI 4.1). The signal cuts rank 0's wait short: it records the ranks'
+//     trials as interrupted, its note naming the rank that did not answer, stops its worker
+//     (its trial interrupted, with its checkpoint) and the sweep as interrupted; `mpirun ...
+//     sweep --resume ID` then finishes it (the ranks' trials afresh).
+//   - `mpirun --mca orte_abort_on_non_zero_status 0`: the others live on; a rank silent for the
+//     collective's timeout (--dist-timeout) is taken as dead, its trial recorded as failed with a
+//     note naming the rank and its host, and the sweep goes on without it, ending the job with
+//     MPI_Abort once the table is printed (MPI_Finalize would wait for the dead rank).
+// A step longer than the timeout looks like a dead rank: raise --dist-timeout for such models.
+// A resumed sweep's interrupted trials continue from their checkpoints on rank 0's worker; the
+// other ranks take fresh trials.
 #pragma once
 
 #include <atomic>
