@@ -122,7 +122,8 @@ int unknown_subcommand(CLI::App* cmd) {
 // is trained (a build without MPI would train N copies, each its own run). Returns 0, or the
 // exit status of the refusal.
 int start_job([[maybe_unused]] double timeout_s, [[maybe_unused]] int* argc,
-              [[maybe_unused]] char*** argv, std::unique_ptr<mls::Collective>& job) {
+              [[maybe_unused]] char*** argv,
+              [[maybe_unused]] std::unique_ptr<mls::Collective>& job) {
   const mls::LaunchEnv env = mls::launch_env();
   if (env.size <= 1) return 0;
 #ifdef MLS_HAVE_MPI
