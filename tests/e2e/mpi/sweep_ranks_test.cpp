@@ -54,6 +54,24 @@ std::string text(const std::string& db, const std::string& sql) {
   return *row ? st->column_text(0) : "(no row)";
 }
 
+// The run of rank 1's trial once rank 0 has recorded its first epoch (0: none within 12 s).
+int64_t running_on_rank1(const fs::path& db) {
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!fs::exists(db)) continue;
+    auto d = mls::store::Db::open_read_only(db.string(), false);
+    if (!d.ok()) continue;
+    auto st = d->prepare(
+        "SELECT r.id FROM runs r JOIN system_info s ON s.run_id = r.id AND s.key = 'sweep_rank' "
+        "AND s.value = '1' WHERE r.status = 'running'");
+    if (!st.ok()) continue;
+    auto scope = st->scoped();
+    auto row = st->step();
+    if (row.ok() && *row) return st->column_int(0);
+  }
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -164,20 +182,7 @@ TEST_CASE(
                            db.string();
   Job job = start_mpi(2, args, "sweep_mpi_kill");
   // The run rank 1 trains appears in rank 0's database after its first epoch.
-  int64_t on_rank1 = 0;
-  for (int i = 0; i < 600 && !on_rank1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (!fs::exists(db)) continue;
-    auto d = mls::store::Db::open_read_only(db.string(), false);
-    if (!d.ok()) continue;
-    auto st = d->prepare(
-        "SELECT r.id FROM runs r JOIN system_info s ON s.run_id = r.id AND s.key = 'sweep_rank' "
-        "AND s.value = '1' WHERE r.status = 'running'");
-    if (!st.ok()) continue;
-    auto scope = st->scoped();
-    auto row = st->step();
-    if (row.ok() && *row) on_rank1 = st->column_int(0);
-  }
+  const int64_t on_rank1 = running_on_rank1(db);
   INFO(read_file(job.err.string()));
   REQUIRE(on_rank1 > 0);
   const pid_t rank1 = rank_pid(db.string(), 1);
@@ -220,5 +225,54 @@ TEST_CASE(
     CHECK(scalar(db.string(), "SELECT count(*) FROM metrics WHERE run_id = " + r +
                                   " AND key = 'val/loss'") == 8);
   }
+  CHECK(text(db.string(), "PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE(
+    "sweep under mpirun -np 2 with survivors left alone: a dead rank's trial fails, naming it, and "
+    "the sweep goes on",
+    "[e2e][sweep][mpi]") {
+  const std::string project = small_spirals("sweep_mpi_dead.mls", 20000, 8);
+  const fs::path db = temp_dir() / "sweep_mpi_dead.db";
+  // OpenMPI leaves the other ranks alone when one dies (`--mca orte_abort_on_non_zero_status
+  // 0`, from the environment); the collective's timeout (2 s) finds it.
+  ::setenv("OMPI_MCA_orte_abort_on_non_zero_status", "0", 1);
+  Job job = start_mpi(2,
+                      "--dist-timeout 2 sweep " + project +
+                          " --param lr=1e-3:3e-2:log --method random --trials 3 --seed 4 --db " +
+                          db.string(),
+                      "sweep_mpi_dead");
+  ::unsetenv("OMPI_MCA_orte_abort_on_non_zero_status");
+  const int64_t on_rank1 = running_on_rank1(db);
+  INFO(read_file(job.err.string()));
+  REQUIRE(on_rank1 > 0);
+  const pid_t rank1 = rank_pid(db.string(), 1);
+  REQUIRE(rank1 > 0);
+  REQUIRE(::kill(rank1, SIGKILL) == 0);
+  // The table is printed, then the job ends with MPI_Abort (the dead rank cannot finalise).
+  const int code = job.wait(90);
+  CHECK(code != -2);
+  const std::string err = read_file(job.err.string());
+  INFO(err);
+  CHECK(err.find("rank 1 (") != std::string::npos);
+  CHECK(read_file(job.out.string()).find("3 trials: 2 finished, 1 failed") != std::string::npos);
+
+  auto store = mls::store::RunStore::open_read_only(db.string());
+  REQUIRE(store.ok());
+  auto dead = (*store)->get_run(on_rank1);
+  REQUIRE(dead.ok());
+  CHECK(dead->status == "failed");
+  CHECK(dead->note.find("rank 1 (") != std::string::npos);
+  CHECK(dead->note.find("stopped answering") != std::string::npos);
+  auto sweeps = (*store)->list_sweeps();
+  REQUIRE(sweeps.ok());
+  REQUIRE(sweeps->size() == 1);
+  CHECK((*sweeps)[0].status == "finished");
+  auto trials = (*store)->trials(1);
+  REQUIRE(trials.ok());
+  REQUIRE(trials->size() == 3);
+  int finished = 0;
+  for (const auto& t : *trials) finished += t.run_status == "finished";
+  CHECK(finished == 2);
   CHECK(text(db.string(), "PRAGMA integrity_check") == "ok");
 }
