@@ -154,7 +154,11 @@ TEST_CASE(
   const double ref_accuracy = last_json(ref)["test_accuracy"].get<double>();
 
   const std::string db = fresh("killed.db");
-  Job job = start_mpi(2, settings + " --db " + db, "killed");
+  // After a rank dies, mpirun sends the others SIGTERM, then SIGKILL: 1 s apart by default (rank
+  // 0 exits about 2 s after the kill here, the run recorded), 5 s apart in this test, so that a
+  // CI machine busy with other tests cannot turn a slow SQLite write into a flake. Rank 0's path
+  // is the same: the signal cuts its wait short, it names the rank, records, ends the job.
+  Job job = start_mpi(2, settings + " --db " + db, "killed", "--mca odls_base_sigkill_timeout 5");
   // Epoch 1's checkpoint is kept: rank 1 dies in epoch 2.
   const fs::path kept = fs::path(db).replace_extension(".checkpoints") / "run-1" / "epoch-1.ckpt";
   for (int i = 0; i < 3000 && !fs::exists(kept); ++i) ::usleep(20 * 1000);

@@ -63,12 +63,14 @@ struct Job {
   }
 };
 
-inline Job start_mpi(int ranks, const std::string& args, const std::string& name) {
+// `launcher` goes to mpirun itself ("--mca NAME VALUE").
+inline Job start_mpi(int ranks, const std::string& args, const std::string& name,
+                     const std::string& launcher = "") {
   Job j;
   j.out = temp_dir() / (name + ".out");
   j.err = temp_dir() / (name + ".err");
-  const std::string cmd = "exec " + mpirun(ranks) + " " + MLS_EXE + " " + args + " >" +
-                          j.out.string() + " 2>" + j.err.string();
+  const std::string cmd = "exec " + mpirun(ranks) + " " + launcher + " " + MLS_EXE + " " + args +
+                          " >" + j.out.string() + " 2>" + j.err.string();
   j.pid = ::fork();
   REQUIRE(j.pid >= 0);
   if (j.pid == 0) {
