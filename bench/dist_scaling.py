@@ -20,7 +20,7 @@ import argparse, datetime, json, os, platform, shutil, statistics, subprocess, s
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 MODELS = {"mlp": ("MLP 784-256-128-10", "fashion-mnist-mlp.mls"),
-          "cnn": ("CNN", "fashion-mnist-cnn.mls")}
+          "cnn": ("CNN: LeNet-5 with batch norm", "fashion-mnist-cnn.mls")}
 
 
 def cpu_name():

@@ -235,10 +235,10 @@ TEST_CASE(
   const std::string project = small_spirals("sweep_mpi_dead.mls", 20000, 8);
   const fs::path db = temp_dir() / "sweep_mpi_dead.db";
   // OpenMPI leaves the other ranks alone when one dies (`--mca orte_abort_on_non_zero_status
-  // 0`, from the environment); the collective's timeout (2 s) finds it.
+  // 0`, from the environment); the collective's timeout (3 s) finds it.
   ::setenv("OMPI_MCA_orte_abort_on_non_zero_status", "0", 1);
   Job job = start_mpi(2,
-                      "--dist-timeout 2 sweep " + project +
+                      "--dist-timeout 3 sweep " + project +
                           " --param lr=1e-3:3e-2:log --method random --trials 3 --seed 4 --db " +
                           db.string(),
                       "sweep_mpi_dead");
