@@ -156,7 +156,8 @@ class RankWorker {
         g_rank_cancel.store(true);
         return {};
       }
-      const json a = json::parse(*answer, nullptr, false);
+      if (!*answer) return {};
+      const json a = json::parse(**answer, nullptr, false);
       const std::string t = a.is_object() ? a.value("t", "") : "";
       if (t == "stop") return a.value("why", std::string("stopped by the sweep"));
       if (t == "interrupt") g_rank_cancel.store(true);
@@ -204,19 +205,24 @@ class RankWorker {
     return {};
   }
 
-  Result<std::string> report_epoch(std::unique_ptr<store::RunStore>& reader, int64_t run_id,
-                                   int64_t epoch, runner::SentPoints& sent) {
+  // The epoch's report and rank 0's answer; nullopt when this rank could not read its own
+  // record (the points go with the next report); an error only when rank 0 is lost.
+  Result<std::optional<std::string>> report_epoch(std::unique_ptr<store::RunStore>& reader,
+                                                  int64_t run_id, int64_t epoch,
+                                                  runner::SentPoints& sent) {
     if (!reader) {
       auto st = store::RunStore::open(db_);
-      if (!st) return st.error();
+      if (!st) return std::optional<std::string>{};
       reader = std::move(*st);
     }
     auto msg = runner::run_message(*reader, run_id, sent);
-    if (!msg) return msg.error();
+    if (!msg) return std::optional<std::string>{};
     (*msg)["t"] = "epoch";
     (*msg)["epoch"] = epoch;
     if (auto r = send(*msg); !r) return r.error();
-    return job_.recv_text(0);
+    auto answer = job_.recv_text(0);
+    if (!answer) return answer.error();
+    return std::optional<std::string>(std::move(*answer));
   }
 
   // The run's checkpoint files in its folder here, as the result's "files" list.
