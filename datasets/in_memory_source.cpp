@@ -105,7 +105,12 @@ bool InMemorySource::next(int64_t batch_size, HostBatch& out) {
     return false;
   }
   const Dataset& d = *data_;
-  const int64_t n = std::min(batch_size, total - cursor_);
+  // The whole batch's samples are order_[cursor_, cursor_ + g); this rank's part of them.
+  const int64_t g = std::min(batch_size, total - cursor_);
+  const int64_t part = g / shard_world_, rest = g % shard_world_;
+  const int64_t n = shard_world_ == 1 ? g : part + (shard_rank_ < rest ? 1 : 0);
+  const int64_t first = cursor_ + (shard_world_ == 1 ? 0 : shard_rank_ * part + std::min<int64_t>(shard_rank_, rest));
+  out.global_size = shard_world_ == 1 ? 0 : g;
   const size_t numel = static_cast<size_t>(d.sample_numel());
   const bool classes = d.target_kind == TargetKind::Classes;
   const size_t tsize = static_cast<size_t>(options_.one_hot ? d.num_classes : d.target_numel());
@@ -116,7 +121,7 @@ bool InMemorySource::next(int64_t batch_size, HostBatch& out) {
   out.t.resize(static_cast<size_t>(n) * tsize);
   if (options_.one_hot) std::fill(out.t.begin(), out.t.end(), 0.0f);
   for (int64_t b = 0; b < n; ++b) {
-    const int64_t s = indices_[static_cast<size_t>(order_[static_cast<size_t>(cursor_ + b)])];
+    const int64_t s = indices_[static_cast<size_t>(order_[static_cast<size_t>(first + b)])];
     const size_t bi = static_cast<size_t>(b);
     write_features(s, out.x.data() + bi * numel);
     if (classes) {
@@ -128,7 +133,14 @@ bool InMemorySource::next(int64_t batch_size, HostBatch& out) {
                   tsize * sizeof(float));
     }
   }
-  cursor_ += n;
+  cursor_ += g;
+  return true;
+}
+
+bool InMemorySource::set_shard(int rank, int world) {
+  MLS_CHECK(world >= 1 && rank >= 0 && rank < world, "set_shard: rank outside the world");
+  shard_rank_ = rank;
+  shard_world_ = world;
   return true;
 }
 

@@ -52,6 +52,7 @@ class InMemorySource : public mls::BatchSource {
   std::vector<std::string> class_names() const override { return data_->class_names; }
   void start_epoch(int64_t epoch) override;
   bool next(int64_t batch_size, HostBatch& out) override;
+  bool set_shard(int rank, int world) override;
 
   const std::shared_ptr<const Dataset>& dataset() const { return data_; }
   const std::vector<int64_t>& indices() const { return indices_; }
@@ -68,6 +69,7 @@ class InMemorySource : public mls::BatchSource {
   std::vector<float> scratch_;  // one sample, for augmentations
   std::vector<int64_t> order_;  // positions into indices_, this epoch
   int64_t cursor_ = 0;
+  int shard_rank_ = 0, shard_world_ = 1;  // set_shard
   int64_t epoch_ = 0;
 };
 

@@ -104,8 +104,16 @@ bool PrefetchSource::next(int64_t batch_size, HostBatch& out) {
   --count_;
   lock.unlock();
   cv_.notify_all();
-  delivered_ += out.size;
+  delivered_ += out.global_size > 0 ? out.global_size : out.size;  // the epoch's samples passed
   return true;
+}
+
+bool PrefetchSource::set_shard(int rank, int world) {
+  stop();  // the producer owns the wrapped source while it runs
+  inner_->start_epoch(epoch_);
+  delivered_ = 0;
+  exhausted_ = false;
+  return inner_->set_shard(rank, world);
 }
 
 }  // namespace mls::data

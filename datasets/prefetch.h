@@ -38,6 +38,7 @@ class PrefetchSource : public mls::BatchSource {
   std::vector<std::string> class_names() const override { return inner_->class_names(); }
   void start_epoch(int64_t epoch) override;
   bool next(int64_t batch_size, HostBatch& out) override;
+  bool set_shard(int rank, int world) override;
 
   // The wrapped source. Touch it only between epochs: the producer owns it while running.
   mls::BatchSource& inner() { return *inner_; }

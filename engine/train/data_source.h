@@ -26,6 +26,9 @@ struct HostBatch {
   std::vector<float> x;    // size * numel(sample_shape) features, row-major
   std::vector<int64_t> y;  // size class labels (TargetKind::Classes; empty otherwise)
   std::vector<float> t;    // size * numel(target_shape) values (TargetKind::Values)
+  // From a sharded source (BatchSource::set_shard): the samples of the whole batch, of which
+  // this is one rank's part (0: not sharded, the batch is whole).
+  int64_t global_size = 0;
 };
 
 class BatchSource {
@@ -45,6 +48,17 @@ class BatchSource {
   virtual void start_epoch(int64_t epoch) = 0;
   // Fills `out` with up to batch_size samples; returns false when the epoch is exhausted.
   virtual bool next(int64_t batch_size, HostBatch& out) = 0;
+  // Data-parallel training: from now on each next(batch_size) takes the next batch_size samples
+  // of the epoch as before but fills `out` with rank `rank`'s part of them only (samples
+  // [begin, begin + count) of the batch, count = batch_size / world, one more for the first
+  // batch_size % world ranks; HostBatch::global_size says how many the whole batch has), so a
+  // rank reads and transforms only its own samples. set_shard(0, 1) ends it. Returns false where
+  // the source cannot; the trainer then reads whole batches and keeps its part.
+  virtual bool set_shard(int rank, int world) {
+    (void)rank;
+    (void)world;
+    return false;
+  }
 };
 
 class MetricSink {

@@ -725,20 +725,38 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
     schedule_ = std::move(*s);
   }
   HostBatch b, global;
-  // One rank reads its batch directly; a rank of many reads the global batch and slices it.
+  // One rank reads its batch directly. A rank of many reads its part of each global batch from
+  // a source that can shard (it then reads and transforms only its own samples), else reads
+  // the global batch and keeps its part.
+  const bool sharded = world > 1 && train.set_shard(rank, world);
+  struct Unshard {
+    BatchSource& src;
+    bool on;
+    ~Unshard() {
+      if (on) src.set_shard(0, 1);
+    }
+  } unshard{train, sharded};
   auto next_batch = [&](HostBatch& out) {
     if (world == 1) return train.next(bs, out);
     for (;;) {
-      if (!train.next(bs, global)) return false;
-      const int64_t g = global.size, part = g / world, rest = g % world;
-      if (part == 0) continue;  // fewer samples than ranks (a tiny last batch): skipped by all
-      const int64_t count = part + (rank < rest ? 1 : 0);
-      slice_batch(global, rank * part + std::min<int64_t>(rank, rest), count, out);
+      int64_t g = 0, count = 0;
+      if (sharded) {
+        if (!train.next(bs, out)) return false;
+        g = out.global_size;
+        count = out.size;
+      } else {
+        if (!train.next(bs, global)) return false;
+        g = global.size;
+        count = g / world + (rank < g % world ? 1 : 0);
+        if (g >= world) slice_batch(global, rank * (g / world) + std::min<int64_t>(rank, g % world), count, out);
+      }
+      if (g < world) continue;  // fewer samples than ranks (a tiny last batch): skipped by all
+      out.global_size = g;
       dist_weight_ = static_cast<double>(count) / static_cast<double>(g);
       return true;
     }
   };
-  auto global_size = [&](const HostBatch& mine) { return world == 1 ? mine.size : global.size; };
+  auto global_size = [&](const HostBatch& mine) { return world == 1 ? mine.size : mine.global_size; };
   int64_t trained = 0;
   double train_time = 0;
   for (int64_t epoch = epochs_done_ + 1; epoch <= config_.epochs && !res.interrupted; ++epoch) {

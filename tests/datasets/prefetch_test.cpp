@@ -113,3 +113,58 @@ TEST_CASE("a prefetched epoch ends cleanly and reuses buffers", "[prefetch]") {
   CHECK(after_end == 0);
   CHECK(second == 100);
 }
+
+TEST_CASE("sharded sources give each rank its part of every batch, augmented as unsharded", "[prefetch]") {
+  // 103 samples in batches of 24 for 3 ranks: parts of 8, and a last batch of 7 split 3, 2, 2.
+  auto d = small(103);
+  for (bool prefetch : {false, true}) {
+    INFO((prefetch ? "prefetched" : "in memory"));
+    auto make = [&]() -> std::unique_ptr<mls::BatchSource> {
+      if (prefetch) return std::make_unique<PrefetchSource>(source(d), 2);
+      return source(d);
+    };
+    auto whole = make();
+    const Seen all = epoch(*whole, 2, 24);
+    std::vector<Seen> parts;
+    std::vector<std::vector<int64_t>> globals(3);
+    for (int r = 0; r < 3; ++r) {
+      auto s = make();
+      REQUIRE(s->set_shard(r, 3));
+      HostBatch b;
+      Seen seen;
+      s->start_epoch(2);
+      while (s->next(24, b)) {
+        seen.sizes.push_back(b.size);
+        seen.y.insert(seen.y.end(), b.y.begin(), b.y.end());
+        seen.x.insert(seen.x.end(), b.x.begin(), b.x.end());
+        globals[static_cast<size_t>(r)].push_back(b.global_size);
+      }
+      parts.push_back(seen);
+    }
+    CHECK(parts[0].sizes == std::vector<int64_t>{8, 8, 8, 8, 3});
+    CHECK(parts[1].sizes == std::vector<int64_t>{8, 8, 8, 8, 2});
+    CHECK(globals[2] == std::vector<int64_t>{24, 24, 24, 24, 7});
+    // Batch by batch, rank 0's part, then rank 1's, then rank 2's is the whole batch: the same
+    // samples, labels and augmented features.
+    Seen joined;
+    std::vector<size_t> at(3, 0), xat(3, 0);
+    const size_t per = 9;
+    for (size_t k = 0; k < all.sizes.size(); ++k)
+      for (size_t r = 0; r < 3; ++r) {
+        const auto n = static_cast<size_t>(parts[r].sizes[k]);
+        joined.y.insert(joined.y.end(), parts[r].y.begin() + static_cast<std::ptrdiff_t>(at[r]),
+                        parts[r].y.begin() + static_cast<std::ptrdiff_t>(at[r] + n));
+        joined.x.insert(joined.x.end(), parts[r].x.begin() + static_cast<std::ptrdiff_t>(xat[r]),
+                        parts[r].x.begin() + static_cast<std::ptrdiff_t>(xat[r] + n * per));
+        at[r] += n;
+        xat[r] += n * per;
+      }
+    CHECK(joined.y == all.y);
+    CHECK(joined.x == all.x);
+    // set_shard(0, 1) ends it: whole batches again.
+    auto s = make();
+    REQUIRE(s->set_shard(1, 3));
+    REQUIRE(s->set_shard(0, 1));
+    CHECK(epoch(*s, 2, 24) == all);
+  }
+}
