@@ -217,7 +217,8 @@ void MpiCollective::answer_pings() {
   }
 }
 
-Error MpiCollective::name_missing(const std::string& what, const std::string& why, int only) {
+Error MpiCollective::name_missing(const std::string& what, const std::string& why, int only,
+                                  bool* anyone_missing) {
   const long long seq = ++impl_->ping_seq;
   const bool cancelled = cancel_ && cancel_->load();
   const double window = cancelled ? std::min(ping_window_s_, 0.25) : ping_window_s_;
@@ -273,6 +274,7 @@ Error MpiCollective::name_missing(const std::string& what, const std::string& wh
     }
   }
   const std::string where = " (" + what + ", call " + std::to_string(calls_) + ")";
+  if (anyone_missing) *anyone_missing = !missing.empty();
   if (missing.empty()) {
     const std::string who = only >= 0 ? "rank " + std::to_string(only) : "every other rank";
     // Cancelled with everyone alive (a Ctrl-C that reached every rank): nobody is to blame.
@@ -307,9 +309,15 @@ Result<void> MpiCollective::poll(const std::string& what, int only,
     if (done) return {};
     answer_pings();
     const double t = now();
-    if (cancel_ && cancel_->load())
-      return fail(name_missing(
-          what, "before the wait was cancelled after " + seconds_text(t - start), only));
+    if (cancel_ && cancel_->load() && !cancel_answered_) {
+      bool missing = false;
+      Error e = name_missing(what, "before the wait was cancelled after " + seconds_text(t - start),
+                             only, &missing);
+      if (missing) return fail(std::move(e));
+      // Every rank answers: a stop they were all told of (Ctrl-C on mpirun), not a death. The
+      // call completes, and the trainer's stop flag ends every rank after the same step.
+      cancel_answered_ = true;
+    }
     if (t > deadline) return fail(name_missing(what, "within " + seconds_text(timeout_s_), only));
     if (t - start < kSpinSeconds) {
       std::this_thread::yield();

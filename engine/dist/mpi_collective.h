@@ -59,9 +59,14 @@ class MpiCollective final : public Collective {
   // failure in it leaves this one usable. Collective: every rank must call it.
   Result<std::unique_ptr<MpiCollective>> duplicate(double timeout_s);
 
-  // When *cancel turns true (a SIGTERM handler), a wait stops at once and, after the pings,
-  // fails naming the ranks that did not answer. nullptr: no cancel flag.
-  void set_cancel_flag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
+  // When *cancel turns true (a SIGTERM handler), a wait stops at once and pings the others: it
+  // fails naming the ranks that did not answer, or, when every rank answers (a Ctrl-C that
+  // mpirun passed to every rank), goes on to complete, so the trainer's stop flag ends every
+  // rank after the same step. nullptr: no cancel flag.
+  void set_cancel_flag(const std::atomic<bool>* cancel) {
+    cancel_ = cancel;
+    cancel_answered_ = false;
+  }
   void set_timeout(double seconds) { timeout_s_ = seconds; }
   // How long a rank waits for answers to its pings after a deadline (default 2 s; 0.25 s
   // after a cancel, since mpirun's SIGKILL follows its SIGTERM by 1 s).
@@ -98,7 +103,8 @@ class MpiCollective final : public Collective {
   Result<void> poll(const std::string& what, int only, const std::function<int(int*)>& test);
   Result<std::string> receive(int source, int* from);
   // After a failed wait: pings every other rank (or just `only`), and says who did not answer.
-  Error name_missing(const std::string& what, const std::string& why, int only = -1);
+  Error name_missing(const std::string& what, const std::string& why, int only = -1,
+                     bool* anyone_missing = nullptr);
   void answer_pings();
   Error fail(Error e);
 
@@ -107,6 +113,7 @@ class MpiCollective final : public Collective {
   double timeout_s_;
   double ping_window_s_ = 2.0;
   const std::atomic<bool>* cancel_ = nullptr;
+  bool cancel_answered_ = false;  // a cancel with every rank alive: waits go on
   int rank_ = 0, size_ = 1;
   std::vector<std::string> hosts_;
   double seconds_ = 0;

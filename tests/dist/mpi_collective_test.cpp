@@ -184,6 +184,27 @@ TEST_CASE("dist: ranks in different calls are out of step, and nobody is called 
   CHECK_FALSE(w.failed());
 }
 
+// A Ctrl-C on mpirun reaches every rank: their waits are cancelled while every rank is alive,
+// so the call goes on and completes (the trainer then stops every rank after the same step).
+TEST_CASE("dist: a wait cancelled while every rank answers completes", "[dist]") {
+  MpiCollective& w = world();
+  auto sub = w.duplicate(10.0);
+  REQUIRE(sub);
+  std::atomic<bool> cancel{true};
+  (*sub)->set_cancel_flag(&cancel);
+  if (w.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  double x = 1 + w.rank();
+  auto r = (*sub)->sum(&x, 1);
+  INFO((r ? std::string("ok") : r.error().message));
+  REQUIRE(r);
+  CHECK(x == 3.0);
+  // The next call goes on too, without pinging again.
+  double y = 1;
+  REQUIRE((*sub)->sum(&y, 1));
+  CHECK(y == 2.0);
+  CHECK_FALSE((*sub)->failed());
+}
+
 // Last: rank 1 hangs (in no MPI call, so it answers no ping) through two collectives of its
 // own, which fail on rank 0 naming it; the world collective goes on.
 TEST_CASE("dist: a rank that hangs is named at the deadline or when the wait is cancelled",
