@@ -609,10 +609,11 @@ Result<RunOutcome> session(const RunOptions& o, Collective* job, const ModelFact
     result = make_error(
         "out of memory: the model or a batch does not fit (try a smaller batch size or layer)");
   }
-  // A job whose training failed or was cut short may have ranks still waiting in a collective
-  // for one that is gone (or stopped a step earlier): the caller ends the job once it has said
-  // why, rather than wait in MPI's finalisation.
-  if (job && o.ranks_out_of_step && placed && (!result || result->interrupted))
+  // A job whose training failed may have ranks still waiting in a collective for one that is
+  // gone: the caller ends the job once it has said why, rather than wait in MPI's
+  // finalisation. An interrupted job is in step: the stop flag travels with each step's
+  // gradients, so every rank stopped after the same step and finalises normally.
+  if (job && o.ranks_out_of_step && placed && !result)
     *o.ranks_out_of_step = true;
   if (!lead) {
     if (!result) return result.error();
