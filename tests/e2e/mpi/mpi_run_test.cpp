@@ -202,6 +202,33 @@ TEST_CASE(
   CHECK(integrity(db) == "ok");
 }
 
+TEST_CASE("mpirun -np 2: Ctrl-C on mpirun stops every rank after the same step, the run interrupted",
+          "[mpi]") {
+  const std::string db = fresh("ctrl_c.db");
+  // mpirun waits this long between its SIGTERM and SIGKILL (1 s by default): room for a busy CI
+  // machine to finish the step and record the run.
+  Job job = start_mpi(2, "--run " + example() + " --epochs 50 --threads 1 --db " + db, "ctrl_c",
+                      "--mca odls_base_sigkill_timeout 3");
+  // Mid-run (an epoch's checkpoint is there), the user presses Ctrl-C: mpirun passes it on.
+  const fs::path kept = fs::path(db).replace_extension(".checkpoints") / "run-1" / "last.ckpt";
+  for (int i = 0; i < 3000 && !fs::exists(kept); ++i) ::usleep(20 * 1000);
+  REQUIRE(fs::exists(kept));
+  REQUIRE(::kill(job.pid, SIGINT) == 0);
+  const int code = job.wait(60);
+  const std::string err = read_file(job.err.string());
+  INFO(err);
+  CHECK(code != -2);
+  // Every rank alive: nobody is named dead, the job is not aborted, the run can go on.
+  CHECK(err.find("did not answer") == std::string::npos);
+  CHECK(err.find("MPI_ABORT") == std::string::npos);
+  CHECK(err.find("interrupted after") != std::string::npos);
+  auto st = mls::store::RunStore::open_read_only(db);
+  REQUIRE(st);
+  auto run = (*st)->get_run(1);
+  REQUIRE(run);
+  CHECK(run->status == "interrupted");
+}
+
 TEST_CASE("mpirun -np 1: a job of one rank prints and records what a plain run does", "[mpi]") {
   const std::string db_mpi = fresh("np1.db"), db_plain = fresh("plain.db");
   const std::string args =
