@@ -83,6 +83,7 @@ def main():
         [n for n in (1, 2, 4, 8) if n <= max(2, cores)]
     if 1 not in ranks:
         ranks = [1] + ranks
+    load = os.getloadavg()
     tmp = tempfile.mkdtemp(prefix="mls-dist-scaling-")
     db = os.path.join(tmp, "runs.db")
     tables = []
@@ -112,8 +113,9 @@ def main():
             f"{args.rounds} rounds (rank counts alternating within each round). Samples/s is the "
             "job's global training rate; the per-rank batch is the project's, so N ranks train "
             "a global batch N times as large. Scaling efficiency = samples/s(N) / (N x "
-            "samples/s(1)). Communication: the share of training time spent in the gradient "
-            "all-reduce and the other collective calls.\n\n")
+            "samples/s(1)). Communication: the share of training time spent inside the "
+            "collective's calls (the gradient all-reduce, waiting for a slower rank included). "
+            f"Load average before the run: {load[0]:.2f}, after: {os.getloadavg()[0]:.2f}.\n\n")
     text = head + "\n".join(tables)
     print(text)
     if args.out:
