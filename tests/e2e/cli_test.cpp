@@ -89,7 +89,7 @@ TEST_CASE("mlstudio graph --ir prints the SSA form labelled with the document's 
   // fused into their products.
   CHECK(p.out.find("linear_act [fc1]") != std::string::npos);
   // One rank of a data-parallel job: the same kernels with the gradients' all-reduce between
-  // them (the MLP's 0.45 MiB of gradients make one bucket, below DDP's 1 MiB first bucket).
+  // them (the MLP's 0.9 MiB of gradients make one bucket, below DDP's 1 MiB first bucket).
   Output d = run("graph " + example() + " --plan --ranks 4");
   INFO(d.err);
   REQUIRE(d.code == 0);
