@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli_util.h"
+#include "db_query.h"
 #include "store/run_store.h"
 #include "store/sqlite.h"
 
@@ -60,29 +61,6 @@ std::map<int64_t, TrialState> trials(const std::string& db, bool polling = false
                               st->column_text(3), st->column_text(4)};
   }
   return out;
-}
-
-int64_t scalar(const std::string& db, const std::string& sql) {
-  auto d = mls::store::Db::open_read_only(db, false);
-  REQUIRE(d.ok());
-  auto st = d->prepare(sql);
-  REQUIRE(st.ok());
-  auto scope = st->scoped();
-  auto row = st->step();
-  REQUIRE(row.ok());
-  REQUIRE(*row);
-  return st->column_int(0);
-}
-
-std::string text(const std::string& db, const std::string& sql) {
-  auto d = mls::store::Db::open(db);
-  REQUIRE(d.ok());
-  auto st = d->prepare(sql);
-  REQUIRE(st.ok());
-  auto scope = st->scoped();
-  auto row = st->step();
-  REQUIRE(row.ok());
-  return *row ? st->column_text(0) : "(no row)";
 }
 
 fs::path last_checkpoint(const fs::path& db, int64_t run) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "mpi_util.h"
+#include "../db_query.h"
 #include "store/run_store.h"
 #include "store/sqlite.h"
 
@@ -29,29 +30,6 @@ std::string small_spirals(const std::string& name, int64_t samples, int64_t epoc
   const fs::path p = temp_dir() / name;
   std::ofstream(p) << doc.dump(1);
   return p.string();
-}
-
-int64_t scalar(const std::string& db, const std::string& sql) {
-  auto d = mls::store::Db::open_read_only(db, false);
-  REQUIRE(d.ok());
-  auto st = d->prepare(sql);
-  REQUIRE(st.ok());
-  auto scope = st->scoped();
-  auto row = st->step();
-  REQUIRE(row.ok());
-  REQUIRE(*row);
-  return st->column_int(0);
-}
-
-std::string text(const std::string& db, const std::string& sql) {
-  auto d = mls::store::Db::open(db);
-  REQUIRE(d.ok());
-  auto st = d->prepare(sql);
-  REQUIRE(st.ok());
-  auto scope = st->scoped();
-  auto row = st->step();
-  REQUIRE(row.ok());
-  return *row ? st->column_text(0) : "(no row)";
 }
 
 // The run of rank 1's trial once rank 0 has recorded its first epoch (0: none within 12 s).
