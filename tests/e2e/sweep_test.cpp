@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "db_query.h"
+#include "spirals_project.h"
 #include "store/run_store.h"
 #include "store/sqlite.h"
 
@@ -19,18 +20,6 @@ using namespace mls::e2e;
 using json = nlohmann::json;
 
 namespace {
-
-// The two-spirals example, smaller and validated: about 50 ms an epoch on one thread.
-std::string spirals_project(const std::string& name, int64_t samples, int64_t epochs) {
-  json doc = json::parse(
-      read_file(std::string(MLS_SOURCE_DIR) + "/resources/examples/two-spirals-mlp.mls"));
-  doc["dataset"]["synthetic"]["samples"] = samples;
-  doc["dataset"]["validation"] = 0.2;
-  doc["training"]["epochs"] = epochs;
-  const fs::path p = temp_dir() / name;
-  std::ofstream(p) << doc.dump(1);
-  return p.string();
-}
 
 struct TrialState {
   int64_t run_id = 0;

@@ -12,6 +12,7 @@
 
 #include "mpi_util.h"
 #include "../db_query.h"
+#include "../spirals_project.h"
 #include "store/run_store.h"
 #include "store/sqlite.h"
 
@@ -19,18 +20,6 @@ using namespace mls::e2e;
 using json = nlohmann::json;
 
 namespace {
-
-// The two-spirals example, small: a few tens of milliseconds an epoch.
-std::string small_spirals(const std::string& name, int64_t samples, int64_t epochs) {
-  json doc = json::parse(
-      read_file(std::string(MLS_SOURCE_DIR) + "/resources/examples/two-spirals-mlp.mls"));
-  doc["dataset"]["synthetic"]["samples"] = samples;
-  doc["dataset"]["validation"] = 0.2;
-  doc["training"]["epochs"] = epochs;
-  const fs::path p = temp_dir() / name;
-  std::ofstream(p) << doc.dump(1);
-  return p.string();
-}
 
 // The run of rank 1's trial once rank 0 has recorded its first epoch (0: none within 12 s).
 int64_t running_on_rank1(const fs::path& db) {
@@ -55,7 +44,7 @@ int64_t running_on_rank1(const fs::path& db) {
 TEST_CASE(
     "sweep under mpirun -np 2: 4 trials shared by the ranks, recorded by rank 0 in one database",
     "[e2e][sweep][mpi]") {
-  const std::string project = small_spirals("sweep_mpi.mls", 1500, 3);
+  const std::string project = spirals_project("sweep_mpi.mls", 1500, 3);
   const fs::path db = temp_dir() / "sweep_mpi.db";
   Output o =
       run_mpi(2,
@@ -153,7 +142,7 @@ TEST_CASE(
     "trial",
     "[e2e][sweep][mpi]") {
   // About a second a trial: rank 1 is killed once its trial's first epoch is recorded.
-  const std::string project = small_spirals("sweep_mpi_kill.mls", 20000, 8);
+  const std::string project = spirals_project("sweep_mpi_kill.mls", 20000, 8);
   const fs::path db = temp_dir() / "sweep_mpi_kill.db";
   const std::string args = "sweep " + project +
                            " --param lr=1e-3:3e-2:log --method random --trials 3 --seed 4 --db " +
@@ -210,7 +199,7 @@ TEST_CASE(
     "sweep under mpirun -np 2 with survivors left alone: a dead rank's trial fails, naming it, and "
     "the sweep goes on",
     "[e2e][sweep][mpi]") {
-  const std::string project = small_spirals("sweep_mpi_dead.mls", 20000, 8);
+  const std::string project = spirals_project("sweep_mpi_dead.mls", 20000, 8);
   const fs::path db = temp_dir() / "sweep_mpi_dead.db";
   // OpenMPI leaves the other ranks alone when one dies (`--mca orte_abort_on_non_zero_status
   // 0`, from the environment); the collective's timeout (3 s) finds it.
