@@ -63,10 +63,10 @@ engine/cpu/kernels.cpp:2 includes engine/exec/plan.h: cpu may include core, ir, 
 
 root=$(fixture outside)
 printf '#include "nodes/document.h"\n' >"$root/engine/ir/lower.cpp"
-mkdir -p "$root/engine/dist"
-printf '#include "engine/core/shape.h"\n' >"$root/engine/dist/allreduce.cpp"
+mkdir -p "$root/engine/comm"
+printf '#include "engine/core/shape.h"\n' >"$root/engine/comm/allreduce.cpp"
 expect "an include from outside the engine, and a folder that is no layer" 1 \
-  "engine/dist/allreduce.cpp: engine/dist is not a layer in engine/layers.txt
+  "engine/comm/allreduce.cpp: engine/comm is not a layer in engine/layers.txt
 engine/ir/lower.cpp:1 includes nodes/document.h: the engine includes engine headers only" \
   "$root"
 

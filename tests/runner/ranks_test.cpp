@@ -61,7 +61,7 @@ void on_ranks(int n, const std::function<void(int)>& body) {
 
 }  // namespace
 
-TEST_CASE("ranks: rank 0's text reaches every rank; a rank not ready is named", "[ranks]") {
+TEST_CASE("ranks: rank 0's text reaches every rank, and a rank not ready is named", "[ranks]") {
   test::ThreadWorld world(3, 5.0);
   std::vector<std::string> got(3);
   std::vector<std::vector<int>> late(3);

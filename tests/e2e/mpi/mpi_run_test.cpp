@@ -141,7 +141,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "mpirun -np 2: kill -9 of rank 1 mid-epoch stops rank 0 within seconds, naming it; the "
+    "mpirun -np 2: kill -9 of rank 1 mid-epoch stops rank 0 within seconds, naming it, and the "
     "failed run resumes on one rank",
     "[mpi]") {
   const std::string settings =
