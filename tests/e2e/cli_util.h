@@ -36,12 +36,9 @@ inline fs::path temp_dir() {
   return dir;
 }
 
-// Runs mlstudio with `args`; with `kill_after_s` > 0 under timeout(1), so a command that
-// blocks (on a FIFO, say) is killed (exit 137) instead of hanging the test.
-inline Output run(const std::string& args, int kill_after_s = 0) {
-  fs::path err = temp_dir() / "stderr.txt";
-  const std::string bound = kill_after_s > 0 ? "timeout -s KILL " + std::to_string(kill_after_s) + " " : "";
-  std::string cmd = bound + std::string(MLS_EXE) + " " + args + " 2>" + err.string();
+// Runs a shell command line: its stdout and exit code, and its stderr through the file `err`.
+inline Output run_shell(const std::string& command, const fs::path& err) {
+  const std::string cmd = command + " 2>" + err.string();
   Output o;
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -55,6 +52,13 @@ inline Output run(const std::string& args, int kill_after_s = 0) {
   ss << in.rdbuf();
   o.err = ss.str();
   return o;
+}
+
+// Runs mlstudio with `args`; with `kill_after_s` > 0 under timeout(1), so a command that
+// blocks (on a FIFO, say) is killed (exit 137) instead of hanging the test.
+inline Output run(const std::string& args, int kill_after_s = 0) {
+  const std::string bound = kill_after_s > 0 ? "timeout -s KILL " + std::to_string(kill_after_s) + " " : "";
+  return run_shell(bound + std::string(MLS_EXE) + " " + args, temp_dir() / "stderr.txt");
 }
 
 inline std::string example() {

@@ -28,19 +28,9 @@ inline std::string mpirun(int ranks) {
 // mlstudio ARGS as `ranks` ranks of one job, killed after `kill_after_s` (exit 137) so that a
 // hung job fails the test instead of hanging it.
 inline Output run_mpi(int ranks, const std::string& args, int kill_after_s) {
-  const fs::path err = temp_dir() / "mpi_stderr.txt";
-  const std::string cmd = "timeout -s KILL " + std::to_string(kill_after_s) + " " + mpirun(ranks) +
-                          " " + MLS_EXE + " " + args + " 2>" + err.string();
-  Output o;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  const int status = ::pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.err = read_file(err.string());
-  return o;
+  return run_shell("timeout -s KILL " + std::to_string(kill_after_s) + " " + mpirun(ranks) + " " +
+                       MLS_EXE + " " + args,
+                   temp_dir() / "mpi_stderr.txt");
 }
 
 // A job started in the background: its launcher's pid, and where its output goes.
