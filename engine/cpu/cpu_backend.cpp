@@ -128,6 +128,7 @@ void register_kernels(OpRegistry& reg) {
   register_norm_kernels(reg);
   register_lowp_kernels(reg);
   register_fused_kernels(reg);
+  register_attention_kernels(reg);
 }
 
 }  // namespace mls::cpu

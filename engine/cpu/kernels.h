@@ -21,6 +21,7 @@ void register_conv_kernels(OpRegistry& reg);
 void register_norm_kernels(OpRegistry& reg);
 void register_lowp_kernels(OpRegistry& reg);  // lowp_kernels.cpp: matmul_lowp (bf16, f16)
 void register_fused_kernels(OpRegistry& reg);
+void register_attention_kernels(OpRegistry& reg);  // attention_kernels.cpp
 
 inline ThreadPool& pool_of(const KernelCall& c) { return static_cast<CpuBackend&>(c.backend).pool(); }
 

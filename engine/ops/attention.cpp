@@ -41,16 +41,37 @@ Ref causal_mask(Emitter& e, int64_t tq, int64_t tk) {
   return slice(e, m, 1, 0, tk);
 }
 
-Ref scaled_dot_product_attention(Emitter& e, Ref q, Ref k, Ref v, bool causal) {
+Ref attention_scores(Emitter& e, Ref q, Ref k, bool causal, double alpha) {
   const Shape qs = e.shape_of(q), ks = e.shape_of(k);
   MLS_CHECK(qs.size() >= 2 && ks.size() >= 2, "attention expects [..., T, d] operands");
-  const int64_t d = qs.back(), tq = qs[qs.size() - 2], tk = ks[ks.size() - 2];
-  Ref scores = scale(e, matmul(e, q, k, false, true), 1.0 / std::sqrt(static_cast<double>(d)));
+  const int64_t tq = qs[qs.size() - 2], tk = ks[ks.size() - 2];
+  Ref scores = scale(e, matmul(e, q, k, false, true), alpha);
   if (causal && tk > 1) {
     // exp(-1e9 - max) is exactly 0 in f32, as -inf would be, without any inf - inf.
     scores = add(e, scores, scale(e, causal_mask(e, tq, tk), -1e9));
   }
-  return matmul(e, softmax(e, scores, -1), v);
+  return scores;
+}
+
+Ref scaled_dot_product_attention(Emitter& e, Ref q, Ref k, Ref v, bool causal) {
+  const double d = static_cast<double>(e.shape_of(q).back());
+  return matmul(e, softmax(e, attention_scores(e, q, k, causal, 1.0 / std::sqrt(d)), -1), v);
+}
+
+AttentionOut fused_attention(Emitter& e, Ref q, Ref k, Ref v, bool causal, double alpha) {
+  Refs r = e.emit("attention", std::vector<Ref>{q, k, v},
+                  {{"causal", int64_t{causal}}, {"scale", alpha}});
+  return {r[0], r[1]};
+}
+
+AttentionOut attention_composite(Emitter& e, Ref q, Ref k, Ref v, bool causal, double alpha) {
+  Ref s = attention_scores(e, q, k, causal, alpha);
+  Ref logp = log_softmax(e, s, -1);
+  // lse = s - log p in every column; column 0 is never masked.
+  const Shape ss = e.shape_of(s);
+  const auto last = static_cast<int64_t>(ss.size()) - 1;
+  Ref lse = squeeze(e, slice(e, sub(e, s, logp), last, 0, 1), {last});
+  return {matmul(e, exp(e, logp), v), lse};
 }
 
 Ref multi_head_attention(Emitter& e, Ref x, Ref wq, Ref wk, Ref wv, Ref wo,

@@ -1,5 +1,8 @@
 // Attention as composites of existing ops (batched matmul, softmax, transpose, reshape), so
-// every backend and every derivative comes for free.
+// every backend and every derivative comes for free; and the fused attention op
+// (attention_ops.cpp), one kernel for scores, mask, softmax and weighted sum, which the
+// attention fusion pass (engine/passes) puts in the composite's place on a backend that has
+// its kernels.
 //
 //   // self-attention over x [N,T,E] with 4 heads; weights [E,E] as Linear's ([in, out])
 //   Ref y = multi_head_attention(e, x, wq, wk, wv, wo, {bq, bk, bv, bo}, 4, /*causal=*/true);
@@ -22,6 +25,24 @@ Ref causal_mask(Emitter& e, int64_t tq, int64_t tk);
 // `causal`, key j > query i is left out (PyTorch's is_causal: the top-left aligned
 // lower triangle).
 Ref scaled_dot_product_attention(Emitter& e, Ref q, Ref k, Ref v, bool causal);
+
+// The fused op's outputs: o [B,Tq,dv] and the log-sum-exp of each query's scaled scores over
+// the keys it sees, lse [B,Tq] (what its backward recomputes the probabilities from).
+struct AttentionOut {
+  Ref o, lse;
+};
+
+// The op "attention": q [B,Tq,d], k [B,Tk,d], v [B,Tk,dv], softmax(scale q k^T) v with the
+// causal mask when `causal`. Its gradient is the op "attention_backward".
+AttentionOut fused_attention(Emitter& e, Ref q, Ref k, Ref v, bool causal, double scale);
+
+// The same two values as a composite (scores, mask, log_softmax, matmul): what the fused op's
+// forward-mode rule differentiates. scaled_dot_product_attention is its `o` with scale
+// 1/sqrt(d).
+AttentionOut attention_composite(Emitter& e, Ref q, Ref k, Ref v, bool causal, double scale);
+
+// scale q k^T, plus -1e9 where the causal mask hides a key: the scores a softmax reads.
+Ref attention_scores(Emitter& e, Ref q, Ref k, bool causal, double scale);
 
 // Optional biases of the four projections (invalid: none), each [E].
 struct AttentionBiases {

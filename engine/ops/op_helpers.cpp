@@ -18,6 +18,7 @@ void register_core_ops(OpRegistry& reg) {
   ops::register_conv_ops(reg);
   ops::register_norm_ops(reg);
   ops::register_fused_ops(reg);
+  ops::register_attention_ops(reg);
 }
 
 }  // namespace

@@ -62,5 +62,6 @@ void register_layout_ops(OpRegistry& reg);    // layout_ops.cpp: reductions max/
 void register_conv_ops(OpRegistry& reg);      // conv_ops.cpp: conv2d, conv_transpose2d, pooling
 void register_norm_ops(OpRegistry& reg);      // norm_ops.cpp: softmax, norms, dropout, embedding, losses
 void register_fused_ops(OpRegistry& reg);     // fused_ops.cpp: fused_elementwise, linear_act, conv2d_act
+void register_attention_ops(OpRegistry& reg);  // attention_ops.cpp: attention, attention_backward
 
 }  // namespace mls::ops

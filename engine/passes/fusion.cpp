@@ -167,7 +167,8 @@ FusionSupport FusionSupport::of(const Backend& b) {
     const OpDef* d = op_registry().find(op);
     return d && b.supports(*d, DType::F32);
   };
-  return {has("linear_act"), has("conv2d_act"), has("fused_elementwise"), b.max_kernel_inputs()};
+  return {has("linear_act"), has("conv2d_act"), has("fused_elementwise"), b.max_kernel_inputs(),
+          has("attention") && has("attention_backward")};
 }
 
 Graph fuse_linear_activation(const Graph& g, const FusionSupport& s) {

@@ -43,10 +43,17 @@ Graph autocast(const Graph& g, DType low);
 struct FusionSupport {
   bool linear_act = true, conv2d_act = true, elementwise = true;
   size_t max_inputs = SIZE_MAX;  // of a fused_elementwise node
+  bool attention = true;         // attention and attention_backward kernels
   static FusionSupport of(const Backend& b);
 };
 Graph fuse_linear_activation(const Graph& g, const FusionSupport& s = {});
 Graph fuse_elementwise(const Graph& g, const FusionSupport& s = {});
+// Attention fusion (attention_fusion.cpp), for forward graphs before autodiff (build_step
+// runs it there): scaled_dot_product_attention's composite over [B, T, d] operands becomes
+// one attention node (engine/ops/attention.h), whose gradient is one attention_backward node
+// that recomputes the probabilities instead of keeping them. Backends without both kernels
+// (the GPU backends today) keep the composite.
+Graph fuse_attention(const Graph& g, const FusionSupport& s = {});
 
 struct PassRecord {
   std::string name;

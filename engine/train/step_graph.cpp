@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/autodiff/autodiff.h"
+#include "engine/core/check.h"
 #include "engine/exec/checkpointing.h"
 #include "engine/exec/default_passes.h"
 #include "engine/ops/layout.h"
@@ -10,8 +11,40 @@
 
 namespace mls {
 
+namespace {
+
+// Attention fusion runs before autodiff (the backward is then the fused op's own). The
+// rewrite keeps inputs (in order) and outputs, so loss and logits ride along as outputs.
+void fuse_model_attention(ModelGraph& mg, const Backend& backend) {
+  const FusionSupport support = FusionSupport::of(backend);
+  if (!support.attention) return;
+  Graph& g = mg.graph;
+  const Refs saved = g.outputs();
+  Refs outs{mg.loss, mg.logits.valid() ? mg.logits : mg.loss};
+  outs.insert(outs.end(), saved.begin(), saved.end());
+  g.set_outputs(outs);
+  Graph fused = fuse_attention(g, support);
+  auto input = [&](Ref r) {
+    if (!r.valid()) return Ref{};
+    const auto i = static_cast<size_t>(std::find(g.inputs().begin(), g.inputs().end(), r) -
+                                       g.inputs().begin());
+    MLS_CHECK(i < g.inputs().size(), "fuse_model_attention: a model handle is not a graph input");
+    return fused.inputs()[i];
+  };
+  mg.input = input(mg.input);
+  mg.labels = input(mg.labels);
+  mg.step_seed = input(mg.step_seed);
+  mg.loss = fused.outputs()[0];
+  if (mg.logits.valid()) mg.logits = fused.outputs()[1];
+  fused.set_outputs(Refs(fused.outputs().begin() + 2, fused.outputs().end()));
+  mg.graph = std::move(fused);
+}
+
+}  // namespace
+
 Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions& o) {
-  autocast_model(mg, o.precision);  // mixed precision: products in bf16/f16 (F32: no change)
+  autocast_model(mg, o.precision);    // mixed precision: products in bf16/f16 (F32: no change)
+  fuse_model_attention(mg, backend);  // where the backend has the fused attention kernels
   Graph& g = mg.graph;
   StepGraph s;
   Refs outs;
