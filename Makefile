@@ -73,8 +73,12 @@ fuzz: setup
 # the engine's GEMM, and how fast the input pipeline delivers Fashion-MNIST batches; then the
 # experiment database at scale (10,000 runs: runs list/compare, the run browser, logging);
 # what the training debugger costs a step (breakpoints armed, health instruments); data-parallel
-# scaling over MPI ranks, one thread each (writes docs/dist-scaling.md).
-BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels inference_latency eager_overhead dashboard_overhead matmul_backends runs_store_bench run_browser_paint debugger_overhead
+# scaling over MPI ranks, one thread each (writes docs/dist-scaling.md); cost curves, time per
+# epoch and % of the FMA peak as the MLP, the residual CNN and the batch grow, beside PyTorch
+# (bench/cost_curves.py: about 15 minutes; writes docs/cost-curves.md and .png;
+# COST_CURVES=--quick: fewer points, written under build/ instead).
+COST_CURVES ?=
+BENCH_TOOLS = pipeline_throughput fma_peak conv_kernels attention_kernels inference_latency eager_overhead dashboard_overhead matmul_backends runs_store_bench run_browser_paint debugger_overhead
 bench: build
 	@scripts/setup --bench
 	@cmake --build $(BUILD) --target $(BENCH_TOOLS)
@@ -85,6 +89,7 @@ bench: build
 	@/usr/bin/python3 bench/eager_overhead_torch.py --mlstudio $(BUILD)/bench/eager_overhead
 	@/usr/bin/python3 bench/lua_overhead_torch.py --mlstudio $(BUILD)/app/mlstudio
 	@$(BUILD)/bench/fma_peak
+	@/usr/bin/python3 bench/cost_curves.py --mlstudio $(BUILD)/app/mlstudio --fma-peak $(BUILD)/bench/fma_peak $(COST_CURVES)
 	@$(BUILD)/bench/conv_kernels
 	@$(BUILD)/bench/pipeline_throughput
 	@$(BUILD)/bench/matmul_backends

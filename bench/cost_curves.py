@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""Cost curves: how the time of one training epoch grows with the model, mlstudio beside
+PyTorch on CPU, in one run, alternating per point (mlstudio, PyTorch, mlstudio, ...) so that
+both sides see the same load.
+
+  bench/cost_curves.py --mlstudio build/app/mlstudio --fma-peak build/bench/fma_peak [--quick]
+
+Curves (each point trains a fixed subset of the training set, the same for both sides):
+  mlp    MLP 784-W-W/2-10 (the shape of resources/examples/fashion-mnist-mlp.mls; W = 256 is
+         that example), batch 128, W = 256 -> 4096
+  cnn    the residual CNN of resources/examples/fashion-mnist-resnet.mls with C channels
+         (stem C, a residual block of two 3x3 convolutions C, a 3x3 convolution 2C; C = 16 is
+         that example), batch 128, C = 16 -> 128
+  batch  the MLP example 784-256-128-10, batch 16 -> 1024
+  transformer-width, transformer-context: the character-level transformer example
+         (resources/examples/words-transformer.mls beside bench/words_transformer_torch.py),
+         width 64 -> 512 and context 16 -> 256, when both files are in the tree (see
+         TRANSFORMER below).
+
+Each side runs as a fresh process training `epochs` epochs of the subset; its figure is the
+median epoch (training pass only, evaluation excluded), and the point's figure the median
+over `--rounds` rounds. Both sides train with SGD (lr 0.05, momentum 0.9, no schedule) on
+the same data; mlstudio runs with --threads 2, PyTorch with its default threads (its fastest
+on 2 cores: see the README), OPENBLAS_CORETYPE removed from both environments.
+
+% of FMA peak: the FLOPs of one training step as mlstudio's op registry counts them (the
+sum of the "flops" of every kernel of one step in a `--profile` trace: matrix products and
+convolutions 2 per multiply-add, elementwise ops one per element; the optimizer update is
+not in it), times the steps of an epoch, over the epoch's time, over the fp32 FMA peak of as
+many threads that build/bench/fma_peak measures in the same run (the higher of a reading
+before and after the curves). PyTorch trains the same model, so the same FLOP count serves
+both sides. Peak RSS: each process's ru_maxrss (os.wait4).
+
+Writes docs/cost-curves.md (a table per curve) and docs/cost-curves.png (a panel per curve).
+A run that fails stops the benchmark with its command and the end of its output.
+"""
+import argparse
+import copy
+import json
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+EXAMPLES = os.path.join(ROOT, "resources", "examples")
+FASHION = "/usr/share/datasets/fashion-mnist"
+THREADS = 2
+
+
+WORK_DIR = None  # the generated projects; kept when a run fails, to run its command again
+
+
+def fail(msg):
+    kept = f"\n(the generated projects are kept in {WORK_DIR})" if WORK_DIR else ""
+    sys.exit(f"bench/cost_curves.py: {msg}{kept}")
+
+
+def run_process(cmd, env, cwd=None):
+    """Runs cmd; returns (stdout text, peak RSS bytes). Exits with the command on failure."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
+        _, status, usage = os.wait4(p.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+        if code != 0:
+            err.seek(0)
+            tail = (text + err.read().decode(errors="replace")).strip().splitlines()[-15:]
+            fail(f"this command failed with status {code}:\n  {shlex.join(cmd)}\n" + "\n".join("  | " + l for l in tail))
+    return text, usage.ru_maxrss * 1024
+
+
+def last_json(text, cmd):
+    lines = text.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        fail(f"no JSON line at the end of the output of:\n  {shlex.join(cmd)}")
+
+
+# ---------------------------------------------------------------------------------------
+# The curves. A curve: what it varies, its points (full and --quick), the subset each point
+# trains, and per point the project (an example's JSON, changed) and PyTorch's command.
+
+
+def load_example(name):
+    with open(os.path.join(EXAMPLES, name)) as f:
+        return json.load(f)
+
+
+def node(doc, node_id):
+    for n in doc["model"]["nodes"]:
+        if n["id"] == node_id:
+            return n
+    fail(f"node '{node_id}' not found in the example project (has it changed?)")
+
+
+def plain_training(doc, batch):
+    """SGD lr 0.05 momentum 0.9, no schedule, no early stopping, no validation split: what
+    torch_reference.py trains."""
+    t = doc["training"]
+    t["batch_size"] = batch
+    t["device"] = "cpu"
+    t["mode"] = "static"
+    t["optimizer"] = {"type": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": False, "weight_decay": 0.0}
+    t.pop("schedule", None)
+    t.pop("early_stopping", None)
+    doc["dataset"] = {"source": "fashion-mnist", "path": FASHION}
+    return doc
+
+
+def mlp_project(width, batch):
+    doc = plain_training(load_example("fashion-mnist-mlp.mls"), batch)
+    node(doc, "fc1")["params"]["out_features"] = width
+    node(doc, "fc2")["params"]["out_features"] = width // 2
+    return doc
+
+
+def cnn_project(channels):
+    doc = plain_training(load_example("fashion-mnist-resnet.mls"), 128)
+    for n in ("stem", "res_conv1", "res_conv2"):
+        node(doc, n)["params"]["out_channels"] = channels
+    node(doc, "conv3")["params"]["out_channels"] = 2 * channels
+    return doc
+
+
+def torch_cmd(python, model, batch, extra):
+    return [python, os.path.join(HERE, "torch_reference.py"), "--model", model, "--batch", str(batch)] + extra
+
+
+CURVES = [
+    {
+        "key": "mlp",
+        "title": "MLP width W (784-W-W/2-10, batch 128)",
+        "x": "width W",
+        "points": [256, 512, 1024, 2048, 4096],
+        "quick": [256, 1024, 4096],
+        "subset": 4096,
+        "epochs": 3,
+        "batch": lambda w: 128,
+        "project": lambda w: mlp_project(w, 128),
+        "torch": lambda py, w: torch_cmd(py, "mlp", 128, ["--width", str(w)]),
+    },
+    {
+        "key": "cnn",
+        "title": "Residual CNN channels C (resnet example: C, C, C, 2C; batch 128)",
+        "x": "channels C",
+        "points": [16, 32, 64, 128],
+        "quick": [16, 64],
+        "subset": 512,
+        "epochs": 3,
+        "batch": lambda c: 128,
+        "project": cnn_project,
+        "torch": lambda py, c: torch_cmd(py, "resnet", 128, ["--channels", str(c)]),
+    },
+    {
+        "key": "batch",
+        "title": "Batch size B (MLP 784-256-128-10)",
+        "x": "batch B",
+        "points": [16, 32, 64, 128, 256, 512, 1024],
+        "quick": [16, 128, 1024],
+        "subset": 16384,
+        "epochs": 3,
+        "batch": lambda b: b,
+        "project": lambda b: mlp_project(256, b),
+        "torch": lambda py, b: torch_cmd(py, "mlp", b, ["--width", "256"]),
+    },
+]
+
+# TRANSFORMER: the character-level transformer example (helpers X1/X2, issue 31 part 2).
+# Its curves are added here, derived from its .mls and its PyTorch twin, when both are in
+# the tree; until then they are listed as left out in the report.
+TRANSFORMER_MLS = os.path.join(EXAMPLES, "words-transformer.mls")
+TRANSFORMER_TORCH = os.path.join(HERE, "words_transformer_torch.py")
+
+
+def transformer_curves():
+    if not (os.path.exists(TRANSFORMER_MLS) and os.path.exists(TRANSFORMER_TORCH)):
+        return [], ("transformer width 64 -> 512 and context 16 -> 256: not measured, "
+                    f"{os.path.relpath(TRANSFORMER_MLS, ROOT)} or {os.path.relpath(TRANSFORMER_TORCH, ROOT)} "
+                    "is not in this tree")
+    return [], "transformer curves: not wired yet"
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def fma_peak(tool, threads):
+    cmd = [tool, "5"]
+    text, _ = run_process(cmd, os.environ.copy())
+    m = re.search(r"fp32 FMA peak: 1 thread ([\d.]+) GFLOP/s, (\d+) threads ([\d.]+) GFLOP/s", text)
+    if not m:
+        fail(f"no FMA peak line in the output of {shlex.join(cmd)}")
+    one, hw, many = float(m.group(1)), int(m.group(2)), float(m.group(3))
+    if threads == 1:
+        return one
+    if hw != threads:
+        fail(f"{tool} measured {hw} threads, the curves run {threads}")
+    return many
+
+
+def step_flops(mlstudio, project, batch, tmp, env):
+    """FLOPs of one training step: the kernels' "flops" in a --profile trace of one step."""
+    trace = os.path.join(tmp, "trace.json")
+    db = os.path.join(tmp, "flops.db")
+    cmd = [mlstudio, "--run", project, "--epochs", "1", "--limit", str(batch), "--test-limit", str(batch),
+           "--threads", str(THREADS), "--json", "--quiet", "--db", db, "--profile", trace]
+    run_process(cmd, env)
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    steps = {}
+    for e in events:
+        a = e.get("args", {})
+        if e.get("cat") == "op" and a.get("pass") in ("forward", "backward") and "step" in a:
+            steps.setdefault(a["step"], 0.0)
+            steps[a["step"]] += float(a.get("flops", 0))
+    for f in (trace, db, db + "-wal", db + "-shm"):
+        if os.path.exists(f):
+            os.remove(f)
+    if len(steps) != 1:
+        fail(f"expected one training step in the trace of {shlex.join(cmd)}, found {len(steps)}")
+    flops = next(iter(steps.values()))
+    if flops <= 0:
+        fail(f"no FLOPs in the trace of {shlex.join(cmd)}")
+    return flops
+
+
+def measure_curve(curve, args, tmp, env, quick):
+    points = curve["quick"] if quick else curve["points"]
+    rows = []
+    for v in points:
+        batch = curve["batch"](v)
+        subset = curve["subset"]
+        if subset % batch:
+            fail(f"curve {curve['key']}: subset {subset} is not a multiple of batch {batch}")
+        project = os.path.join(tmp, f"{curve['key']}-{v}.mls")
+        with open(project, "w") as f:
+            json.dump(curve["project"](v), f, indent=1)
+        flops = step_flops(args.mlstudio, project, batch, tmp, env)
+        db = os.path.join(tmp, "runs.db")
+        ours, theirs = [], []
+        mls_cmd = [args.mlstudio, "--run", project, "--epochs", str(curve["epochs"]), "--limit", str(subset),
+                   "--test-limit", str(args.test_limit), "--threads", str(THREADS), "--json", "--quiet", "--db", db]
+        py_cmd = curve["torch"](args.python, v) + ["--epochs", str(curve["epochs"]), "--limit", str(subset),
+                                                     "--test-limit", str(args.test_limit)]
+        for _ in range(args.rounds):
+            text, rss = run_process(mls_cmd, env)
+            ours.append((last_json(text, mls_cmd)["epoch_seconds"], rss))
+            text, rss = run_process(py_cmd, env)
+            r = last_json(text, py_cmd)
+            theirs.append((r["epoch_seconds"], rss))
+            torch_version = r.get("torch", "?")
+        m = statistics.median(o[0] for o in ours)
+        t = statistics.median(o[0] for o in theirs)
+        row = {"x": v, "batch": batch, "subset": subset, "step_flops": flops, "epoch_flops": flops * subset / batch,
+               "mlstudio_s": m, "torch_s": t, "ratio": m / t,
+               "mlstudio_rss": max(o[1] for o in ours), "torch_rss": max(o[1] for o in theirs),
+               "mlstudio_all": [o[0] for o in ours], "torch_all": [o[0] for o in theirs], "torch": torch_version}
+        rows.append(row)
+        print(f"{curve['key']} {v}: mlstudio {m:.4f} s/epoch, PyTorch {t:.4f} s/epoch, ratio {m / t:.2f}, "
+              f"{flops / 1e6:.1f} MFLOP/step", flush=True)
+    return rows
+
+
+def pct(row, side, peak):
+    return 100 * row["epoch_flops"] / row[f"{side}_s"] / (peak * 1e9)
+
+
+def write_markdown(path, results, meta, left_out):
+    peak = meta["peak"]
+    out = ["# Cost curves: mlstudio beside PyTorch on CPU", "",
+           "Written by `bench/cost_curves.py` (`make bench`); do not edit by hand. One run, "
+           f"{meta['date']}, on {meta['cpu']}; load average before / after: {meta['load_before']} / "
+           f"{meta['load_after']}. mlstudio with {THREADS} threads, PyTorch {meta['torch']} with its default "
+           f"threads; each point alternates mlstudio and PyTorch, {meta['rounds']} round(s) of one fresh "
+           "process per side, each training the subset for the epochs given, figure = median epoch "
+           "(training pass only), median over rounds. Both sides: SGD lr 0.05 momentum 0.9, same model, "
+           "same first N training images.", "",
+           f"% of FMA peak: the FLOPs of an epoch (one step's kernels as mlstudio's op registry counts "
+           f"them, times the steps) over its time, over the {THREADS}-thread fp32 FMA peak "
+           f"`build/bench/fma_peak` measured in this run: **{peak:.1f} GFLOP/s** "
+           f"(readings {', '.join(f'{p:.1f}' for p in meta['peaks'])}). The same FLOP count serves "
+           "PyTorch (same model). Ratio = mlstudio / PyTorch time; **slower** marks a point where "
+           "mlstudio took longer than PyTorch. Peak RSS: the whole process (ru_maxrss).", ""]
+    for curve, rows in results:
+        r0 = rows[0]
+        out.append(f"## {curve['title']}")
+        out.append("")
+        out.append(f"Subset: the first {r0['subset']:,} training images, {curve['epochs']} epochs per process.")
+        out.append("")
+        out.append(f"| {curve['x']} | MFLOP/step | mlstudio s/epoch | PyTorch s/epoch | ratio | mlstudio % FMA peak | "
+                   "PyTorch % FMA peak | mlstudio peak RSS | PyTorch peak RSS |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            mark = " **slower**" if r["ratio"] > 1 else ""
+            out.append(f"| {r['x']} | {r['step_flops'] / 1e6:,.1f} | {r['mlstudio_s']:.4f} | {r['torch_s']:.4f} | "
+                       f"{r['ratio']:.2f}{mark} | {pct(r, 'mlstudio', peak):.1f} % | {pct(r, 'torch', peak):.1f} % | "
+                       f"{r['mlstudio_rss'] / 2**20:,.0f} MiB | {r['torch_rss'] / 2**20:,.0f} MiB |")
+        out.append("")
+    slower = [(c["key"], r["x"]) for c, rows in results for r in rows if r["ratio"] > 1]
+    out.append("Points where mlstudio is slower than PyTorch: " +
+               (", ".join(f"{k} {x}" for k, x in slower) if slower else "none") + ".")
+    out.append("")
+    for note in left_out:
+        out.append(f"Left out: {note}.")
+        out.append("")
+    out.append("![cost curves](cost-curves.png)")
+    out.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def write_png(path, results, peak):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+    n = len(results)
+    cols = min(n, 3)
+    rows_n = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 4.2 * rows_n), squeeze=False)
+    colors = {"mlstudio": "tab:blue", "torch": "tab:orange"}
+    names = {"mlstudio": "mlstudio", "torch": "PyTorch"}
+    for i, (curve, rows) in enumerate(results):
+        ax = axes[i // cols][i % cols]
+        xs = [r["x"] for r in rows]
+        ax2 = ax.twinx()
+        for side in ("mlstudio", "torch"):
+            ax.plot(xs, [r[f"{side}_s"] for r in rows], "o-", color=colors[side], label=f"{names[side]} s/epoch")
+            ax2.plot(xs, [pct(r, side, peak) for r in rows], "s--", color=colors[side], alpha=0.6,
+                     label=f"{names[side]} % FMA peak")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(xs)
+        ax.set_xticklabels([str(x) for x in xs])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(curve["x"])
+        ax.set_ylabel(f"s per epoch of {rows[0]['subset']:,} images (solid)")
+        ax2.set_ylabel("% of FMA peak (dashed)")
+        ax2.set_ylim(0, 100)
+        ax.set_title(curve["title"], fontsize=9.5)
+        ax.grid(True, which="major", alpha=0.3)
+        if i == 0:
+            h1, l1 = ax.get_legend_handles_labels()
+            h2, l2 = ax2.get_legend_handles_labels()
+            ax.legend(h1 + h2, l1 + l2, fontsize=7.5, loc="upper left")
+    for j in range(n, rows_n * cols):
+        axes[j // cols][j % cols].axis("off")
+    fig.suptitle(f"mlstudio beside PyTorch on CPU: time per epoch and % of the {THREADS}-thread FMA peak "
+                 f"({peak:.0f} GFLOP/s)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mlstudio", default="build/app/mlstudio")
+    ap.add_argument("--fma-peak", default="build/bench/fma_peak")
+    # Debian's interpreter: python3-torch installs there, not into other Pythons on PATH.
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--quick", action="store_true", help="fewer points, one round")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per point (default 2, 1 with --quick)")
+    ap.add_argument("--curves", default="", help="comma-separated subset of: " +
+                    ", ".join(c["key"] for c in CURVES) + ", transformer-width, transformer-context")
+    ap.add_argument("--test-limit", type=int, default=256, help="test images evaluated after each epoch")
+    ap.add_argument("--out", default=None,
+                    help="where cost-curves.md and .png go (default docs/, build/ with --quick)")
+    args = ap.parse_args()
+    args.rounds = args.rounds or (1 if args.quick else 2)
+    args.out = args.out or os.path.join(ROOT, "build" if args.quick else "docs")
+    for tool in (args.mlstudio, args.fma_peak):
+        if not os.access(tool, os.X_OK):
+            fail(f"{tool} is not an executable (build it first: mlstudio, fma_peak)")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    extra, note = transformer_curves()
+    curves = CURVES + extra
+    left_out = [note] if note else []
+    if args.curves:
+        wanted = args.curves.split(",")
+        unknown = [w for w in wanted if w not in {c["key"] for c in curves} | {"transformer-width", "transformer-context"}]
+        if unknown:
+            fail(f"unknown curve(s): {', '.join(unknown)}")
+        curves = [c for c in curves if c["key"] in wanted]
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    started = time.time()
+    peaks = [fma_peak(args.fma_peak, THREADS)]
+    print(f"fp32 FMA peak, {THREADS} threads: {peaks[0]:.1f} GFLOP/s", flush=True)
+    results = []
+    global WORK_DIR
+    WORK_DIR = tempfile.mkdtemp(prefix="cost-curves-")
+    for c in curves:
+        results.append((c, measure_curve(c, args, WORK_DIR, env, args.quick)))
+    shutil.rmtree(WORK_DIR)
+    WORK_DIR = None
+    peaks.append(fma_peak(args.fma_peak, THREADS))
+    load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    cpu = "this machine"
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"model name\s*:\s*(.*)", f.read())
+            if m:
+                cpu = f"{m.group(1).strip()} ({os.cpu_count()} cores)"
+    except OSError:
+        pass
+    meta = {"peak": max(peaks), "peaks": peaks, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+            "cpu": cpu, "load_before": load_before, "load_after": load_after, "rounds": args.rounds,
+            "torch": next((r["torch"] for _, rows in results for r in rows), "?")}
+    os.makedirs(args.out, exist_ok=True)
+    md, png = os.path.join(args.out, "cost-curves.md"), os.path.join(args.out, "cost-curves.png")
+    write_markdown(md, results, meta, left_out)
+    write_png(png, results, meta["peak"])
+    print(f"wrote {md} and {png} in {time.time() - started:.0f} s")
+    for note in left_out:
+        print(f"left out: {note}")
+
+
+if __name__ == "__main__":
+    main()
