@@ -841,8 +841,7 @@ std::string preflight_line(const PreflightEstimate& e) {
     fit = " of " + bytes_text(*e.free_bytes) + " free" +
           (e.max_batch > 0 ? " (the largest batch that fits: " + std::to_string(e.max_batch) + ")"
                            : "");
-  int64_t eval = 0;
-  for (const PreflightPlan& p : e.plans) eval += p.training ? 0 : p.bytes;
+  const int64_t eval = e.eval_bytes;
   char buf[160];
   std::snprintf(buf, sizeof buf, "; about %.2f ms per step, %.1f s per epoch", 1e3 * e.step_seconds,
                 e.epoch_seconds);

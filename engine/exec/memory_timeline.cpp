@@ -66,6 +66,20 @@ std::vector<size_t> MemoryTimeline::live_at(size_t sample) const {
   return out;
 }
 
+int64_t plan_constant_bytes(const CompiledPlan& plan) {
+  // Constants hold their buffers as long as the plan's graph lives (one count per buffer).
+  std::vector<const Buffer*> seen;
+  int64_t bytes = 0;
+  for (const Value& v : plan.graph().values()) {
+    if (v.kind != ValueKind::Const || !v.constant.defined()) continue;
+    const Buffer* b = v.constant.buffer();
+    if (std::find(seen.begin(), seen.end(), b) != seen.end()) continue;
+    seen.push_back(b);
+    bytes += static_cast<int64_t>(b->size());
+  }
+  return bytes;
+}
+
 MemoryTimeline memory_timeline(const CompiledPlan& plan, const HeldBytes& held) {
   const Graph& g = plan.graph();
   MemoryTimeline t;
@@ -134,15 +148,7 @@ MemoryTimeline memory_timeline(const CompiledPlan& plan, const HeldBytes& held) 
   base[mem_cat_index(MemCat::Input)] = held.input;
   base[mem_cat_index(MemCat::Gradient)] = held.gradient;
   base[mem_cat_index(MemCat::Other)] = held.other;
-  // Constants hold their buffers as long as the plan's graph lives (one count per buffer).
-  std::vector<const Buffer*> seen;
-  for (const Value& v : g.values()) {
-    if (v.kind != ValueKind::Const || !v.constant.defined()) continue;
-    const Buffer* b = v.constant.buffer();
-    if (std::find(seen.begin(), seen.end(), b) != seen.end()) continue;
-    seen.push_back(b);
-    base[mem_cat_index(MemCat::Constant)] += static_cast<int64_t>(b->size());
-  }
+  base[mem_cat_index(MemCat::Constant)] = plan_constant_bytes(plan);
   for (int32_t w = 0; w <= waves; ++w) {
     MemoryTimeline::Sample s;
     s.wave = w;

@@ -85,4 +85,7 @@ struct MemoryTimeline {
 
 MemoryTimeline memory_timeline(const CompiledPlan& plan, const HeldBytes& held);
 
+// The bytes of the plan's graph's constants (each buffer once): they live as long as the plan.
+int64_t plan_constant_bytes(const CompiledPlan& plan);
+
 }  // namespace mls

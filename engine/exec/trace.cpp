@@ -26,7 +26,8 @@ void TraceRecorder::counter(std::string name, int64_t ts_ns,
   events_.push_back({'C', std::move(name), "memory", ts_ns, ts_ns, 0, {}, std::move(values)});
 }
 
-void TraceRecorder::plan_run(const CompiledPlan& plan, int64_t step, const MemoryTimeline* memory) {
+void TraceRecorder::plan_run(const CompiledPlan& plan, int64_t step, const MemoryTimeline* memory,
+                             std::string_view cat) {
   const std::string step_text = std::to_string(step);
   int32_t counted_wave = -1;
   for (const CompiledPlan::StepTime& s : plan.step_times()) {
@@ -47,7 +48,7 @@ void TraceRecorder::plan_run(const CompiledPlan& plan, int64_t step, const Memor
       std::snprintf(f, sizeof f, "%.0f", s.flops);
       args.emplace_back("flops", f);
     }
-    span(s.label.empty() ? s.op : s.op + " [" + s.label + "]", "op", s.last.start_ns, s.last.end_ns,
+    span(s.label.empty() ? s.op : s.op + " [" + s.label + "]", std::string(cat), s.last.start_ns, s.last.end_ns,
          s.last.thread, std::move(args));
   }
 }

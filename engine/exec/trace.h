@@ -39,8 +39,10 @@ class TraceRecorder {
             std::vector<std::pair<std::string, std::string>> args = {});
   void counter(std::string name, int64_t ts_ns, std::vector<std::pair<std::string, double>> values);
   // The kernels of the plan's last run (it must profile: CompiledPlan::set_profiling), each a
-  // span of category "op", and with `memory`, a "memory" counter at each wave's first kernel.
-  void plan_run(const CompiledPlan& plan, int64_t step, const MemoryTimeline* memory);
+  // span of category `cat` ("op": a training step's; "eval": an evaluation's), and with
+  // `memory`, a "memory" counter at each wave's first kernel.
+  void plan_run(const CompiledPlan& plan, int64_t step, const MemoryTimeline* memory,
+                std::string_view cat = "op");
 
   const std::vector<Event>& events() const { return events_; }
   size_t count(std::string_view cat) const;

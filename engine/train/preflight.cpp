@@ -81,31 +81,49 @@ int64_t plan_bytes(const PlannedStep& ps) {
   return t.total_bytes - h.parameter - h.optimizer_state;
 }
 
-// The plans a run at `batch` keeps, and their bytes.
-Result<std::vector<PreflightPlan>> run_plans(const ModelBuilder& build, const TrainConfig& config,
-                                             Backend& backend, int64_t batch,
-                                             const PreflightOptions& opt) {
+// The plans a run at `batch` builds, and their bytes. The training plans live through the run;
+// an evaluation's plans live for that evaluation only (Trainer::evaluate frees them), so the
+// run holds the training plans plus the larger of the validation's and the test's.
+struct RunPlans {
   std::vector<PreflightPlan> plans;
-  auto add = [&](std::string what, int64_t b, bool training) -> Result<void> {
-    for (const PreflightPlan& p : plans)
-      if (p.batch == b && p.training == training) return {};  // one plan per (batch, training)
+  int64_t training_bytes = 0;
+  int64_t eval_bytes = 0;  // the largest evaluation's plans
+};
+
+Result<RunPlans> run_plans(const ModelBuilder& build, const TrainConfig& config, Backend& backend,
+                           int64_t batch, const PreflightOptions& opt) {
+  RunPlans out;
+  std::map<std::pair<int64_t, bool>, int64_t> bytes;  // one plan per (batch, training)
+  auto add = [&](std::string what, int64_t b, bool training) -> Result<int64_t> {
+    if (auto it = bytes.find({b, training}); it != bytes.end()) return it->second;
     auto ps = plan_step(build, config, backend, b, training);
     if (!ps) return ps.error();
-    plans.push_back({std::move(what), b, training, plan_bytes(*ps)});
-    return {};
+    const int64_t n = plan_bytes(*ps);
+    out.plans.push_back({std::move(what), b, training, n});
+    bytes[{b, training}] = n;
+    if (training) out.training_bytes += n;
+    return n;
   };
   if (auto r = add("training step", batch, true); !r) return r.error();
   if (opt.samples_per_epoch > 0 && opt.samples_per_epoch % batch != 0)
     if (auto r = add("last partial batch", opt.samples_per_epoch % batch, true); !r)
       return r.error();
   const int64_t eb = std::max<int64_t>(1, config.eval_batch_size);
-  for (int64_t n : opt.eval_samples) {
+  for (int split = 0; split < 2; ++split) {
+    const int64_t n = opt.eval_samples[split];
     if (n <= 0) continue;
-    if (auto r = add("evaluation", std::min(n, eb), false); !r) return r.error();
-    if (n > eb && n % eb != 0)
-      if (auto r = add("evaluation, last batch", n % eb, false); !r) return r.error();
+    const std::string name = split == 0 ? "validation" : "test";
+    auto full = add(name, std::min(n, eb), false);
+    if (!full) return full.error();
+    int64_t sum = *full;
+    if (n > eb && n % eb != 0) {
+      auto last = add(name + ", last batch", n % eb, false);
+      if (!last) return last.error();
+      sum += *last;
+    }
+    out.eval_bytes = std::max(out.eval_bytes, sum);
   }
-  return plans;
+  return out;
 }
 
 }  // namespace
@@ -178,10 +196,10 @@ Result<PreflightEstimate> preflight(const ModelBuilder& build, const TrainConfig
   e.step_bytes = e.timeline.total_bytes;
   auto plans = run_plans(build, config, backend, config.batch_size, opt);
   if (!plans) return plans.error();
-  e.plans = std::move(*plans);
+  e.plans = std::move(plans->plans);
+  e.eval_bytes = plans->eval_bytes;
   const int64_t fixed = e.held.parameter + e.held.optimizer_state;
-  e.total_bytes = fixed;
-  for (const PreflightPlan& p : e.plans) e.total_bytes += p.bytes;
+  e.total_bytes = fixed + plans->training_bytes + plans->eval_bytes;
 
   // Time and FLOPs per kernel, summed per document node.
   const CompiledPlan& plan = *ps->plan;
@@ -234,16 +252,12 @@ Result<PreflightEstimate> preflight(const ModelBuilder& build, const TrainConfig
     if (opt.search_max_batch) {
       // Memory grows with the batch: double until a step no longer fits, then bisect.
       // The evaluation plans do not depend on the training batch: counted once.
-      int64_t eval_bytes = 0;
-      for (const PreflightPlan& p : e.plans) eval_bytes += p.training ? 0 : p.bytes;
       PreflightOptions train_only = opt;
       train_only.eval_samples[0] = train_only.eval_samples[1] = 0;
       auto fits = [&](int64_t b) -> Result<bool> {
         auto ps = run_plans(build, config, backend, b, train_only);
         if (!ps) return ps.error();
-        int64_t bytes = fixed + eval_bytes;
-        for (const PreflightPlan& p : *ps) bytes += p.bytes;
-        return bytes <= *e.free_bytes;
+        return fixed + e.eval_bytes + ps->training_bytes <= *e.free_bytes;
       };
       int64_t lo = 0, hi = 1;
       constexpr int64_t kLimit = int64_t{1} << 24;

@@ -48,7 +48,7 @@ struct PreflightNode {
 
 // A compiled plan the run will keep: its arena, inputs and constants.
 struct PreflightPlan {
-  std::string what;  // "training step", "last partial batch", "evaluation"
+  std::string what;  // "training step", "last partial batch", "validation", "test, last batch"
   int64_t batch = 0;
   bool training = true;
   int64_t bytes = 0;
@@ -59,9 +59,11 @@ struct PreflightEstimate {
   HeldBytes held;
   int64_t arena_bytes = 0;  // the training step's
   int64_t step_bytes = 0;   // the planned peak of a training step alone
-  // The run's peak: parameters, optimizer state and every plan it keeps (the training step,
-  // a last partial batch's step, the evaluation plans), which live at once.
+  // The run's peak: parameters, optimizer state, the training plans it keeps (the training
+  // step, a last partial batch's step) and the largest evaluation's plans (the validation's or
+  // the test's: an evaluation builds its plans and frees them when it ends).
   int64_t total_bytes = 0;
+  int64_t eval_bytes = 0;  // that largest evaluation's plans
   std::vector<PreflightPlan> plans;
   double flops = 0;          // per step
   double step_seconds = 0;   // estimated

@@ -433,7 +433,11 @@ void Trainer::set_trace(TraceRecorder* trace) {
   for (auto& [key, sp] : plans_) sp->plan->set_profiling(profiling_);
 }
 
-HeldBytes Trainer::held_bytes(int64_t batch) const {
+void Trainer::drop_eval_plans() {
+  std::erase_if(plans_, [](const auto& kv) { return !kv.first.second; });
+}
+
+HeldBytes Trainer::held_bytes(int64_t batch, bool training) const {
   HeldBytes h;
   for (const Tensor& t : params_) h.parameter += static_cast<int64_t>(t.nbytes());
   if (opt_)
@@ -441,11 +445,12 @@ HeldBytes Trainer::held_bytes(int64_t batch) const {
       for (const Tensor& t : per_param) h.optimizer_state += static_cast<int64_t>(t.nbytes());
   for (const auto& [key, sp] : plans_) {
     const PlanStats& ps = sp->plan->stats();
-    if (key == std::make_pair(batch, true)) {
+    if (key == std::make_pair(batch, training)) {
       h.input += sp->input_bytes();
       h.gradient += static_cast<int64_t>(ps.own_buffer_bytes);
     } else {
-      h.other += sp->input_bytes() + static_cast<int64_t>(ps.arena_bytes + ps.own_buffer_bytes);
+      h.other += sp->input_bytes() + static_cast<int64_t>(ps.arena_bytes + ps.own_buffer_bytes) +
+                 plan_constant_bytes(*sp->plan);
     }
   }
   return h;
@@ -492,6 +497,12 @@ Result<EvalResult> Trainer::evaluate(BatchSource& data) {
   double loss_sum = 0, top5_sum = 0;
   r.confusion = ConfusionMatrix(std::max<int64_t>(num_classes_, 1));
   RegressionAccumulator reg;
+  // The plans built here are freed when the evaluation ends, however it ends.
+  struct DropPlans {
+    Trainer* t;
+    ~DropPlans() { t->drop_eval_plans(); }
+  } drop{this};
+  const int64_t t_start = trace_ ? steady_now_ns() : 0;
   while (data.next(config_.eval_batch_size, b)) {
     if (auto c = check_batch(b); !c) return c.error();
     auto p = plan_for(b.size, false);
@@ -500,6 +511,12 @@ Result<EvalResult> Trainer::evaluate(BatchSource& data) {
     sp.x.fill_raw(b.x.data(), sp.x.nbytes());
     fill_targets(sp.y, b);
     sp.plan->run();
+    if (trace_) {
+      // The evaluation's kernels and memory in the trace beside the training steps': its
+      // plans live beside the training plan, so the run's peak is often here.
+      if (!sp.timeline) sp.timeline = mls::memory_timeline(*sp.plan, held_bytes(b.size, false));
+      trace_->plan_run(*sp.plan, step_, &*sp.timeline, "eval");
+    }
     const Tensor& lt = sp.plan->tensor(sp.mg.logits);
     out.resize(static_cast<size_t>(lt.numel()));
     backend_.copy_to_host(*lt.buffer(), lt.byte_offset(), out.data(), lt.nbytes());
@@ -519,6 +536,9 @@ Result<EvalResult> Trainer::evaluate(BatchSource& data) {
     }
     r.samples += b.size;
   }
+  if (trace_)
+    trace_->span("evaluation", "evaluation", t_start, steady_now_ns(), trace_thread_id(),
+                 {{"samples", std::to_string(r.samples)}, {"step", std::to_string(step_)}});
   if (r.samples == 0) return make_error("evaluation: the data set is empty");
   r.loss = loss_sum / static_cast<double>(r.samples);
   if (r.regression) {

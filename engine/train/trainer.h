@@ -260,9 +260,10 @@ class Trainer {
   // Records every static training step into `trace` (kernel spans, memory counters, the
   // optimizer update); turns profiling on. Null stops recording.
   void set_trace(TraceRecorder* trace);
-  // What the trainer holds outside the training plan of this batch size: parameters,
-  // optimizer state, that plan's inputs, and (other) the other plans' arenas and inputs.
-  HeldBytes held_bytes(int64_t batch) const;
+  // What the trainer holds outside the plan of this batch size and mode (the training plan by
+  // default): parameters, optimizer state, that plan's inputs, and (other) the other plans'
+  // arenas and inputs.
+  HeldBytes held_bytes(int64_t batch, bool training = true) const;
   // The memory profile of the training step at this batch size (its plan is built if need be).
   Result<MemoryTimeline> memory_timeline(int64_t batch);
   // Mixed precision: the loss scale and the steps skipped so far.
@@ -281,6 +282,9 @@ class Trainer {
  private:
   struct StepPlan;
   Result<StepPlan*> plan_for(int64_t batch, bool training);
+  // Frees the evaluation plans (their arenas and inputs): evaluate() builds them for one
+  // evaluation, so they do not hold memory while the trainer trains.
+  void drop_eval_plans();
   Result<double> eager_step(const HostBatch& batch);
   Result<void> check_batch(const HostBatch& b) const;
   void apply_update(const std::vector<Tensor>& grads);

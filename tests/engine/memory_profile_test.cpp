@@ -311,3 +311,48 @@ TEST_CASE("the Chrome trace has one span per executed kernel, inside its step, a
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message.find("missing/dir/run.json") != std::string::npos);
 }
+
+TEST_CASE("an evaluation frees its plans when it ends, and the trace's memory counters cover it",
+          "[profile][trace]") {
+  cpu::CpuBackend be(2);
+  TrainConfig cfg = config(32, "adam");
+  cfg.epochs = 2;
+  const ModelBuilder build = mlp_builder(20, {64, 32}, 4);
+  Blobs train(320, 20, 4, 3), validation(200, 20, 4, 4), test(300, 20, 4, 5);
+  auto est = preflight(build, cfg, be, measure_device_rates(host()),
+                       {.free_bytes = int64_t{1} << 40,
+                        .samples_per_epoch = 320,
+                        .eval_samples = {200, 300},
+                        .search_max_batch = false});
+  REQUIRE(est.ok());
+  Trainer t(be, build, cfg);
+  TraceRecorder trace;
+  t.set_trace(&trace);
+  FitInputs in{.train = train, .validation = &validation, .test = &test};
+  auto r = t.fit(in);
+  REQUIRE(r.ok());
+  REQUIRE(r->has_test);
+  // Nothing but the training plan is left: the evaluation plans of batch 200 and 300 are gone.
+  CHECK(t.held_bytes(32).other == 0);
+  CHECK(trace.count("evaluation") == 3);  // two validations and the test
+  CHECK(trace.count("eval") > 0);
+  CHECK(trace.count("step") == 20);
+
+  // The largest memory counter is the allocator's peak, which an evaluation reaches: its plan
+  // lives beside the training plan's arena and gradients.
+  const int64_t peak = be.memory().stats().total_peak;
+  const int64_t step_total = t.memory_timeline(32)->total_bytes;
+  double counter_max = 0;
+  for (const TraceRecorder::Event& e : trace.events()) {
+    if (e.phase != 'C') continue;
+    double sum = 0;
+    for (const auto& [k, v] : e.values) sum += v;
+    counter_max = std::max(counter_max, sum);
+  }
+  CHECK(counter_max == static_cast<double>(peak));
+  CHECK(peak > step_total);
+  // The pre-flight counts the training plan and the larger evaluation (the test's 300), not
+  // both evaluations: exact on the CPU.
+  CHECK(est->total_bytes == peak);
+  CHECK(est->eval_bytes > 0);
+}
