@@ -361,6 +361,17 @@ const std::vector<HelpEntry>& help_entries() {
       {"mls.F.embedding", "F.embedding(weight, idx)",
        "rows of weight [V, D] picked by integer indices",
        "mls.F.embedding(w, mls.tensor({1, 3}, \"i64\"))"},
+      {"mls.F.multi_head_attention",
+       "F.multi_head_attention(x, {wq, wk, wv, wo} [, {bq, bk, bv, bo}] "
+       "[, {num_heads =, causal =}])",
+       "self-attention over x [N, T, E] (weights [E, E] as [in, out]), as the "
+       "MultiHeadAttention node",
+       "mls.F.multi_head_attention(mls.randn{2, 5, 8}, {mls.randn{8, 8}, mls.randn{8, 8}, "
+       "mls.randn{8, 8}, mls.randn{8, 8}}, nil, {num_heads = 2, causal = true})"},
+      {"mls.F.scaled_dot_product_attention", "F.scaled_dot_product_attention(q, k, v [, causal])",
+       "softmax(q k^T / sqrt(d)) v over the last two axes; causal hides later keys",
+       "mls.F.scaled_dot_product_attention(mls.randn{2, 5, 4}, mls.randn{2, 5, 4}, "
+       "mls.randn{2, 5, 4}, true)"},
       {"mls.F.cross_entropy", "F.cross_entropy(logits, labels [, {label_smoothing =}])",
        "mean cross-entropy of logits [N, C] against class indices",
        "mls.F.cross_entropy(y, labels)"},
@@ -402,6 +413,12 @@ const std::vector<HelpEntry>& help_entries() {
        "mls.nn.LayerNorm(128)"},
       {"mls.nn.Embedding", "nn.Embedding(vocab, dim)",
        "a table of vocab vectors of size dim, indexed by integers", "mls.nn.Embedding(1000, 32)"},
+      {"mls.nn.PositionalEmbedding", "nn.PositionalEmbedding(T, E [, {init =}])",
+       "adds a learned vector per position to a sequence [N, T, E]",
+       "mls.nn.PositionalEmbedding(16, 64)"},
+      {"mls.nn.MultiheadAttention", "nn.MultiheadAttention(E, num_heads [, {causal =, bias =}])",
+       "self-attention over [N, T, E] as torch.nn.MultiheadAttention(batch_first = true)",
+       "mls.nn.MultiheadAttention(64, 4, {causal = true})"},
       {"mls.nn.Dropout", "nn.Dropout([p])", "dropout with probability p (0.5), off in eval()",
        "mls.nn.Dropout(0.2)"},
       {"mls.nn.Identity", "nn.Identity()", "returns its input", "mls.nn.Identity()"},

@@ -179,6 +179,14 @@ void push_result_table(lua_State* L, int64_t run_id, const TrainResult& r, int64
       lua_setfield(L, -2, "test_macro_f1");
     }
   }
+  if (r.has_validation) {  // the last epoch's validation
+    lua_pushnumber(L, r.validation.loss);
+    lua_setfield(L, -2, "val_loss");
+    if (!r.validation.regression) {
+      lua_pushnumber(L, r.validation.accuracy);
+      lua_setfield(L, -2, "val_accuracy");
+    }
+  }
   lua_createtable(L, static_cast<int>(r.epoch_losses.size()), 0);
   for (size_t i = 0; i < r.epoch_losses.size(); ++i) {
     lua_pushnumber(L, r.epoch_losses[i]);

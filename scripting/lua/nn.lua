@@ -316,7 +316,54 @@ nn.Embedding = Module:extend("Embedding")
 function nn.Embedding:init(v, d)
   make_tensors(self, "embedding", {n_in = v, n_out = d, init = "normal"})
 end
-function nn.Embedding:forward(idx) return F.embedding(self.weight, idx) end
+-- Token ids may come as numbers (a dataset's inputs are f32): they are cast to i64 first.
+function nn.Embedding:forward(idx)
+  if idx:dtype() ~= "i64" then idx = idx:long() end
+  return F.embedding(self.weight, idx)
+end
+
+-- A learned vector per position added to a sequence [N,T,E] (GPT's wpe), as the
+-- PositionalEmbedding node: a [T,E] table that starts N(0, 0.01^2) like nn.Embedding's.
+nn.PositionalEmbedding = Module:extend("PositionalEmbedding")
+function nn.PositionalEmbedding:init(t, e, o)
+  assert(math.type(t) == "integer" and math.type(e) == "integer", "PositionalEmbedding(T, E): two integers")
+  self.weight = mls.parameter({t, e}, {init = opt(o, "init", "normal"), fan_in = e, fan_out = t})
+  rawset(self, "desc", t .. " x " .. e)
+end
+function nn.PositionalEmbedding:forward(x) return x + self.weight end
+function nn.PositionalEmbedding:extra_repr() return self.desc end
+
+-- Self-attention over x [N,T,E] as torch.nn.MultiheadAttention(E, heads, batch_first = true)
+-- called with query = key = value = x, and as the MultiHeadAttention node: the same tensors
+-- (q, k, v, out projections [E,E] as [in, out], then the four biases), the same schemes
+-- (q, k, v Xavier-uniform as PyTorch's one [3E,E] in_proj_weight, out U(+-1/sqrt(E)), biases
+-- zero), made in the same order, so the same seed gives the node's weights.
+nn.MultiheadAttention = Module:extend("MultiheadAttention")
+local kProj = {"q_proj", "k_proj", "v_proj", "out_proj"}
+function nn.MultiheadAttention:init(e, heads, o)
+  assert(math.type(e) == "integer" and math.type(heads) == "integer" and heads >= 1 and e % heads == 0,
+         "MultiheadAttention(E, num_heads): two integers, num_heads dividing E")
+  for i, name in ipairs(kProj) do
+    local init = i < 4 and "xavier_uniform" or "uniform_fan_in"
+    self[name .. ".weight"] = mls.parameter({e, e}, {init = init, fan_in = e, fan_out = i < 4 and 3 * e or e})
+  end
+  if opt(o, "bias", true) then
+    for _, name in ipairs(kProj) do self[name .. ".bias"] = mls.parameter({e}, {init = "zeros"}) end
+  end
+  rawset(self, "e", e)
+  rawset(self, "opts", {num_heads = heads, causal = opt(o, "causal", false)})
+end
+function nn.MultiheadAttention:forward(x)
+  local w, b = {}, {}
+  for i, name in ipairs(kProj) do
+    w[i] = rawget(self, name .. ".weight")
+    b[i] = rawget(self, name .. ".bias")
+  end
+  return F.multi_head_attention(x, w, #b == 4 and b or nil, self.opts)
+end
+function nn.MultiheadAttention:extra_repr()
+  return self.e .. ", heads " .. self.opts.num_heads .. (self.opts.causal and ", causal" or "")
+end
 
 -- [SECTION] containers
 
