@@ -1,4 +1,4 @@
-// CPU kernels (f32): softmax, batch_norm_train, layer_norm, dropout, embedding,
+// CPU kernels (f32): softmax, layer_norm, dropout, embedding,
 // embedding_backward, sigmoid_cross_entropy. Statistics accumulate in double: a channel
 // of a large batch sums many floats, and float sums would drift from the reference.
 #include <cmath>
@@ -9,6 +9,8 @@
 #include "engine/ops/nn.h"
 
 namespace mls::cpu {
+
+void register_batch_norm_kernels(OpRegistry& reg);  // batch_norm_kernels.cpp
 
 namespace {
 
@@ -36,46 +38,6 @@ void softmax_kernel(const KernelCall& c) {
         const float r = 1.0f / s;
         for (int64_t i = 0; i < len; ++i) ys[i * inner] *= r;
       }
-  });
-}
-
-// x [N, C, S] (S the spatial size): one channel per task, outputs y, mean [C], var [C].
-void batch_norm_train_kernel(const KernelCall& c) {
-  const Tensor& tx = *c.inputs[0];
-  const float* x = in_ptr<float>(c, 0);
-  const float* gamma = in_ptr<float>(c, 1);
-  const float* beta = in_ptr<float>(c, 2);
-  float* y = out_ptr<float>(c, 0);
-  float* mean = out_ptr<float>(c, 1);
-  float* var = out_ptr<float>(c, 2);
-  const int64_t n = tx.dim(0), ch = tx.dim(1), s = tx.numel() / (n * ch);
-  const auto m = static_cast<double>(n * s);
-  const double eps = c.attrs.get_float_or("eps", kNormEps);
-  pool_of(c).parallel_for(0, ch, grain_for(n * s), [&](int64_t lo, int64_t hi) {
-    for (int64_t k = lo; k < hi; ++k) {
-      double sum = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const float* xs = x + (i * ch + k) * s;
-        for (int64_t j = 0; j < s; ++j) sum += xs[j];
-      }
-      const double mu = sum / m;
-      double sq = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const float* xs = x + (i * ch + k) * s;
-        for (int64_t j = 0; j < s; ++j) sq += (xs[j] - mu) * (xs[j] - mu);
-      }
-      const double v = sq / m;
-      mean[k] = static_cast<float>(mu);
-      var[k] = static_cast<float>(v);
-      const auto muf = static_cast<float>(mu);
-      const auto a = static_cast<float>(gamma[k] / std::sqrt(v + eps));
-      const float b = beta[k];
-      for (int64_t i = 0; i < n; ++i) {
-        const float* xs = x + (i * ch + k) * s;
-        float* ys = y + (i * ch + k) * s;
-        for (int64_t j = 0; j < s; ++j) ys[j] = (xs[j] - muf) * a + b;
-      }
-    }
   });
 }
 
@@ -169,7 +131,7 @@ void sigmoid_cross_entropy_kernel(const KernelCall& c) {
 
 void register_norm_kernels(OpRegistry& reg) {
   reg.register_kernel("softmax", DeviceKind::CPU, DType::F32, softmax_kernel);
-  reg.register_kernel("batch_norm_train", DeviceKind::CPU, DType::F32, batch_norm_train_kernel);
+  register_batch_norm_kernels(reg);
   reg.register_kernel("layer_norm", DeviceKind::CPU, DType::F32, layer_norm_kernel);
   reg.register_kernel("dropout", DeviceKind::CPU, DType::F32, dropout_kernel);
   reg.register_kernel("embedding", DeviceKind::CPU, DType::F32, embedding_kernel);

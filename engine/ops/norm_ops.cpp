@@ -1,8 +1,8 @@
-// Softmax, normalisation, dropout, embedding and the elementwise loss op.
+// Softmax, layer norm, dropout, embedding and the elementwise loss op (batch norm:
+// batch_norm_ops.cpp).
 //
 // [SECTION] helpers
 // [SECTION] softmax
-// [SECTION] batch_norm_train
 // [SECTION] layer_norm
 // [SECTION] dropout
 // [SECTION] embedding, embedding_backward
@@ -19,6 +19,8 @@
 #include "engine/ops/op_helpers.h"
 
 namespace mls::ops {
+
+void register_batch_norm_ops(OpRegistry& reg);  // batch_norm_ops.cpp
 
 namespace {
 
@@ -67,19 +69,6 @@ void for_each_line(const Shape& s, int64_t axis, Fn fn) {
     for (int64_t i = 0; i < inner; ++i) fn(o * len * inner + i, inner, len);
 }
 
-// [1, C, 1, ...] and the axes other than 1, for x [N, C, ...].
-Shape channel_shape(const Shape& x) {
-  Shape s(x.size(), 1);
-  s[1] = x[1];
-  return s;
-}
-std::vector<int64_t> batch_axes(const Shape& x) {
-  std::vector<int64_t> axes;
-  for (int64_t d = 0; d < static_cast<int64_t>(x.size()); ++d)
-    if (d != 1) axes.push_back(d);
-  return axes;
-}
-
 // The last k axes of a rank-r shape.
 std::vector<int64_t> last_axes(size_t r, size_t k) {
   std::vector<int64_t> axes;
@@ -121,109 +110,6 @@ std::vector<RefArray> softmax_ref(std::span<const RefArray> in, const Attrs& a) 
     for (int64_t i = 0; i < len; ++i) at(i) /= s;
   });
   return {r};
-}
-
-// [SECTION] batch_norm_train
-
-const std::vector<AttrSpec> kNormAttrs{{"eps", AttrKind::Float, false}};
-
-Result<Types> infer_batch_norm(InTypes in, const Attrs& a) {
-  if (auto r = check_attr_kinds(a, kNormAttrs); !r) return r.error();
-  const Shape& x = in[0].shape;
-  if (x.size() < 2) return make_error("expects x [N, C, ...], got " + shape_str(x));
-  for (size_t i = 0; i < 3; ++i)
-    if (auto r = check_f32(in[i], i == 0 ? "x" : i == 1 ? "gamma" : "beta"); !r) return r.error();
-  Shape c{x[1]};
-  if (in[1].shape != c || in[2].shape != c)
-    return make_error("gamma and beta must be [C] = " + shape_str(c) + " for x " + shape_str(x) +
-                      ", got " + shape_str(in[1].shape) + " and " + shape_str(in[2].shape));
-  if (numel(x) == 0) return make_error("x " + shape_str(x) + " has no elements to average");
-  if (eps_of(a) <= 0) return make_error("eps must be > 0");
-  return Types{in[0], {DType::F32, c}, {DType::F32, c}};
-}
-
-// The classic formula, with m = N * spatial, xhat = (x - mean) rstd, sums over axes != 1:
-//   dx = gamma rstd (g - sum(g)/m - xhat sum(g xhat)/m) + g_mean/m + g_var 2 (x - mean)/m.
-Refs batch_norm_vjp(const GradContext& c) {
-  Emitter& e = c.e;
-  const Shape xs = e.shape_of(c.in(0));
-  const Shape cs = channel_shape(xs);
-  const std::vector<int64_t> axes = batch_axes(xs);
-  const double m = static_cast<double>(numel(xs) / xs[1]);
-  Ref xc = sub(e, c.in(0), reshape(e, c.out(1), cs));
-  Refs r(3);
-  Ref gx;
-  if (Ref gy = c.gout(0); gy.valid()) {
-    Ref rstd = inv_std(e, reshape(e, c.out(2), cs), eps_of(c.attrs));
-    Ref xhat = mul(e, xc, rstd);
-    Ref sg = sum(e, gy, axes, true);
-    Ref sgx = sum(e, mul(e, gy, xhat), axes, true);
-    if (c.needs(1)) r[1] = reshape(e, sgx, {xs[1]});
-    if (c.needs(2)) r[2] = reshape(e, sg, {xs[1]});
-    if (c.needs(0)) {
-      Ref centred = sub(e, gy, add(e, scale(e, sg, 1.0 / m), mul(e, xhat, scale(e, sgx, 1.0 / m))));
-      gx = mul(e, centred, mul(e, reshape(e, c.in(1), cs), rstd));
-    }
-  }
-  if (c.needs(0) && c.gout(1).valid())
-    gx = accumulate(e, gx, expand(e, reshape(e, scale(e, c.gout(1), 1.0 / m), cs), xs));
-  if (c.needs(0) && c.gout(2).valid())
-    gx = accumulate(e, gx, mul(e, xc, reshape(e, scale(e, c.gout(2), 2.0 / m), cs)));
-  r[0] = gx;
-  return r;
-}
-
-// d mean = mean(t);  d var = 2 mean((x - mean)(t - d mean));
-// d y = gamma (rstd (t - d mean) - xhat rstd^2 d var / 2) + d gamma xhat + d beta.
-Refs batch_norm_jvp(const JvpContext& c) {
-  Emitter& e = c.e;
-  const Shape xs = e.shape_of(c.in(0));
-  const Shape cs = channel_shape(xs);
-  const std::vector<int64_t> axes = batch_axes(xs);
-  Ref xc = sub(e, c.in(0), reshape(e, c.out(1), cs));
-  Ref rstd = inv_std(e, reshape(e, c.out(2), cs), eps_of(c.attrs));
-  Ref xhat = mul(e, xc, rstd);
-  Ref ty, tmean, tvar;
-  if (Ref tx = c.tan(0); tx.valid()) {
-    Ref tm = mean(e, tx, axes, true);
-    Ref tc = sub(e, tx, tm);
-    Ref tv = scale(e, mean(e, mul(e, xc, tc), axes, true), 2.0);
-    tmean = reshape(e, tm, {xs[1]});
-    tvar = reshape(e, tv, {xs[1]});
-    Ref txhat =
-        sub(e, mul(e, tc, rstd), mul(e, xhat, scale(e, mul(e, mul(e, rstd, rstd), tv), 0.5)));
-    ty = mul(e, txhat, reshape(e, c.in(1), cs));
-  }
-  if (c.tan(1).valid()) ty = accumulate(e, ty, mul(e, xhat, reshape(e, c.tan(1), cs)));
-  if (c.tan(2).valid()) ty = accumulate(e, ty, expand(e, reshape(e, c.tan(2), cs), xs));
-  return {ty, tmean, tvar};
-}
-
-std::vector<RefArray> batch_norm_ref(std::span<const RefArray> in, const Attrs& a) {
-  const RefArray &x = in[0], &gamma = in[1], &beta = in[2];
-  const int64_t n = x.shape[0], ch = x.shape[1], s = numel(x.shape) / (n * ch);
-  const auto m = static_cast<double>(n * s);
-  RefArray y{x.shape, std::vector<double>(x.v.size())};
-  RefArray mu{{ch}, std::vector<double>(static_cast<size_t>(ch))}, var = mu;
-  auto at = [&](int64_t i, int64_t c, int64_t j) {
-    return static_cast<size_t>((i * ch + c) * s + j);
-  };
-  for (int64_t c = 0; c < ch; ++c) {
-    double sum = 0, sq = 0;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < s; ++j) sum += x.v[at(i, c, j)];
-    const double mc = sum / m;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < s; ++j) sq += (x.v[at(i, c, j)] - mc) * (x.v[at(i, c, j)] - mc);
-    const double vc = sq / m, rstd = 1.0 / std::sqrt(vc + eps_of(a));
-    const auto cu = static_cast<size_t>(c);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < s; ++j)
-        y.v[at(i, c, j)] = gamma.v[cu] * (x.v[at(i, c, j)] - mc) * rstd + beta.v[cu];
-    mu.v[cu] = mc;
-    var.v[cu] = vc;
-  }
-  return {y, mu, var};
 }
 
 // [SECTION] layer_norm
@@ -446,24 +332,7 @@ void register_norm_ops(OpRegistry& reg) {
                   },
               .doc = "exp(x) / sum(exp(x)) along an axis, computed stably"});
 
-  reg.define({.name = "batch_norm_train",
-              .num_inputs = 3,
-              .num_outputs = 3,
-              .attrs = kNormAttrs,
-              .infer = infer_batch_norm,
-              .vjp = batch_norm_vjp,
-              .jvp = batch_norm_jvp,
-              .reference = batch_norm_ref,
-              .samples =
-                  [] {
-                    Attrs a{{"eps", 1e-5}};
-                    return std::vector<OpSample>{
-                        sample({f32({5, 3}), f32({3}), f32({3})}, a, "[N, C]"),
-                        sample({f32({3, 2, 2, 2}), f32({2}), f32({2})}, a, "[N, C, H, W]")};
-                  },
-              .doc = "training batch norm of x [N, C, ...] with gamma, beta [C] -> (y, mean [C], "
-                     "var [C]); the batch statistics over every axis but 1, var biased; "
-                     "batch_norm_unbiased_factor (engine/ops/nn.h) gives running_var's factor"});
+  register_batch_norm_ops(reg);
 
   reg.define({.name = "layer_norm",
               .num_inputs = 3,
@@ -482,26 +351,33 @@ void register_norm_ops(OpRegistry& reg) {
               .doc = "gamma (x - mean) / sqrt(var + eps) + beta over the last gamma.rank() axes "
                      "(axes_count, if given, must equal it); var biased"});
 
-  reg.define(
-      {.name = "dropout",
-       .num_inputs = 2,
-       .attrs = kDropoutAttrs,
-       .infer = infer_dropout,
-       .vjp = [](const GradContext& c) { return Refs{c.e.emit1("dropout", {c.gout(0), c.in(1)}, c.attrs), Ref{}}; },
-       .jvp = [](const JvpContext& c) { return Refs{c.e.emit1("dropout", {c.tan(0), c.in(1)}, c.attrs)}; },
-       .reference = dropout_ref,
-       .samples =
-           [] {
-             auto a = [](int64_t training) {
-               return Attrs{{"p", 0.3}, {"seed", int64_t{20240611}}, {"training", training}};
-             };
-             const ValueType seed{DType::I64, {1}};
-             OpSample train = sample({f32({6, 9}), seed}, a(1), "training");
-             train.int_high = 1000;
-             return std::vector<OpSample>{train, sample({f32({2, 3, 4}), seed}, a(0), "eval: identity")};
-           },
-       .doc = "x * mask / (1 - p) when training (else x); mask[i] = dropout_keep(dropout_seed(seed, step seed), i, p) "
-              "(engine/ops/nn.h), the same on every backend"});
+  reg.define({.name = "dropout",
+              .num_inputs = 2,
+              .attrs = kDropoutAttrs,
+              .infer = infer_dropout,
+              .vjp =
+                  [](const GradContext& c) {
+                    return Refs{c.e.emit1("dropout", {c.gout(0), c.in(1)}, c.attrs), Ref{}};
+                  },
+              .jvp =
+                  [](const JvpContext& c) {
+                    return Refs{c.e.emit1("dropout", {c.tan(0), c.in(1)}, c.attrs)};
+                  },
+              .reference = dropout_ref,
+              .samples =
+                  [] {
+                    auto a = [](int64_t training) {
+                      return Attrs{{"p", 0.3}, {"seed", int64_t{20240611}}, {"training", training}};
+                    };
+                    const ValueType seed{DType::I64, {1}};
+                    OpSample train = sample({f32({6, 9}), seed}, a(1), "training");
+                    train.int_high = 1000;
+                    return std::vector<OpSample>{
+                        train, sample({f32({2, 3, 4}), seed}, a(0), "eval: identity")};
+                  },
+              .doc = "x * mask / (1 - p) when training (else x); mask[i] = "
+                     "dropout_keep(dropout_seed(seed, step seed), i, p) "
+                     "(engine/ops/nn.h), the same on every backend"});
 
   reg.define(
       {.name = "embedding",

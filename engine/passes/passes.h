@@ -44,6 +44,7 @@ struct FusionSupport {
   bool linear_act = true, conv2d_act = true, elementwise = true;
   size_t max_inputs = SIZE_MAX;  // of a fused_elementwise node
   bool attention = true;         // attention and attention_backward kernels
+  bool batch_norm = true;        // batch_norm_act and batch_norm_backward kernels
   static FusionSupport of(const Backend& b);
 };
 Graph fuse_linear_activation(const Graph& g, const FusionSupport& s = {});
@@ -54,6 +55,11 @@ Graph fuse_elementwise(const Graph& g, const FusionSupport& s = {});
 // that recomputes the probabilities instead of keeping them. Backends without both kernels
 // (the GPU backends today) keep the composite.
 Graph fuse_attention(const Graph& g, const FusionSupport& s = {});
+// Batch-norm fusion (norm_fusion.cpp), for forward graphs before autodiff (build_step runs it
+// there): batch_norm_train becomes batch_norm_act, with the relu that alone reads its output
+// when `with_relu`, so that its gradient is one batch_norm_backward node. Backends without
+// both kernels (the GPU backends today) keep batch_norm_train.
+Graph fuse_batch_norm(const Graph& g, const FusionSupport& s = {}, bool with_relu = true);
 
 struct PassRecord {
   std::string name;

@@ -13,22 +13,23 @@ namespace mls {
 
 namespace {
 
-// Attention fusion runs before autodiff (the backward is then the fused op's own). The
-// rewrite keeps inputs (in order) and outputs, so loss and logits ride along as outputs.
-void fuse_model_attention(ModelGraph& mg, const Backend& backend) {
+// Attention and batch-norm fusion run before autodiff (the backward is then the fused ops'
+// own). The rewrite keeps inputs (in order) and outputs, so loss and logits ride along as
+// outputs. `keep_relus`: the unit-activity probes below look for the model's relu nodes.
+void fuse_model_forward(ModelGraph& mg, const Backend& backend, bool keep_relus) {
   const FusionSupport support = FusionSupport::of(backend);
-  if (!support.attention) return;
+  if (!support.attention && !support.batch_norm) return;
   Graph& g = mg.graph;
   const Refs saved = g.outputs();
   Refs outs{mg.loss, mg.logits.valid() ? mg.logits : mg.loss};
   outs.insert(outs.end(), saved.begin(), saved.end());
   g.set_outputs(outs);
-  Graph fused = fuse_attention(g, support);
+  Graph fused = fuse_batch_norm(fuse_attention(g, support), support, !keep_relus);
   auto input = [&](Ref r) {
     if (!r.valid()) return Ref{};
     const auto i = static_cast<size_t>(std::find(g.inputs().begin(), g.inputs().end(), r) -
                                        g.inputs().begin());
-    MLS_CHECK(i < g.inputs().size(), "fuse_model_attention: a model handle is not a graph input");
+    MLS_CHECK(i < g.inputs().size(), "fuse_model_forward: a model handle is not a graph input");
     return fused.inputs()[i];
   };
   mg.input = input(mg.input);
@@ -44,7 +45,8 @@ void fuse_model_attention(ModelGraph& mg, const Backend& backend) {
 
 Result<StepGraph> build_step(ModelGraph mg, Backend& backend, const StepOptions& o) {
   autocast_model(mg, o.precision);    // mixed precision: products in bf16/f16 (F32: no change)
-  fuse_model_attention(mg, backend);  // where the backend has the fused attention kernels
+  // where the backend has the fused attention and batch-norm kernels
+  fuse_model_forward(mg, backend, o.training && o.unit_activity);
   Graph& g = mg.graph;
   StepGraph s;
   Refs outs;

@@ -1,0 +1,235 @@
+// CPU kernels (f32) of batch norm in training: batch_norm_train, batch_norm_act (the same
+// with relu applied as y is written) and batch_norm_backward (engine/ops/batch_norm_ops.cpp).
+//
+// A channel of x [N, C, S] is N rows of S contiguous floats. The forward takes one pass for the
+// statistics (sums of x - k and (x - k)^2, k a value of the channel, so that E[(x-k)^2] - E[x-k]^2
+// does not cancel) and one to normalise; the backward one pass for its two sums (of g and g (x -
+// mean)) and one to write dx. Row sums run in 16 float lanes (the loops vectorise without
+// -ffast-math) and rows add up in double: a channel of a large batch sums many floats, and float
+// sums would drift from the reference.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/cpu/kernels.h"
+#include "engine/ops/nn.h"
+
+namespace mls::cpu {
+
+namespace {
+
+constexpr int kLanes = 16;
+
+int64_t channel_grain(int64_t per_channel) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(per_channel, 1));
+}
+
+bool relu_of(const Attrs& a) {
+  return a.has("act") && a.get_string("act") == "relu";
+}
+
+// s1 += sum(x - k), s2 += sum((x - k)^2) over n floats.
+void shifted_sums(const float* x, int64_t n, float k, double& s1, double& s2) {
+  float a[kLanes] = {}, b[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float d = x[i + l] - k;
+      a[l] += d;
+      b[l] += d * d;
+    }
+  double t1 = 0, t2 = 0;
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - k;
+    t1 += d;
+    t2 += d * d;
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    t1 += a[l];
+    t2 += b[l];
+  }
+  s1 += t1;
+  s2 += t2;
+}
+
+// sg += sum(gy), sgx += sum(gy (x - mu)) over n floats, gy = g, or g where y > 0 (relu).
+template <bool Relu>
+void gradient_sums(const float* g, const float* x, const float* y, int64_t n, float mu, double& sg,
+                   double& sgx) {
+  float a[kLanes] = {}, b[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float gy = Relu ? (y[i + l] > 0.f ? g[i + l] : 0.f) : g[i + l];
+      a[l] += gy;
+      b[l] += gy * (x[i + l] - mu);
+    }
+  double t1 = 0, t2 = 0;
+  for (; i < n; ++i) {
+    const double gy = Relu ? (y[i] > 0.f ? g[i] : 0.f) : g[i];
+    t1 += gy;
+    t2 += gy * (x[i] - mu);
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    t1 += a[l];
+    t2 += b[l];
+  }
+  sg += t1;
+  sgx += t2;
+}
+
+// The batch splits into a fixed number of chunks of samples (not one per thread, so the sums,
+// added chunk by chunk in order, do not depend on the thread count). A chunk walks its samples
+// in memory order, every channel of a sample in turn: one stream through each tensor, where
+// a channel at a time would jump between N short rows.
+constexpr int64_t kChunks = 16;
+
+// fn(chunk, sample_lo, sample_hi) for each chunk, in parallel; -> the chunk count.
+template <typename Fn>
+int64_t for_chunks(const KernelCall& c, int64_t n, Fn fn) {
+  const int64_t chunks = std::min(n, kChunks);
+  pool_of(c).parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) fn(t, n * t / chunks, n * (t + 1) / chunks);
+  });
+  return chunks;
+}
+
+// fn(sample) for every sample, in parallel.
+template <typename Fn>
+void for_samples(const KernelCall& c, int64_t n, int64_t per_sample, Fn fn) {
+  pool_of(c).parallel_for(0, n, channel_grain(per_sample), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) fn(i);
+  });
+}
+
+// Per chunk and channel, two double sums; summed over chunks in order into sums[2 k], [2 k + 1].
+std::vector<double> chunk_totals(const std::vector<double>& part, int64_t chunks, int64_t ch) {
+  std::vector<double> sums(static_cast<size_t>(2 * ch), 0.0);
+  for (int64_t t = 0; t < chunks; ++t)
+    for (size_t j = 0; j < sums.size(); ++j) sums[j] += part[static_cast<size_t>(t * 2 * ch) + j];
+  return sums;
+}
+
+// x [N, C, S] -> y = act(gamma (x - mean) rstd + beta), mean [C], var [C] (biased).
+void batch_norm_forward(const KernelCall& c, bool relu) {
+  const Tensor& tx = *c.inputs[0];
+  const float* x = in_ptr<float>(c, 0);
+  const float* gamma = in_ptr<float>(c, 1);
+  const float* beta = in_ptr<float>(c, 2);
+  float* y = out_ptr<float>(c, 0);
+  float* mean = out_ptr<float>(c, 1);
+  float* var = out_ptr<float>(c, 2);
+  const int64_t n = tx.dim(0), ch = tx.dim(1), s = tx.numel() / (n * ch);
+  const auto m = static_cast<double>(n * s);
+  const double eps = c.attrs.get_float_or("eps", kNormEps);
+  std::vector<float> shift(static_cast<size_t>(ch)), mu(shift.size()), a(shift.size()),
+      b(shift.size());
+  for (int64_t k = 0; k < ch; ++k) shift[static_cast<size_t>(k)] = x[k * s];
+  std::vector<double> part(static_cast<size_t>(std::min(n, kChunks) * 2 * ch), 0.0);
+  const int64_t chunks = for_chunks(c, n, [&](int64_t t, int64_t lo, int64_t hi) {
+    double* p = part.data() + t * 2 * ch;
+    for (int64_t i = lo; i < hi; ++i)
+      for (int64_t k = 0; k < ch; ++k)
+        shifted_sums(x + (i * ch + k) * s, s, shift[static_cast<size_t>(k)], p[2 * k],
+                     p[2 * k + 1]);
+  });
+  const std::vector<double> sums = chunk_totals(part, chunks, ch);
+  for (int64_t k = 0; k < ch; ++k) {
+    const auto ku = static_cast<size_t>(k);
+    const double d = sums[2 * ku] / m;
+    const double v = std::max(0.0, sums[2 * ku + 1] / m - d * d);
+    mu[ku] = static_cast<float>(shift[ku] + d);
+    mean[k] = mu[ku];
+    var[k] = static_cast<float>(v);
+    a[ku] = static_cast<float>(gamma[k] / std::sqrt(v + eps));
+    b[ku] = beta[k];
+  }
+  for_samples(c, n, ch * s, [&](int64_t i) {
+    for (int64_t k = 0; k < ch; ++k) {
+      const float* xs = x + (i * ch + k) * s;
+      float* ys = y + (i * ch + k) * s;
+      const auto ku = static_cast<size_t>(k);
+      const float mk = mu[ku], ak = a[ku], bk = b[ku];
+      if (relu)
+        for (int64_t j = 0; j < s; ++j) ys[j] = std::max((xs[j] - mk) * ak + bk, 0.f);
+      else
+        for (int64_t j = 0; j < s; ++j) ys[j] = (xs[j] - mk) * ak + bk;
+    }
+  });
+}
+
+// (g, x, mean, var, gamma[, y]) -> dx, dgamma, dbeta. With gy = g (masked where y <= 0 for
+// relu), sg = sum(gy), sgx = sum(gy (x - mean)) and a = gamma rstd:
+//   dx = a gy - a rstd^2 sgx / m (x - mean) - a sg / m,  dgamma = rstd sgx,  dbeta = sg.
+template <bool Relu>
+void batch_norm_backward(const KernelCall& c) {
+  const Tensor& tx = *c.inputs[1];
+  const float* g = in_ptr<float>(c, 0);
+  const float* x = in_ptr<float>(c, 1);
+  const float* mean = in_ptr<float>(c, 2);
+  const float* var = in_ptr<float>(c, 3);
+  const float* gamma = in_ptr<float>(c, 4);
+  const float* y = Relu ? in_ptr<float>(c, 5) : nullptr;
+  float* dx = out_ptr<float>(c, 0);
+  float* dgamma = out_ptr<float>(c, 1);
+  float* dbeta = out_ptr<float>(c, 2);
+  const int64_t n = tx.dim(0), ch = tx.dim(1), s = tx.numel() / (n * ch);
+  const auto m = static_cast<double>(n * s);
+  const double eps = c.attrs.get_float_or("eps", kNormEps);
+  std::vector<double> part(static_cast<size_t>(std::min(n, kChunks) * 2 * ch), 0.0);
+  const int64_t chunks = for_chunks(c, n, [&](int64_t t, int64_t lo, int64_t hi) {
+    double* p = part.data() + t * 2 * ch;
+    for (int64_t i = lo; i < hi; ++i)
+      for (int64_t k = 0; k < ch; ++k) {
+        const int64_t o = (i * ch + k) * s;
+        gradient_sums<Relu>(g + o, x + o, Relu ? y + o : nullptr, s, mean[k], p[2 * k],
+                            p[2 * k + 1]);
+      }
+  });
+  const std::vector<double> sums = chunk_totals(part, chunks, ch);
+  std::vector<float> fa(static_cast<size_t>(ch)), fb(fa.size()), fc(fa.size());
+  for (int64_t k = 0; k < ch; ++k) {
+    const auto ku = static_cast<size_t>(k);
+    const double sg = sums[2 * ku], sgx = sums[2 * ku + 1];
+    const double rstd = 1.0 / std::sqrt(static_cast<double>(var[k]) + eps);
+    const double a = gamma[k] * rstd;
+    dgamma[k] = static_cast<float>(sgx * rstd);
+    dbeta[k] = static_cast<float>(sg);
+    fa[ku] = static_cast<float>(a);
+    fb[ku] = static_cast<float>(-a * rstd * rstd * sgx / m);
+    fc[ku] = static_cast<float>(-a * sg / m);
+  }
+  for_samples(c, n, 2 * ch * s, [&](int64_t i) {
+    for (int64_t k = 0; k < ch; ++k) {
+      const int64_t o = (i * ch + k) * s;
+      const float *gs = g + o, *xs = x + o;
+      float* out = dx + o;
+      const auto ku = static_cast<size_t>(k);
+      const float a = fa[ku], b = fb[ku], cc = fc[ku], mk = mean[k];
+      if constexpr (Relu) {
+        const float* ys = y + o;
+        for (int64_t j = 0; j < s; ++j)
+          out[j] = a * (ys[j] > 0.f ? gs[j] : 0.f) + b * (xs[j] - mk) + cc;
+      } else {
+        for (int64_t j = 0; j < s; ++j) out[j] = a * gs[j] + b * (xs[j] - mk) + cc;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void register_batch_norm_kernels(OpRegistry& reg) {
+  reg.register_kernel("batch_norm_train", DeviceKind::CPU, DType::F32,
+                      [](const KernelCall& c) { batch_norm_forward(c, false); });
+  reg.register_kernel("batch_norm_act", DeviceKind::CPU, DType::F32,
+                      [](const KernelCall& c) { batch_norm_forward(c, relu_of(c.attrs)); });
+  reg.register_kernel("batch_norm_backward", DeviceKind::CPU, DType::F32, [](const KernelCall& c) {
+    if (relu_of(c.attrs))
+      batch_norm_backward<true>(c);
+    else
+      batch_norm_backward<false>(c);
+  });
+}
+
+}  // namespace mls::cpu

@@ -1,0 +1,153 @@
+// The batch-norm fusion pass (engine/passes/norm_fusion.cpp) and the kernels of
+// batch_norm_act and batch_norm_backward (engine/cpu/batch_norm_kernels.cpp): the fused
+// training step computes what the unfused one did, relu's mask reaches the backward through
+// y, and the pass leaves a backend without the kernels (and the unit-activity probes' relus)
+// alone. op_conformance.cpp checks both ops against their float64 references and finite
+// differences on small samples; here they run at the residual CNN's shapes.
+#include <cmath>
+
+#include "engine/autodiff/autodiff.h"
+#include "engine/exec/default_passes.h"
+#include "engine/exec/eager.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/math.h"
+#include "engine/ops/nn.h"
+#include "engine/passes/passes.h"
+#include "graph_fixtures.h"
+#include "test_util.h"
+
+using namespace mls;
+using namespace mls::test;
+
+namespace {
+
+size_t count(const Graph& g, std::string_view op, std::string_view attr_text = "") {
+  size_t n = 0;
+  for (const Node& node : g.nodes())
+    if (node.op->name == op && node.attrs.to_string().find(attr_text) != std::string::npos) ++n;
+  return n;
+}
+
+// The residual example in small: conv - BN - relu - pool, a block conv - BN - relu - conv - BN
+// added to its input, relu, global average pool, linear, cross-entropy; with the running
+// statistics' updates as the model lowers them.
+Graph residual_model() {
+  Graph g("resnet");
+  Ref x = g.add_input("x", {DType::F32, {6, 1, 12, 12}});
+  Ref labels = g.add_input("y", {DType::I64, {6}});
+  auto bn = [&](Ref h, const std::string& name, int64_t c) {
+    Ref gamma = g.add_param(name + ".weight", {DType::F32, {c}});
+    Ref beta = g.add_param(name + ".bias", {DType::F32, {c}});
+    Ref rm = g.add_param(name + ".running_mean", {DType::F32, {c}}, {}, false);
+    Ref rv = g.add_param(name + ".running_var", {DType::F32, {c}}, {}, false);
+    BatchNormOut out = batch_norm_train(g, h, gamma, beta);
+    ema_update(g, rm, out.mean, 0.1);
+    ema_update(g, rv, scale(g, out.var, batch_norm_unbiased_factor(g.shape_of(h))), 0.1);
+    return out.y;
+  };
+  auto conv = [&](Ref h, const std::string& name, int64_t in, int64_t out) {
+    return conv2d(g, h, g.add_param(name, {DType::F32, {out, in, 3, 3}}), {.padding = {1, 1}});
+  };
+  Ref h = max_pool2d(g, relu(g, bn(conv(x, "stem", 1, 4), "stem_bn", 4)), {.kernel = {2, 2}});
+  Ref r = relu(g, bn(conv(h, "c1", 4, 4), "bn1", 4));
+  r = relu(g, add(g, bn(conv(r, "c2", 4, 4), "bn2", 4), h));
+  Ref logits = matmul(g, global_avg_pool(g, r), g.add_param("fc", {DType::F32, {4, 3}}));
+  g.add_output(cross_entropy(g, logits, labels));
+  return g;
+}
+
+// The loss and every trainable parameter's gradient, after the default passes.
+Graph training_step(Graph g) {
+  Refs wrt;
+  for (Ref p : g.params())
+    if (g.value(p).trainable) wrt.push_back(p);
+  Ref loss = g.outputs()[0];
+  auto grads = append_backward(g, loss, wrt);
+  REQUIRE(grads.ok());
+  Refs outs{loss};
+  outs.insert(outs.end(), grads->begin(), grads->end());
+  g.set_outputs(outs);
+  auto r = run_passes(g, host(), default_passes());
+  REQUIRE(r.ok());
+  return r->back().graph;
+}
+
+std::vector<double> random_values(size_t n, uint64_t seed, double lo, double hi) {
+  Rng r(seed);
+  std::vector<double> v(n);
+  for (double& x : v) x = static_cast<float>(r.uniform(lo, hi));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("batch-norm fusion: the training step equals the unfused one", "[batch_norm][fusion]") {
+  const Graph g = residual_model();
+  const Graph f = fuse_batch_norm(g);
+  INFO(f.to_text());
+  CHECK(count(f, "batch_norm_train") == 0);
+  CHECK(count(f, "batch_norm_act", "relu") == 2);  // stem_bn and bn1; bn2 feeds the add
+  CHECK(count(f, "batch_norm_act", "none") == 1);
+  CHECK(count(f, "relu") == count(g, "relu") - 2);
+  const Graph plain = training_step(g), fused = training_step(f);
+  // Each batch norm's gradient is one node; no sum over the batch axes is left for them.
+  CHECK(count(fused, "batch_norm_backward") == 3);
+  CHECK(count(fused, "sum") < count(plain, "sum"));
+  auto a = outputs_on_random_inputs(plain), b = outputs_on_random_inputs(fused);
+  REQUIRE(a.size() == b.size());
+  for (size_t k = 0; k < a.size(); ++k)
+    require_close(b[k], a[k], 1e-4, 1e-5, "output " + std::to_string(k));
+}
+
+TEST_CASE("batch-norm fusion: relus kept when asked, nothing fused without the kernels",
+          "[batch_norm][fusion]") {
+  const Graph g = residual_model();
+  const Graph kept = fuse_batch_norm(g, {}, false);
+  CHECK(count(kept, "batch_norm_act", "none") == 3);
+  CHECK(count(kept, "relu") == count(g, "relu"));
+  FusionSupport none;
+  none.batch_norm = false;
+  const Graph same = fuse_batch_norm(g, none);
+  CHECK(count(same, "batch_norm_train") == 3);
+  CHECK(count(same, "batch_norm_act") == 0);
+  CHECK(FusionSupport::of(host()).batch_norm);  // the CPU has both kernels
+}
+
+TEST_CASE("batch_norm_act and batch_norm_backward kernels against float64 at the block's shapes",
+          "[batch_norm]") {
+  const Shape xs{4, 16, 14, 14}, cs{16};
+  const auto n = static_cast<size_t>(numel(xs));
+  for (const char* act : {"relu", "none"}) {
+    INFO(act);
+    const Attrs a{{"eps", 1e-5}, {"act", std::string(act)}};
+    const bool relu = std::string(act) == "relu";
+    // Forward: x with a channel offset, so mean and var matter.
+    const std::vector<double> x = random_values(n, 1, 0.5, 3.0),
+                              gamma = random_values(16, 2, 0.5, 2),
+                              beta = random_values(16, 3, -0.5, 0.5);
+    EagerSession s(host());
+    const Ref in[] = {s.leaf(to_tensor(RefArray{xs, x}, DType::F32)),
+                      s.leaf(to_tensor(RefArray{cs, gamma}, DType::F32)),
+                      s.leaf(to_tensor(RefArray{cs, beta}, DType::F32))};
+    Refs out = s.emit("batch_norm_act", in, a);
+    const OpDef* fwd = op_registry().find("batch_norm_act");
+    std::vector<RefArray> want =
+        fwd->reference(std::vector<RefArray>{{xs, x}, {cs, gamma}, {cs, beta}}, a);
+    for (size_t k = 0; k < 3; ++k)
+      require_close(s.value(out[k]).to_f64(), want[k].v, 1e-4, 1e-5,
+                    "forward output " + std::to_string(k));
+    // Backward, with y of both signs (half the mask off under relu).
+    const std::vector<double> g = random_values(n, 4, -1, 1), y = random_values(n, 5, -1, 1),
+                              mean = random_values(16, 6, 0.5, 3.0),
+                              var = random_values(16, 7, 0.2, 2.0);
+    std::vector<RefArray> bin{{xs, g}, {xs, x}, {cs, mean}, {cs, var}, {cs, gamma}};
+    if (relu) bin.push_back({xs, y});
+    Refs brefs;
+    for (const RefArray& r : bin) brefs.push_back(s.leaf(to_tensor(r, DType::F32)));
+    Refs grads = s.emit("batch_norm_backward", brefs, a);
+    std::vector<RefArray> bwant = op_registry().find("batch_norm_backward")->reference(bin, a);
+    for (size_t k = 0; k < 3; ++k)
+      require_close(s.value(grads[k]).to_f64(), bwant[k].v, 1e-4, 1e-4,
+                    "backward output " + std::to_string(k));
+  }
+}
