@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""One training epoch on Fashion-MNIST (batch 128) of the MLP 784-256-128-10 or LeNet-5:
+"""One training epoch on Fashion-MNIST (batch 128) of the MLP 784-256-128-10, LeNet-5 or the
+residual CNN of resources/examples/fashion-mnist-resnet.mls:
 mlstudio beside PyTorch on CPU, in the same run, alternating, so both see the same load.
 
-  bench/epoch_vs_torch.py --model mlp|lenet --mlstudio build/app/mlstudio [--rounds 3] [--epochs 3]
+  bench/epoch_vs_torch.py --model mlp|lenet|resnet --mlstudio build/app/mlstudio [--rounds 3] [--epochs 3]
 
 Each round runs each side as a fresh process training `--epochs` epochs; a round's figure
 is the median epoch (training pass only). Reported: the median over rounds, the ratio
@@ -13,6 +14,9 @@ its best kernels for this CPU.
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The residual example holds out 10 % of the training set for validation: its epoch is the
+# other 54,000 images, and PyTorch trains on as many (--limit) for the same work.
+RESNET_TRAIN = 54000
 
 
 def run(cmd, env):
@@ -34,7 +38,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--model", choices=["mlp", "lenet"], default="mlp")
+    ap.add_argument("--model", choices=["mlp", "lenet", "resnet"], default="mlp")
     # Debian's interpreter: python3-torch installs there, not into other Pythons on PATH.
     ap.add_argument("--python", default="/usr/bin/python3")
     args = ap.parse_args()
@@ -46,7 +50,8 @@ def main():
         ours.append(run([args.mlstudio, "--run", project, "--epochs", str(args.epochs), "--threads",
                          str(args.threads), "--json", "--quiet", "--db", db], env))
         theirs.append(run([args.python, os.path.join(HERE, "torch_reference.py"), "--epochs", str(args.epochs),
-                           "--model", args.model], env))
+                           "--model", args.model]
+                          + (["--limit", str(RESNET_TRAIN)] if args.model == "resnet" else []), env))
         print(f"round {r + 1}/{args.rounds}: mlstudio {ours[-1]['epoch_seconds']:.3f} s/epoch, "
               f"PyTorch {theirs[-1]['epoch_seconds']:.3f} s/epoch", file=sys.stderr)
     for f in (db, db + "-wal", db + "-shm"):
@@ -56,11 +61,12 @@ def main():
     t = statistics.median(o["epoch_seconds"] for o in theirs)
     rss_m = max(o["peak_rss_bytes"] for o in ours) / 2**20
     rss_t = max(o["peak_rss_bytes"] for o in theirs) / 2**20
-    title = "MLP 784-256-128-10" if args.model == "mlp" else "LeNet-5"
+    title = {"mlp": "MLP 784-256-128-10", "lenet": "LeNet-5", "resnet": "residual CNN"}[args.model]
+    samples = RESNET_TRAIN if args.model == "resnet" else 60000
     print(f"| {title}, batch 128, one epoch | mlstudio | PyTorch {theirs[0]['torch']} |")
     print("|---|---|---|")
     print(f"| epoch seconds (median of {args.rounds} rounds) | {m:.3f} | {t:.3f} |")
-    print(f"| samples/s | {60000 / m:,.0f} | {60000 / t:,.0f} |")
+    print(f"| samples/s | {samples / m:,.0f} | {samples / t:,.0f} |")
     print(f"| test accuracy after {args.epochs} epochs | {statistics.median(o['test_accuracy'] for o in ours):.4f} | "
           f"{statistics.median(o['test_accuracy'] for o in theirs):.4f} |")
     print(f"| peak RSS | {rss_m:.0f} MiB | {rss_t:.0f} MiB |")
