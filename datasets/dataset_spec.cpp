@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "datasets/synthetic.h"
+#include "datasets/words_dataset.h"
 #include "engine/core/field_text.h"
 
 namespace mls::data {
@@ -26,8 +27,8 @@ const Range kAtLeastTwo{2.0, std::nullopt};
 const Range kUnitClosed{0.0, 1.0};             // [0, 1]
 const Range kDegrees{0.0, 180.0, true};        // (0, 180]
 
-const std::vector<std::string> kSources{"fashion-mnist", "mnist",        "csv",      "npy",
-                                        "npz",           "image-folder", "synthetic"};
+const std::vector<std::string> kSources{"fashion-mnist", "mnist",        "csv",       "npy",
+                                        "npz",           "image-folder", "synthetic", "words"};
 const std::vector<std::string> kTasks{"classification", "regression"};
 const std::vector<std::string> kTransforms{"normalize", "one_hot", "random_crop", "horizontal_flip",
                                            "rotation"};
@@ -170,7 +171,8 @@ const std::vector<std::pair<std::string, std::string>> kBlocks{{"csv", "csv"},
                                                                {"npy", "npy"},
                                                                {"npz", "npz"},
                                                                {"image", "image-folder"},
-                                                               {"synthetic", "synthetic"}};
+                                                               {"synthetic", "synthetic"},
+                                                               {"words", "words"}};
 
 Result<void> parse_csv_block(const Fields& f, const json& c, const std::string& path,
                              CsvSpec& out) {
@@ -242,6 +244,11 @@ Result<void> parse_block(const Fields& f, const json& c, const std::string& path
       return f.fail(path + "/channels", "must be 1 (grey) or 3 (RGB)");
     return {};
   }
+  if (block == "words") {
+    if (auto r = f.known_keys(c, path, {"block_size"}); !r) return r;
+    const Range block_sizes{1.0, static_cast<double>(kMaxWordsBlockSize)};
+    return f.integer(c, path, "block_size", block_sizes, out.words.block_size);
+  }
   // synthetic
   SyntheticSpec& s = out.synthetic;
   if (auto r = f.known_keys(c, path, {"kind", "samples", "noise", "classes", "seed"}); !r) return r;
@@ -295,10 +302,10 @@ Result<DatasetSpec> parse_dataset_spec(const json& d, const std::string& where) 
   const Fields f(where);
   DatasetSpec out;
   if (auto r = f.object(d, ""); !r) return r.error();
-  if (auto r =
-          f.known_keys(d, "",
-                       {"source", "path", "limit", "test_limit", "validation", "test_fraction",
-                        "split_seed", "csv", "npy", "npz", "image", "synthetic", "transforms"});
+  if (auto r = f.known_keys(
+          d, "",
+          {"source", "path", "limit", "test_limit", "validation", "test_fraction", "split_seed",
+           "csv", "npy", "npz", "image", "synthetic", "words", "transforms"});
       !r)
     return r.error();
   if (auto r = f.choice(d, "", "source", "dataset source", kSources, out.source); !r)
@@ -308,8 +315,11 @@ Result<DatasetSpec> parse_dataset_spec(const json& d, const std::string& where) 
     if (d.contains("path")) return f.fail("/path", "not used by source 'synthetic'");
     out.path.clear();
   } else if (!d.contains("path")) {
-    // Only Fashion-MNIST has a packaged home; for anything else a default would be a guess.
-    if (out.source != "fashion-mnist")
+    // Only Fashion-MNIST and the word list have a packaged home; for anything else a default
+    // would be a guess.
+    if (out.source == "words")
+      out.path = kDefaultWordsPath;
+    else if (out.source != "fashion-mnist")
       return f.fail("/path", "required for dataset source '" + out.source + "'");
   }
   if (auto r = f.string(d, "", "path", out.path, true); !r) return r.error();
@@ -349,6 +359,10 @@ Result<DatasetSpec> parse_dataset_spec(const json& d, const std::string& where) 
                               (out.source == "synthetic" && out.synthetic.kind == "sine");
       if (t.type == "one_hot" && regression)
         return f.fail(path, "one_hot needs class targets, and this dataset's are values");
+      if (t.type == "normalize" && out.source == "words")
+        return f.fail(path,
+                      "normalize is not used with source 'words' (its samples are token "
+                      "ids for an Embedding)");
       out.transforms.push_back(std::move(t));
     }
   }
@@ -412,6 +426,8 @@ nlohmann::ordered_json dataset_spec_to_json(const DatasetSpec& s) {
     if (y.kind == "blobs" && y.classes != def.classes) b["classes"] = y.classes;
     if (y.seed) b["seed"] = y.seed;
     j["synthetic"] = std::move(b);
+  } else if (s.source == "words" && !(s.words == WordsSpec{})) {
+    j["words"] = ordered{{"block_size", s.words.block_size}};
   }
 
   if (!s.transforms.empty()) {

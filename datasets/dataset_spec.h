@@ -10,8 +10,10 @@
 //   Result<HostBatch> x = s->encoder->encode("new_flower.csv");  // for predict
 //
 // JSON (every key optional unless noted; defaults shown):
-//   {"source": "fashion-mnist" | "mnist" | "csv" | "npy" | "npz" | "image-folder" | "synthetic",
-//    "path": "/usr/share/datasets/fashion-mnist",  required but for fashion-mnist; none for
+//   {"source": "fashion-mnist" | "mnist" | "csv" | "npy" | "npz" | "image-folder" | "synthetic"
+//              | "words",
+//    "path": "/usr/share/datasets/fashion-mnist",  required but for fashion-mnist and words
+//                                                  (/usr/share/dict/words); none for
 //                                                  synthetic; relative to the project file
 //    "limit": 0, "test_limit": 0,    first N of the training pool / test split; 0 = all
 //    "validation": 0,                fraction of the training pool held out; 0 = none
@@ -26,6 +28,8 @@
 //    "image": {"size": [h, w], "channels": 3},  image-folder; size: the first image's
 //    "synthetic": {"kind": "spirals" | "circles" | "xor" | "blobs" | "sine",
 //                  "samples": 1000, "noise": 0.1, "classes": 3 (blobs), "seed": 0},
+//    "words": {"block_size": 16},    a word list (datasets/words_dataset.h): the context
+//                                    length; split by word, limit/test_limit count words
 //    "transforms": [{"type": "normalize", "mean": [..], "std": [..]},  per channel; no
 //                                          values: fitted on the training split
 //                   {"type": "one_hot"},   class targets -> values [classes] (MSE / BCE)
@@ -92,6 +96,11 @@ struct SyntheticSpec {
   bool operator==(const SyntheticSpec&) const = default;
 };
 
+struct WordsSpec {
+  int64_t block_size = 16;
+  bool operator==(const WordsSpec&) const = default;
+};
+
 struct TransformSpec {
   std::string type;               // normalize, one_hot, random_crop, horizontal_flip, rotation
   std::vector<double> mean, std;  // normalize; empty: fitted on the training split
@@ -114,6 +123,7 @@ struct DatasetSpec {
   NpzSpec npz;
   ImageSpec image;
   SyntheticSpec synthetic;
+  WordsSpec words;
   std::vector<TransformSpec> transforms;
   bool operator==(const DatasetSpec&) const = default;
 };

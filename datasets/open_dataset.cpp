@@ -13,6 +13,7 @@
 #include "datasets/npz.h"
 #include "datasets/prefetch.h"
 #include "datasets/synthetic.h"
+#include "datasets/words_dataset.h"
 
 namespace mls::data {
 namespace {
@@ -156,6 +157,14 @@ Result<Loaded> load(const DatasetSpec& s, const std::string& path, const std::st
     auto d = make_synthetic(o);
     if (!d) return make_error("dataset: " + d.error().message);
     held_out_split(l, std::move(*d), s);
+    return l;
+  }
+  if (s.source == "words") {  // split by word, not by sample (datasets/words_dataset.h)
+    auto w = load_words(path, s.words.block_size, plan_of(s, false));
+    if (!w) return w.error();
+    l.splits = std::move(w->splits);
+    l.data = std::make_shared<const Dataset>(std::move(w->data));
+    l.test_data = l.data;
     return l;
   }
   return make_error("dataset: unknown source '" + s.source + "'");

@@ -93,7 +93,7 @@ TEST_CASE("dataset spec errors name the JSON path", "[spec][errors]") {
   CHECK(parse_error(R"({"source": "parquet"})") ==
         "P.mls: /dataset/source: unknown dataset source 'parquet' (expected 'fashion-mnist', "
         "'mnist', "
-        "'csv', 'npy', 'npz', 'image-folder' or 'synthetic')");
+        "'csv', 'npy', 'npz', 'image-folder', 'synthetic' or 'words')");
   CHECK_THAT(
       parse_error(R"({"limt": 5})"),
       Contains("P.mls: /dataset/limt: unknown key 'limt' (expected 'source', 'path', 'limit'"));

@@ -423,7 +423,7 @@ TEST_CASE("training and dataset settings are checked", "[nodes]") {
         "'early_stopping', 'precision' or 'activation_checkpointing')");
   CHECK(with("dataset", "source", "cifar10") ==
         "P.mls: /dataset/source: unknown dataset source 'cifar10' (expected 'fashion-mnist', "
-        "'mnist', 'csv', 'npy', 'npz', 'image-folder' or 'synthetic')");
+        "'mnist', 'csv', 'npy', 'npz', 'image-folder', 'synthetic' or 'words')");
   CHECK(with("training", "epochs", 18446744073709551615ull) ==
         "P.mls: /training/epochs: must be an integer in [1, 10000000]");
   CHECK(with("dataset", "limit", -1) == "P.mls: /dataset/limit: must be an integer >= 0");
