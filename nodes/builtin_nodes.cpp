@@ -11,6 +11,7 @@ void register_builtin_nodes(NodeCatalogue& catalogue) {
   register_norm_nodes(catalogue);
   register_merge_nodes(catalogue);
   register_sequence_nodes(catalogue);
+  register_position_nodes(catalogue);
   register_loss_nodes(catalogue);
 }
 

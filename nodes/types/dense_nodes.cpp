@@ -164,7 +164,9 @@ NodeTypeDef embedding_node() {
 NodeTypeDef linear_node() {
   NodeTypeDef d =
       make_type("mls.linear", "Linear", "Layers",
-                "A fully connected layer: y = x W + b, [N,in_features] -> [N,out_features].",
+                "A fully connected layer: y = x W + b, [N,in_features] -> [N,out_features]. "
+                "Over a sequence it acts on the last axis, as PyTorch's nn.Linear: [N,T,E] -> "
+                "[N,T,out_features], one W for every step.",
                 {{"in", PortKind::Tensor}}, {{"out", PortKind::Tensor}});
   ParamDef out_features =
       make_param("out_features", ParamKind::Int, nullptr, "Number of output features.");
@@ -177,12 +179,14 @@ NodeTypeDef linear_node() {
   d.infer = [](const std::vector<Shape>& in, const json& params,
                const InferContext&) -> Result<std::vector<Shape>> {
     const Shape& s = in[0];
-    if (s.size() != 2)
+    // A sequence [N,T,F] is taken (the last axis, as nn.Linear); an image is refused, since
+    // it reaching a Linear is almost always a missing Flatten.
+    if (s.size() != 2 && s.size() != 3)
       return make_error("input 'in' has shape " + format_shape(s) +
                         "; Linear expects [N,features] — add a Flatten node before it");
     // The weight as the layer declares it, the product's shape as matmul infers it.
-    auto ps = layer_params("linear",
-                           layer_config(params, s[1], params.at("out_features").get<int64_t>()));
+    auto ps = layer_params(
+        "linear", layer_config(params, s.back(), params.at("out_features").get<int64_t>()));
     if (!ps) return ps.error();
     return op_shapes("matmul", {{DType::F32, s}, {DType::F32, ps->at(0).shape}},
                      {{"transpose_a", int64_t{0}}, {"transpose_b", int64_t{0}}},
@@ -193,7 +197,16 @@ NodeTypeDef linear_node() {
         layer_config(c.params, c.shape(0).back(), c.params.at("out_features").get<int64_t>());
     auto ps = layer_param_refs(c, "linear", cfg, !frozen(c.params));
     if (!ps) return ps.error();
-    return Refs{linear(c.g(), c.inputs[0], ps->at(0), ps->size() > 1 ? ps->at(1) : Ref{})};
+    const Ref w = ps->at(0), b = ps->size() > 1 ? ps->at(1) : Ref{};
+    const Shape s = c.shape(0);
+    if (s.size() == 2) return Refs{linear(c.g(), c.inputs[0], w, b)};
+    // [N,T,F] as one [N*T,F] product: the weight's gradient is then one GEMM over every
+    // row, not a batch of per-sample products summed afterwards.
+    const int64_t rows = numel(s) / s.back();
+    Ref y = linear(c.g(), reshape(c.g(), c.inputs[0], {rows, s.back()}), w, b);
+    Shape out = s;
+    out.back() = cfg.out;
+    return Refs{reshape(c.g(), y, out)};
   };
   return d;
 }

@@ -68,5 +68,6 @@ void register_norm_nodes(NodeCatalogue& catalogue);        // norm_nodes.cpp
 void register_loss_nodes(NodeCatalogue& catalogue);        // loss_nodes.cpp
 void register_merge_nodes(NodeCatalogue& catalogue);       // merge_nodes.cpp
 void register_sequence_nodes(NodeCatalogue& catalogue);    // sequence_nodes.cpp
+void register_position_nodes(NodeCatalogue& catalogue);    // position_nodes.cpp
 
 }  // namespace mls::nodes

@@ -364,12 +364,14 @@ TEST_CASE("sequence shape errors name the node and say what to do", "[nodes][seq
         "[N,T,features] — add a Reshape "
         "before it (shape \"28,28\" reads a 28x28 image as 28 steps of 28 values) or an Embedding "
         "for token ids");
-  // 'out' [N,T,H] into a Linear: the Linear says to flatten.
+  // 'out' [N,T,H] into a Linear: it acts on every step (as nn.Linear), and the loss names
+  // the per-step logits.
   Document out = classifier({"rnn", "mls.gru", {{"hidden_size", 4}}}, "out", false);
   s = infer_shapes(out, InferContext{{5, 3}, 2, {}});
   REQUIRE_FALSE(s);
-  CHECK(s.error().message.find("node 'fc' (mls.linear)") == 0);
-  CHECK(s.error().message.find("add a Flatten") != std::string::npos);
+  CHECK(s.error().message ==
+        "node 'loss' (mls.cross_entropy): input 'logits' has shape [N,5,2]; CrossEntropy "
+        "expects [N,classes]");
 
   Document attn = classifier({"attn", "mls.multi_head_attention", {{"num_heads", 3}}}, "out", true);
   s = infer_shapes(attn, InferContext{{5, 8}, 2, {}});
