@@ -4,6 +4,9 @@
 #include <algorithm>
 
 #include "engine/cpu/avx512.h"
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include "engine/cpu/kernels.h"
 #include "engine/ops/conv.h"
 
@@ -91,8 +94,10 @@ void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float
     const int64_t left = 2 * (n - ow);
     const __mmask16 m0 = first_lanes(left), m1 = first_lanes(left - 16), mg = first_lanes(n - ow);
     const int64_t j = 2 * ow;
-    const __m512 t0 = _mm512_maskz_loadu_ps(m0, r0 + j), t1 = _mm512_maskz_loadu_ps(m1, r0 + j + 16);
-    const __m512 u0 = _mm512_maskz_loadu_ps(m0, r1 + j), u1 = _mm512_maskz_loadu_ps(m1, r1 + j + 16);
+    const __m512 t0 = _mm512_maskz_loadu_ps(m0, r0 + j),
+                 t1 = _mm512_maskz_loadu_ps(m1, r0 + j + 16);
+    const __m512 u0 = _mm512_maskz_loadu_ps(m0, r1 + j),
+                 u1 = _mm512_maskz_loadu_ps(m1, r1 + j + 16);
     const __m512 a = _mm512_permutex2var_ps(t0, even, t1), b = _mm512_permutex2var_ps(t0, odd, t1);
     const __m512 cc = _mm512_permutex2var_ps(u0, even, u1), d = _mm512_permutex2var_ps(u0, odd, u1);
     // The same comparisons as which_max: a later cell wins only when strictly larger.
@@ -102,7 +107,8 @@ void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float
     const __m512 best2 = _mm512_mask_blend_ps(gc, best1, cc);
     const __mmask16 gd = _mm512_cmp_ps_mask(d, best2, _CMP_GT_OQ);
     const __mmask16 k3 = gd, k2 = static_cast<__mmask16>(gc & ~gd);
-    const __mmask16 k1 = static_cast<__mmask16>(gb & ~gc & ~gd), k0 = static_cast<__mmask16>(~gb & ~gc & ~gd);
+    const __mmask16 k1 = static_cast<__mmask16>(gb & ~gc & ~gd),
+                    k0 = static_cast<__mmask16>(~gb & ~gc & ~gd);
     const __m512 gv = _mm512_maskz_loadu_ps(mg, g + ow);
     const __m512 da = _mm512_maskz_mov_ps(k0, gv), db = _mm512_maskz_mov_ps(k1, gv);
     const __m512 dc = _mm512_maskz_mov_ps(k2, gv), dd = _mm512_maskz_mov_ps(k3, gv);
@@ -110,6 +116,35 @@ void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float
     _mm512_mask_storeu_ps(d0 + j + 16, m1, _mm512_permutex2var_ps(da, hi, db));
     _mm512_mask_storeu_ps(d1 + j, m0, _mm512_permutex2var_ps(dc, lo, dd));
     _mm512_mask_storeu_ps(d1 + j + 16, m1, _mm512_permutex2var_ps(dc, hi, dd));
+  }
+#elif defined(__AVX2__)
+  // 8 windows at a time. Shuffling two vectors of a row apart gives its even and odd columns
+  // for windows (0 1 4 5 | 2 3 6 7); the gradients are permuted to match, and unpacking the
+  // four results by 128-bit lane puts windows 0-3 then 4-7 back in row order.
+  for (; ow + 8 <= n; ow += 8) {
+    const int64_t j = 2 * ow;
+    const __m256 t0 = _mm256_loadu_ps(r0 + j), t1 = _mm256_loadu_ps(r0 + j + 8);
+    const __m256 u0 = _mm256_loadu_ps(r1 + j), u1 = _mm256_loadu_ps(r1 + j + 8);
+    const __m256 a = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 b = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m256 cc = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 d = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1));
+    // The same comparisons as which_max: a later cell wins only when strictly larger.
+    const __m256 gb = _mm256_cmp_ps(b, a, _CMP_GT_OQ);
+    const __m256 best1 = _mm256_blendv_ps(a, b, gb);
+    const __m256 gc = _mm256_cmp_ps(cc, best1, _CMP_GT_OQ);
+    const __m256 best2 = _mm256_blendv_ps(best1, cc, gc);
+    const __m256 gd = _mm256_cmp_ps(d, best2, _CMP_GT_OQ);
+    const __m256 gv = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_loadu_ps(g + ow)), _MM_SHUFFLE(3, 1, 2, 0)));
+    const __m256 dd = _mm256_and_ps(gd, gv);
+    const __m256 dc = _mm256_andnot_ps(gd, _mm256_and_ps(gc, gv));
+    const __m256 db = _mm256_andnot_ps(_mm256_or_ps(gc, gd), _mm256_and_ps(gb, gv));
+    const __m256 da = _mm256_andnot_ps(_mm256_or_ps(gb, _mm256_or_ps(gc, gd)), gv);
+    _mm256_storeu_ps(d0 + j, _mm256_unpacklo_ps(da, db));
+    _mm256_storeu_ps(d0 + j + 8, _mm256_unpackhi_ps(da, db));
+    _mm256_storeu_ps(d1 + j, _mm256_unpacklo_ps(dc, dd));
+    _mm256_storeu_ps(d1 + j + 8, _mm256_unpackhi_ps(dc, dd));
   }
 #endif
   for (; ow < n; ++ow) {
@@ -125,7 +160,8 @@ void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float
 
 template <typename Fn>
 void for_planes_2x2(const KernelCall& c, const PoolShape& s, Fn fn) {
-  pool_of(c).parallel_for(0, s.planes, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(s.h * s.w, 1)),
+  pool_of(c).parallel_for(0, s.planes,
+                          std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(s.h * s.w, 1)),
                           [&](int64_t lo, int64_t hi) {
                             for (int64_t plane = lo; plane < hi; ++plane) fn(plane);
                           });
@@ -143,7 +179,8 @@ void max_pool2d_kernel(const KernelCall& c) {
         const float* r0 = xp + 2 * oh * s.w;
         const float* r1 = r0 + s.w;
         for (int64_t ow = 0; ow < s.ow; ++ow)
-          yp[oh * s.ow + ow] = std::max(std::max(r0[2 * ow], r0[2 * ow + 1]), std::max(r1[2 * ow], r1[2 * ow + 1]));
+          yp[oh * s.ow + ow] =
+              std::max(std::max(r0[2 * ow], r0[2 * ow + 1]), std::max(r1[2 * ow], r1[2 * ow + 1]));
       }
     });
     return;
