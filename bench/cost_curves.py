@@ -17,11 +17,13 @@ Curves (each point trains a fixed subset of the training set, the same for both 
          width 64 -> 512 and context 16 -> 256, when both files are in the tree (see
          TRANSFORMER below).
 
-Each side runs as a fresh process training `epochs` epochs of the subset; its figure is the
-median epoch (training pass only, evaluation excluded), and the point's figure the median
-over `--rounds` rounds. Both sides train with SGD (lr 0.05, momentum 0.9, no schedule) on
-the same data; mlstudio runs with --threads 2, PyTorch with its default threads (its fastest
-on 2 cores: see the README), OPENBLAS_CORETYPE removed from both environments.
+Each side runs as a fresh process training 3 epochs of the subset; its figure is the median
+epoch (training pass only, evaluation excluded), and the point's figure the median over
+`--rounds` rounds (default 1: the full run takes about 15 minutes on 2 cores). On Fashion-MNIST
+both sides train with SGD (lr 0.05, momentum 0.9, no schedule); the transformer as its example
+says (AdamW). mlstudio runs with --threads 2, PyTorch with its default threads (its fastest on
+2 cores: see the README), OPENBLAS_CORETYPE removed from both environments. The benchmark runs
+copies of mlstudio and fma_peak, so a rebuild meanwhile does not change them.
 
 % of FMA peak: the FLOPs of one training step as mlstudio's op registry counts them (the
 sum of the "flops" of every kernel of one step in a `--profile` trace: matrix products and
@@ -35,7 +37,6 @@ Writes docs/cost-curves.md (a table per curve) and docs/cost-curves.png (a panel
 A run that fails stops the benchmark with its command and the end of its output.
 """
 import argparse
-import copy
 import json
 import os
 import re
@@ -131,54 +132,106 @@ def cnn_project(channels):
     return doc
 
 
-def torch_cmd(python, model, batch, extra):
-    return [python, os.path.join(HERE, "torch_reference.py"), "--model", model, "--batch", str(batch)] + extra
+def fashion_curve(key, title, x, points, quick, subset, batch, project, torch_model, torch_args):
+    """A curve on Fashion-MNIST: each point trains the first `subset` training images."""
+    def torch(args, v, tmp):
+        return [args.python, os.path.join(HERE, "torch_reference.py"), "--model", torch_model, "--batch",
+                str(batch(v)), "--limit", str(subset), "--test-limit", str(args.test_limit)] + torch_args(v)
+
+    for v in points:
+        if subset % batch(v):
+            fail(f"curve {key}: subset {subset} is not a multiple of batch {batch(v)}")
+    return {"key": key, "title": title, "x": x, "points": points, "quick": quick, "subset": subset,
+            "subset_text": f"the first {subset:,} training images", "unit": f"{subset:,} images", "epochs": 3,
+            "batch": batch, "project": lambda v, tmp: project(v), "flops_limit": batch,
+            "mlstudio_args": lambda v, args: ["--limit", str(subset), "--test-limit", str(args.test_limit)],
+            "torch": torch}
 
 
 CURVES = [
-    {
-        "key": "mlp",
-        "title": "MLP width W (784-W-W/2-10, batch 128)",
-        "x": "width W",
-        "points": [256, 512, 1024, 2048, 4096],
-        "quick": [256, 1024, 4096],
-        "subset": 4096,
-        "epochs": 3,
-        "batch": lambda w: 128,
-        "project": lambda w: mlp_project(w, 128),
-        "torch": lambda py, w: torch_cmd(py, "mlp", 128, ["--width", str(w)]),
-    },
-    {
-        "key": "cnn",
-        "title": "Residual CNN channels C (resnet example: C, C, C, 2C; batch 128)",
-        "x": "channels C",
-        "points": [16, 32, 64, 128],
-        "quick": [16, 64],
-        "subset": 512,
-        "epochs": 3,
-        "batch": lambda c: 128,
-        "project": cnn_project,
-        "torch": lambda py, c: torch_cmd(py, "resnet", 128, ["--channels", str(c)]),
-    },
-    {
-        "key": "batch",
-        "title": "Batch size B (MLP 784-256-128-10)",
-        "x": "batch B",
-        "points": [16, 32, 64, 128, 256, 512, 1024],
-        "quick": [16, 128, 1024],
-        "subset": 16384,
-        "epochs": 3,
-        "batch": lambda b: b,
-        "project": lambda b: mlp_project(256, b),
-        "torch": lambda py, b: torch_cmd(py, "mlp", b, ["--width", "256"]),
-    },
+    fashion_curve("mlp", "MLP width W (784-W-W/2-10, batch 128)", "width W", [256, 512, 1024, 2048, 4096],
+                  [256, 1024, 4096], 4096, lambda w: 128, lambda w: mlp_project(w, 128), "mlp",
+                  lambda w: ["--width", str(w)]),
+    fashion_curve("cnn", "Residual CNN channels C (resnet example: C, C, C, 2C; batch 128)", "channels C",
+                  [16, 32, 64, 128], [16, 64], 512, lambda c: 128, cnn_project, "resnet",
+                  lambda c: ["--channels", str(c)]),
+    fashion_curve("batch", "Batch size B (MLP 784-256-128-10)", "batch B", [16, 32, 64, 128, 256, 512, 1024],
+                  [16, 128, 1024], 16384, lambda b: b, lambda b: mlp_project(256, b), "mlp",
+                  lambda b: ["--width", "256"]),
 ]
 
-# TRANSFORMER: the character-level transformer example (helpers X1/X2, issue 31 part 2).
-# Its curves are added here, derived from its .mls and its PyTorch twin, when both are in
-# the tree; until then they are listed as left out in the report.
+# TRANSFORMER: the character-level transformer example of issue 31 part 2,
+# resources/examples/words-transformer.mls, beside its PyTorch twin bench/words_transformer_torch.py
+# (the same model and the same split of the same word file). Both curves are derived from the
+# example: its embedding width E (the linear layers of width E and 4E follow it) or its context
+# (the dataset's words.block_size), everything else as the example has it. The subset: a word
+# file of the first TRANSFORMER_WORDS words of /usr/share/dict/words that the dataset keeps
+# (^[a-z]+$), split by both sides as the example splits (test and validation fractions).
 TRANSFORMER_MLS = os.path.join(EXAMPLES, "words-transformer.mls")
 TRANSFORMER_TORCH = os.path.join(HERE, "words_transformer_torch.py")
+DICT_WORDS = "/usr/share/dict/words"
+TRANSFORMER_WORDS = 150
+
+
+def write_word_subset(tmp):
+    if not os.path.exists(DICT_WORDS):
+        fail(f"{DICT_WORDS} is missing (apt-get install wamerican)")
+    with open(DICT_WORDS, encoding="utf-8", errors="replace") as f:
+        words = [w for w in (l.rstrip("\n") for l in f) if re.fullmatch(r"[a-z]+", w)][:TRANSFORMER_WORDS]
+    with open(os.path.join(tmp, "words.txt"), "w") as f:
+        f.write("\n".join(words) + "\n")
+
+
+def transformer_project(tmp, width=None, context=None):
+    doc = load_example("words-transformer.mls")
+    nodes = doc["model"]["nodes"]
+    emb = [n for n in nodes if n["type"] == "mls.embedding"]
+    if len(emb) != 1:
+        fail(f"{TRANSFORMER_MLS}: expected one mls.embedding node, found {len(emb)}")
+    e0 = emb[0]["params"]["embedding_dim"]
+    if width:
+        emb[0]["params"]["embedding_dim"] = width
+        for n in nodes:
+            if n["type"] == "mls.linear" and n["params"].get("out_features") in (e0, 4 * e0):
+                n["params"]["out_features"] = width * n["params"]["out_features"] // e0
+    if context:
+        doc["dataset"].setdefault("words", {})["block_size"] = context
+    doc["dataset"]["path"] = os.path.join(tmp, "words.txt")
+    return doc
+
+
+def transformer_torch(args, project, tmp):
+    doc = json.load(open(project))
+    nodes = doc["model"]["nodes"]
+    attn = [n for n in nodes if n["type"] == "mls.multi_head_attention"]
+    emb = next(n for n in nodes if n["type"] == "mls.embedding")
+    d, t = doc["dataset"], doc["training"]
+    opt = t.get("optimizer", {})
+    cmd = [args.python, TRANSFORMER_TORCH, "--words", d["path"], "--embed", str(emb["params"]["embedding_dim"]),
+           "--block", str(d.get("words", {}).get("block_size", 16)), "--heads", str(attn[0]["params"]["num_heads"]),
+           "--layers", str(len(attn)), "--batch", str(t["batch_size"]), "--samples", "0"]
+    for flag, value in (("--lr", opt.get("lr")), ("--weight-decay", opt.get("weight_decay")),
+                        ("--seed", t.get("seed")), ("--split-seed", d.get("split_seed")),
+                        ("--test", d.get("test_fraction")), ("--validation", d.get("validation"))):
+        if value is not None:
+            cmd += [flag, str(value)]
+    return cmd
+
+
+def transformer_curve(key, title, x, points, quick, vary):
+    def project(v, tmp):
+        return transformer_project(tmp, **{vary: v})
+
+    def torch(args, v, tmp):
+        return transformer_torch(args, os.path.join(tmp, f"{key}-{v}.mls"), tmp)
+
+    batch = load_example("words-transformer.mls")["training"]["batch_size"]
+    return {"key": key, "title": title, "x": x, "points": points, "quick": quick, "subset": "words",
+            "subset_text": f"the training split of the first {TRANSFORMER_WORDS} words of {DICT_WORDS} (^[a-z]+$), "
+                           "one sample per character and one for the end",
+            "unit": f"{TRANSFORMER_WORDS} words", "epochs": 3, "batch": lambda v: batch, "project": project,
+            "setup": write_word_subset, "flops_limit": lambda v: 64, "mlstudio_args": lambda v, args: [],
+            "torch": torch}
 
 
 def transformer_curves():
@@ -186,7 +239,12 @@ def transformer_curves():
         return [], ("transformer width 64 -> 512 and context 16 -> 256: not measured, "
                     f"{os.path.relpath(TRANSFORMER_MLS, ROOT)} or {os.path.relpath(TRANSFORMER_TORCH, ROOT)} "
                     "is not in this tree")
-    return [], "transformer curves: not wired yet"
+    return [
+        transformer_curve("transformer-width", "Transformer width E (words example: E, MLP 4E; context 16)",
+                          "width E", [64, 128, 256, 512], [64, 256], "width"),
+        transformer_curve("transformer-context", "Transformer context T (words example, width 64)", "context T",
+                          [16, 32, 64, 128, 256], [16, 64], "context"),
+    ], None
 
 
 # ---------------------------------------------------------------------------------------
@@ -206,61 +264,73 @@ def fma_peak(tool, threads):
     return many
 
 
-def step_flops(mlstudio, project, batch, tmp, env):
-    """FLOPs of one training step: the kernels' "flops" in a --profile trace of one step."""
+def step_flops(mlstudio, project, batch, limit, tmp, env):
+    """FLOPs of one training step: the kernels' "flops" in a --profile trace of the first step
+    (a full batch: checked)."""
     trace = os.path.join(tmp, "trace.json")
     db = os.path.join(tmp, "flops.db")
-    cmd = [mlstudio, "--run", project, "--epochs", "1", "--limit", str(batch), "--test-limit", str(batch),
+    cmd = [mlstudio, "--run", project, "--epochs", "1", "--limit", str(limit), "--test-limit", str(limit),
            "--threads", str(THREADS), "--json", "--quiet", "--db", db, "--profile", trace]
     run_process(cmd, env)
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
-    steps = {}
+    steps, batches = {}, {}
     for e in events:
         a = e.get("args", {})
         if e.get("cat") == "op" and a.get("pass") in ("forward", "backward") and "step" in a:
-            steps.setdefault(a["step"], 0.0)
-            steps[a["step"]] += float(a.get("flops", 0))
+            steps.setdefault(int(a["step"]), 0.0)
+            steps[int(a["step"])] += float(a.get("flops", 0))
+        elif e.get("cat") == "step" and "batch" in a:
+            batches[e["name"]] = int(a["batch"])
     for f in (trace, db, db + "-wal", db + "-shm"):
         if os.path.exists(f):
             os.remove(f)
-    if len(steps) != 1:
-        fail(f"expected one training step in the trace of {shlex.join(cmd)}, found {len(steps)}")
-    flops = next(iter(steps.values()))
-    if flops <= 0:
+    if not steps:
+        fail(f"no training step in the trace of {shlex.join(cmd)}")
+    first = min(steps)
+    if batches.get(f"step {first}") != batch:
+        fail(f"the first step in the trace of {shlex.join(cmd)} is not a batch of {batch}")
+    if steps[first] <= 0:
         fail(f"no FLOPs in the trace of {shlex.join(cmd)}")
-    return flops
+    return steps[first]
 
 
 def measure_curve(curve, args, tmp, env, quick):
     points = curve["quick"] if quick else curve["points"]
+    setup = curve.get("setup")
+    if setup:
+        setup(tmp)
     rows = []
     for v in points:
         batch = curve["batch"](v)
-        subset = curve["subset"]
-        if subset % batch:
-            fail(f"curve {curve['key']}: subset {subset} is not a multiple of batch {batch}")
         project = os.path.join(tmp, f"{curve['key']}-{v}.mls")
         with open(project, "w") as f:
-            json.dump(curve["project"](v), f, indent=1)
-        flops = step_flops(args.mlstudio, project, batch, tmp, env)
+            json.dump(curve["project"](v, tmp), f, indent=1)
+        flops = step_flops(args.mlstudio, project, batch, curve["flops_limit"](v), tmp, env)
         db = os.path.join(tmp, "runs.db")
         ours, theirs = [], []
-        mls_cmd = [args.mlstudio, "--run", project, "--epochs", str(curve["epochs"]), "--limit", str(subset),
-                   "--test-limit", str(args.test_limit), "--threads", str(THREADS), "--json", "--quiet", "--db", db]
-        py_cmd = curve["torch"](args.python, v) + ["--epochs", str(curve["epochs"]), "--limit", str(subset),
-                                                     "--test-limit", str(args.test_limit)]
+        mls_cmd = [args.mlstudio, "--run", project, "--epochs", str(curve["epochs"]), "--threads", str(THREADS),
+                   "--json", "--quiet", "--db", db] + curve["mlstudio_args"](v, args)
+        py_cmd = curve["torch"](args, v, tmp) + ["--epochs", str(curve["epochs"])]
         for _ in range(args.rounds):
-            text, rss = run_process(mls_cmd, env)
-            ours.append((last_json(text, mls_cmd)["epoch_seconds"], rss))
+            text_ours, rss = run_process(mls_cmd, env)
+            ours.append((last_json(text_ours, mls_cmd)["epoch_seconds"], rss))
             text, rss = run_process(py_cmd, env)
             r = last_json(text, py_cmd)
             theirs.append((r["epoch_seconds"], rss))
             torch_version = r.get("torch", "?")
+            # The training samples of an epoch: the subset, or (words) what PyTorch's twin split;
+            # mlstudio must have taken as many steps.
+            samples = curve["subset"] if isinstance(curve["subset"], int) else r["train_samples"]
+            steps = last_json(text_ours, mls_cmd)["steps"]
+            if steps != curve["epochs"] * -(-samples // batch):
+                fail(f"mlstudio took {steps} steps in {curve['epochs']} epochs, PyTorch's {samples} samples "
+                     f"make {-(-samples // batch)} batches of {batch} an epoch:\n  "
+                     f"{shlex.join(mls_cmd)}\n  {shlex.join(py_cmd)}")
         m = statistics.median(o[0] for o in ours)
         t = statistics.median(o[0] for o in theirs)
-        row = {"x": v, "batch": batch, "subset": subset, "step_flops": flops, "epoch_flops": flops * subset / batch,
-               "mlstudio_s": m, "torch_s": t, "ratio": m / t,
+        row = {"x": v, "batch": batch, "samples": samples, "step_flops": flops,
+               "epoch_flops": flops * samples / batch, "mlstudio_s": m, "torch_s": t, "ratio": m / t,
                "mlstudio_rss": max(o[1] for o in ours), "torch_rss": max(o[1] for o in theirs),
                "mlstudio_all": [o[0] for o in ours], "torch_all": [o[0] for o in theirs], "torch": torch_version}
         rows.append(row)
@@ -281,8 +351,10 @@ def write_markdown(path, results, meta, left_out):
            f"{meta['load_after']}. mlstudio with {THREADS} threads, PyTorch {meta['torch']} with its default "
            f"threads; each point alternates mlstudio and PyTorch, {meta['rounds']} round(s) of one fresh "
            "process per side, each training the subset for the epochs given, figure = median epoch "
-           "(training pass only), median over rounds. Both sides: SGD lr 0.05 momentum 0.9, same model, "
-           "same first N training images.", "",
+           "(training pass only), median over rounds. Both sides train the same model on the same samples: "
+           "on Fashion-MNIST with SGD (lr 0.05, momentum 0.9), the transformer as its example says "
+           "(AdamW). Timings on this shared machine move with the load: compare the two sides of one "
+           "row, which ran one after the other.", "",
            f"% of FMA peak: the FLOPs of an epoch (one step's kernels as mlstudio's op registry counts "
            f"them, times the steps) over its time, over the {THREADS}-thread fp32 FMA peak "
            f"`build/bench/fma_peak` measured in this run: **{peak:.1f} GFLOP/s** "
@@ -293,7 +365,9 @@ def write_markdown(path, results, meta, left_out):
         r0 = rows[0]
         out.append(f"## {curve['title']}")
         out.append("")
-        out.append(f"Subset: the first {r0['subset']:,} training images, {curve['epochs']} epochs per process.")
+        batch = f", batch {r0['batch']}" if all(r["batch"] == r0["batch"] for r in rows) else ""
+        out.append(f"Subset: {curve['subset_text']} ({r0['samples']:,} samples){batch}, "
+                   f"{curve['epochs']} epochs per process.")
         out.append("")
         out.append(f"| {curve['x']} | MFLOP/step | mlstudio s/epoch | PyTorch s/epoch | ratio | mlstudio % FMA peak | "
                    "PyTorch % FMA peak | mlstudio peak RSS | PyTorch peak RSS |")
@@ -347,7 +421,7 @@ def write_png(path, results, peak):
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(curve["x"])
-        ax.set_ylabel(f"s per epoch of {rows[0]['subset']:,} images (solid)")
+        ax.set_ylabel(f"s per epoch of {curve['unit']} (solid)")
         ax2.set_ylabel("% of FMA peak (dashed)")
         ax2.set_ylim(0, 100)
         ax.set_title(curve["title"], fontsize=9.5)
@@ -372,14 +446,13 @@ def main():
     # Debian's interpreter: python3-torch installs there, not into other Pythons on PATH.
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--quick", action="store_true", help="fewer points, one round")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds per point (default 2, 1 with --quick)")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds per point (each: mlstudio, then PyTorch)")
     ap.add_argument("--curves", default="", help="comma-separated subset of: " +
                     ", ".join(c["key"] for c in CURVES) + ", transformer-width, transformer-context")
     ap.add_argument("--test-limit", type=int, default=256, help="test images evaluated after each epoch")
     ap.add_argument("--out", default=None,
                     help="where cost-curves.md and .png go (default docs/, build/ with --quick)")
     args = ap.parse_args()
-    args.rounds = args.rounds or (1 if args.quick else 2)
     args.out = args.out or os.path.join(ROOT, "build" if args.quick else "docs")
     for tool in (args.mlstudio, args.fma_peak):
         if not os.access(tool, os.X_OK):
@@ -390,22 +463,27 @@ def main():
     left_out = [note] if note else []
     if args.curves:
         wanted = args.curves.split(",")
-        unknown = [w for w in wanted if w not in {c["key"] for c in curves} | {"transformer-width", "transformer-context"}]
+        known = {c["key"] for c in CURVES} | {"transformer-width", "transformer-context"}
+        unknown = [w for w in wanted if w not in known]
         if unknown:
             fail(f"unknown curve(s): {', '.join(unknown)}")
         curves = [c for c in curves if c["key"] in wanted]
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     started = time.time()
+    global WORK_DIR
+    WORK_DIR = tempfile.mkdtemp(prefix="cost-curves-")
+    # Copies of the two tools: a rebuild while the curves run must not change (or remove) them.
+    for name in ("mlstudio", "fma_peak"):
+        tool = getattr(args, name)
+        setattr(args, name, shutil.copy2(tool, os.path.join(WORK_DIR, os.path.basename(tool))))
     peaks = [fma_peak(args.fma_peak, THREADS)]
     print(f"fp32 FMA peak, {THREADS} threads: {peaks[0]:.1f} GFLOP/s", flush=True)
     results = []
-    global WORK_DIR
-    WORK_DIR = tempfile.mkdtemp(prefix="cost-curves-")
     for c in curves:
         results.append((c, measure_curve(c, args, WORK_DIR, env, args.quick)))
+    peaks.append(fma_peak(args.fma_peak, THREADS))
     shutil.rmtree(WORK_DIR)
     WORK_DIR = None
-    peaks.append(fma_peak(args.fma_peak, THREADS))
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
     cpu = "this machine"
     try:
