@@ -1,6 +1,8 @@
 // The instruments from the command line: the pre-flight estimate held against the measured
 // peak, and `--profile FILE.json`, a Chrome trace with a span per executed kernel.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -61,7 +63,8 @@ TEST_CASE("the trace of --profile is Chrome JSON with one span per executed kern
   REQUIRE(j.is_object());
   REQUIRE(j["traceEvents"].is_array());
   std::map<std::string, int64_t> spans_per_step;
-  int64_t spans = 0, counters = 0, step_spans = 0;
+  int64_t spans = 0, counters = 0, step_spans = 0, eval_spans = 0;
+  double counter_max = 0;
   for (const auto& e : j["traceEvents"]) {
     // Chrome's trace-event format: every event names its phase, process and thread.
     REQUIRE(e["name"].is_string());
@@ -79,9 +82,15 @@ TEST_CASE("the trace of --profile is Chrome JSON with one span per executed kern
         ++spans_per_step[e["args"]["step"].get<std::string>()];
       }
       if (e["cat"] == "step") ++step_spans;
+      if (e["cat"] == "eval") ++eval_spans;
     } else if (ph == "C") {
       ++counters;
-      for (const auto& [k, v] : e["args"].items()) CHECK(v.get<double>() >= 0);
+      double sum = 0;
+      for (const auto& [k, v] : e["args"].items()) {
+        CHECK(v.get<double>() >= 0);
+        sum += v.get<double>();
+      }
+      counter_max = std::max(counter_max, sum);
     }
   }
   CHECK(step_spans == steps);
@@ -89,6 +98,12 @@ TEST_CASE("the trace of --profile is Chrome JSON with one span per executed kern
   CHECK(spans_per_step.size() == static_cast<size_t>(steps));
   for (const auto& [step, n] : spans_per_step) CHECK(n == kernels);
   CHECK(counters >= steps);
+  // The test evaluation's kernels and memory are in the trace too, so its memory counters
+  // reach the run's peak (the evaluation plan lives beside the training plan).
+  CHECK(eval_spans > 0);
+  const double peak = result["peak_bytes"];
+  INFO("trace peak " << counter_max << " run peak " << peak);
+  CHECK(std::abs(counter_max - peak) <= 0.01 * peak);
 }
 
 TEST_CASE("a trace path that cannot be written is refused before training, naming it (--profile)", "[e2e][profile]") {
