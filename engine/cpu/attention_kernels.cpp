@@ -97,13 +97,14 @@ inline int64_t seen_in_tile(bool causal, int64_t i, int64_t j0, int64_t jn) {
 }
 
 // rows [0, rows) of x (row stride ld) into xt [cols][ldt], columns past `rows` zeroed up to
-// ldt (a tile's padding keys then score 0 and are masked after).
+// the next multiple of 8, as far as the tile's products read (padding keys then score 0 and
+// are masked after). Zeroing all ldt columns cost a short sequence more than its products.
 void transpose_into(const float* x, int64_t ld, int64_t rows, int64_t cols, float* xt,
                     int64_t ldt) {
   for (int64_t c = 0; c < cols; ++c) {
     float* row = xt + c * ldt;
     for (int64_t j = 0; j < rows; ++j) row[j] = x[j * ld + c];
-    std::fill(row + rows, row + ldt, 0.0f);
+    std::fill(row + rows, row + std::min(ldt, (rows + 7) / 8 * 8), 0.0f);
   }
 }
 
