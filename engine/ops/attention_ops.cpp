@@ -21,6 +21,7 @@
 #include "engine/ops/attention.h"
 #include "engine/ops/layout.h"
 #include "engine/ops/op_helpers.h"
+#include "engine/ops/tape_emitter.h"
 
 namespace mls::ops {
 
@@ -65,59 +66,6 @@ Result<void> check_qkv(InTypes in) {
     return make_error("k " + shape_str(k) + " and v " + shape_str(v) + " must have one key count");
   return {};
 }
-
-// Records what a composite emits, so autodiff can differentiate it (a rule's own ops then
-// go to the emitter as usual).
-class TapeEmitter final : public Emitter {
- public:
-  explicit TapeEmitter(Emitter& inner) : inner_(inner) {
-    if (auto* g = dynamic_cast<Graph*>(&inner)) scope_ = g->label();
-  }
-  Refs emit(std::string_view op, std::span<const Ref> inputs, const Attrs& attrs) override {
-    Refs outs = inner_.emit(op, inputs, attrs);
-    const OpDef* def = op_registry().find(op);
-    MLS_CHECK(def != nullptr, "attention: a composite emits an unknown op");
-    tape_.push_back({def, attrs, Refs(inputs.begin(), inputs.end()), outs, scope_});
-    return outs;
-  }
-  ValueType type_of(Ref r) const override { return inner_.type_of(r); }
-  std::span<const TapeEntry> tape() const { return tape_; }
-  // Gradients of `loss` for the inputs a rule needs (an input passed twice gets its gradient
-  // once, in its first slot).
-  Refs vjp(const GradContext& c, Ref loss) {
-    Refs wrt, out(c.inputs.size());
-    std::vector<size_t> slot;
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      const bool first =
-          std::find(c.inputs.begin(), c.inputs.begin() + static_cast<std::ptrdiff_t>(i),
-                    c.inputs[i]) == c.inputs.begin() + static_cast<std::ptrdiff_t>(i);
-      if (c.needs(i) && first) {
-        wrt.push_back(c.in(i));
-        slot.push_back(i);
-      }
-    }
-    Refs g = backprop(inner_, tape_, loss, wrt);
-    for (size_t k = 0; k < slot.size(); ++k) out[slot[k]] = g[k];
-    inner_.set_scope(scope_);
-    return out;
-  }
-  Refs jvp(const JvpContext& c, std::span<const Ref> outputs) {
-    Refs primals, tangents;
-    for (size_t i = 0; i < c.inputs.size(); ++i)
-      if (c.tan(i).valid()) {
-        primals.push_back(c.in(i));
-        tangents.push_back(c.tan(i));
-      }
-    Refs t = forward_tangents(inner_, tape_, primals, tangents, outputs);
-    inner_.set_scope(scope_);
-    return t;
-  }
-
- private:
-  Emitter& inner_;
-  std::string scope_;
-  std::vector<TapeEntry> tape_;
-};
 
 // Visible (query, key) pairs of one batch entry: all, or key j <= query i.
 double visible_pairs(int64_t tq, int64_t tk, bool causal) {
@@ -193,7 +141,7 @@ Refs attention_vjp(const GradContext& c) {
 }
 
 Refs attention_jvp(const JvpContext& c) {
-  TapeEmitter t(c.e);
+  TapeEmitter t(c.e, "attention");
   AttentionOut f =
       attention_composite(t, c.in(0), c.in(1), c.in(2), causal_of(c.attrs), scale_of(c.attrs));
   const Ref outs[] = {f.o, f.lse};
@@ -275,7 +223,7 @@ Refs attention_backward_composite(Emitter& e, std::span<const Ref> in, const Att
 }
 
 Refs attention_backward_vjp(const GradContext& c) {
-  TapeEmitter t(c.e);
+  TapeEmitter t(c.e, "attention");
   Refs outs = attention_backward_composite(t, c.inputs, c.attrs);
   Ref loss;
   for (size_t k = 0; k < outs.size(); ++k) {
@@ -288,7 +236,7 @@ Refs attention_backward_vjp(const GradContext& c) {
 }
 
 Refs attention_backward_jvp(const JvpContext& c) {
-  TapeEmitter t(c.e);
+  TapeEmitter t(c.e, "attention");
   Refs outs = attention_backward_composite(t, c.inputs, c.attrs);
   return t.jvp(c, outs);
 }

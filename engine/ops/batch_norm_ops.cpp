@@ -23,6 +23,7 @@
 #include "engine/ops/math.h"
 #include "engine/ops/nn.h"
 #include "engine/ops/op_helpers.h"
+#include "engine/ops/tape_emitter.h"
 
 namespace mls::ops {
 
@@ -75,57 +76,6 @@ std::vector<int64_t> batch_axes(const Shape& x) {
     if (d != 1) axes.push_back(d);
   return axes;
 }
-
-// Records what a composite emits, so that autodiff can differentiate it (as attention_ops.cpp
-// does for attention_backward).
-class TapeEmitter final : public Emitter {
- public:
-  explicit TapeEmitter(Emitter& inner) : inner_(inner) {
-    if (auto* g = dynamic_cast<Graph*>(&inner)) scope_ = g->label();
-  }
-  Refs emit(std::string_view op, std::span<const Ref> inputs, const Attrs& attrs) override {
-    Refs outs = inner_.emit(op, inputs, attrs);
-    const OpDef* def = op_registry().find(op);
-    MLS_CHECK(def != nullptr, "batch norm: a composite emits an unknown op");
-    tape_.push_back({def, attrs, Refs(inputs.begin(), inputs.end()), outs, scope_});
-    return outs;
-  }
-  ValueType type_of(Ref r) const override { return inner_.type_of(r); }
-  // The gradients of `loss` for the inputs the rule needs (a repeated input: in its first slot).
-  Refs vjp(const GradContext& c, Ref loss) {
-    Refs wrt, out(c.inputs.size());
-    std::vector<size_t> slot;
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      const bool first =
-          std::find(c.inputs.begin(), c.inputs.begin() + static_cast<std::ptrdiff_t>(i),
-                    c.inputs[i]) == c.inputs.begin() + static_cast<std::ptrdiff_t>(i);
-      if (c.needs(i) && first) {
-        wrt.push_back(c.in(i));
-        slot.push_back(i);
-      }
-    }
-    Refs g = backprop(inner_, tape_, loss, wrt);
-    for (size_t k = 0; k < slot.size(); ++k) out[slot[k]] = g[k];
-    inner_.set_scope(scope_);
-    return out;
-  }
-  Refs jvp(const JvpContext& c, std::span<const Ref> outputs) {
-    Refs primals, tangents;
-    for (size_t i = 0; i < c.inputs.size(); ++i)
-      if (c.tan(i).valid()) {
-        primals.push_back(c.in(i));
-        tangents.push_back(c.tan(i));
-      }
-    Refs t = forward_tangents(inner_, tape_, primals, tangents, outputs);
-    inner_.set_scope(scope_);
-    return t;
-  }
-
- private:
-  Emitter& inner_;
-  std::string scope_;
-  std::vector<TapeEntry> tape_;
-};
 
 // sum_k <outs[k], gouts[k]> over the outputs that receive a gradient (invalid when none).
 Ref inner_product(Emitter& e, const Refs& outs, const GradContext& c) {
@@ -283,7 +233,7 @@ Refs batch_norm_act_vjp(const GradContext& c) {
 }
 
 Refs batch_norm_act_jvp(const JvpContext& c) {
-  TapeEmitter t(c.e);
+  TapeEmitter t(c.e, "batch norm");
   BatchNormOut bn = batch_norm_train(t, c.in(0), c.in(1), c.in(2), eps_of(c.attrs));
   const Ref outs[] = {relu_of(c.attrs) ? relu(t, bn.y) : bn.y, bn.mean, bn.var};
   return t.jvp(c, outs);
@@ -327,7 +277,7 @@ Refs batch_norm_backward_composite(Emitter& e, std::span<const Ref> in, const At
 }
 
 Refs batch_norm_backward_vjp(const GradContext& c) {
-  TapeEmitter t(c.e);
+  TapeEmitter t(c.e, "batch norm");
   Refs outs = batch_norm_backward_composite(t, c.inputs, c.attrs);
   Ref loss = inner_product(t, outs, c);
   if (!loss.valid()) return Refs(c.inputs.size());
@@ -335,7 +285,7 @@ Refs batch_norm_backward_vjp(const GradContext& c) {
 }
 
 Refs batch_norm_backward_jvp(const JvpContext& c) {
-  TapeEmitter t(c.e);
+  TapeEmitter t(c.e, "batch norm");
   Refs outs = batch_norm_backward_composite(t, c.inputs, c.attrs);
   return t.jvp(c, outs);
 }
