@@ -18,6 +18,7 @@
 #include "engine/train/progress_line.h"
 #include "runner/pruner.h"
 #include "runner/training_run.h"
+#include "runner/word_samples.h"
 #include "store/run_store.h"
 
 namespace mls::app {
@@ -202,6 +203,20 @@ int run_command(const RunOptions& o) {
     if (const std::string e = runner::estimate_line(out); !e.empty())
       std::fprintf(stderr, "mlstudio: %s\n", e.c_str());
   }
+  // A model of a words dataset makes up new words with the weights training ended with.
+  std::optional<std::vector<std::string>> samples;
+  if (lead && !r.breakpoint && !last_path.empty()) {
+    auto words = runner::sample_run_words(o.project, last_path);
+    if (!words && !o.quiet)
+      std::fprintf(stderr, "mlstudio: warning: no sample words: %s\n",
+                   terminal_safe(words.error().message).c_str());
+    if (words && !words->empty()) samples = std::move(*words);
+  }
+  if (samples && !json) {
+    std::string line = "samples:";
+    for (const std::string& w : *samples) line += " " + w;
+    std::printf("%s\n", line.c_str());
+  }
   if (json) {
     nlohmann::json j{
         {"run_id", run_id},
@@ -254,6 +269,7 @@ int run_command(const RunOptions& o) {
       }
       j["breakpoint"] = b;
     }
+    if (samples) j["samples"] = *samples;
     if (r.has_test) j.update(eval_json(r.test, "test_"));
     if (r.has_validation) j.update(eval_json(r.validation, "val_"));
     if (job) {
