@@ -197,6 +197,8 @@ def transformer_project(tmp, width=None, context=None):
     if context:
         doc["dataset"].setdefault("words", {})["block_size"] = context
     doc["dataset"]["path"] = os.path.join(tmp, "words.txt")
+    for key in ("limit", "test_limit"):  # the subset is the word file
+        doc["dataset"].pop(key, None)
     return doc
 
 
@@ -225,12 +227,11 @@ def transformer_curve(key, title, x, points, quick, vary):
     def torch(args, v, tmp):
         return transformer_torch(args, os.path.join(tmp, f"{key}-{v}.mls"), tmp)
 
-    batch = load_example("words-transformer.mls")["training"]["batch_size"]
     return {"key": key, "title": title, "x": x, "points": points, "quick": quick, "subset": "words",
             "subset_text": f"the training split of the first {TRANSFORMER_WORDS} words of {DICT_WORDS} (^[a-z]+$), "
                            "one sample per character and one for the end",
-            "unit": f"{TRANSFORMER_WORDS} words", "epochs": 3, "batch": lambda v: batch, "project": project,
-            "setup": write_word_subset, "flops_limit": lambda v: 64, "mlstudio_args": lambda v, args: [],
+            "unit": f"{TRANSFORMER_WORDS} words", "epochs": 3, "project": project,
+            "setup": write_word_subset, "flops_limit": lambda v: 100, "mlstudio_args": lambda v, args: [],
             "torch": torch}
 
 
@@ -239,11 +240,15 @@ def transformer_curves():
         return [], ("transformer width 64 -> 512 and context 16 -> 256: not measured, "
                     f"{os.path.relpath(TRANSFORMER_MLS, ROOT)} or {os.path.relpath(TRANSFORMER_TORCH, ROOT)} "
                     "is not in this tree")
+    doc = load_example("words-transformer.mls")
+    e = next((n["params"].get("embedding_dim") for n in doc["model"]["nodes"] if n["type"] == "mls.embedding"), "?")
+    t = doc["dataset"].get("words", {}).get("block_size", 16)
+    b = doc["training"]["batch_size"]
     return [
-        transformer_curve("transformer-width", "Transformer width E (words example: E, MLP 4E; context 16)",
+        transformer_curve("transformer-width", f"Transformer width E (words example: E, MLP 4E; context {t}, batch {b})",
                           "width E", [64, 128, 256, 512], [64, 256], "width"),
-        transformer_curve("transformer-context", "Transformer context T (words example, width 64)", "context T",
-                          [16, 32, 64, 128, 256], [16, 64], "context"),
+        transformer_curve("transformer-context", f"Transformer context T (words example: width {e}, batch {b})",
+                          "context T", [16, 32, 64, 128, 256], [16, 64], "context"),
     ], None
 
 
@@ -302,10 +307,11 @@ def measure_curve(curve, args, tmp, env, quick):
         setup(tmp)
     rows = []
     for v in points:
-        batch = curve["batch"](v)
+        doc = curve["project"](v, tmp)
+        batch = doc["training"]["batch_size"]
         project = os.path.join(tmp, f"{curve['key']}-{v}.mls")
         with open(project, "w") as f:
-            json.dump(curve["project"](v, tmp), f, indent=1)
+            json.dump(doc, f, indent=1)
         flops = step_flops(args.mlstudio, project, batch, curve["flops_limit"](v), tmp, env)
         db = os.path.join(tmp, "runs.db")
         ours, theirs = [], []
