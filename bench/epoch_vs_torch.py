@@ -70,6 +70,9 @@ def main():
                           + (["--limit", str(RESNET_TRAIN)] if args.model == "resnet" else []), env))
         print(f"round {r + 1}/{args.rounds}: mlstudio {ours[-1]['epoch_seconds']:.3f} s/epoch, "
               f"PyTorch {theirs[-1]['epoch_seconds']:.3f} s/epoch", file=sys.stderr)
+        if words:
+            print(f"  validation loss: mlstudio {ours[-1]['val_loss']:.4f}, PyTorch {theirs[-1]['val_loss']:.4f}; "
+                  f"steps {ours[-1]['steps']} / {theirs[-1]['steps']}", file=sys.stderr)
     for f in (db, db + "-wal", db + "-shm"):
         if os.path.exists(f):
             os.remove(f)
@@ -98,7 +101,7 @@ def transformer_table(args, ours, theirs, m, t, rss_m, rss_t):
     med = lambda side, k: statistics.median(o[k] for o in side)
     n = theirs[0]["train_samples"]
     vm, vt = med(ours, "val_loss"), med(theirs, "val_loss")
-    print(f"| words transformer (E 64, 2 blocks, 4 heads, T 16), batch 128, one epoch | mlstudio | "
+    print(f"| words transformer (E 64, 2 blocks, 4 heads, T 8), batch 256, one epoch | mlstudio | "
           f"PyTorch {theirs[0]['torch']} |")
     print("|---|---|---|")
     print(f"| epoch seconds (median of {args.rounds} rounds) | {m:.3f} | {t:.3f} |")

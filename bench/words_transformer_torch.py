@@ -13,8 +13,9 @@ hold-outs as datasets/splits.cpp (a test fraction of all words, then a validatio
 the rest, each drawn from its own stream of the seed), re-implemented below, so both sides
 train, validate and test on the very same words.
 
-Training: AdamW (lr 0.002, weight decay 0.01) on mlstudio's cosine schedule with 100 warm-up
-steps, batch 128, seed 7, as the .mls says. Sampling: the rule of runner/word_samples.cpp (first
+Training: AdamW (lr 0.003, weight decay 0.01) on mlstudio's cosine schedule with 30 warm-up
+steps, batch 256, seed 7, context 8, 8000 words of the training pool and 1000 test words, as the
+.mls says (its dataset limit and test_limit count words). Sampling: the rule of runner/word_samples.cpp (first
 character a letter, then until '.' or 32 letters), PyTorch's generator.
 
 Model: token embedding + learned positions, pre-norm blocks (x + MHA(LN(x)) causal,
@@ -82,8 +83,10 @@ def hold_out(pool, count, seed, stream):
     return [p for i, p in enumerate(pool) if i not in taken], [p for i, p in enumerate(pool) if i in taken]
 
 
-def split_indices(n, test_fraction, validation, seed):
+def split_indices(n, test_fraction, validation, seed, limit=0, test_limit=0):
     train, test = hold_out(list(range(n)), holdout_count(n, test_fraction), seed, 0x7E57)
+    test = test[:test_limit] if test_limit > 0 else test
+    train = train[:limit] if limit > 0 else train
     train, val = hold_out(train, holdout_count(len(train), validation), seed, 0x7A11D)
     return train, val, test
 
@@ -193,13 +196,13 @@ def evaluate(model, x, y, batch=4096):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--words", default="/usr/share/dict/words")
-    ap.add_argument("--block", type=int, default=16)
+    ap.add_argument("--block", type=int, default=8)
     ap.add_argument("--embed", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--warmup", type=int, default=100, help="linear warm-up steps of the cosine schedule")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--warmup", type=int, default=30, help="linear warm-up steps of the cosine schedule")
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: all epochs)")
@@ -207,12 +210,15 @@ def main():
     ap.add_argument("--split-seed", type=int, default=0, help="the dataset's split_seed")
     ap.add_argument("--test", type=float, default=0.1, help="fraction of the words held out for testing")
     ap.add_argument("--validation", type=float, default=0.1, help="fraction of the rest held out for validation")
+    ap.add_argument("--limit", type=int, default=8000, help="the first N words of the training pool (0: all)")
+    ap.add_argument("--test-limit", type=int, default=1000, help="the first N test words (0: all)")
     ap.add_argument("--samples", type=int, default=10)
     ap.add_argument("--max-len", type=int, default=32)
     args = ap.parse_args()
 
     words = read_words(args.words)
-    tr, va, te = split_indices(len(words), args.test, args.validation, args.split_seed)
+    tr, va, te = split_indices(len(words), args.test, args.validation, args.split_seed,
+                                args.limit, args.test_limit)
     x, y = samples_of([words[i] for i in tr], args.block)
     xv, yv = samples_of([words[i] for i in va], args.block)
     xt, yt = samples_of([words[i] for i in te], args.block)

@@ -16,6 +16,7 @@ void open_tensor_lib(lua_State* L);    // tensors, arithmetic, autograd (tensor_
 void open_autograd_lib(lua_State* L);  // requires_grad, backward, no_grad (autograd_lib.cpp)
 void open_nn_lib(lua_State* L);        // mls.F: layers as functions, parameters (nn_lib.cpp)
 void open_attention_lib(lua_State* L);  // mls.F's attention (attention_lib.cpp; after nn)
+void open_words_lib(lua_State* L);      // mls.sample_words (words_lib.cpp)
 void open_graph_lib(lua_State* L);     // mls.graph, mls.jit, mls.grad (graph_lib.cpp)
 void open_train_lib(lua_State* L);     // mls.data, mls.optim, mls.train, mls.log (train_lib.cpp)
 void open_project_lib(lua_State* L);   // mls.project (project_lib.cpp)

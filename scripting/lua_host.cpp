@@ -58,6 +58,7 @@ int open_mls(lua_State* L) {
   open_autograd_lib(L);
   open_nn_lib(L);
   open_attention_lib(L);
+  open_words_lib(L);
   open_graph_lib(L);
   open_train_lib(L);
   open_project_lib(L);
