@@ -8,7 +8,8 @@ optimizer and batch, on CPU.
 Data, as mlstudio's "words" dataset kind (datasets/words_dataset.h): the lines of
 /usr/share/dict/words (Debian's wamerican) that match ^[a-z]+$; '.' = 0, 'a'..'z' = 1..26.
 A word w gives len(w) + 1 samples: the context is the last T ids of (T '.' + w[0..i)), the
-label w[i], or '.' after the last letter. Words are split, not samples: the same splitmix64
+label w[i], or '.' after the last letter. The words are put in the order words_dataset.cpp
+draws from the split seed, then split, not the samples: the same splitmix64
 hold-outs as datasets/splits.cpp (a test fraction of all words, then a validation fraction of
 the rest, each drawn from its own stream of the seed), re-implemented below, so both sides
 train, validate and test on the very same words.
@@ -217,6 +218,9 @@ def main():
     args = ap.parse_args()
 
     words = read_words(args.words)
+    # The list is sorted: datasets/words_dataset.cpp first puts it in an order drawn from the
+    # split seed (stream 0x30d5), so that a limit's first N words are not all 'a...'.
+    words = [words[k] for k in shuffled_order(len(words), args.split_seed, 0x30D5)]
     tr, va, te = split_indices(len(words), args.test, args.validation, args.split_seed,
                                 args.limit, args.test_limit)
     x, y = samples_of([words[i] for i in tr], args.block)
