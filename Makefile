@@ -84,6 +84,8 @@ bench: build
 	@cmake --build $(BUILD) --target $(BENCH_TOOLS)
 	@/usr/bin/python3 bench/epoch_vs_torch.py --model mlp --mlstudio $(BUILD)/app/mlstudio
 	@/usr/bin/python3 bench/epoch_vs_torch.py --model lenet --mlstudio $(BUILD)/app/mlstudio
+	@/usr/bin/python3 bench/epoch_vs_torch.py --model resnet --epochs 1 --mlstudio $(BUILD)/app/mlstudio
+	@/usr/bin/python3 bench/epoch_vs_torch.py --model transformer --seed-per-round --mlstudio $(BUILD)/app/mlstudio
 	@/usr/bin/python3 bench/step_memory.py --mlstudio $(BUILD)/app/mlstudio
 	@/usr/bin/python3 bench/inference_latency_torch.py --mlstudio $(BUILD)/bench/inference_latency
 	@/usr/bin/python3 bench/eager_overhead_torch.py --mlstudio $(BUILD)/bench/eager_overhead
@@ -91,6 +93,7 @@ bench: build
 	@$(BUILD)/bench/fma_peak
 	@/usr/bin/python3 bench/cost_curves.py --mlstudio $(BUILD)/app/mlstudio --fma-peak $(BUILD)/bench/fma_peak $(COST_CURVES)
 	@$(BUILD)/bench/conv_kernels
+	@$(BUILD)/bench/attention_kernels
 	@$(BUILD)/bench/pipeline_throughput
 	@$(BUILD)/bench/matmul_backends
 	@$(BUILD)/bench/debugger_overhead
