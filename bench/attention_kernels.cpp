@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "engine/autodiff/autodiff.h"
 #include "engine/core/op.h"
 #include "engine/cpu/cpu_backend.h"
@@ -24,28 +25,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::filled;
+using bench::median_ms;
+
 using namespace mls;
-
-Tensor filled(Backend& cpu, Shape shape, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(numel(shape)));
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = static_cast<float>(((i + seed) * 7919) % 1000) * 1e-3f - 0.5f;
-  return Tensor::from_f32(cpu, shape, v, AllocTag::Input);
-}
-
-template <typename F>
-double median_ms(int repeats, F fn) {
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> t(static_cast<size_t>(repeats));
-  for (double& v : t) {
-    const auto t0 = Clock::now();
-    fn();
-    v = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  }
-  std::nth_element(t.begin(), t.begin() + repeats / 2, t.end());
-  return t[static_cast<size_t>(repeats / 2)];
-}
 
 // One plan: attention over q, k, v [b, t, d] (fused or composite), forward only or with the
 // gradients of sum(o * w).

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "engine/autodiff/autodiff.h"
 #include "engine/core/attrs.h"
 #include "engine/cpu/cpu_backend.h"
@@ -29,34 +30,14 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::filled;
+using bench::median_ms;
+
 
 struct Case {
   const char* what;
   int64_t n, c, h, w, o, k, pad;
 };
-
-mls::Tensor filled(mls::Backend& cpu, mls::Shape shape, uint64_t seed) {
-  int64_t count = 1;
-  for (int64_t d : shape) count *= d;
-  std::vector<float> v(static_cast<size_t>(count));
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = static_cast<float>(((i + seed) * 7919) % 1000) * 1e-3f - 0.5f;
-  return mls::Tensor::from_f32(cpu, shape, v, mls::AllocTag::Input);
-}
-
-template <typename F>
-double median_ms(int repeats, F fn) {
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> t(static_cast<size_t>(repeats));
-  for (double& v : t) {
-    const auto t0 = Clock::now();
-    fn();
-    v = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  }
-  std::nth_element(t.begin(), t.begin() + repeats / 2, t.end());
-  return t[static_cast<size_t>(repeats / 2)];
-}
 
 // Batch norm + relu over x [shape] and its backward, as a training step runs them: the loss
 // sum(relu(bn(x)) * w) differentiated for x, gamma and beta, after the default passes;
