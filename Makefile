@@ -12,13 +12,13 @@ EXAMPLE ?= resources/examples/fashion-mnist-mlp.mls
 all: build
 
 setup:
-	@scripts/setup
+	@scripts/timed setup scripts/setup
 
 configure: setup
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 
 build: configure
-	@cmake --build $(BUILD) -j $(JOBS)
+	@scripts/timed build cmake --build $(BUILD) -j $(JOBS)
 
 # Only what `make run` and `make gui` run: the mlstudio executable, not the tests.
 build-app: configure
@@ -46,13 +46,13 @@ ASAN_TARGETS = engine_tests datasets_tests nodes_tests store_tests scripting_tes
 # took 92 s side by side and 122 s one after another. MLS_ASAN_BUILT=1: the scripts leave
 # build-asan as it is (no two cmake runs in it at once).
 test: build
-	@cd $(BUILD) && MLS_REQUIRE_DEVICES=vulkan MLS_VULKAN_VALIDATION=1 \
-	  xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" ctest --output-on-failure -j $(JOBS)
-	@scripts/configure-asan && cmake --build build-asan -j $(JOBS) --target $(ASAN_TARGETS)
-	@scripts/sanitize asan
-	@scripts/sanitize tsan-build
+	@cd $(BUILD) && MLS_REQUIRE_DEVICES=vulkan MLS_VULKAN_VALIDATION=1 $(CURDIR)/scripts/timed \
+	  "main suite" xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" ctest --output-on-failure -j $(JOBS)
+	@scripts/configure-asan && scripts/timed "asan build" cmake --build build-asan -j $(JOBS) --target $(ASAN_TARGETS)
+	@scripts/timed "asan tests" scripts/sanitize asan
+	@scripts/timed "tsan build" scripts/sanitize tsan-build
 	@export MLS_ASAN_BUILT=1; scripts/monkey 2000 24 >build-asan/monkey.out 2>&1 & monkey=$$!; \
-	  scripts/sanitize tsan-run && scripts/fuzz check; rc=$$?; \
+	  scripts/timed "tsan tests + fuzz check" bash -c 'scripts/sanitize tsan-run && scripts/fuzz check'; rc=$$?; \
 	  wait $$monkey; m=$$?; cat build-asan/monkey.out; \
 	  if [ $$m -ne 0 ]; then echo "scripts/monkey 2000 24 failed (exit $$m): build-asan/monkey.out"; fi; \
 	  [ $$rc -eq 0 ] && [ $$m -eq 0 ]

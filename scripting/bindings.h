@@ -149,10 +149,15 @@ bool take_error(Runtime& rt, const Target& t);
 // Pushes result `r` of target `t` as a new tensor.
 void push_result(lua_State* L, Runtime& rt, const Target& t, Ref r);
 
+// The most tensors one op takes (F.multi_head_attention: x, four weights, four biases).
+inline constexpr int kMaxOpInputs = 12;
+
 // Runs `build(Emitter&, const Ref* inputs) -> Ref` on the inputs' target and pushes the
 // result: the one path of every tensor op, eager or traced.
 template <typename F>
 int emit_op(lua_State* L, LuaTensor* const* in, int n, F&& build) {
+  if (n < 0 || n > kMaxOpInputs)
+    return luaL_error(L, "internal: an op was given %d tensors (at most %d)", n, kMaxOpInputs);
   Runtime& rt = runtime(L);
   bool ok = true;
   {
@@ -167,7 +172,7 @@ int emit_op(lua_State* L, LuaTensor* const* in, int n, F&& build) {
           rt.before_op();
         }
       }
-      std::array<Ref, 8> refs{};
+      std::array<Ref, kMaxOpInputs> refs{};
       for (int i = 0; i < n; ++i) refs[static_cast<size_t>(i)] = input_ref(rt, t, *in[i]);
       Ref r = build(*t.e, refs.data());
       if (!take_error(rt, t))

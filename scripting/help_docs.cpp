@@ -58,7 +58,7 @@ const std::vector<HelpEntry>& help_entries() {
        "seeds the generator of randn, rand, parameters and data shuffling", "mls.manual_seed(42)"},
       {"mls.where", "mls.where(cond, a, b)", "elementwise: a where cond is true, else b",
        "mls.where(x:gt(0), x, mls.zeros{3})"},
-      {"mls.cat", "mls.cat({t1, t2, ...} [, axis])", "joins 1 to 8 tensors along axis (default 1)",
+      {"mls.cat", "mls.cat({t1, t2, ...} [, axis])", "joins 1 to 12 tensors along axis (default 1)",
        "mls.cat({mls.ones{2}, mls.zeros{3}})"},
       {"mls.memory", "mls.memory()",
        "the backend's memory: {current, peak, cached, session_values, tape, generation}",

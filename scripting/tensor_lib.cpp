@@ -540,8 +540,8 @@ int l_expand(lua_State* L) {
 int l_cat(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   const lua_Integer n = luaL_len(L, 1);
-  if (n < 1 || n > 8) return luaL_argerror(L, 1, "1 to 8 tensors");
-  LuaTensor* in[8];
+  if (n < 1 || n > kMaxOpInputs) return luaL_argerror(L, 1, "1 to 12 tensors");
+  LuaTensor* in[kMaxOpInputs];
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, 1, i);
     in[i - 1] = check_tensor(L, -1);

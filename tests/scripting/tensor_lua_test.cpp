@@ -153,3 +153,23 @@ TEST_CASE("A loop of 100k tensor ops does not grow memory", "[lua]") {
   CHECK(global_number(h, "cached") <= 1 << 20);
   CHECK(global_number(h, "lua_kb") < 4096);
 }
+
+TEST_CASE("mls.cat joins up to 12 tensors and names the limit past it", "[lua]") {
+  lua::LuaHost h(cpu::backend());
+  // Every op's inputs pass through one fixed array (scripting/bindings.h): 12 fill it.
+  run_ok(h, R"(
+    local t = {}
+    for i = 1, 12 do t[i] = mls.full({1, 2}, i) end
+    local c = mls.cat(t)
+    rows = c:size(1)
+    total = c:sum():item()                          -- 2 * (1 + ... + 12) = 156
+  )");
+  CHECK(global_number(h, "rows") == 12);
+  CHECK(global_number(h, "total") == 156);
+  const std::string e = run_err(h, R"(
+    local t = {}
+    for i = 1, 13 do t[i] = mls.ones{1} end
+    return mls.cat(t)
+  )");
+  CHECK(e.find("1 to 12 tensors") != std::string::npos);
+}
