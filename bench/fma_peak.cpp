@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const char* core = std::getenv("OPENBLAS_CORETYPE");
   std::printf("fp32 FMA peak: 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s\n", fma_peak(1), hw, fma_peak(hw));
-  std::printf("OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n\n", openblas_get_corename(), core ? core : "unset");
+  std::printf("OpenBLAS core: %s (OPENBLAS_CORETYPE=%s); the engine's GEMM: %s\n\n", openblas_get_corename(),
+              core ? core : "unset", mls::cpu::gemm_kernels());
   {
     // The share of the peak one MLP training step reaches (issue 3 asks >= 50 %): its
     // matrix products are 2*128*(784*256 + 256*128 + 128*10) FLOP forward, as many for the

@@ -128,7 +128,7 @@ typedef float Vu __attribute__((vector_size(4 * kLanes), aligned(4), may_alias))
 
 // A forward micro-tile is up to 6 output channels x 4 vectors of output pixels: 24
 // accumulators, and per kernel tap 4 loads of shifted input and 6 broadcast weights, as in
-// the GEMM's micro-kernel (gemm_avx512.cpp). With 16 vector registers (AVX2 and below) the
+// the GEMM's micro-kernel (gemm_simd.cpp). With 16 vector registers (AVX2 and below) the
 // tiles shrink so that accumulators, operands and a broadcast still fit.
 #ifdef __AVX512F__
 constexpr int kForwardRows = 6, kForwardVecs = 4;

@@ -1,12 +1,12 @@
-// cpu::gemm: the engine's own AVX-512 kernels (gemm_avx512.cpp) where they were compiled,
-// else CBLAS (OpenBLAS) followed by the bias and activation epilogue over C.
+// cpu::gemm: the engine's own kernels (gemm_simd.cpp: AVX-512 or AVX2 + FMA) where they
+// were compiled, else CBLAS (OpenBLAS) followed by the bias and activation epilogue over C.
 #include "engine/cpu/gemm.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 
-#include "engine/cpu/gemm_avx512.h"
+#include "engine/cpu/gemm_simd.h"
 #include "engine/cpu/scalar_math.h"
 
 namespace mls::cpu {
@@ -27,13 +27,15 @@ void apply_activation(Activation act, float* x, int64_t n) {
 }
 
 int64_t gemm_workspace_floats(const GemmArgs& g, int threads) {
-  return gemm_avx512_compiled() ? gemm_avx512_workspace_floats(g, threads) : 0;
+  return gemm_simd_compiled() ? gemm_simd_workspace_floats(g, threads) : 0;
 }
 
 void gemm(ThreadPool& pool, const GemmArgs& g) {
-  if (gemm_avx512_compiled()) return gemm_avx512(pool, g);
+  if (gemm_simd_compiled()) return gemm_simd(pool, g);
   gemm_cblas(pool, g);
 }
+
+const char* gemm_kernels() { return gemm_simd_name(); }
 
 void gemm_cblas(ThreadPool& pool, const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0) return;

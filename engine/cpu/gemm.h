@@ -62,9 +62,11 @@ constexpr int64_t round_to_line(int64_t floats) { return (floats + 15) / 16 * 16
 // gemm() declare it as workspace.
 int64_t gemm_workspace_floats(const GemmArgs& g, int threads);
 
-// Runs on the calling thread and the pool's workers. The engine's AVX-512 kernels where the
-// build has AVX-512F, else gemm_cblas.
+// Runs on the calling thread and the pool's workers. The engine's kernels where the build
+// has AVX-512F or AVX2 + FMA (gemm_simd.cpp), else gemm_cblas.
 void gemm(ThreadPool& pool, const GemmArgs& g);
+// Whose kernels gemm() runs: "AVX-512", "AVX2" or "CBLAS" (benchmarks print it).
+const char* gemm_kernels();
 
 // The same product through cblas_sgemm (threaded by OpenBLAS) and an epilogue pass over C:
 // the fallback, and what tests and benchmarks compare the engine's kernels with.

@@ -6,7 +6,7 @@
 // holds A(i, 2p) and A(i, 2p+1)):
 // - A 6 x 64 tile of C lives in 24 zmm accumulators. Each pair step loads 4 vectors of a
 //   packed B panel (64 columns x one pair) and broadcasts 6 pairs of A: 24 dot products
-//   for 10 loads, as the f32 kernel in gemm_avx512.cpp does with FMAs.
+//   for 10 loads, as the f32 kernel in gemm_simd.cpp does with FMAs.
 // - Per K pass of at most 256 (128 pairs), A's rows are packed once, then each 64-column B
 //   panel (128 x 64 pairs, 32 KB: in L1) is packed and swept by every 6-row block of A.
 // - Threads split the panels (each packs its own B); with fewer panels than threads they

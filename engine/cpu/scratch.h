@@ -16,8 +16,8 @@
 namespace mls::cpu {
 
 enum class ScratchSlot : int {
-  GemmPanel,      // gemm_avx512.cpp: packed B panels, or a GEMV's sums
-  GemmAux,        // gemm_avx512.cpp: a gathered GEMV x, or split-K's second half of C
+  GemmPanel,      // gemm_simd.cpp: packed B panels, or a GEMV's sums
+  GemmAux,        // gemm_simd.cpp: a gathered GEMV x, or split-K's second half of C
   Bf16A,          // lowp_kernels.cpp: packed A
   Bf16B,          // lowp_kernels.cpp: a packed B panel
   Count

@@ -195,7 +195,7 @@ TEST_CASE("every epilogue act applies a unary elementwise entry of its name",
   CHECK(folded == kEpilogueActs.size() - 1);
 }
 
-// gemm_avx512.cpp applies relu in registers by hand and every other act with the list's
+// gemm_simd.cpp applies relu in registers by hand and every other act with the list's
 // scalar formulas over the rows just stored; the CBLAS path applies them all after the
 // product. Each act, on each path and on shapes that reach the blocked kernel (with a tail),
 // the matrix-vector kernels and the split-K forward, must give the bits of the act's

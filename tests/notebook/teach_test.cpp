@@ -15,7 +15,7 @@
 
 #include "engine/core/backend_registry.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/gemm_avx512.h"
+#include "engine/cpu/gemm_simd.h"
 #include "engine/exec/compiled_plan.h"
 #include "engine/train/step_graph.h"
 #include "runner/backends.h"
@@ -339,10 +339,10 @@ TEST_CASE("memory: parameters are 4 bytes a parameter, and checkpointing keeps f
   CHECK(gradients == 4 * params);
   CHECK(optimizer == 4 * params);  // SGD with momentum: one velocity a parameter
   CHECK(act_off > 0);
-  // Where the engine's own GEMM runs (AVX-512 builds; it packs operands in arena workspace)
-  // "auto" found a smaller plan for this 3-layer MLP. Without it (OpenBLAS, no workspace, on
-  // an AVX2 machine) it measured none and kept the plan: 211,968 B both ways, 2026-11-27.
-  if (mls::cpu::gemm_avx512_compiled())
+  // Where the engine's own GEMM runs (AVX-512 or AVX2 builds; it packs operands in arena
+  // workspace) "auto" found a smaller plan for this 3-layer MLP. Without it (OpenBLAS, no
+  // workspace) it measured none and kept the plan: 211,968 B both ways, 2026-11-27.
+  if (mls::cpu::gemm_simd_compiled())
     CHECK(act_auto < act_off);
   else
     CHECK(act_auto <= act_off);

@@ -1,41 +1,46 @@
-// The AVX-512 SGEMM behind cpu::gemm: register tiles, B packing, K blocking, threading.
+// The SGEMM behind cpu::gemm, written once over the vector width (engine/cpu/simd.h: W = 16
+// floats with AVX-512, 8 with AVX2 + FMA): register tiles, B packing, K blocking, threading.
 //
 // Shape of the computation (row-major C [m, n] = op(A) [m, k] x op(B) [k, n]):
-// - A 6 x 64 tile of C lives in 24 zmm accumulators. Each step of k loads 4 vectors of a B
-//   row and broadcasts 6 values of A, 24 FMAs for 10 loads: two FMA pipes stay busy and the
-//   4-cycle FMA latency is covered 3 times over.
+// - A 6 x (NV W) tile of C lives in 6 NV vector accumulators: 6 x 64 in 24 of AVX-512's 32
+//   zmm registers, 6 x 16 in 12 of AVX2's 16 ymm (the rest hold B's row and A's broadcast).
+//   Each step of k loads NV vectors of a B row and broadcasts 6 values of A: 6 NV FMAs that
+//   keep both FMA pipes busy and cover their latency.
 // - A is never packed: its values are broadcast straight from memory, and either layout
-//   (A or A^T) gives each row a steady stream. B is packed per 64-column panel and per K
-//   pass of at most 128 rows (32 KB, in L1 while every 6-row tile of A walks past it).
-//   B^T is packed with 16 x 16 in-register transposes. A problem of at most 12 rows with
-//   plain B reads B in place: each B value would be used once or twice after packing.
+//   (A or A^T) gives each row a steady stream. B is packed per NV W-column panel and per K
+//   pass (AVX-512: 128 rows x 64 floats, AVX2: 256 x 16; 16 or 32 KB, in L1 while every
+//   6-row tile of A walks past it), zero-filled past the last column so the micro-kernel
+//   loads whole vectors. B^T is packed with W x W in-register transposes. A problem of at
+//   most 12 rows with plain B reads B in place: each B value would be used once or twice
+//   after packing.
 // - The epilogue (beta on the first K pass; bias and activation on the last) runs on the
 //   tile while it is still in registers; activations other than relu run over the tile's
 //   rows just stored, in L1.
-// - From kGemmParallelMacs on, threads take tasks (64-column panels x up to 96 rows) from a
-//   shared counter; each packs its own panels. Every element of C is summed in the same
-//   order whichever thread computes it, so results do not depend on the thread count.
+// - From kGemmParallelMacs on, threads take tasks (panels x up to 96 rows) from a shared
+//   counter; each packs its own panels. Every element of C is summed in the same order
+//   whichever thread computes it, so results do not depend on the thread count.
 //   Products of few rows share B instead: by contiguous panels per thread, or, with a long
 //   K (a dense layer's forward), by halves of K added before the epilogue (gemm_split_k),
 //   each thread then reading the half of W that the optimizer's update left in its cache.
-//   The MLP training step went from 45 % to 53 % of the FMA peak (bench/fma_peak).
-// - m == 1 or n == 1 is a matrix-vector product (batch-1 inference): no packing, 16
-//   accumulators across a 256-column chunk of W, or dot products when W is transposed.
+//   The MLP training step went from 45 % to 53 % of the FMA peak (bench/fma_peak, AVX-512).
+// - m == 1 or n == 1 is a matrix-vector product (batch-1 inference): no packing, up to 16
+//   (AVX2: 12) accumulators across a chunk of W's columns, or dot products when W is
+//   transposed.
 //
-// [SECTION] Scratch and masks
+// [SECTION] Scratch
 // [SECTION] Micro-kernel
 // [SECTION] Packing B
 // [SECTION] Blocked GEMM
 // [SECTION] Matrix-vector
 // [SECTION] Entry point
-#include "engine/cpu/gemm_avx512.h"
+#include "engine/cpu/gemm_simd.h"
 
 #include <cstdlib>
 
-#include "engine/cpu/avx512.h"
 #include "engine/cpu/scratch.h"
+#include "engine/cpu/simd.h"
 
-#ifdef __AVX512F__
+#ifdef MLS_SIMD
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -44,28 +49,34 @@
 
 namespace mls::cpu {
 
-#ifndef __AVX512F__
+#ifndef MLS_SIMD
 
-bool gemm_avx512_compiled() { return false; }
-void gemm_avx512(ThreadPool&, const GemmArgs&) { std::abort(); }  // gemm.cpp checks first
-int64_t gemm_avx512_workspace_floats(const GemmArgs&, int) { return 0; }
+bool gemm_simd_compiled() { return false; }
+const char* gemm_simd_name() { return "CBLAS"; }
+void gemm_simd(ThreadPool&, const GemmArgs&) { std::abort(); }  // gemm.cpp checks first
+int64_t gemm_simd_workspace_floats(const GemmArgs&, int) { return 0; }
 
 #else
 
-bool gemm_avx512_compiled() { return true; }
+bool gemm_simd_compiled() { return true; }
+const char* gemm_simd_name() { return Simd::kName; }
 
 namespace {
 
-constexpr int kMR = 6;                 // rows of a C tile
-constexpr int kNV = 4;                 // zmm vectors per tile row
-constexpr int64_t kNR = 16 * kNV;      // columns of a C tile (and of a packed B panel)
-constexpr int64_t kMaxKC = 128;        // K per pass: a packed panel is 128 x 64 floats = 32 KB
+using V = Simd::V;
+using Mask = Simd::Mask;
+constexpr int kW = Simd::kLanes;        // floats per vector
+constexpr int kMR = 6;                  // rows of a C tile
+constexpr int kNV = kW == 16 ? 4 : 2;   // vectors per tile row
+constexpr int64_t kNR = kW * kNV;       // columns of a C tile (and of a packed B panel)
+constexpr int64_t kMaxKC = kW == 16 ? 128 : 256;  // K per pass: panels of 32 KB / 16 KB
+constexpr int kGemvVecs = kW == 16 ? 16 : 12;    // a GEMV's accumulators across W's columns
 constexpr int64_t kDirectRows = 12;    // up to this many rows, plain B is read in place
 // A matrix-vector product reads each weight once from L2 (~40 B/cycle): 2M weights take
 // ~15 us, worth a fork-join.
 constexpr int64_t kMinParallelGemv = int64_t{1} << 21;
 
-// [SECTION] Scratch and masks
+// [SECTION] Scratch
 
 // K per pass for a product of depth k: passes of at most kMaxKC, as even as can be.
 int64_t k_step(int64_t k) {
@@ -102,55 +113,59 @@ struct Tile {
 };
 
 template <int MR, int NV>
-__attribute__((always_inline)) inline void store_tile(__m512 (&acc)[MR][NV], float* c, int64_t ldc,
-                                                      int64_t cols, const Tile& tile) {
+__attribute__((always_inline)) inline void store_tile(V (&acc)[MR][NV], float* c, int64_t ldc, int64_t cols,
+                                                      const Tile& tile) {
   const Tile t = tile;  // a copy: stores to C cannot alias it, so its fields stay in registers
-  const __mmask16 tail = first_lanes(cols - 16 * (NV - 1));
+  const Mask tail = Simd::first(cols - kW * (NV - 1));
   const bool load_c = !t.first || t.beta != 0.0f;
-  const __m512 scale = _mm512_set1_ps(t.first ? t.beta : 1.0f);
+  const V scale = Simd::set1(t.first ? t.beta : 1.0f);
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     float* cr = c + r * ldc;
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
-      const __mmask16 m = v == NV - 1 ? tail : __mmask16(0xFFFF);
-      __m512 x = acc[r][v];
-      if (load_c) x = _mm512_fmadd_ps(scale, _mm512_maskz_loadu_ps(m, cr + 16 * v), x);
+      const bool last = v == NV - 1;
+      V x = acc[r][v];
+      if (load_c) x = Simd::fmadd(scale, last ? Simd::load(tail, cr + kW * v) : Simd::load(cr + kW * v), x);
       if (t.last) {
         if (t.axis == BiasAxis::Col)
-          x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, t.bias + 16 * v));
+          x = Simd::add(x, last ? Simd::load(tail, t.bias + kW * v) : Simd::load(t.bias + kW * v));
         else if (t.axis == BiasAxis::Row)
-          x = _mm512_add_ps(x, _mm512_set1_ps(t.bias[r]));
-        if (t.act == Activation::Relu) x = _mm512_max_ps(x, _mm512_setzero_ps());
+          x = Simd::add(x, Simd::set1(t.bias[r]));
+        if (t.act == Activation::Relu) x = Simd::max(x, Simd::zero());
       }
-      _mm512_mask_storeu_ps(cr + 16 * v, m, x);
+      if (last)
+        Simd::store(cr + kW * v, tail, x);
+      else
+        Simd::store(cr + kW * v, x);
     }
     if (t.last && t.act != Activation::None && t.act != Activation::Relu) apply_activation(t.act, cr, cols);
   }
 }
 
-// C[MR x cols] (+)= A[MR x kc] B[kc x cols], cols in (16 (NV-1), 16 NV]. B's rows are ldb
-// apart (a packed panel, or B itself); lanes past `cols` are never loaded. A's element
-// (r, p) is a[r lda + p], or a[p lda + r] when TA.
-template <int MR, int NV, bool TA>
+// C[MR x cols] (+)= A[MR x kc] B[kc x cols], cols in (W (NV-1), W NV]. B's rows are ldb
+// apart: a packed panel (PACKED: zero past `cols`, whole vectors are loaded), or B itself
+// (lanes past `cols` are never loaded). A's element (r, p) is a[r lda + p], or a[p lda + r]
+// when TA.
+template <int MR, int NV, bool TA, bool PACKED>
 void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                   int64_t ldc, int64_t cols, const Tile& t) {
-  __m512 acc[MR][NV];
+  V acc[MR][NV];
   #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
     #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  const __mmask16 tail = first_lanes(cols - 16 * (NV - 1));
+    for (int v = 0; v < NV; ++v) acc[r][v] = Simd::zero();
+  const Mask tail = Simd::first(cols - kW * (NV - 1));
   for (int64_t p = 0; p < kc; ++p) {
-    __m512 bv[NV];
+    V bv[NV];
     #pragma GCC unroll 16
-    for (int v = 0; v < NV - 1; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
-    bv[NV - 1] = _mm512_maskz_loadu_ps(tail, b + 16 * (NV - 1));
+    for (int v = 0; v < NV - 1; ++v) bv[v] = Simd::load(b + kW * v);
+    bv[NV - 1] = PACKED ? Simd::load(b + kW * (NV - 1)) : Simd::load(tail, b + kW * (NV - 1));
     #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const __m512 av = _mm512_set1_ps(TA ? a[r] : a[r * lda]);
+      const V av = Simd::set1(TA ? a[r] : a[r * lda]);
       #pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = Simd::fmadd(av, bv[v], acc[r][v]);
     }
     a += TA ? lda : 1;
     b += ldb;
@@ -161,69 +176,51 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64
 using MicroFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
                          const Tile&);
 
-template <bool TA, int... I>
+template <bool TA, bool PACKED, int... I>
 constexpr std::array<MicroFn, sizeof...(I)> micro_table(std::integer_sequence<int, I...>) {
-  return {&micro_kernel<I / kNV + 1, I % kNV + 1, TA>...};
+  return {&micro_kernel<I / kNV + 1, I % kNV + 1, TA, PACKED>...};
 }
-constexpr auto kMicroA = micro_table<false>(std::make_integer_sequence<int, kMR * kNV>{});
-constexpr auto kMicroAT = micro_table<true>(std::make_integer_sequence<int, kMR * kNV>{});
+using Tiles = std::make_integer_sequence<int, kMR * kNV>;
+constexpr auto kMicroA = micro_table<false, true>(Tiles{});
+constexpr auto kMicroAT = micro_table<true, true>(Tiles{});
+constexpr auto kMicroDirect = micro_table<false, false>(Tiles{});
+constexpr auto kMicroDirectAT = micro_table<true, false>(Tiles{});
 
-MicroFn micro_for(bool ta, int64_t rows, int64_t cols) {
-  auto i = static_cast<size_t>((rows - 1) * kNV + (cols + 15) / 16 - 1);
-  return ta ? kMicroAT[i] : kMicroA[i];
+MicroFn micro_for(bool ta, bool packed, int64_t rows, int64_t cols) {
+  auto i = static_cast<size_t>((rows - 1) * kNV + (cols + kW - 1) / kW - 1);
+  return packed ? (ta ? kMicroAT[i] : kMicroA[i]) : (ta ? kMicroDirectAT[i] : kMicroDirect[i]);
 }
 
 // [SECTION] Packing B
 
-// B(p, j) = b[p ldb + j] for p < kc, j < cols (<= 64) into out[p * 64 + j].
+// B(p, j) = b[p ldb + j] for p < kc, j < cols (<= kNR) into out[p * kNR + j], zero past cols.
 void pack_b(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) {
-  const int nv = static_cast<int>((cols + 15) / 16);
+  if (cols == kNR) {
+    for (int64_t p = 0; p < kc; ++p, b += ldb, out += kNR)
+      for (int v = 0; v < kNV; ++v) Simd::store_aligned(out + kW * v, Simd::load(b + kW * v));
+    return;
+  }
   for (int64_t p = 0; p < kc; ++p, b += ldb, out += kNR)
-    for (int v = 0; v < nv; ++v)
-      _mm512_store_ps(out + 16 * v, _mm512_maskz_loadu_ps(first_lanes(cols - 16 * v), b + 16 * v));
+    for (int v = 0; v < kNV; ++v) Simd::store_aligned(out + kW * v, Simd::load(Simd::first(cols - kW * v), b + kW * v));
 }
 
-// Row q of r becomes column q.
-inline void transpose16(__m512 (&r)[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // Within each 128-bit lane L, r[4i + q] then holds column 4L + q of rows 4i .. 4i+3.
-  for (int i = 0; i < 4; ++i) {
-    auto d = [&](int j) { return _mm512_castps_pd(t[4 * i + j]); };
-    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(d(0), d(2)));
-    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(d(0), d(2)));
-    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(d(1), d(3)));
-    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(d(1), d(3)));
-  }
-  for (int q = 0; q < 4; ++q) {
-    t[q] = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x88);  // lanes 0, 2 of each
-    t[q + 4] = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xdd);  // lanes 1, 3
-    t[q + 8] = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x88);
-    t[q + 12] = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xdd);
-  }
-  for (int q = 0; q < 4; ++q) {
-    r[q] = _mm512_shuffle_f32x4(t[q], t[q + 8], 0x88);
-    r[q + 8] = _mm512_shuffle_f32x4(t[q], t[q + 8], 0xdd);
-    r[q + 4] = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0x88);
-    r[q + 12] = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0xdd);
-  }
-}
-
-// B(p, j) = b[j ldb + p] (B stored transposed) for p < kc, j < cols into out[p * 64 + j].
+// B(p, j) = b[j ldb + p] (B stored transposed) for p < kc, j < cols into out[p * kNR + j],
+// zero past cols.
 void pack_bt(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) {
-  for (int64_t j = 0; j < cols; j += 16)
-    for (int64_t p = 0; p < kc; p += 16) {
-      const __mmask16 m = first_lanes(kc - p);
-      __m512 r[16];
-      for (int q = 0; q < 16; ++q)
-        r[q] = j + q < cols ? _mm512_maskz_loadu_ps(m, b + (j + q) * ldb + p) : _mm512_setzero_ps();
-      transpose16(r);
-      const int64_t rows = std::min<int64_t>(16, kc - p);
-      for (int64_t q = 0; q < rows; ++q) _mm512_store_ps(out + (p + q) * kNR + j, r[q]);
+  for (int64_t j = 0; j < kNR; j += kW) {
+    if (j >= cols) {
+      for (int64_t p = 0; p < kc; ++p) Simd::store_aligned(out + p * kNR + j, Simd::zero());
+      continue;
     }
+    for (int64_t p = 0; p < kc; p += kW) {
+      const Mask m = Simd::first(kc - p);
+      V r[kW];
+      for (int q = 0; q < kW; ++q) r[q] = j + q < cols ? Simd::load(m, b + (j + q) * ldb + p) : Simd::zero();
+      Simd::transpose(r);
+      const int64_t rows = std::min<int64_t>(kW, kc - p);
+      for (int64_t q = 0; q < rows; ++q) Simd::store_aligned(out + (p + q) * kNR + j, r[q]);
+    }
+  }
 }
 
 // [SECTION] Blocked GEMM
@@ -253,13 +250,13 @@ void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j
         const int64_t rows = std::min<int64_t>(kMR, i1 - i);
         const float* ap = g.trans_a ? g.a + p0 * g.lda + i : g.a + i * g.lda + p0;
         t.bias = t.axis == BiasAxis::Col ? g.bias + j : t.axis == BiasAxis::Row ? g.bias + i : nullptr;
-        micro_for(g.trans_a, rows, cols)(kc, ap, g.lda, bp, ldbp, g.c + i * g.ldc + j, g.ldc, cols, t);
+        micro_for(g.trans_a, !direct, rows, cols)(kc, ap, g.lda, bp, ldbp, g.c + i * g.ldc + j, g.ldc, cols, t);
       }
     }
   }
 }
 
-// Threads take tasks of 64-column panels by up to kTaskRows rows, in panel order, from a
+// Threads take tasks of kNR-column panels by up to kTaskRows rows, in panel order, from a
 // shared counter: a worker that starts late (waking a sleeping thread costs tens of
 // microseconds on a VM) leaves its tasks to the caller instead of making it wait. Each task
 // packs its own panel of B, a few percent of its work.
@@ -372,39 +369,42 @@ void gemm_blocked(ThreadPool& pool, const GemmArgs& g, const Scratch& sc) {
 
 // [SECTION] Matrix-vector
 
-// y[j] = sum_p x[p] w[p ldw + j], j < cols (<= 16 NV), with contiguous x.
+// y[j] = sum_p x[p] w[p ldw + j], j < cols (<= W NV), with contiguous x.
 template <int NV>
 void gemv_cols(int64_t k, const float* x, const float* w, int64_t ldw, float* y, int64_t cols) {
   // Narrow chunks keep two sets of accumulators so the FMA latency is still covered.
-  constexpr int U = NV <= 8 ? 2 : 1;
-  __m512 acc[U][NV];
+  constexpr int U = NV <= kGemvVecs / 2 ? 2 : 1;
+  V acc[U][NV];
   #pragma GCC unroll 16
   for (int u = 0; u < U; ++u)
     #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) acc[u][v] = _mm512_setzero_ps();
-  const __mmask16 tail = first_lanes(cols - 16 * (NV - 1));
+    for (int v = 0; v < NV; ++v) acc[u][v] = Simd::zero();
+  const Mask tail = Simd::first(cols - kW * (NV - 1));
   int64_t p = 0;
   for (; p + U <= k; p += U)
     #pragma GCC unroll 16
     for (int u = 0; u < U; ++u) {
       const float* wr = w + (p + u) * ldw;
-      const __m512 xv = _mm512_set1_ps(x[p + u]);
+      const V xv = Simd::set1(x[p + u]);
       #pragma GCC unroll 16
-      for (int v = 0; v < NV - 1; ++v) acc[u][v] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(wr + 16 * v), acc[u][v]);
-      acc[u][NV - 1] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, wr + 16 * (NV - 1)), acc[u][NV - 1]);
+      for (int v = 0; v < NV - 1; ++v) acc[u][v] = Simd::fmadd(xv, Simd::load(wr + kW * v), acc[u][v]);
+      acc[u][NV - 1] = Simd::fmadd(xv, Simd::load(tail, wr + kW * (NV - 1)), acc[u][NV - 1]);
     }
   for (; p < k; ++p) {
     const float* wr = w + p * ldw;
-    const __m512 xv = _mm512_set1_ps(x[p]);
+    const V xv = Simd::set1(x[p]);
     #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v)
-      acc[0][v] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xFFFF, wr + 16 * v), acc[0][v]);
+    for (int v = 0; v < NV - 1; ++v) acc[0][v] = Simd::fmadd(xv, Simd::load(wr + kW * v), acc[0][v]);
+    acc[0][NV - 1] = Simd::fmadd(xv, Simd::load(tail, wr + kW * (NV - 1)), acc[0][NV - 1]);
   }
   #pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) {
-    __m512 s = acc[0][v];
-    if constexpr (U == 2) s = _mm512_add_ps(s, acc[1][v]);
-    _mm512_mask_storeu_ps(y + 16 * v, v == NV - 1 ? tail : 0xFFFF, s);
+    V s = acc[0][v];
+    if constexpr (U == 2) s = Simd::add(s, acc[1][v]);
+    if (v == NV - 1)
+      Simd::store(y + kW * v, tail, s);
+    else
+      Simd::store(y + kW * v, s);
   }
 }
 
@@ -413,23 +413,23 @@ template <int... I>
 constexpr std::array<GemvFn, sizeof...(I)> gemv_table(std::integer_sequence<int, I...>) {
   return {&gemv_cols<I + 1>...};
 }
-constexpr int64_t kGemvCols = 256;  // 16 accumulators
-constexpr auto kGemv = gemv_table(std::make_integer_sequence<int, kGemvCols / 16>{});
+constexpr int64_t kGemvCols = kW * kGemvVecs;
+constexpr auto kGemv = gemv_table(std::make_integer_sequence<int, kGemvVecs>{});
 
 // y[j] = sum_p x[p] w[j ldw + p] for R rows of w: dot products with a horizontal sum.
 template <int R>
 void gemv_rows(int64_t k, const float* x, const float* w, int64_t ldw, float* y) {
-  __m512 acc[R];
+  V acc[R];
   #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < k; p += 16) {
-    const __mmask16 m = first_lanes(k - p);
-    const __m512 xv = _mm512_maskz_loadu_ps(m, x + p);
+  for (int r = 0; r < R; ++r) acc[r] = Simd::zero();
+  for (int64_t p = 0; p < k; p += kW) {
+    const Mask m = Simd::first(k - p);
+    const V xv = Simd::load(m, x + p);
     #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, w + r * ldw + p), acc[r]);
+    for (int r = 0; r < R; ++r) acc[r] = Simd::fmadd(xv, Simd::load(m, w + r * ldw + p), acc[r]);
   }
   #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < R; ++r) y[r] = Simd::sum(acc[r]);
 }
 
 using GemvRowsFn = void (*)(int64_t, const float*, const float*, int64_t, float*);
@@ -460,7 +460,7 @@ void gemv_range(const Gemv& v, const GemmArgs& g, int64_t lo, int64_t hi, float*
   if (v.w_kn) {
     for (int64_t j = lo; j < hi; j += kGemvCols) {
       const int64_t cols = std::min(kGemvCols, hi - j);
-      kGemv[static_cast<size_t>((cols + 15) / 16 - 1)](v.k, v.x, v.w + j, v.ldw, s + (j - lo), cols);
+      kGemv[static_cast<size_t>((cols + kW - 1) / kW - 1)](v.k, v.x, v.w + j, v.ldw, s + (j - lo), cols);
     }
   } else {
     for (int64_t j = lo; j < hi; j += 8)
@@ -512,8 +512,8 @@ void gemv(ThreadPool& pool, const GemmArgs& g, float* ws) {
     x = xc;
   }
   v.x = x;
-  // Parts take whole 16-column vectors (or 8-row groups) of the outputs.
-  const int64_t unit = v.w_kn ? 16 : 8, units = (v.outs + unit - 1) / unit;
+  // Parts take whole vectors of columns (or 8-row groups) of the outputs.
+  const int64_t unit = v.w_kn ? kW : 8, units = (v.outs + unit - 1) / unit;
   const int parts = static_cast<int>(
       std::min<int64_t>({pool.size(), units, std::max<int64_t>(1, v.outs * v.k / kMinParallelGemv)}));
   if (parts <= 1) return gemv_range(v, g, 0, v.outs, sums);
@@ -543,24 +543,24 @@ void scale_only(const GemmArgs& g) {
 
 // [SECTION] Entry point
 
-int64_t gemm_avx512_workspace_floats(const GemmArgs& g, int threads) {
+int64_t gemm_simd_workspace_floats(const GemmArgs& g, int threads) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return 0;
   if (g.m == 1 || g.n == 1) return gemv_floats(g);
   return blocked_panels(g, threads) * blocked_panel_floats(g) + blocked_aux(g);
 }
 
-void gemm_avx512(ThreadPool& pool, const GemmArgs& g) {
+void gemm_simd(ThreadPool& pool, const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0) return scale_only(g);
   // The caller's workspace where it is aligned and large enough for this pool; else this
   // thread's buffers.
   float* ws = g.workspace;
-  if (ws && (reinterpret_cast<uintptr_t>(ws) % 64 != 0 || g.workspace_floats < gemm_avx512_workspace_floats(g, pool.size())))
+  if (ws && (reinterpret_cast<uintptr_t>(ws) % 64 != 0 || g.workspace_floats < gemm_simd_workspace_floats(g, pool.size())))
     ws = nullptr;
   if (g.m == 1 || g.n == 1) return gemv(pool, g, ws);
   gemm_blocked(pool, g, Scratch{ws, ws ? blocked_panels(g, pool.size()) : 0, blocked_panel_floats(g)});
 }
 
-#endif  // __AVX512F__
+#endif  // MLS_SIMD
 
 }  // namespace mls::cpu
