@@ -59,10 +59,11 @@ std::optional<Runs> on_vulkan_and_cpu(const std::string& project, const std::str
 }  // namespace
 
 TEST_CASE("the Fashion-MNIST MLP trains an epoch on vulkan along the CPU's loss trajectory", "[e2e][vulkan]") {
-  auto r = on_vulkan_and_cpu(example(), "devices.db", "--epochs 1 -q");
+  // A third of the training set (the whole of it took 154 s on lavapipe, CI's longest test).
+  auto r = on_vulkan_and_cpu(example(), "devices.db", "--epochs 1 --limit 20000 -q");
   if (!r) return;
   CHECK(r->vj.find("\"device\":\"vulkan\"") != std::string::npos);
-  REQUIRE(r->lc.size() == 469);  // 60000 samples in batches of 128
+  REQUIRE(r->lc.size() == 157);  // 20000 samples in batches of 128
   const double worst = max_relative(r->lv, r->lc);
   INFO("largest relative difference of a step's loss: " << worst);
   CHECK(worst < 1e-3);
