@@ -339,10 +339,11 @@ TEST_CASE("memory: parameters are 4 bytes a parameter, and checkpointing keeps f
   CHECK(gradients == 4 * params);
   CHECK(optimizer == 4 * params);  // SGD with momentum: one velocity a parameter
   CHECK(act_off > 0);
-  // Where the engine's own GEMM runs (AVX-512 or AVX2 builds; it packs operands in arena
-  // workspace) "auto" found a smaller plan for this 3-layer MLP. Without it (OpenBLAS, no
-  // workspace) it measured none and kept the plan: 211,968 B both ways, 2026-11-27.
-  if (mls::cpu::gemm_simd_compiled())
+  // On AVX-512 machines "auto" found a smaller plan for this 3-layer MLP. On an AVX2 machine
+  // it measured none and kept the plan, 211,968 B both ways, with OpenBLAS and with the
+  // engine's AVX2 GEMM alike (2026-11-27): the cause is not the GEMM's workspace, and is not
+  // yet known (docs/NOTES.md).
+  if (std::string(mls::cpu::gemm_simd_name()) == "AVX-512")
     CHECK(act_auto < act_off);
   else
     CHECK(act_auto <= act_off);
