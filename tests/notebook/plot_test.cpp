@@ -119,7 +119,7 @@ TEST_CASE("Empty or mismatched data is refused with a message", "[notebook][plot
   r = render_chart(c);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.find("no finite point") != std::string::npos);
-  CHECK_FALSE(histogram({}, 10).ok());
+  CHECK_FALSE(plot::histogram({}, 10).ok());
   CHECK_FALSE(render_heatmap(0, 3, {}, "").ok());
   Result<std::string> h = render_heatmap(2, 2, {1, 2, 3}, "");
   REQUIRE_FALSE(h.ok());
@@ -134,7 +134,7 @@ TEST_CASE("Empty or mismatched data is refused with a message", "[notebook][plot
 TEST_CASE("Histogram counts match a hand count", "[notebook][plot]") {
   // 0..10 in 5 bins of width 2: [0,2) {0, 1, 1.5}, [2,4) {2, 3}, [4,6) {}, [6,8) {7}, [8,10] {9,
   // 10}.
-  Result<Histogram> h = histogram({0, 1, 1.5, 2, 3, 7, 9, 10, NAN}, 5);
+  Result<plot::Histogram> h = plot::histogram({0, 1, 1.5, 2, 3, 7, 9, 10, NAN}, 5);
   REQUIRE(h.ok());
   CHECK(h->counts == std::vector<int64_t>{3, 2, 0, 1, 2});
   CHECK(h->edges == std::vector<double>{0, 2, 4, 6, 8, 10});
@@ -142,7 +142,7 @@ TEST_CASE("Histogram counts match a hand count", "[notebook][plot]") {
   // Freedman-Diaconis on 1..100: IQR 49.5, width 2*49.5/100^(1/3) = 21.33, so 5 bins.
   std::vector<double> v;
   for (int i = 1; i <= 100; ++i) v.push_back(i);
-  Result<Histogram> fd = histogram(v, 0);
+  Result<plot::Histogram> fd = plot::histogram(v, 0);
   REQUIRE(fd.ok());
   CHECK(fd->counts.size() == 5);
   int64_t total = 0;
