@@ -1,28 +1,24 @@
-# Writes one translation unit that compiles several test files (tests/CMakeLists.txt,
-# MLSTUDIO_UNITY_TESTS):
+# Unity batches of test files (tests/CMakeLists.txt, MLSTUDIO_UNITY_TESTS): one translation
+# unit compiles several test files. Included, this file defines mls_unity_scan(), which
+# tests/CMakeLists.txt asks which files a batch can hold; run as a script, it writes a batch:
 #   cmake -DOUT=<batch.cpp> -DSOURCES=<a.cpp;b.cpp;...> -P tests/unity_batch.cmake
 # Each file is included inside a namespace of its own (mls_unity_<i>), so the helpers that
 # test files name alike in their anonymous namespaces stay apart, as they do when compiled
 # alone. Every header a file includes is included first, at file scope, so that a header is
 # never first seen inside one of those namespaces (the file's own #include lines then find
-# it already included). Each file's #define'd names are #undef'd after it. A file this cannot
-# hold (an #include under #if, a named namespace opened: mls::store, Catch) is compiled alone:
-# tests/CMakeLists.txt leaves it out of the batches, and this script refuses one that became
-# so after CMake was run.
-cmake_minimum_required(VERSION 3.25)
-foreach(var OUT SOURCES)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "unity_batch.cmake: -D${var}=... is required")
-  endif()
-endforeach()
+# it already included). Each file's #define'd names are #undef'd after it.
 
-set(headers "")
-set(bodies "")
-set(index 0)
-foreach(src IN LISTS SOURCES)
+# Scans `src`: `ok_var` is FALSE where a batch cannot hold it (an #include under #if; a named
+# namespace opened, whose `namespace mls::cpu {` would open another one inside the batch's;
+# Catch2 configured by macro, which must come before Catch2 itself); `headers_var` its
+# #include targets (a quoted one found beside the file made absolute, as it is looked up
+# there first); `defines_var` the names it #defines.
+function(mls_unity_scan src ok_var headers_var defines_var)
   get_filename_component(dir ${src} DIRECTORY)
-  file(STRINGS ${src} lines)
+  file(STRINGS ${src} lines REGEX "^[ \t]*(#[ \t]*(if|endif|include|define)|namespace[ \t]+[A-Za-z_])")
+  set(ok TRUE)
   set(depth 0)
+  set(headers "")
   set(defines "")
   foreach(line IN LISTS lines)
     if(line MATCHES "^[ \t]*#[ \t]*if")
@@ -32,38 +28,61 @@ foreach(src IN LISTS SOURCES)
     elseif(line MATCHES "^[ \t]*#[ \t]*include[ \t]*([<\"][^>\"]+[>\"])")
       set(inc "${CMAKE_MATCH_1}")
       if(depth GREATER 0)
-        message(FATAL_ERROR "${src}: an #include under #if cannot join a unity batch; "
-                            "re-run cmake (tests/CMakeLists.txt then compiles it alone)")
+        set(ok FALSE)
       endif()
-      # A quoted include is looked up beside its file first: keep that meaning here.
       if(inc MATCHES "^\"(.*)\"$")
-        set(name "${CMAKE_MATCH_1}")  # (set apart: an if() expands its arguments before matching)
+        set(name "${CMAKE_MATCH_1}")  # (set apart: if() expands its arguments before matching)
         if(EXISTS "${dir}/${name}")
           get_filename_component(abs "${dir}/${name}" ABSOLUTE)
           set(inc "\"${abs}\"")
         endif()
       endif()
-      list(FIND headers "${inc}" known)
-      if(known EQUAL -1)
-        list(APPEND headers "${inc}")
-      endif()
+      list(APPEND headers "${inc}")
     elseif(line MATCHES "^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
       list(APPEND defines ${CMAKE_MATCH_1})
-    elseif(line MATCHES "^[ \t]*namespace[ \t]+([A-Za-z_][A-Za-z0-9_:]*)")
-      message(FATAL_ERROR "${src}: namespace ${CMAKE_MATCH_1} cannot be opened inside a unity "
-                          "batch; re-run cmake (tests/CMakeLists.txt then compiles it alone)")
+      if(CMAKE_MATCH_1 MATCHES "^CATCH_")
+        set(ok FALSE)
+      endif()
+    elseif(line MATCHES "^[ \t]*namespace")
+      set(ok FALSE)
     endif()
   endforeach()
-  string(APPEND bodies "namespace mls_unity_${index} {\n#include \"${src}\"\n}  // namespace mls_unity_${index}\n")
+  list(REMOVE_DUPLICATES headers)
   list(REMOVE_DUPLICATES defines)
+  set(${ok_var} ${ok} PARENT_SCOPE)
+  set(${headers_var} "${headers}" PARENT_SCOPE)
+  set(${defines_var} "${defines}" PARENT_SCOPE)
+endfunction()
+
+if(NOT CMAKE_SCRIPT_MODE_FILE)
+  return()
+endif()
+foreach(var OUT SOURCES)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "unity_batch.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+set(all_headers "")
+set(bodies "")
+set(index 0)
+foreach(src IN LISTS SOURCES)
+  mls_unity_scan(${src} ok headers defines)
+  if(NOT ok)
+    # Edited since CMake sorted the files: it then compiles this one alone.
+    message(FATAL_ERROR "${src} can no longer join a unity batch (an #include under #if, a "
+                        "named namespace, or Catch2 configured by macro): re-run cmake")
+  endif()
+  list(APPEND all_headers ${headers})
+  string(APPEND bodies "namespace mls_unity_${index} {\n#include \"${src}\"\n}  // namespace mls_unity_${index}\n")
   foreach(name IN LISTS defines)
     string(APPEND bodies "#undef ${name}\n")
   endforeach()
   math(EXPR index "${index} + 1")
 endforeach()
+list(REMOVE_DUPLICATES all_headers)
 
 set(text "// Generated by tests/unity_batch.cmake from ${index} test files: do not edit.\n")
-foreach(inc IN LISTS headers)
+foreach(inc IN LISTS all_headers)
   string(APPEND text "#include ${inc}\n")
 endforeach()
 string(APPEND text "${bodies}")
