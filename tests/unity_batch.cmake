@@ -15,7 +15,8 @@
 # there first); `defines_var` the names it #defines.
 function(mls_unity_scan src ok_var headers_var defines_var)
   get_filename_component(dir ${src} DIRECTORY)
-  file(STRINGS ${src} lines REGEX "^[ \t]*(#[ \t]*(if|endif|include|define)|namespace[ \t]+[A-Za-z_])")
+  # (A namespace alias, `namespace fs = std::filesystem;`, opens nothing: it may join.)
+  file(STRINGS ${src} lines REGEX "^[ \t]*(#[ \t]*(if|endif|include|define)|namespace[ \t]+[A-Za-z_][A-Za-z0-9_:]*[ \t]*{)")
   set(ok TRUE)
   set(depth 0)
   set(headers "")

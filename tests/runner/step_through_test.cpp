@@ -85,8 +85,8 @@ std::vector<double> compiled_forward(const std::string& path, const std::string&
   return plan->tensor(out).to_f64();
 }
 
-const StepPoint* find_point(const StepThrough& st, StepPhase phase, const std::string& node) {
-  for (const StepPoint& p : st.points())
+const runner::StepPoint* find_point(const StepThrough& st, StepPhase phase, const std::string& node) {
+  for (const runner::StepPoint& p : st.points())
     if (p.phase == phase && p.node == node) return &p;
   return nullptr;
 }
@@ -109,7 +109,7 @@ TEST_CASE("step through: the MLP's points in order, forward then backward then u
   StepThrough& s = **st;
   REQUIRE(s.evaluate(0).ok());
   std::vector<std::string> fw, bw, up;
-  for (const StepPoint& p : s.points())
+  for (const runner::StepPoint& p : s.points())
     (p.phase == StepPhase::Forward    ? fw
      : p.phase == StepPhase::Backward ? bw
                                       : up)
@@ -118,7 +118,7 @@ TEST_CASE("step through: the MLP's points in order, forward then backward then u
                                        "fc3", "loss"});
   CHECK(bw == std::vector<std::string>{"loss", "fc3", "relu2", "fc2", "relu1", "fc1"});
   CHECK(up == std::vector<std::string>{"fc1", "fc2", "fc3"});
-  const StepPoint* fc1 = find_point(s, StepPhase::Forward, "fc1");
+  const runner::StepPoint* fc1 = find_point(s, StepPhase::Forward, "fc1");
   REQUIRE(fc1);
   CHECK(fc1->type == "mls.linear");
   CHECK(fc1->ir_nodes.size() == 2);  // matmul, add
@@ -126,7 +126,7 @@ TEST_CASE("step through: the MLP's points in order, forward then backward then u
   CHECK(fc1->values[0].caption == "fc1 → relu1");
   CHECK(s.tensor(fc1->values[0]).shape() == Shape{128, 256});
   // fc2's backward: the gradient on the wire into it and of both its parameters.
-  const StepPoint* fc2b = find_point(s, StepPhase::Backward, "fc2");
+  const runner::StepPoint* fc2b = find_point(s, StepPhase::Backward, "fc2");
   REQUIRE(fc2b);
   std::vector<std::string> captions;
   for (const StepValue& v : fc2b->values) captions.push_back(v.caption);
@@ -147,7 +147,7 @@ TEST_CASE("step through: each forward value equals the compiled forward on that 
   CHECK(s.host_batch().x == b.x);
   for (const char* node : {"fc1", "relu1", "fc2", "relu2", "fc3"}) {
     INFO(node);
-    const StepPoint* p = find_point(s, StepPhase::Forward, node);
+    const runner::StepPoint* p = find_point(s, StepPhase::Forward, node);
     REQUIRE(p);
     const std::vector<double> want = compiled_forward(kMlp, node, b);
     const std::vector<double> got = s.tensor(p->values.front()).to_f64();
@@ -186,7 +186,7 @@ TEST_CASE("step through: each parameter's gradient equals the trainer's compiled
     CHECK(rel_diff(s.params()[k].to_f64(), t.params()[k].to_f64()) < 1e-6);
   }
   // The backward point shows that very gradient.
-  const StepPoint* fc1b = find_point(s, StepPhase::Backward, "fc1");
+  const runner::StepPoint* fc1b = find_point(s, StepPhase::Backward, "fc1");
   REQUIRE(fc1b);
   bool shown = false;
   for (const StepValue& v : fc1b->values)
@@ -300,12 +300,12 @@ TEST_CASE("step through: LeNet's image batch and convolution values", "[step_thr
   CHECK(s.current().node == "image");
   CHECK(s.current().values.front().role == StepValue::Role::Input);
   CHECK(s.tensor(s.current().values.front()).shape() == Shape{128, 1, 28, 28});
-  const StepPoint* conv1 = find_point(s, StepPhase::Forward, "conv1");
+  const runner::StepPoint* conv1 = find_point(s, StepPhase::Forward, "conv1");
   REQUIRE(conv1);
   const HostBatch b = batch_of(kLenet, 0);
   CHECK(rel_diff(s.tensor(conv1->values.front()).to_f64(), compiled_forward(kLenet, "conv1", b)) <
         1e-5);
-  const StepPoint* conv1b = find_point(s, StepPhase::Backward, "conv1");
+  const runner::StepPoint* conv1b = find_point(s, StepPhase::Backward, "conv1");
   REQUIRE(conv1b);
   CHECK(conv1b->values.size() == 2);  // weight and bias; the image needs no gradient
 }
@@ -344,12 +344,12 @@ TEST_CASE("step through: every example project steps through, each gradient show
     CHECK(std::isfinite(s.loss()));
     // Every IR node runs in exactly one point.
     size_t ir = 0;
-    for (const StepPoint& pt : s.points()) ir += pt.ir_nodes.size();
+    for (const runner::StepPoint& pt : s.points()) ir += pt.ir_nodes.size();
     CHECK(ir == s.graph().nodes().size());
     // Each trainable parameter's gradient is shown at one backward point, and its update at
     // one update point.
     std::map<int32_t, int> grads, updates;
-    for (const StepPoint& pt : s.points())
+    for (const runner::StepPoint& pt : s.points())
       for (const StepValue& v : pt.values) {
         if (v.role == StepValue::Role::ParamGradient) grads[v.param]++;
         if (v.role == StepValue::Role::Parameter) updates[v.param]++;
@@ -359,7 +359,7 @@ TEST_CASE("step through: every example project steps through, each gradient show
     CHECK(updates.size() == s.changes().size());
     for (const auto& [param, n] : grads) CHECK(n == 1);
     // Forward points name document nodes of the project.
-    for (const StepPoint& pt : s.points())
+    for (const runner::StepPoint& pt : s.points())
       if (pt.phase == StepPhase::Forward) CHECK_FALSE(pt.type.empty());
     REQUIRE(s.next_batch().ok());
     CHECK(s.batch() == 2);
@@ -371,7 +371,7 @@ TEST_CASE("step through: placement on the CPU and on a Vulkan device", "[step_th
     auto st = StepThrough::open(open(kMlp), cpu());
     REQUIRE(st.ok());
     REQUIRE((*st)->evaluate(0).ok());
-    for (const StepPoint& p : (*st)->points()) {
+    for (const runner::StepPoint& p : (*st)->points()) {
       CHECK(p.device == "cpu");
       CHECK(p.host_ops.empty());
     }
@@ -391,7 +391,7 @@ TEST_CASE("step through: placement on the CPU and on a Vulkan device", "[step_th
   REQUIRE(st.ok());
   StepThrough& s = **st;
   REQUIRE(s.evaluate(0).ok());
-  for (const StepPoint& p : s.points()) {
+  for (const runner::StepPoint& p : s.points()) {
     INFO(p.node << " " << p.device);
     for (const std::string& h : p.host_ops) WARN(p.node << " falls back to the host: " << h);
     CHECK((p.device == "vulkan" || p.device == "vulkan + cpu" || p.device == "cpu"));
