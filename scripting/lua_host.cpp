@@ -94,7 +94,7 @@ void limit_hook(lua_State* L, lua_Debug*) {
   if (rt.stop.empty()) {
     const ScriptOptions& o = *h.options;
     char msg[160];
-    if (rt.cancelled()) {
+    if (rt.cancelled() && !rt.hold_cancel) {
       rt.stop = "interrupted (stopped by the user)";
     } else if (o.instruction_limit > 0 && h.instructions > o.instruction_limit) {
       std::snprintf(msg, sizeof msg, "stopped: the script ran past its limit of %lld instructions",

@@ -110,7 +110,13 @@ Result<ModelGraph> build_lua_model(LuaModel& m, int64_t batch, bool training) {
     lua_pushnil(L);
   lua_pushcfunction(L, traceback_handler);
   lua_insert(L, top + 1);
+  // An evaluation plan is traced between epochs: a Stop then ends the run after its next step
+  // (Runtime::hold_cancel). The training plan's trace comes first and stays stoppable, so a
+  // forward that never returns is still stopped there.
+  const bool held = rt.hold_cancel;
+  rt.hold_cancel = held || !training;
   const int status = lua_pcall(L, 5, 2, top + 1);
+  rt.hold_cancel = held;
   if (status != LUA_OK) {
     err = std::string("the model's forward failed: ") +
           (lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object)");

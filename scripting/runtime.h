@@ -181,6 +181,10 @@ class Runtime {
   // raises "interrupted" at the next instruction and mls.train stops after its current step.
   const std::atomic<bool>* cancel = nullptr;
   bool cancelled() const { return cancel && cancel->load(std::memory_order_relaxed); }
+  // Set while mls.train traces an evaluation plan between epochs: the hook then leaves the Stop
+  // to the trainer, which ends the run after its step (recorded as interrupted), instead of
+  // raising inside the trace, which failed the run. The limits below still apply.
+  bool hold_cancel = false;
   // The limits of the running entry (set by the host). A limit that is hit sets `stop`, its
   // message: the host's hook raises it again at every instruction until the entry ends, so
   // neither pcall nor coroutine.resume can swallow it.
