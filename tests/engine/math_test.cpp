@@ -55,6 +55,34 @@ TEST_CASE("activations match published values", "[math]") {
   CHECK(eager_unary("sign", {-0.5f, 0.f, 2.f}) == std::vector<double>{-1, 0, 1});
 }
 
+TEST_CASE("gelu and its derivative match float64 from -14 to 14, the far tail included", "[math]") {
+  // The kernel's own erfc (engine/cpu/scalar_math.h) is vectorised; it must keep libm's
+  // accuracy: within 2.5e-7 of max(1, |y|) everywhere, and 1e-6 relative where Phi(x) is
+  // tiny (x down to -12, where gelu is about -2e-32; libm's float erfc is off by 1e-5 there).
+  std::vector<float> xs;
+  for (float x = -14.f; x <= 14.f; x += 1.f / 1024) xs.push_back(x);
+  const std::vector<double> y = eager_unary("gelu", xs);
+  EagerSession s(host());
+  Ref dy = s.leaf(Tensor::from_f32(host(), {static_cast<int64_t>(xs.size())}, std::vector<float>(xs.size(), 1.f)));
+  Ref x = s.leaf(Tensor::from_f32(host(), {static_cast<int64_t>(xs.size())}, xs));
+  const std::vector<double> dx = s.value(s.emit1("gelu_backward", {dy, x}, {})).to_f64();
+  double worst = 0, worst_tail = 0, worst_d = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i], cdf = 0.5 * std::erfc(-v / std::numbers::sqrt2);
+    const double ref = v * cdf;
+    const double ref_d = cdf + v * std::exp(-v * v / 2) / std::sqrt(2 * std::numbers::pi);
+    worst = std::max(worst, std::abs(y[i] - ref) / std::max(1.0, std::abs(ref)));
+    if (v <= -1 && v >= -12) worst_tail = std::max(worst_tail, std::abs(y[i] - ref) / std::abs(ref));
+    worst_d = std::max(worst_d, std::abs(dx[i] - ref_d) / std::max(1.0, std::abs(ref_d)));
+  }
+  CHECK(worst < 2.5e-7);
+  CHECK(worst_tail < 1e-6);
+  CHECK(worst_d < 2.5e-7);
+  CHECK(y.front() > -1e-30);  // x = -14: about -2e-44, not -87's clamp times 14
+  CHECK(y.front() <= 0.0);
+  CHECK(y.back() == 14.0);
+}
+
 TEST_CASE("cast rounds, truncates, saturates and wraps as documented", "[math]") {
   EagerSession s(host());
   auto cast_to = [&](DType from, std::vector<double> v, DType to) {
