@@ -1,5 +1,6 @@
 // Shape kernels: reshape (a copy only when the executor did not alias it), expand,
 // transpose, fill.
+#include <algorithm>
 #include <cstring>
 
 #include "engine/cpu/kernels.h"
@@ -28,28 +29,103 @@ void expand_kernel(const KernelCall& c) {
   });
 }
 
+// The output's axes with their strides in the source, size-1 axes dropped and neighbours
+// that stay neighbours in the source merged: [256,8,4,16] by (0,2,1,3) walks as
+// [256][4][128] with source strides (512, 16, 1), rows of 128 contiguous floats.
+struct Walk {
+  Shape dims;
+  Strides src;
+};
+
+Walk coalesce(const Shape& in, const std::vector<int64_t>& perm) {
+  const Strides xs = contiguous_strides(in);
+  Walk w;
+  for (int64_t p : perm) {
+    const auto a = static_cast<size_t>(p);
+    if (in[a] == 1) continue;
+    if (!w.dims.empty() && w.src.back() == xs[a] * in[a]) {
+      w.dims.back() *= in[a];
+      w.src.back() = xs[a];
+    } else {
+      w.dims.push_back(in[a]);
+      w.src.push_back(xs[a]);
+    }
+  }
+  if (w.dims.empty()) {
+    w.dims = {1};
+    w.src = {1};
+  }
+  return w;
+}
+
+// The source offset of row `r` of the walk's axes before `last` (row-major), skipping
+// axis `skip`.
+int64_t row_offset(const Walk& w, int64_t r, size_t last, size_t skip) {
+  int64_t off = 0;
+  for (size_t d = last; d-- > 0;) {
+    if (d == skip) continue;
+    off += (r % w.dims[d]) * w.src[d];
+    r /= w.dims[d];
+  }
+  return off;
+}
+
+// Two walks, each parallel: the innermost axis contiguous in the source (rows copied whole:
+// attention's head split, [N,T,H,D] -> [N,H,T,D]), or the source's innermost axis at an
+// earlier output axis k (32 x 32 tiles between axes k and last, so reads and writes both
+// stay in cache: a matrix transposed, batched or not).
 template <typename T>
 void transpose_kernel(const KernelCall& c) {
-  const Tensor& x = *c.inputs[0];
-  Tensor& y = *c.outputs[0];
-  const auto& perm = c.attrs.get_ints("perm");
+  const Walk w = coalesce(c.inputs[0]->shape(), c.attrs.get_ints("perm"));
   const T* src = in_ptr<T>(c, 0);
   T* dst = out_ptr<T>(c, 0);
-  if (perm.size() == 2 && perm[0] == 1) {  // 2-D: blocked, so both sides stay in cache
-    int64_t r = x.dim(0), k = x.dim(1);
-    constexpr int64_t B = 32;
-    for (int64_t i0 = 0; i0 < r; i0 += B)
-      for (int64_t j0 = 0; j0 < k; j0 += B)
-        for (int64_t i = i0; i < std::min(r, i0 + B); ++i)
-          for (int64_t j = j0; j < std::min(k, j0 + B); ++j) dst[j * r + i] = src[i * k + j];
+  const size_t last = w.dims.size() - 1;
+  const int64_t inner = w.dims[last], total = c.outputs[0]->numel();
+  if (total == 0) return;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / inner);
+  ThreadPool& pool = pool_of(c);
+  if (w.src[last] == 1) {
+    pool.parallel_for(0, total / inner, grain, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        std::memcpy(dst + r * inner, src + row_offset(w, r, last, last), sizeof(T) * static_cast<size_t>(inner));
+    });
     return;
   }
-  Strides xs = contiguous_strides(x.shape());
-  const Shape& os = y.shape();
-  Strides src_strides(perm.size());
-  for (size_t d = 0; d < perm.size(); ++d) src_strides[d] = xs[static_cast<size_t>(perm[d])];
-  int64_t i = 0;
-  for_each_offset(os, src_strides, [&](int64_t off) { dst[i++] = src[off]; });
+  // Otherwise the source's innermost axis (longer than 1, so kept, with stride 1) is an
+  // earlier output axis k.
+  size_t k = 0;
+  while (w.src[k] != 1) ++k;
+  constexpr int64_t B = 32;
+  const int64_t rows = w.dims[k], step = w.src[last];
+  int64_t dst_k = inner;  // the output's stride of axis k
+  for (size_t d = k + 1; d < last; ++d) dst_k *= w.dims[d];
+  const int64_t tiles = (rows + B - 1) / B, outer = total / (rows * inner);
+  pool.parallel_for(0, outer * tiles, std::max<int64_t>(1, grain / B), [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t o = t / tiles, i0 = (t % tiles) * B, i1 = std::min(rows, i0 + B);
+      // Row o of the axes other than k and last: its source and output offsets.
+      int64_t so = 0, dout = 0, r = o, stride = inner;
+      for (size_t d = last; d-- > 0;) {
+        if (d == k) {
+          stride *= w.dims[d];
+          continue;
+        }
+        const int64_t i = r % w.dims[d];
+        r /= w.dims[d];
+        so += i * w.src[d];
+        dout += i * stride;
+        stride *= w.dims[d];
+      }
+      for (int64_t j0 = 0; j0 < inner; j0 += B) {
+        const int64_t j1 = std::min(inner, j0 + B);
+        for (int64_t i = i0; i < i1; ++i) {
+          const T* s = src + so + i;
+          T* out = dst + dout + i * dst_k;
+          for (int64_t j = j0; j < j1; ++j) out[j] = s[j * step];
+        }
+      }
+    }
+  });
 }
 
 template <typename T>

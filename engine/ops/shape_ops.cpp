@@ -123,7 +123,13 @@ void register_shape_ops(OpRegistry& reg) {
                   [] {
                     return with_dtypes(
                         {sample({f32({3, 5})}, {{"perm", std::vector<int64_t>{1, 0}}}),
-                         sample({f32({2, 3, 4})}, {{"perm", std::vector<int64_t>{2, 0, 1}}})},
+                         sample({f32({2, 3, 4})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}),
+                         // The CPU's two walks: whole rows (a head split), tiles past 32
+                         // with a batch axis; size-1 axes dropped, neighbours merged.
+                         sample({f32({2, 3, 4, 5})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}),
+                         sample({f32({2, 37, 33})}, {{"perm", std::vector<int64_t>{0, 2, 1}}}),
+                         sample({f32({3, 1, 4, 2})}, {{"perm", std::vector<int64_t>{3, 1, 0, 2}}}),
+                         sample({f32({2, 3, 4, 5})}, {{"perm", std::vector<int64_t>{2, 3, 0, 1}}})},
                         std::array{DType::I64});
                   },
               .doc = "permute axes (a contiguous copy)"});
