@@ -120,6 +120,12 @@ int main(int argc, char** argv) {
       {"fc1 forward   x W", 128, 256, 784, false, false},  {"fc1 dW      x^T dy", 784, 256, 128, true, false},
       {"fc1 dx     dy W^T", 128, 784, 256, false, true},   {"fc2 forward   x W", 128, 128, 256, false, false},
       {"batch-1       x W", 1, 256, 784, false, false},
+      // Where the cost curves found mlstudio behind PyTorch: the MLP at width 2048
+      // (784-2048-1024-10) and the transformer at width 512 (fc1 over N*T = 2048 rows).
+      {"w2048 fc1 fwd x W", 128, 2048, 784, false, false}, {"w2048 fc2 dW x^T dy", 2048, 1024, 128, true, false},
+      {"w2048 fc2 dx dy W^T", 128, 2048, 1024, false, true}, {"E512 fc1 fwd x W", 2048, 2048, 512, false, false},
+      {"E512 fc2 dW x^T dy", 2048, 512, 2048, true, false}, {"E512 fc2 dx dy W^T", 2048, 2048, 512, false, true},
+      {"E512 fc1 dW x^T dy", 512, 2048, 2048, true, false}, {"E512 fc1 dx dy W^T", 2048, 512, 2048, false, true},
   };
   mls::cpu::ThreadPool pool1(1), pool2(2);
   std::printf("%-20s %-13s %9s %9s %9s %9s   (GFLOP/s, median of %d)\n", "GEMM", "m x n x k", "blas 1t", "blas 2t",

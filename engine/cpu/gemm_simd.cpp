@@ -6,8 +6,9 @@
 //   zmm registers, 6 x 16 in 12 of AVX2's 16 ymm (the rest hold B's row and A's broadcast).
 //   Each step of k loads NV vectors of a B row and broadcasts 6 values of A: 6 NV FMAs that
 //   keep both FMA pipes busy and cover their latency.
-// - A is never packed: its values are broadcast straight from memory, and either layout
-//   (A or A^T) gives each row a steady stream. B is packed per NV W-column panel and per K
+// - A is broadcast straight from memory, row by row; A^T over more than one tile is first
+//   packed into tiles by chunks of 96 rows (pack_at), and its tasks take 8 panels at least,
+//   so that the packing is shared. B is packed per NV W-column panel and per K
 //   pass (AVX-512: 128 rows x 64 floats, AVX2: 256 x 16; 16 or 32 KB, in L1 while every
 //   6-row tile of A walks past it), zero-filled past the last column so the micro-kernel
 //   loads whole vectors. B^T is packed with W x W in-register transposes. A problem of at
@@ -223,34 +224,67 @@ void pack_bt(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) 
   }
 }
 
+// Rows [i0, i1) of A, A stored transposed (A(r, p) = a[p lda + r], p < kc), into tiles of
+// kMR rows: tile q holds A(i0 + q kMR + r, p) at out[q kMR kc + p kMR + r], a layout the
+// transposed-A micro-kernels read with lda = kMR. Row p of A^T is read once, left to right.
+void pack_at(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t kc, float* out) {
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* src = a + p * lda;
+    for (int64_t i = i0; i < i1; i += kMR) {
+      float* dst = out + (i - i0) * kc + p * kMR;
+      const int64_t rows = std::min<int64_t>(kMR, i1 - i);
+      for (int64_t r = 0; r < rows; ++r) dst[r] = src[i + r];
+    }
+  }
+}
+
 // [SECTION] Blocked GEMM
 
 // Rows [i0, i1) x columns [j0, j1) of C, on the calling thread.
 // `panel`: k_step(g.k) x kNR floats, 64-byte aligned, this call's alone (unused where the
 // block reads B in place).
+//
+// A^T over more than one tile is packed (pack_at) by chunks of kTaskRowsAT rows per K pass,
+// each chunk then run against every panel: its tiles read A^T's rows kc times lda apart, and
+// with lda a power of two (x^T dy of a 2048-wide layer) those lines share a few cache sets,
+// so each tile fetched them again from L3 (22 GFLOP/s on 2 threads where OpenBLAS did 124).
+// The sums are taken in the same order either way: the bits do not change.
+constexpr int64_t kTaskRowsAT = 96;
+
 void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* panel) {
   const bool direct = !g.trans_b && i1 - i0 <= kDirectRows;
+  const bool pack_a = g.trans_a && i1 - i0 > kMR;
   const int64_t kstep = k_step(g.k);
+  const int64_t chunk = pack_a ? kTaskRowsAT : i1 - i0;
+  float* apack = pack_a ? thread_scratch<float>(static_cast<size_t>(kTaskRowsAT * kMaxKC), ScratchSlot::GemmA)
+                        : nullptr;
   for (int64_t p0 = 0; p0 < g.k; p0 += kstep) {
     const int64_t kc = std::min(kstep, g.k - p0);
     Tile t{g.beta, p0 == 0, p0 + kc == g.k, nullptr, g.bias ? g.bias_axis : BiasAxis::None, g.act};
-    for (int64_t j = j0; j < j1; j += kNR) {
-      const int64_t cols = std::min(kNR, j1 - j);
-      const float* bp = g.b + p0 * g.ldb + j;
-      int64_t ldbp = g.ldb;
-      if (!direct) {
-        if (g.trans_b)
-          pack_bt(g.b + j * g.ldb + p0, g.ldb, kc, cols, panel);
-        else
-          pack_b(bp, g.ldb, kc, cols, panel);
-        bp = panel;
-        ldbp = kNR;
-      }
-      for (int64_t i = i0; i < i1; i += kMR) {
-        const int64_t rows = std::min<int64_t>(kMR, i1 - i);
-        const float* ap = g.trans_a ? g.a + p0 * g.lda + i : g.a + i * g.lda + p0;
-        t.bias = t.axis == BiasAxis::Col ? g.bias + j : t.axis == BiasAxis::Row ? g.bias + i : nullptr;
-        micro_for(g.trans_a, !direct, rows, cols)(kc, ap, g.lda, bp, ldbp, g.c + i * g.ldc + j, g.ldc, cols, t);
+    for (int64_t c0 = i0; c0 < i1; c0 += chunk) {
+      const int64_t c1 = std::min(i1, c0 + chunk);
+      if (pack_a) pack_at(g.a + p0 * g.lda, g.lda, c0, c1, kc, apack);
+      for (int64_t j = j0; j < j1; j += kNR) {
+        const int64_t cols = std::min(kNR, j1 - j);
+        const float* bp = g.b + p0 * g.ldb + j;
+        int64_t ldbp = g.ldb;
+        if (!direct) {
+          if (g.trans_b)
+            pack_bt(g.b + j * g.ldb + p0, g.ldb, kc, cols, panel);
+          else
+            pack_b(bp, g.ldb, kc, cols, panel);
+          bp = panel;
+          ldbp = kNR;
+        }
+        for (int64_t i = c0; i < c1; i += kMR) {
+          const int64_t rows = std::min<int64_t>(kMR, c1 - i);
+          const float* ap = pack_a      ? apack + (i - c0) * kc
+                            : g.trans_a ? g.a + p0 * g.lda + i
+                                        : g.a + i * g.lda + p0;
+          t.bias = t.axis == BiasAxis::Col ? g.bias + j : t.axis == BiasAxis::Row ? g.bias + i : nullptr;
+          micro_for(g.trans_a, !direct, rows, cols)(kc, ap, pack_a ? kMR : g.lda, bp, ldbp, g.c + i * g.ldc + j,
+                                                    g.ldc, cols, t);
+        }
       }
     }
   }
@@ -264,6 +298,7 @@ constexpr int64_t kTaskRows = 96;
 constexpr int64_t kWholeColumnRows = 256;
 constexpr int64_t kSplitK = 512;  // from this K on, whole-column products split K instead
 constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
+constexpr int64_t kPanelsAT = 8;
 
 // Where split-K divides K: any point works; a multiple of the tile rows keeps it tidy.
 int64_t split_point(const GemmArgs& g) { return (g.k / 2 + kMR - 1) / kMR * kMR; }
@@ -344,7 +379,11 @@ void gemm_blocked(ThreadPool& pool, const GemmArgs& g, const Scratch& sc) {
   const int64_t rows = ((g.m + blocks - 1) / blocks + kMR - 1) / kMR * kMR;
   // Thin products (a few rows, very many columns) take several panels per task, so that the
   // shared counter is not touched every microsecond.
-  const int64_t width = kNR * std::max<int64_t>(1, kMinTaskMacs / std::max<int64_t>(rows * kNR * g.k, 1));
+  // A task with A^T packs its rows (gemm_block): it takes kPanelsAT panels at least, so the
+  // packing is spread over them (one panel a task: 2 threads at 21 GFLOP/s, 1 at 66).
+  const int64_t min_panels = g.trans_a ? kPanelsAT : 1;
+  const int64_t width =
+      kNR * std::max<int64_t>(min_panels, kMinTaskMacs / std::max<int64_t>(rows * kNR * g.k, 1));
   const int64_t groups = (g.n + width - 1) / width, tasks = groups * blocks;
   if (whole_columns) {
     // Each thread its own contiguous share of panels: the same columns of B every call.

@@ -18,6 +18,7 @@ namespace mls::cpu {
 enum class ScratchSlot : int {
   GemmPanel,      // gemm_simd.cpp: packed B panels, or a GEMV's sums
   GemmAux,        // gemm_simd.cpp: a gathered GEMV x, or split-K's second half of C
+  GemmA,          // gemm_simd.cpp: rows of A^T packed into tiles
   Bf16A,          // lowp_kernels.cpp: packed A
   Bf16B,          // lowp_kernels.cpp: a packed B panel
   Count

@@ -159,7 +159,9 @@ TEST_CASE("gemm at the MLP's shapes on one and two threads", "[gemm]") {
                         {1, 256, 784, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
                         {1, 2100, 1000, true, true, 1.0f},
                         {1, 2100, 1000, false, false, 0.0f, BiasAxis::Row, Activation::Sigmoid},
-                        {2000, 1, 1100, false, true}};
+                        {2000, 1, 1100, false, true},
+                        // A^T packed by chunks of rows, tasks of 8 panels and a partial one.
+                        {300, 520, 600, true, false, 1.0f, BiasAxis::Col, Activation::Relu}};
   uint32_t seed = 500;
   for (const Case& c : cases) {
     check(gemm, one, c, seed++);
@@ -173,7 +175,7 @@ TEST_CASE("gemm gives the same bits on one and two threads", "[gemm]") {
   ThreadPool one(1), two(2);
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 256, 784}, {784, 256, 128}, {600, 40, 256}, {100, 300, 700}})
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 256, 784}, {784, 256, 128}, {600, 40, 256}, {100, 300, 700}, {300, 520, 600}})
     for (int t = 0; t < 4; ++t) {
       std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c1(static_cast<size_t>(m * n)),
           c2(c1.size());
