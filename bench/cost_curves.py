@@ -446,6 +446,13 @@ def write_png(path, results, peak):
 
 
 def main():
+    # The plot is written last: a missing matplotlib found then would waste the whole run.
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        sys.exit(f"bench/cost_curves.py: {sys.executable} has no matplotlib, which draws "
+                 "docs/cost-curves.png: run it with /usr/bin/python3 (make bench does; "
+                 "scripts/setup --bench installs python3-matplotlib)")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mlstudio", default="build/app/mlstudio")
     ap.add_argument("--fma-peak", default="build/bench/fma_peak")
