@@ -58,12 +58,10 @@ Walk coalesce(const Shape& in, const std::vector<int64_t>& perm) {
   return w;
 }
 
-// The source offset of row `r` of the walk's axes before `last` (row-major), skipping
-// axis `skip`.
-int64_t row_offset(const Walk& w, int64_t r, size_t last, size_t skip) {
+// The source offset of row `r` of the walk's axes before `last` (row-major).
+int64_t row_offset(const Walk& w, int64_t r, size_t last) {
   int64_t off = 0;
   for (size_t d = last; d-- > 0;) {
-    if (d == skip) continue;
     off += (r % w.dims[d]) * w.src[d];
     r /= w.dims[d];
   }
@@ -87,7 +85,7 @@ void transpose_kernel(const KernelCall& c) {
   if (w.src[last] == 1) {
     pool.parallel_for(0, total / inner, grain, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r)
-        std::memcpy(dst + r * inner, src + row_offset(w, r, last, last), sizeof(T) * static_cast<size_t>(inner));
+        std::memcpy(dst + r * inner, src + row_offset(w, r, last), sizeof(T) * static_cast<size_t>(inner));
     });
     return;
   }
