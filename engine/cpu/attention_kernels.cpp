@@ -11,10 +11,9 @@
 //
 // Every product of a tile goes through small_gemm (AVX-512 register tiles where the build
 // has it; the engine's gemm packs and threads, which these 32 x 64 x d products do not
-// repay). exp is Cephes' polynomial, 8 lanes at a time (std::exp is a scalar call per
+// repay). exp is scalar_math.h's Cephes polynomial, vectorised (std::exp is a scalar call per
 // score).
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +24,7 @@
 #include <immintrin.h>
 #endif
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/scalar_math.h"
 
 namespace mls::cpu {
 
@@ -33,53 +33,10 @@ namespace {
 constexpr int64_t kKeyTile = 64;
 constexpr int64_t kQueryTile = 32;
 
-// exp(x), Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by a degree-6 polynomial, 2^n
-// through the exponent bits. About 1 ulp; inputs below -87 give 2^-126-ish rather than 0
-// (harmless: a row's largest term is 1), above 88 they are clamped.
-inline float fast_exp(float x) {
-  x = x < -87.0f ? -87.0f : x;  // ternaries, not std::clamp: they vectorise (blends)
-  x = x > 88.0f ? 88.0f : x;
-  // Round to nearest by adding and taking away 1.5 * 2^23 (std::floor does not vectorise).
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const auto bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  return p * std::bit_cast<float>(bits);
-}
-
-// x[j] = exp(x[j] - shift) for j < n (n a multiple of 8). GCC leaves fast_exp's loop scalar
-// ("control flow in loop"), so AVX2 gets the same polynomial in intrinsics.
+// x[j] = exp(x[j] - shift) for j < n: scalar_math.h's exp (Cephes' polynomial), which GCC
+// vectorises (engine/cpu is built with -fno-trapping-math); -inf (hidden keys) gives 0.
 void exp_shifted(float* x, int64_t n, float shift) {
-#if defined(__AVX2__) && defined(__FMA__)
-  const __m256 lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f), sh = _mm256_set1_ps(shift);
-  for (int64_t j = 0; j < n; j += 8) {
-    __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + j), sh);
-    v = _mm256_max_ps(_mm256_min_ps(v, hi), lo);
-    const __m256 k = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), v);
-    r = _mm256_fmadd_ps(k, _mm256_set1_ps(2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-    _mm256_storeu_ps(x + j, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-  }
-#else
-  for (int64_t j = 0; j < n; ++j) x[j] = fast_exp(x[j] - shift);
-#endif
+  for (int64_t j = 0; j < n; ++j) x[j] = scalar::exp_nonpositive(x[j] - shift);
 }
 
 struct Dims {
