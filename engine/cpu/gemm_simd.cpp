@@ -240,23 +240,25 @@ void pack_at(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t kc, fl
 
 // [SECTION] Blocked GEMM
 
+// The most rows a threaded task takes (gemm_blocked), and the chunk A^T is packed by.
+constexpr int64_t kTaskRows = 96;
+
 // Rows [i0, i1) x columns [j0, j1) of C, on the calling thread.
 // `panel`: k_step(g.k) x kNR floats, 64-byte aligned, this call's alone (unused where the
 // block reads B in place).
 //
-// A^T over more than one tile is packed (pack_at) by chunks of kTaskRowsAT rows per K pass,
-// each chunk then run against every panel: its tiles read A^T's rows kc times lda apart, and
-// with lda a power of two (x^T dy of a 2048-wide layer) those lines share a few cache sets,
-// so each tile fetched them again from L3 (22 GFLOP/s on 2 threads where OpenBLAS did 124).
+// A^T over more than one tile is packed (pack_at) by chunks of kTaskRows rows per K pass (a
+// row task's whole height), each chunk then run against every panel: its tiles read A^T's
+// rows kc times lda apart, and with lda a power of two (x^T dy of a 2048-wide layer) those
+// lines share a few cache sets, so each tile fetched them again from L3 (22 GFLOP/s on 2
+// threads where OpenBLAS did 124).
 // The sums are taken in the same order either way: the bits do not change.
-constexpr int64_t kTaskRowsAT = 96;
-
 void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* panel) {
   const bool direct = !g.trans_b && i1 - i0 <= kDirectRows;
   const bool pack_a = g.trans_a && i1 - i0 > kMR;
   const int64_t kstep = k_step(g.k);
-  const int64_t chunk = pack_a ? kTaskRowsAT : i1 - i0;
-  float* apack = pack_a ? thread_scratch<float>(static_cast<size_t>(kTaskRowsAT * kMaxKC), ScratchSlot::GemmA)
+  const int64_t chunk = pack_a ? kTaskRows : i1 - i0;
+  float* apack = pack_a ? thread_scratch<float>(static_cast<size_t>(kTaskRows * kMaxKC), ScratchSlot::GemmA)
                         : nullptr;
   for (int64_t p0 = 0; p0 < g.k; p0 += kstep) {
     const int64_t kc = std::min(kstep, g.k - p0);
@@ -294,7 +296,6 @@ void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j
 // shared counter: a worker that starts late (waking a sleeping thread costs tens of
 // microseconds on a VM) leaves its tasks to the caller instead of making it wait. Each task
 // packs its own panel of B, a few percent of its work.
-constexpr int64_t kTaskRows = 96;
 constexpr int64_t kWholeColumnRows = 256;
 constexpr int64_t kSplitK = 512;  // from this K on, whole-column products split K instead
 constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
