@@ -6,9 +6,13 @@
 //   zmm registers, 6 x 16 in 12 of AVX2's 16 ymm (the rest hold B's row and A's broadcast).
 //   Each step of k loads NV vectors of a B row and broadcasts 6 values of A: 6 NV FMAs that
 //   keep both FMA pipes busy and cover their latency.
-// - A is broadcast straight from memory, row by row; A^T over more than one tile is first
-//   packed into tiles by chunks of 96 rows (pack_at), and its tasks take 8 panels at least,
-//   so that the packing is shared. B is packed per NV W-column panel and per K
+// - A block of C takes its rows of A by chunks that stay in L2 (AVX2: 192 rows x 256 of K),
+//   each chunk against every panel of B. Where the block has 8 panels or more (A^T: always)
+//   the chunk is packed into 6-row tiles, so each tile is one contiguous stream (without it
+//   the six rows of a tile came lda apart from L3 at every panel: 2048x2048x512 ran at 45
+//   GFLOP/s on 1 thread against OpenBLAS's 75; packed, 70); threaded tasks take 8 panels at
+//   least, so that the packing is shared. Fewer panels read A in place, broadcast straight
+//   from memory row by row. B is packed per NV W-column panel and per K
 //   pass (AVX-512: 128 rows x 64 floats, AVX2: 256 x 16; 16 or 32 KB, in L1 while every
 //   6-row tile of A walks past it), zero-filled past the last column so the micro-kernel
 //   loads whole vectors. B^T is packed with W x W in-register transposes. A problem of at
@@ -238,10 +242,44 @@ void pack_at(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t kc, fl
   }
 }
 
+// Rows [i0, i1) of plain A (A(r, p) = a[r lda + p], p < kc) into the same tiles as pack_at:
+// kW columns of a tile's rows at a time, transposed in registers (rows past the tile's are
+// zero), each column stored whole at its place. A column's store runs kW - kMR floats into
+// the next one's place, which that store then writes; the last spills into the next tile
+// (packed after) or into the kW floats of slack past the buffer (kPackSlack).
+constexpr int64_t kPackSlack = kW;
+void pack_a_rows(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t kc, float* out) {
+  for (int64_t i = i0; i < i1; i += kMR) {
+    float* dst = out + (i - i0) * kc;
+    const int64_t rows = std::min<int64_t>(kMR, i1 - i);
+    for (int64_t p = 0; p < kc; p += kW) {
+      const Mask m = Simd::first(kc - p);
+      V r[kW];
+      for (int q = 0; q < kW; ++q) r[q] = q < rows ? Simd::load(m, a + (i + q) * lda + p) : Simd::zero();
+      Simd::transpose(r);
+      const int64_t cols = std::min<int64_t>(kW, kc - p);
+      for (int64_t q = 0; q < cols; ++q) Simd::store(dst + (p + q) * kMR, r[q]);
+    }
+  }
+}
+
 // [SECTION] Blocked GEMM
 
 // The most rows a threaded task takes (gemm_blocked), and the chunk A^T is packed by.
 constexpr int64_t kTaskRows = 96;
+
+// The rows of plain A a block takes at a time, against every panel of B, so that they stay
+// in L2 (up to kChunkRows x kMaxKC floats: 192 KB on AVX2) while the panels go past: the
+// block's rows in even chunks of whole tiles.
+constexpr int64_t kChunkRows = kW == 16 ? 384 : 192;
+int64_t chunk_rows(int64_t rows) {
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  return ((rows + chunks - 1) / chunks + kMR - 1) / kMR * kMR;
+}
+
+// A block packs its rows of A (A^T always) when it has this many panels of B at least to
+// spread the packing over.
+constexpr int64_t kPackPanels = 8;
 
 // Rows [i0, i1) x columns [j0, j1) of C, on the calling thread.
 // `panel`: k_step(g.k) x kNR floats, 64-byte aligned, this call's alone (unused where the
@@ -255,17 +293,18 @@ constexpr int64_t kTaskRows = 96;
 // The sums are taken in the same order either way: the bits do not change.
 void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* panel) {
   const bool direct = !g.trans_b && i1 - i0 <= kDirectRows;
-  const bool pack_a = g.trans_a && i1 - i0 > kMR;
+  const bool pack_a = i1 - i0 > kMR && (g.trans_a || j1 - j0 >= kPackPanels * kNR);
   const int64_t kstep = k_step(g.k);
-  const int64_t chunk = pack_a ? kTaskRows : i1 - i0;
-  float* apack = pack_a ? thread_scratch<float>(static_cast<size_t>(kTaskRows * kMaxKC), ScratchSlot::GemmA)
+  const int64_t chunk = g.trans_a ? kTaskRows : chunk_rows(i1 - i0);
+  float* apack = pack_a ? thread_scratch<float>(static_cast<size_t>(kChunkRows * kMaxKC + kPackSlack), ScratchSlot::GemmA)
                         : nullptr;
   for (int64_t p0 = 0; p0 < g.k; p0 += kstep) {
     const int64_t kc = std::min(kstep, g.k - p0);
     Tile t{g.beta, p0 == 0, p0 + kc == g.k, nullptr, g.bias ? g.bias_axis : BiasAxis::None, g.act};
     for (int64_t c0 = i0; c0 < i1; c0 += chunk) {
       const int64_t c1 = std::min(i1, c0 + chunk);
-      if (pack_a) pack_at(g.a + p0 * g.lda, g.lda, c0, c1, kc, apack);
+      if (pack_a && g.trans_a) pack_at(g.a + p0 * g.lda, g.lda, c0, c1, kc, apack);
+      if (pack_a && !g.trans_a) pack_a_rows(g.a + p0, g.lda, c0, c1, kc, apack);
       for (int64_t j = j0; j < j1; j += kNR) {
         const int64_t cols = std::min(kNR, j1 - j);
         const float* bp = g.b + p0 * g.ldb + j;
@@ -284,7 +323,7 @@ void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j
                             : g.trans_a ? g.a + p0 * g.lda + i
                                         : g.a + i * g.lda + p0;
           t.bias = t.axis == BiasAxis::Col ? g.bias + j : t.axis == BiasAxis::Row ? g.bias + i : nullptr;
-          micro_for(g.trans_a, !direct, rows, cols)(kc, ap, pack_a ? kMR : g.lda, bp, ldbp, g.c + i * g.ldc + j,
+          micro_for(g.trans_a || pack_a, !direct, rows, cols)(kc, ap, pack_a ? kMR : g.lda, bp, ldbp, g.c + i * g.ldc + j,
                                                     g.ldc, cols, t);
         }
       }
@@ -292,14 +331,13 @@ void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j
   }
 }
 
-// Threads take tasks of kNR-column panels by up to kTaskRows rows, in panel order, from a
-// shared counter: a worker that starts late (waking a sleeping thread costs tens of
+// Threads take tasks of kNR-column panels by up to kTaskRows rows, a row block's panels
+// after one another (its rows stay in both threads' L2), from a shared counter: a worker that starts late (waking a sleeping thread costs tens of
 // microseconds on a VM) leaves its tasks to the caller instead of making it wait. Each task
 // packs its own panel of B, a few percent of its work.
 constexpr int64_t kWholeColumnRows = 256;
 constexpr int64_t kSplitK = 512;  // from this K on, whole-column products split K instead
 constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
-constexpr int64_t kPanelsAT = 8;
 
 // Where split-K divides K: any point works; a multiple of the tile rows keeps it tidy.
 int64_t split_point(const GemmArgs& g) { return (g.k / 2 + kMR - 1) / kMR * kMR; }
@@ -380,9 +418,9 @@ void gemm_blocked(ThreadPool& pool, const GemmArgs& g, const Scratch& sc) {
   const int64_t rows = ((g.m + blocks - 1) / blocks + kMR - 1) / kMR * kMR;
   // Thin products (a few rows, very many columns) take several panels per task, so that the
   // shared counter is not touched every microsecond.
-  // A task with A^T packs its rows (gemm_block): it takes kPanelsAT panels at least, so the
-  // packing is spread over them (one panel a task: 2 threads at 21 GFLOP/s, 1 at 66).
-  const int64_t min_panels = g.trans_a ? kPanelsAT : 1;
+  // A task packs its rows of A (gemm_block): it takes kPackPanels panels at least, so the
+  // packing is spread over them (A^T with one panel a task: 2 threads at 21 GFLOP/s, 1 at 66).
+  const int64_t min_panels = rows > kMR ? kPackPanels : 1;
   const int64_t width =
       kNR * std::max<int64_t>(min_panels, kMinTaskMacs / std::max<int64_t>(rows * kNR * g.k, 1));
   const int64_t groups = (g.n + width - 1) / width, tasks = groups * blocks;
@@ -400,7 +438,7 @@ void gemm_blocked(ThreadPool& pool, const GemmArgs& g, const Scratch& sc) {
   pool.parallel_for(0, parts, 1, [&](int64_t part, int64_t) {
     float* panel = sc.panel(part);
     for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
-      const int64_t j = t / blocks * width, i = t % blocks * rows;
+      const int64_t j = t % groups * width, i = t / groups * rows;
       if (i < g.m)  // rounding rows up to whole tiles may leave the last block empty
         gemm_block(g, i, std::min(g.m, i + rows), j, std::min(g.n, j + width), panel);
     }

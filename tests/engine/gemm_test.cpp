@@ -115,7 +115,9 @@ void check(GemmFn fn, ThreadPool& pool, const Case& c, uint32_t seed) {
 const std::vector<std::array<int64_t, 3>> kShapes = {
     {1, 1, 1},     {2, 3, 5},     {7, 13, 17},   {6, 64, 128},  {7, 65, 129},  {5, 16, 3},    {12, 70, 20},
     {13, 70, 20},  {31, 47, 257}, {1, 256, 784}, {1, 10, 128},  {1, 300, 37},  {1, 7, 1},     {5, 1, 33},
-    {64, 1, 7},    {300, 1, 500}, {37, 29, 1},   {3, 100, 50},  {128, 10, 128}, {97, 113, 389}};
+    {64, 1, 7},    {300, 1, 500}, {37, 29, 1},   {3, 100, 50},  {128, 10, 128}, {97, 113, 389},
+    // Rows packed by chunks (two of 102), 9 panels (the last of 12 columns), K passes of 150.
+    {200, 140, 300}};
 
 TEST_CASE("gemm matches float64 on every transpose pair, beta 0 over NaN and beta 1", "[gemm]") {
   ThreadPool pool(1);
@@ -161,7 +163,10 @@ TEST_CASE("gemm at the MLP's shapes on one and two threads", "[gemm]") {
                         {1, 2100, 1000, false, false, 0.0f, BiasAxis::Row, Activation::Sigmoid},
                         {2000, 1, 1100, false, true},
                         // A^T packed by chunks of rows, tasks of 8 panels and a partial one.
-                        {300, 520, 600, true, false, 1.0f, BiasAxis::Col, Activation::Relu}};
+                        {300, 520, 600, true, false, 1.0f, BiasAxis::Col, Activation::Relu},
+                        // Plain A packed by chunks of rows in row tasks of 8 panels.
+                        {400, 300, 530, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
+                        {400, 300, 530, false, true, 1.0f, BiasAxis::Row, Activation::None}};
   uint32_t seed = 500;
   for (const Case& c : cases) {
     check(gemm, one, c, seed++);
@@ -175,7 +180,7 @@ TEST_CASE("gemm gives the same bits on one and two threads", "[gemm]") {
   ThreadPool one(1), two(2);
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 256, 784}, {784, 256, 128}, {600, 40, 256}, {100, 300, 700}, {300, 520, 600}})
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 256, 784}, {784, 256, 128}, {600, 40, 256}, {100, 300, 700}, {300, 520, 600}, {400, 300, 530}})
     for (int t = 0; t < 4; ++t) {
       std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c1(static_cast<size_t>(m * n)),
           c2(c1.size());
