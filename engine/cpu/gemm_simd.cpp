@@ -230,14 +230,22 @@ void pack_bt(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) 
 
 // Rows [i0, i1) of A, A stored transposed (A(r, p) = a[p lda + r], p < kc), into tiles of
 // kMR rows: tile q holds A(i0 + q kMR + r, p) at out[q kMR kc + p kMR + r], a layout the
-// transposed-A micro-kernels read with lda = kMR. Row p of A^T is read once, left to right.
+// transposed-A micro-kernels read with lda = kMR. Row p of A^T is read once, left to right,
+// a tile's kMR floats by one masked vector load. Their whole-vector store runs kW - kMR floats
+// into the places of the next k, stored after it; near a tile's end it would reach the next
+// tile's, stored before, so there the store is masked too.
 void pack_at(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t kc, float* out) {
   for (int64_t p = 0; p < kc; ++p) {
     const float* src = a + p * lda;
+    const bool whole = p * kMR + kW <= kc * kMR;
     for (int64_t i = i0; i < i1; i += kMR) {
       float* dst = out + (i - i0) * kc + p * kMR;
-      const int64_t rows = std::min<int64_t>(kMR, i1 - i);
-      for (int64_t r = 0; r < rows; ++r) dst[r] = src[i + r];
+      const Mask m = Simd::first(std::min<int64_t>(kMR, i1 - i));
+      const V v = Simd::load(m, src + i);
+      if (whole)
+        Simd::store(dst, v);
+      else
+        Simd::store(dst, m, v);
     }
   }
 }
