@@ -263,7 +263,8 @@ void pack_a_rows(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t kc
     for (int64_t p = 0; p < kc; p += kW) {
       const Mask m = Simd::first(kc - p);
       V r[kW];
-      for (int q = 0; q < kW; ++q) r[q] = q < rows ? Simd::load(m, a + (i + q) * lda + p) : Simd::zero();
+      for (int q = 0; q < kW; ++q)
+        r[q] = q < rows ? Simd::load(m, a + (i + q) * lda + p) : Simd::zero();
       Simd::transpose(r);
       const int64_t cols = std::min<int64_t>(kW, kc - p);
       for (int64_t q = 0; q < cols; ++q) Simd::store(dst + (p + q) * kMR, r[q]);
@@ -304,15 +305,17 @@ void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j
   const bool pack_a = i1 - i0 > kMR && (g.trans_a || j1 - j0 >= kPackPanels * kNR);
   const int64_t kstep = k_step(g.k);
   const int64_t chunk = g.trans_a ? kTaskRows : chunk_rows(i1 - i0);
-  float* apack = pack_a ? thread_scratch<float>(static_cast<size_t>(kChunkRows * kMaxKC + kPackSlack), ScratchSlot::GemmA)
-                        : nullptr;
+  const auto apack_floats = static_cast<size_t>(kChunkRows * kMaxKC + kPackSlack);
+  float* apack = pack_a ? thread_scratch<float>(apack_floats, ScratchSlot::GemmA) : nullptr;
   for (int64_t p0 = 0; p0 < g.k; p0 += kstep) {
     const int64_t kc = std::min(kstep, g.k - p0);
     Tile t{g.beta, p0 == 0, p0 + kc == g.k, nullptr, g.bias ? g.bias_axis : BiasAxis::None, g.act};
     for (int64_t c0 = i0; c0 < i1; c0 += chunk) {
       const int64_t c1 = std::min(i1, c0 + chunk);
-      if (pack_a && g.trans_a) pack_at(g.a + p0 * g.lda, g.lda, c0, c1, kc, apack);
-      if (pack_a && !g.trans_a) pack_a_rows(g.a + p0, g.lda, c0, c1, kc, apack);
+      if (pack_a && g.trans_a)
+        pack_at(g.a + p0 * g.lda, g.lda, c0, c1, kc, apack);
+      else if (pack_a)
+        pack_a_rows(g.a + p0, g.lda, c0, c1, kc, apack);
       for (int64_t j = j0; j < j1; j += kNR) {
         const int64_t cols = std::min(kNR, j1 - j);
         const float* bp = g.b + p0 * g.ldb + j;
@@ -331,8 +334,9 @@ void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j
                             : g.trans_a ? g.a + p0 * g.lda + i
                                         : g.a + i * g.lda + p0;
           t.bias = t.axis == BiasAxis::Col ? g.bias + j : t.axis == BiasAxis::Row ? g.bias + i : nullptr;
-          micro_for(g.trans_a || pack_a, !direct, rows, cols)(kc, ap, pack_a ? kMR : g.lda, bp, ldbp, g.c + i * g.ldc + j,
-                                                    g.ldc, cols, t);
+          // Packed tiles of either A are read as A^T with lda = kMR.
+          const MicroFn micro = micro_for(g.trans_a || pack_a, !direct, rows, cols);
+          micro(kc, ap, pack_a ? kMR : g.lda, bp, ldbp, g.c + i * g.ldc + j, g.ldc, cols, t);
         }
       }
     }
@@ -340,9 +344,10 @@ void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j
 }
 
 // Threads take tasks of kNR-column panels by up to kTaskRows rows, a row block's panels
-// after one another (its rows stay in both threads' L2), from a shared counter: a worker that starts late (waking a sleeping thread costs tens of
-// microseconds on a VM) leaves its tasks to the caller instead of making it wait. Each task
-// packs its own panel of B, a few percent of its work.
+// after one another (its rows stay in both threads' L2), from a shared counter: a worker
+// that starts late (waking a sleeping thread costs tens of microseconds on a VM) leaves its
+// tasks to the caller instead of making it wait. Each task packs its own panel of B, a few
+// percent of its work.
 constexpr int64_t kWholeColumnRows = 256;
 constexpr int64_t kSplitK = 512;  // from this K on, whole-column products split K instead
 constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
