@@ -10,20 +10,21 @@
 //   each chunk against every panel of B. Where the block has 8 panels or more (A^T: always)
 //   the chunk is packed into 6-row tiles, so each tile is one contiguous stream (without it
 //   the six rows of a tile came lda apart from L3 at every panel: 2048x2048x512 ran at 45
-//   GFLOP/s on 1 thread against OpenBLAS's 75; packed, 70); threaded tasks take 8 panels at
-//   least, so that the packing is shared. Fewer panels read A in place, broadcast straight
-//   from memory row by row. B is packed per NV W-column panel and per K
+//   GFLOP/s on 1 thread against OpenBLAS's 75; packed, 70). Fewer panels read A in place,
+//   broadcast straight from memory row by row. B is packed per NV W-column panel and per K
 //   pass (AVX-512: 128 rows x 64 floats, AVX2: 256 x 16; 16 or 32 KB, in L1 while every
 //   6-row tile of A walks past it), zero-filled past the last column so the micro-kernel
-//   loads whole vectors. B^T is packed with W x W in-register transposes. A problem of at
-//   most 12 rows with plain B reads B in place: each B value would be used once or twice
-//   after packing.
+//   loads whole vectors; a block of several chunks packs a group of panels (512 KB) once
+//   and runs every chunk against it. B^T is packed with W x W in-register transposes. A
+//   problem of at most 12 rows with plain B reads B in place: each B value would be used
+//   once or twice after packing.
 // - The epilogue (beta on the first K pass; bias and activation on the last) runs on the
 //   tile while it is still in registers; activations other than relu run over the tile's
 //   rows just stored, in L1.
-// - From kGemmParallelMacs on, threads take tasks (panels x up to 96 rows) from a shared
-//   counter; each packs its own panels. Every element of C is summed in the same order
-//   whichever thread computes it, so results do not depend on the thread count.
+// - From kGemmParallelMacs on, threads take tasks (blocks of C, 4 a thread, as square as the
+//   shape allows) from a shared counter; each packs its own A and B. Every element of C is
+//   summed in the same order whichever thread computes it, so results do not depend on the
+//   thread count.
 //   Products of few rows share B instead: by contiguous panels per thread, or, with a long
 //   K (a dense layer's forward), by halves of K added before the epilogue (gemm_split_k),
 //   each thread then reading the half of W that the optimizer's update left in its cache.
@@ -95,10 +96,11 @@ int64_t k_step(int64_t k) {
 struct Scratch {
   float* ws = nullptr;
   int64_t panels = 0, panel_floats = 0;
-  // Part `part`'s panel (a part runs on one thread at a time): room for k_step(k) x kNR.
+  // Part `part`'s panels (a part runs on one thread at a time; without a workspace, the
+  // calling thread's).
   float* panel(int64_t part) const {
-    return ws ? ws + part * panel_floats
-              : thread_scratch<float>(static_cast<size_t>(kMaxKC * kNR), ScratchSlot::GemmPanel);
+    const auto floats = static_cast<size_t>(panel_floats);
+    return ws ? ws + part * panel_floats : thread_scratch<float>(floats, ScratchSlot::GemmPanel);
   }
   // The calling thread's auxiliary floats (split-K's partial C).
   float* aux(int64_t floats) const {
@@ -274,12 +276,9 @@ void pack_a_rows(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t kc
 
 // [SECTION] Blocked GEMM
 
-// The most rows a threaded task takes (gemm_blocked), and the chunk A^T is packed by.
-constexpr int64_t kTaskRows = 96;
-
-// The rows of plain A a block takes at a time, against every panel of B, so that they stay
-// in L2 (up to kChunkRows x kMaxKC floats: 192 KB on AVX2) while the panels go past: the
-// block's rows in even chunks of whole tiles.
+// The rows of A a block takes at a time, against every panel of B, so that they stay in L2
+// (up to kChunkRows x kMaxKC floats: 192 KB on AVX2) while the panels go past: the block's
+// rows in even chunks of whole tiles.
 constexpr int64_t kChunkRows = kW == 16 ? 384 : 192;
 int64_t chunk_rows(int64_t rows) {
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
@@ -290,67 +289,89 @@ int64_t chunk_rows(int64_t rows) {
 // spread the packing over.
 constexpr int64_t kPackPanels = 8;
 
+// The panels of B a block of more than one chunk packs at once, each K pass, and runs every
+// chunk against (128 K floats: AVX2 32 panels of 256 x 16, AVX-512 16 of 128 x 64; 512 KB,
+// read back from L3 a panel at a time). Packed per chunk instead, a 2048-row block read each
+// panel of B, 64 bytes a row 8 KB apart, from L3 eleven times.
+constexpr int64_t kGroupPanels = (int64_t{1} << 17) / (kMaxKC * kNR);
+
+// The panels a block of rows x cols packs at once. A block of one chunk packs each panel just
+// before its tiles: its chunk of A stays packed across all of them.
+int64_t group_panels(int64_t rows, int64_t cols) {
+  if (chunk_rows(rows) >= rows) return 1;
+  return std::clamp<int64_t>((cols + kNR - 1) / kNR, 1, kGroupPanels);
+}
+
 // Rows [i0, i1) x columns [j0, j1) of C, on the calling thread.
-// `panel`: k_step(g.k) x kNR floats, 64-byte aligned, this call's alone (unused where the
-// block reads B in place).
+// `panels`: group_panels(i1 - i0, j1 - j0) x k_step(g.k) x kNR floats, 64-byte aligned,
+// this call's alone (unused where the block reads B in place).
 //
-// A^T over more than one tile is packed (pack_at) by chunks of kTaskRows rows per K pass (a
-// row task's whole height), each chunk then run against every panel: its tiles read A^T's
-// rows kc times lda apart, and with lda a power of two (x^T dy of a 2048-wide layer) those
-// lines share a few cache sets, so each tile fetched them again from L3 (22 GFLOP/s on 2
-// threads where OpenBLAS did 124).
+// Each K pass: a group of panels of B is packed, then each chunk of A's rows is packed (A^T
+// always, plain A where the block has kPackPanels panels) and run against the group's panels.
+// Packed A^T matters most: its tiles would read A^T's rows kc times lda apart, and with lda
+// a power of two (x^T dy of a 2048-wide layer) those lines share a few cache sets, so each
+// tile fetched them again from L3 (22 GFLOP/s on 2 threads where OpenBLAS did 124).
 // The sums are taken in the same order either way: the bits do not change.
-void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* panel) {
+void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* panels) {
   const bool direct = !g.trans_b && i1 - i0 <= kDirectRows;
   const bool pack_a = i1 - i0 > kMR && (g.trans_a || j1 - j0 >= kPackPanels * kNR);
   const int64_t kstep = k_step(g.k);
-  const int64_t chunk = g.trans_a ? kTaskRows : chunk_rows(i1 - i0);
+  const int64_t chunk = chunk_rows(i1 - i0);
+  const int64_t group = direct ? j1 - j0 : group_panels(i1 - i0, j1 - j0) * kNR;
   const auto apack_floats = static_cast<size_t>(kChunkRows * kMaxKC + kPackSlack);
   float* apack = pack_a ? thread_scratch<float>(apack_floats, ScratchSlot::GemmA) : nullptr;
   for (int64_t p0 = 0; p0 < g.k; p0 += kstep) {
     const int64_t kc = std::min(kstep, g.k - p0);
     Tile t{g.beta, p0 == 0, p0 + kc == g.k, nullptr, g.bias ? g.bias_axis : BiasAxis::None, g.act};
-    for (int64_t c0 = i0; c0 < i1; c0 += chunk) {
-      const int64_t c1 = std::min(i1, c0 + chunk);
-      if (pack_a && g.trans_a)
-        pack_at(g.a + p0 * g.lda, g.lda, c0, c1, kc, apack);
-      else if (pack_a)
-        pack_a_rows(g.a + p0, g.lda, c0, c1, kc, apack);
-      for (int64_t j = j0; j < j1; j += kNR) {
-        const int64_t cols = std::min(kNR, j1 - j);
-        const float* bp = g.b + p0 * g.ldb + j;
-        int64_t ldbp = g.ldb;
-        if (!direct) {
-          if (g.trans_b)
-            pack_bt(g.b + j * g.ldb + p0, g.ldb, kc, cols, panel);
-          else
-            pack_b(bp, g.ldb, kc, cols, panel);
-          bp = panel;
-          ldbp = kNR;
-        }
-        for (int64_t i = c0; i < c1; i += kMR) {
-          const int64_t rows = std::min<int64_t>(kMR, c1 - i);
-          const float* ap = pack_a      ? apack + (i - c0) * kc
-                            : g.trans_a ? g.a + p0 * g.lda + i
-                                        : g.a + i * g.lda + p0;
-          t.bias = t.axis == BiasAxis::Col ? g.bias + j : t.axis == BiasAxis::Row ? g.bias + i : nullptr;
-          // Packed tiles of either A are read as A^T with lda = kMR.
-          const MicroFn micro = micro_for(g.trans_a || pack_a, !direct, rows, cols);
-          micro(kc, ap, pack_a ? kMR : g.lda, bp, ldbp, g.c + i * g.ldc + j, g.ldc, cols, t);
+    for (int64_t jg = j0; jg < j1; jg += group) {
+      const int64_t jg1 = std::min(j1, jg + group);
+      auto panel_of = [&](int64_t j) { return panels + (j - jg) / kNR * kstep * kNR; };
+      for (int64_t j = jg; j < jg1 && !direct; j += kNR) {
+        if (g.trans_b)
+          pack_bt(g.b + j * g.ldb + p0, g.ldb, kc, std::min(kNR, jg1 - j), panel_of(j));
+        else
+          pack_b(g.b + p0 * g.ldb + j, g.ldb, kc, std::min(kNR, jg1 - j), panel_of(j));
+      }
+      for (int64_t c0 = i0; c0 < i1; c0 += chunk) {
+        const int64_t c1 = std::min(i1, c0 + chunk);
+        // One chunk stays packed from the first group on.
+        const bool pack_now = pack_a && (jg == j0 || chunk < i1 - i0);
+        if (pack_now && g.trans_a)
+          pack_at(g.a + p0 * g.lda, g.lda, c0, c1, kc, apack);
+        else if (pack_now)
+          pack_a_rows(g.a + p0, g.lda, c0, c1, kc, apack);
+        for (int64_t j = jg; j < jg1; j += kNR) {
+          const int64_t cols = std::min(kNR, jg1 - j);
+          const float* bp = direct ? g.b + p0 * g.ldb + j : panel_of(j);
+          const int64_t ldbp = direct ? g.ldb : kNR;
+          for (int64_t i = c0; i < c1; i += kMR) {
+            const int64_t rows = std::min<int64_t>(kMR, c1 - i);
+            const float* ap = pack_a      ? apack + (i - c0) * kc
+                              : g.trans_a ? g.a + p0 * g.lda + i
+                                          : g.a + i * g.lda + p0;
+            t.bias = t.axis == BiasAxis::Col   ? g.bias + j
+                     : t.axis == BiasAxis::Row ? g.bias + i
+                                               : nullptr;
+            // Packed tiles of either A are read as A^T with lda = kMR.
+            const MicroFn micro = micro_for(g.trans_a || pack_a, !direct, rows, cols);
+            micro(kc, ap, pack_a ? kMR : g.lda, bp, ldbp, g.c + i * g.ldc + j, g.ldc, cols, t);
+          }
         }
       }
     }
   }
 }
 
-// Threads take tasks of kNR-column panels by up to kTaskRows rows, a row block's panels
-// after one another (its rows stay in both threads' L2), from a shared counter: a worker
-// that starts late (waking a sleeping thread costs tens of microseconds on a VM) leaves its
-// tasks to the caller instead of making it wait. Each task packs its own panel of B, a few
-// percent of its work.
+// Threads take tasks, blocks of C, from a shared counter: a worker that starts late (waking a
+// sleeping thread costs tens of microseconds on a VM) leaves its tasks to the caller instead
+// of making it wait. Each task packs its own A and B: its share of the packing falls as its
+// block grows square, so the tasks are few (kTasksPerPart a thread) and as square as the
+// shape allows (2048 x 2048 x 512 on 2 threads: 96-row tasks of 8 panels packed 3x more than
+// one thread did, and ran at 90 GFLOP/s against 1 thread's 64).
 constexpr int64_t kWholeColumnRows = 256;
 constexpr int64_t kSplitK = 512;  // from this K on, whole-column products split K instead
 constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
+constexpr int64_t kTasksPerPart = 4;
 
 // Where split-K divides K: any point works; a multiple of the tile rows keeps it tidy.
 int64_t split_point(const GemmArgs& g) { return (g.k / 2 + kMR - 1) / kMR * kMR; }
@@ -396,64 +417,105 @@ void gemm_split_k(ThreadPool& pool, const GemmArgs& g, int parts, const Scratch&
   });
 }
 
-int blocked_parts(const GemmArgs& g, int threads) {
+// How a blocked product is shared out, decided by its shape and thread count alone (the sums'
+// order is the same under any split, so one thread computes the same bits as two).
+struct Blocking {
+  enum Kind { Single, SplitK, WholeColumns, Grid } kind = Single;
+  int parts = 1;
+  int64_t rows = 0, width = 0;  // a task's rows (whole tiles) and columns (whole panels)
+  int64_t row_blocks = 1, col_blocks = 1;
+  int64_t k = 0;                // the depth of each part's product (split-K: the larger half)
+};
+
+Blocking blocking(const GemmArgs& g, int threads) {
+  Blocking b;
   const int64_t macs = g.m * g.n * g.k;
-  return macs < kGemmParallelMacs ? 1 : static_cast<int>(std::min<int64_t>(threads, macs / kGemmParallelMacs + 1));
-}
-
-// Decided by the shape alone, so that one thread computes the same bits as two.
-bool split_k(const GemmArgs& g) {
-  return g.m * g.n * g.k >= kGemmParallelMacs && g.m <= kWholeColumnRows && g.n >= g.m && g.k >= kSplitK;
-}
-
-// The blocked product's scratch: a panel per part (split-K: one per half; none where every
-// block reads B in place) and split-K's partial C.
-int64_t blocked_panels(const GemmArgs& g, int threads) {
-  if (!g.trans_b && g.m <= kDirectRows) return 0;
-  return split_k(g) ? 2 : blocked_parts(g, threads);
-}
-int64_t blocked_panel_floats(const GemmArgs& g) {
-  // Split-K's halves are K's two parts: the larger's step covers both.
-  const int64_t k = split_k(g) ? std::max(split_point(g), g.k - split_point(g)) : g.k;
-  return round_to_line(k_step(k) * kNR);
-}
-int64_t blocked_aux(const GemmArgs& g) { return split_k(g) ? round_to_line(g.m * g.n) : 0; }
-
-void gemm_blocked(ThreadPool& pool, const GemmArgs& g, const Scratch& sc) {
-  const int parts = blocked_parts(g, pool.size());
-  if (split_k(g)) return gemm_split_k(pool, g, parts, sc);
-  if (parts <= 1) return gemm_block(g, 0, g.m, 0, g.n, sc.panel(0));
-  // Where B is the larger operand and A has few rows (a dense layer's forward: x [128, 784]
-  // by W [784, 256]), tasks take all rows of their panels: each thread then reads only its
-  // own columns of B, instead of both threads streaming all of it.
-  const bool whole_columns = g.n >= g.m && g.m <= kWholeColumnRows && (g.n + kNR - 1) / kNR >= parts;
-  const int64_t blocks = whole_columns ? 1 : (g.m + kTaskRows - 1) / kTaskRows;
-  const int64_t rows = ((g.m + blocks - 1) / blocks + kMR - 1) / kMR * kMR;
-  // Thin products (a few rows, very many columns) take several panels per task, so that the
-  // shared counter is not touched every microsecond.
-  // A task packs its rows of A (gemm_block): it takes kPackPanels panels at least, so the
-  // packing is spread over them (A^T with one panel a task: 2 threads at 21 GFLOP/s, 1 at 66).
-  const int64_t min_panels = rows > kMR ? kPackPanels : 1;
-  const int64_t width =
-      kNR * std::max<int64_t>(min_panels, kMinTaskMacs / std::max<int64_t>(rows * kNR * g.k, 1));
-  const int64_t groups = (g.n + width - 1) / width, tasks = groups * blocks;
-  if (whole_columns) {
-    // Each thread its own contiguous share of panels: the same columns of B every call.
-    pool.parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t part = lo; part < hi; ++part) {
-        const int64_t j0 = groups * part / parts * width, j1 = std::min(g.n, groups * (part + 1) / parts * width);
-        if (j0 < j1) gemm_block(g, 0, g.m, j0, j1, sc.panel(part));
+  b.parts = macs < kGemmParallelMacs
+                ? 1
+                : static_cast<int>(std::min<int64_t>(threads, macs / kGemmParallelMacs + 1));
+  b.rows = g.m;
+  b.width = g.n;
+  b.k = g.k;
+  const int64_t panels = (g.n + kNR - 1) / kNR, tiles = (g.m + kMR - 1) / kMR;
+  if (macs >= kGemmParallelMacs && g.m <= kWholeColumnRows && g.n >= g.m && g.k >= kSplitK) {
+    b.kind = Blocking::SplitK;
+    b.k = std::max(split_point(g), g.k - split_point(g));
+  } else if (b.parts <= 1) {
+    b.kind = Blocking::Single;
+  } else if (g.n >= g.m && g.m <= kWholeColumnRows && panels >= b.parts) {
+    // B is the larger operand and A has few rows (a dense layer's forward: x [128, 784] by
+    // W [784, 256]): each thread its own contiguous share of panels, all rows, so it reads
+    // only its own columns of B, the same ones every call.
+    b.kind = Blocking::WholeColumns;
+    b.col_blocks = b.parts;
+    b.width = (panels + b.parts - 1) / b.parts * kNR;
+  } else {
+    // A grid of tasks: the divisor pair of their count whose blocks pack least (1/rows +
+    // 1/cols of their work), within the shape's tiles and panels.
+    b.kind = Blocking::Grid;
+    const int64_t tasks =
+        std::clamp<int64_t>(macs / kMinTaskMacs, b.parts, kTasksPerPart * b.parts);
+    double best = 0;
+    for (int64_t gc = 1; gc <= tasks; ++gc) {
+      const int64_t gr = tasks / gc;
+      if (gr * gc != tasks || gc > panels || gr > tiles) continue;
+      const int64_t rows = (tiles + gr - 1) / gr * kMR, width = (panels + gc - 1) / gc * kNR;
+      const double cost = 1.0 / static_cast<double>(rows) + 1.0 / static_cast<double>(width);
+      if (best == 0 || cost < best) {
+        best = cost;
+        b.rows = rows;
+        b.width = width;
       }
-    });
-    return;
+    }
+    if (best == 0) {  // too few tiles or panels for every pair: row blocks of a tile or more
+      b.rows = (tiles + tasks - 1) / tasks * kMR;
+      b.width = g.n;
+    }
+    b.row_blocks = (g.m + b.rows - 1) / b.rows;
+    b.col_blocks = (g.n + b.width - 1) / b.width;
   }
+  return b;
+}
+
+// The blocked product's scratch: a panel group per part that runs at once (split-K: one per
+// half; none where every block reads B in place), then split-K's partial C.
+int64_t blocked_panels(const GemmArgs& g, const Blocking& b) {
+  if (!g.trans_b && g.m <= kDirectRows) return 0;
+  return b.kind == Blocking::SplitK ? 2 : b.parts;
+}
+int64_t blocked_panel_floats(const Blocking& b) {
+  return round_to_line(group_panels(b.rows, b.width) * k_step(b.k) * kNR);
+}
+int64_t blocked_aux(const GemmArgs& g, const Blocking& b) {
+  return b.kind == Blocking::SplitK ? round_to_line(g.m * g.n) : 0;
+}
+
+void gemm_blocked(ThreadPool& pool, const GemmArgs& g, const Blocking& b, const Scratch& sc) {
+  switch (b.kind) {
+    case Blocking::SplitK:
+      return gemm_split_k(pool, g, b.parts, sc);
+    case Blocking::Single:
+      return gemm_block(g, 0, g.m, 0, g.n, sc.panel(0));
+    case Blocking::WholeColumns:
+      pool.parallel_for(0, b.parts, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t part = lo; part < hi; ++part) {
+          const int64_t j0 = part * b.width, j1 = std::min(g.n, j0 + b.width);
+          if (j0 < j1) gemm_block(g, 0, g.m, j0, j1, sc.panel(part));
+        }
+      });
+      return;
+    case Blocking::Grid:
+      break;
+  }
+  // Row blocks one after another, a block's columns in turn: the two threads start on the
+  // same rows of A.
+  const int64_t tasks = b.row_blocks * b.col_blocks;
   std::atomic<int64_t> next{0};
-  pool.parallel_for(0, parts, 1, [&](int64_t part, int64_t) {
-    float* panel = sc.panel(part);
+  pool.parallel_for(0, b.parts, 1, [&](int64_t part, int64_t) {
+    float* panels = sc.panel(part);
     for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
-      const int64_t j = t % groups * width, i = t / groups * rows;
-      if (i < g.m)  // rounding rows up to whole tiles may leave the last block empty
-        gemm_block(g, i, std::min(g.m, i + rows), j, std::min(g.n, j + width), panel);
+      const int64_t i = t / b.col_blocks * b.rows, j = t % b.col_blocks * b.width;
+      gemm_block(g, i, std::min(g.m, i + b.rows), j, std::min(g.n, j + b.width), panels);
     }
   });
 }
@@ -637,7 +699,8 @@ void scale_only(const GemmArgs& g) {
 int64_t gemm_simd_workspace_floats(const GemmArgs& g, int threads) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return 0;
   if (g.m == 1 || g.n == 1) return gemv_floats(g);
-  return blocked_panels(g, threads) * blocked_panel_floats(g) + blocked_aux(g);
+  const Blocking b = blocking(g, threads);
+  return blocked_panels(g, b) * blocked_panel_floats(b) + blocked_aux(g, b);
 }
 
 void gemm_simd(ThreadPool& pool, const GemmArgs& g) {
@@ -649,7 +712,8 @@ void gemm_simd(ThreadPool& pool, const GemmArgs& g) {
   if (ws && (reinterpret_cast<uintptr_t>(ws) % 64 != 0 || g.workspace_floats < gemm_simd_workspace_floats(g, pool.size())))
     ws = nullptr;
   if (g.m == 1 || g.n == 1) return gemv(pool, g, ws);
-  gemm_blocked(pool, g, Scratch{ws, ws ? blocked_panels(g, pool.size()) : 0, blocked_panel_floats(g)});
+  const Blocking b = blocking(g, pool.size());
+  gemm_blocked(pool, g, b, Scratch{ws, ws ? blocked_panels(g, b) : 0, blocked_panel_floats(b)});
 }
 
 #endif  // MLS_SIMD

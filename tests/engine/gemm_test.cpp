@@ -166,7 +166,14 @@ TEST_CASE("gemm at the MLP's shapes on one and two threads", "[gemm]") {
                         {300, 520, 600, true, false, 1.0f, BiasAxis::Col, Activation::Relu},
                         // Plain A packed by chunks of rows in row tasks of 8 panels.
                         {400, 300, 530, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
-                        {400, 300, 530, false, true, 1.0f, BiasAxis::Row, Activation::None}};
+                        {400, 300, 530, false, true, 1.0f, BiasAxis::Row, Activation::None},
+                        // Blocks of two chunks of rows run against groups of packed panels:
+                        // on one thread two groups (32 panels, then 6 and a partial one), on
+                        // two a grid of tasks 204 rows x 10 panels.
+                        {400, 600, 300, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
+                        {400, 600, 300, true, true, 1.0f, BiasAxis::Row, Activation::None},
+                        {430, 700, 200, true, false, 0.5f, BiasAxis::Col, Activation::Gelu},
+                        {430, 700, 200, false, true}};
   uint32_t seed = 500;
   for (const Case& c : cases) {
     check(gemm, one, c, seed++);
@@ -180,7 +187,8 @@ TEST_CASE("gemm gives the same bits on one and two threads", "[gemm]") {
   ThreadPool one(1), two(2);
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 256, 784}, {784, 256, 128}, {600, 40, 256}, {100, 300, 700}, {300, 520, 600}, {400, 300, 530}})
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 256, 784}, {784, 256, 128}, {600, 40, 256}, {100, 300, 700}, {300, 520, 600}, {400, 300, 530},
+                                                                    {400, 600, 300}})
     for (int t = 0; t < 4; ++t) {
       std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c1(static_cast<size_t>(m * n)),
           c2(c1.size());
@@ -215,7 +223,8 @@ TEST_CASE("gemm packs into a declared workspace when given one, with the same bi
                            {8, 100, 300, false, false, 0.f},  {8, 100, 300, false, true, 0.f},
                            {784, 256, 128, true, false, 0.f}, {600, 40, 256, false, true, 1.f},
                            {128, 512, 600, false, false, 0.f}, {1, 300, 700, true, false, 0.f},
-                           {300, 1, 700, false, false, 1.f},
+                           {300, 1, 700, false, false, 1.f}, {400, 600, 300, false, true, 1.f},
+                           {430, 700, 200, false, false, 0.f},
                            {2000, 1, 1100, false, true, 1.f}, {1, 256, 784, false, false, 1.f}};
   if (gemm_workspace_floats(GemmArgs{.m = 128, .n = 256, .k = 784, .lda = 784, .ldb = 256, .ldc = 256}, 2) == 0) {
     WARN("SKIPPED: this build's GEMM is CBLAS's (no AVX-512 here), which takes no workspace");
@@ -252,6 +261,8 @@ TEST_CASE("gemm packs into a declared workspace when given one, with the same bi
       int64_t written = 0;
       for (int64_t i = 0; i < floats; ++i) written += !std::isnan(ws[i]);
       CHECK(written > 0);
+      // Nothing past the declared floats.
+      CHECK(std::all_of(ws + floats, storage.data() + storage.size(), [](float v) { return std::isnan(v); }));
       // Too small a workspace (sized for another pool, say) is left alone.
       std::fill(storage.begin(), storage.end(), nan);
       g.workspace_floats = floats - 1;
