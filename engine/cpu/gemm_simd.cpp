@@ -208,11 +208,24 @@ MicroFn micro_for(bool ta, bool packed, int64_t rows, int64_t cols) {
 
 // [SECTION] Packing B
 
+// The packs of B and of A^T read a row segment every ldb (lda) floats, from L3 or memory
+// where the operand is large, one row per step: they fetch the row kPackAhead steps ahead
+// (the hardware's prefetchers do not follow such strides). Rows fetched past the pass or the
+// matrix are harmless: a prefetch never faults. 2 threads, alternating with the build before:
+// 512x512x2048 A^T 83 -> 101 GFLOP/s (median), 2048x512x2048 A^T 99 -> 112.
+constexpr int64_t kPackAhead = 16;
+inline void prefetch_floats(const float* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 3);
+  __builtin_prefetch(p + n - 1, 0, 3);
+}
+
 // B(p, j) = b[p ldb + j] for p < kc, j < cols (<= kNR) into out[p * kNR + j], zero past cols.
 void pack_b(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) {
   if (cols == kNR) {
-    for (int64_t p = 0; p < kc; ++p, b += ldb, out += kNR)
+    for (int64_t p = 0; p < kc; ++p, b += ldb, out += kNR) {
+      prefetch_floats(b + kPackAhead * ldb, kNR);
       for (int v = 0; v < kNV; ++v) Simd::store_aligned(out + kW * v, Simd::load(b + kW * v));
+    }
     return;
   }
   for (int64_t p = 0; p < kc; ++p, b += ldb, out += kNR)
@@ -247,6 +260,7 @@ void pack_bt(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) 
 void pack_at(const float* a, int64_t lda, int64_t i0, int64_t i1, int64_t kc, float* out) {
   for (int64_t p = 0; p < kc; ++p) {
     const float* src = a + p * lda;
+    prefetch_floats(src + kPackAhead * lda + i0, i1 - i0);
     const bool whole = p * kMR + kW <= kc * kMR;
     for (int64_t i = i0; i < i1; i += kMR) {
       float* dst = out + (i - i0) * kc + p * kMR;
