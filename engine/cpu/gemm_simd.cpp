@@ -387,12 +387,14 @@ void gemm_block(const GemmArgs& g, int64_t i0, int64_t i1, int64_t j0, int64_t j
 // Threads take tasks, blocks of C, from a shared counter: a worker that starts late (waking a
 // sleeping thread costs tens of microseconds on a VM) leaves its tasks to the caller instead
 // of making it wait. Each task packs its own A and B: its share of the packing falls as its
-// block grows square, so the tasks are few (kTasksPerPart a thread) and as square as the
+// block grows square, so the tasks are few (up to kTasksPerPart a thread) and as square as the
 // shape allows (2048 x 2048 x 512 on 2 threads: 96-row tasks of 8 panels packed 3x more than
 // one thread did, and ran at 90 GFLOP/s against 1 thread's 64).
 constexpr int64_t kWholeColumnRows = 256;
 constexpr int64_t kSplitK = 512;  // from this K on, whole-column products split K instead
-constexpr int64_t kMinTaskMacs = int64_t{1} << 18;  // ~2.5 us on one core
+// Tasks per thread: up to kTasksPerPart, one per kTaskMacs of work (~0.2 ms on one core),
+// the same number for each thread.
+constexpr int64_t kTaskMacs = int64_t{1} << 23;
 constexpr int64_t kTasksPerPart = 4;
 
 // Where split-K divides K: any point works; a multiple of the tile rows keeps it tidy.
@@ -476,7 +478,7 @@ Blocking blocking(const GemmArgs& g, int threads) {
     // 1/cols of their work), within the shape's tiles and panels.
     b.kind = Blocking::Grid;
     const int64_t tasks =
-        std::clamp<int64_t>(macs / kMinTaskMacs, b.parts, kTasksPerPart * b.parts);
+        b.parts * std::clamp<int64_t>(macs / (b.parts * kTaskMacs), 1, kTasksPerPart);
     double best = 0;
     for (int64_t gc = 1; gc <= tasks; ++gc) {
       const int64_t gr = tasks / gc;
