@@ -110,6 +110,13 @@ struct Scratch {
 
 // [SECTION] Micro-kernel
 
+// Fetches the cache lines of p[0, n) into L1 (WRITE: for writing).
+template <bool WRITE = false>
+inline void prefetch_floats(const float* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, WRITE, 3);
+  __builtin_prefetch(p + n - 1, WRITE, 3);
+}
+
 // What a micro-kernel does with its sums.
 struct Tile {
   float beta;         // first pass: C = sums + beta C (beta == 0: C is not read)
@@ -167,10 +174,7 @@ void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, int64
   // loading it at the end stalled each tile (2048x2048x512 on one thread: 67 -> 76 GFLOP/s
   // at best, 2 threads 88 -> 110).
   #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    __builtin_prefetch(c + r * ldc, 1, 3);
-    __builtin_prefetch(c + r * ldc + cols - 1, 1, 3);
-  }
+  for (int r = 0; r < MR; ++r) prefetch_floats<true>(c + r * ldc, cols);
   for (int64_t p = 0; p < kc; ++p) {
     V bv[NV];
     #pragma GCC unroll 16
@@ -214,10 +218,6 @@ MicroFn micro_for(bool ta, bool packed, int64_t rows, int64_t cols) {
 // matrix are harmless: a prefetch never faults. 2 threads, alternating with the build before:
 // 512x512x2048 A^T 83 -> 101 GFLOP/s (median), 2048x512x2048 A^T 99 -> 112.
 constexpr int64_t kPackAhead = 16;
-inline void prefetch_floats(const float* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 3);
-  __builtin_prefetch(p + n - 1, 0, 3);
-}
 
 // B(p, j) = b[p ldb + j] for p < kc, j < cols (<= kNR) into out[p * kNR + j], zero past cols.
 void pack_b(const float* b, int64_t ldb, int64_t kc, int64_t cols, float* out) {
