@@ -13,14 +13,17 @@
 //   wide and the extra columns dropped. A register-tiled micro-kernel (6 channels x 4
 //   vectors, as the GEMM's) reads the shifted rows in place. The input gradient of a
 //   stride-1 convolution is itself one (of g with the kernel flipped), so it runs on the
-//   same micro-kernel. The weight gradient keeps per-lane sums across samples and adds the
-//   lanes once at the end. At LeNet-5's shapes these reach 150-250 GFLOP/s on two cores
+//   same micro-kernel. The weight gradient, with 16 or more output channels a group, lays
+//   the column matrices of a few samples side by side (copied from the padded input) and
+//   runs one cpu::gemm over them; with fewer it keeps per-lane sums across samples and adds
+//   the lanes once at the end. At LeNet-5's shapes these reach 150-250 GFLOP/s on two cores
 //   (bench/conv_kernels), where im2col + GEMM spent more time copying than multiplying.
 // - otherwise: im2col into a buffer, then cpu::gemm.
 // Work splits over samples (per-task weight-gradient buffers are added at the end).
 //
 // [SECTION] Shapes and task splitting
 // [SECTION] Stride 1: micro-kernels in padded-width layout
+// [SECTION] Stride 1 weight gradient: column matrices of several samples, one GEMM
 // [SECTION] Any stride: im2col + SGEMM
 // [SECTION] Kernels
 #include <algorithm>
@@ -430,6 +433,89 @@ void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, 
   }
 }
 
+// [SECTION] Stride 1 weight gradient: column matrices of several samples, one GEMM
+//
+// Where a group has 16 or more output channels, the weight gradient is one GEMM per chunk
+// of S samples: dW[g]^T [k, og] += col [k, S*P] x G^T [S*P, og], where col holds the column
+// matrices of the chunk's samples side by side and G [og, S*P] their output gradients. Its
+// K (S*P, a few hundred) lets the GEMM's micro-kernel run long, where the per-lane tiles
+// above stop every qr floats and also multiply the padded-width columns that are dropped.
+
+// Floats of one chunk's column matrix (128 KB): the GEMM reads from L2 what the copies just
+// wrote. bench/conv_kernels on the 2-core Zen 3, weight gradients, medians of 4 alternated
+// runs: 64K floats and 128K floats were 5-10 % slower than 16K or 32K.
+constexpr int64_t kColumnFloats = 1 << 15;
+
+struct Columns {
+  Direct d;
+  int64_t samples;  // S per chunk
+  int64_t ld;       // col's and G's row stride: S*P and room for a vector's overrun
+  int64_t acc, xp, col, gt;  // floats of each region of a task's scratch (line multiples)
+  GemmArgs gemm(const ConvShape& s) const {
+    return GemmArgs{.trans_b = true, .m = d.k, .n = s.og, .k = samples * s.pixels(), .lda = ld,
+                    .ldb = ld, .ldc = s.og, .beta = 1.f};
+  }
+};
+
+bool columns_weight(const ConvShape& s) { return s.unit_stride() && !s.pointwise() && s.og >= 16 && s.k() >= 16; }
+
+Columns columns_of(const ConvShape& s, const Direct& d) {
+  Columns c{.d = d};
+  const int64_t per = d.k * s.pixels();
+  // Few enough that each chunk's GEMM stays on the calling thread (tasks split samples).
+  const int64_t single = (kGemmParallelMacs - 1) / (per * s.og);
+  c.samples = std::clamp<int64_t>(std::min(kColumnFloats / per, single), 1, s.n);
+  c.ld = c.samples * s.pixels() + kLanes;
+  c.acc = round_to_line(s.o * d.k);
+  c.xp = round_to_line(static_cast<int64_t>(d.padded_size) + kLanes);
+  c.col = round_to_line(d.k * c.ld);
+  c.gt = round_to_line(s.og * c.ld);
+  return c;
+}
+
+// col[kk, 0 : P] <- the output pixels' view of tap kk in xp (padded-width layout), for every
+// tap: whole vectors, each row's overrun landing where the next row (or the row's slack,
+// or a later sample's block) is written after it.
+void columns_from_padded(const float* xp, const Direct& d, float* col, int64_t ld) {
+  const int64_t vecs = (d.ow + kLanes - 1) / kLanes;
+  for (int64_t kk = 0; kk < d.k; ++kk) {
+    const float* src = xp + d.off[static_cast<size_t>(kk)];
+    float* dst = col + kk * ld;
+    for (int64_t r = 0; r < d.oh; ++r, src += d.wp, dst += d.ow)
+      for (int64_t v = 0; v < vecs; ++v) store(dst + v * kLanes, load(src + v * kLanes));
+  }
+}
+
+// acc [groups][k, og] += the weight gradient of samples [lo, hi), chunk by chunk.
+void columns_weight_samples(ThreadPool& pool, const ConvShape& s, const Columns& c, const float* x,
+                            const float* g, float* acc, int64_t lo, int64_t hi, float* ws,
+                            FloatSpan gemm_ws) {
+  float* xp = ws;
+  float* col = xp + c.xp;
+  float* gt = col + c.col;
+  const int64_t px = s.pixels();
+  std::fill(xp, xp + c.xp, 0.f);  // the overrun reads past the padded input see zeros
+  for (int64_t n0 = lo; n0 < hi; n0 += c.samples) {
+    const int64_t chunk = std::min(c.samples, hi - n0);
+    for (int64_t gi = 0; gi < s.groups; ++gi) {
+      for (int64_t i = 0; i < chunk; ++i) {
+        pad_input(x + ((n0 + i) * s.c + gi * s.cg) * s.h * s.w, xp, c.d);
+        columns_from_padded(xp, c.d, col + i * px, c.ld);
+        const float* gg = g + ((n0 + i) * s.o + gi * s.og) * px;
+        for (int64_t o = 0; o < s.og; ++o) copy_floats(gt + o * c.ld + i * px, gg + o * px, px);
+      }
+      GemmArgs a = c.gemm(s);
+      a.k = chunk * px;
+      a.a = col;
+      a.b = gt;
+      a.c = acc + gi * c.d.k * s.og;
+      a.workspace = gemm_ws.p;
+      a.workspace_floats = gemm_ws.n;
+      cpu::gemm(pool, a);
+    }
+  }
+}
+
 // [SECTION] Any stride: im2col + SGEMM
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -568,31 +654,49 @@ size_t backward_input_floats(const ConvShape& s, int64_t threads) {
   return blas_floats(s, ConvGemm::BackwardInput, threads);
 }
 
-// (tasks - 1) partial sums of dw, then each task's scratch.
+// The partial sums of dw (for tasks 1.., task 0 sums into dw), then each task's scratch.
+// Three ways: per-lane tiles (stride 1, few output channels), column matrices of several
+// samples (stride 1; each task sums into its scratch, dW transposed), or im2col + GEMM per
+// sample.
 struct WeightPlan {
-  bool direct;
+  enum Kind { Lanes, Columns, Blas } kind;
   Direct d;
   int64_t tasks;
   size_t per_task;
+  int64_t partials() const { return kind == Columns ? 0 : tasks - 1; }
 };
 WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
-  WeightPlan wp{forward_direct(s), {}, 1, 0};
-  if (wp.direct) {
-    wp.d = forward_direct_of(s);
+  WeightPlan wp{forward_direct(s) ? (columns_weight(s) ? WeightPlan::Columns : WeightPlan::Lanes)
+                                  : WeightPlan::Blas,
+                {}, 1, 0};
+  if (wp.kind == WeightPlan::Blas) {
+    wp.tasks = blas_tasks(threads, s);
+    wp.per_task = col_floats(s);
+    return wp;
+  }
+  wp.d = forward_direct_of(s);
+  if (wp.kind == WeightPlan::Lanes) {
     wp.tasks = batch_tasks(threads, s.n, static_cast<double>(s.o * s.k() * wp.d.qr));
     wp.per_task = direct_weight_floats(s, wp.d);
   } else {
-    wp.tasks = blas_tasks(threads, s);
-    wp.per_task = col_floats(s);
+    wp.tasks = batch_tasks(threads, s.n, static_cast<double>(s.o * s.k() * s.pixels()));
+    const Columns c = columns_of(s, wp.d);
+    wp.per_task = static_cast<size_t>(c.acc + c.xp + c.col + c.gt);
   }
   return wp;
 }
-// ... and, on the BLAS path, (64-byte aligned) each task's GEMM scratch.
+// The GEMM each task of the Columns and Blas paths calls (64-byte aligned scratch each).
+size_t weight_gemm_floats(const ConvShape& s, const WeightPlan& wp, int64_t threads) {
+  if (wp.kind == WeightPlan::Lanes) return 0;
+  if (wp.kind == WeightPlan::Blas) return gemm_floats(s, ConvGemm::BackwardWeight, threads);
+  return static_cast<size_t>(gemm_workspace_floats(columns_of(s, wp.d).gemm(s), static_cast<int>(threads)));
+}
+// ... then each task's GEMM scratch.
 size_t weight_floats(const ConvShape& s, int64_t threads) {
   const WeightPlan wp = weight_plan(s, threads);
-  const size_t before = static_cast<size_t>((wp.tasks - 1) * s.o * s.k()) + static_cast<size_t>(wp.tasks) * wp.per_task;
-  if (wp.direct) return before;
-  return static_cast<size_t>(round_to_line(static_cast<int64_t>(before))) + static_cast<size_t>(wp.tasks) * gemm_floats(s, ConvGemm::BackwardWeight, threads);
+  const size_t before = static_cast<size_t>(wp.partials() * s.o * s.k()) + static_cast<size_t>(wp.tasks) * wp.per_task;
+  return static_cast<size_t>(round_to_line(static_cast<int64_t>(before))) +
+         static_cast<size_t>(wp.tasks) * weight_gemm_floats(s, wp, threads);
 }
 
 // [SECTION] Kernels
@@ -656,7 +760,8 @@ void conv2d_backward_input_kernel(const KernelCall& c) {
 }
 
 // (x [n,c,h,w], g [n,o,oh,ow]) -> dw [o,cg,kh,kw]: each task sums its samples into its own
-// buffer (task 0 into dw itself), then the buffers are added.
+// buffer (task 0 into dw itself; on the Columns path every task into its scratch's acc,
+// which holds dW transposed), then the buffers are added.
 void conv2d_backward_weight_kernel(const KernelCall& c) {
   const Tensor &tx = *c.inputs[0], &tg = *c.inputs[1];
   Tensor& tdw = *c.outputs[0];
@@ -664,30 +769,45 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
   const float* x = in_ptr<float>(c, 0);
   const float* g = in_ptr<float>(c, 1);
   float* dw = out_ptr<float>(c, 0);
-  const int64_t k = s.k(), px = s.pixels(), size = tdw.numel();
-  const WeightPlan wp = weight_plan(s, pool_of(c).size());
+  const int64_t k = s.k(), px = s.pixels(), size = tdw.numel(), threads = pool_of(c).size();
+  const WeightPlan wp = weight_plan(s, threads);
   const int64_t tasks = wp.tasks;
-  Workspace ws(c, weight_floats(s, pool_of(c).size()));
-  float* partial = ws.base;  // [tasks - 1, size], then each task's scratch
-  float* scratch = ws.base + (tasks - 1) * size;
-  const size_t gemm_per = wp.direct ? 0 : gemm_floats(s, ConvGemm::BackwardWeight, pool_of(c).size());
-  float* gemm_base = ws.base + round_to_line((tasks - 1) * size + tasks * static_cast<int64_t>(wp.per_task));
+  Workspace ws(c, weight_floats(s, threads));
+  float* partial = ws.base;  // [partials, size], then each task's scratch
+  float* scratch = ws.base + wp.partials() * size;
+  const size_t gemm_per = weight_gemm_floats(s, wp, threads);
+  float* gemm_base = ws.base + round_to_line(wp.partials() * size + tasks * static_cast<int64_t>(wp.per_task));
+  const Columns cols = wp.kind == WeightPlan::Columns ? columns_of(s, wp.d) : Columns{};
   std::fill(dw, dw + size, 0.f);
-  std::fill(partial, partial + (tasks - 1) * size, 0.f);
+  std::fill(partial, partial + wp.partials() * size, 0.f);
   for_sample_tasks(c, s.n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
     float* acc = task == 0 ? dw : partial + (task - 1) * size;
     float* mine = scratch + static_cast<size_t>(task) * wp.per_task;
-    if (wp.direct) return direct_weight_samples(s, wp.d, x, g, acc, lo, hi, mine);
+    const FloatSpan gemm_ws{gemm_base + static_cast<size_t>(task) * gemm_per, static_cast<int64_t>(gemm_per)};
+    if (wp.kind == WeightPlan::Lanes) return direct_weight_samples(s, wp.d, x, g, acc, lo, hi, mine);
+    if (wp.kind == WeightPlan::Columns) {
+      std::fill(mine, mine + cols.acc, 0.f);
+      return columns_weight_samples(pool_of(c), s, cols, x, g, mine, lo, hi, mine + cols.acc, gemm_ws);
+    }
     for (int64_t n = lo; n < hi; ++n)
       for (int64_t gi = 0; gi < s.groups; ++gi) {
         const float* xg = x + (n * s.c + gi * s.cg) * s.h * s.w;
         if (!s.pointwise()) im2col(xg, mine, s);
         gemm(pool_of(c), false, true, s.og, k, px, g + (n * s.o + gi * s.og) * px, px,
-             s.pointwise() ? xg : mine, px, 1.f, acc + gi * s.og * k, k,
-             FloatSpan{gemm_base + static_cast<size_t>(task) * gemm_per, static_cast<int64_t>(gemm_per)});
+             s.pointwise() ? xg : mine, px, 1.f, acc + gi * s.og * k, k, gemm_ws);
       }
   });
-  for (int64_t t = 1; t < tasks; ++t) {
+  if (wp.kind == WeightPlan::Columns) {
+    // dw[(gi, o), kk] = sum over tasks of acc[gi][kk, o]
+    for (int64_t t = 0; t < tasks; ++t) {
+      const float* acc = scratch + static_cast<size_t>(t) * wp.per_task;
+      for (int64_t gi = 0; gi < s.groups; ++gi)
+        for (int64_t o = 0; o < s.og; ++o)
+          for (int64_t kk = 0; kk < k; ++kk) dw[(gi * s.og + o) * k + kk] += acc[(gi * k + kk) * s.og + o];
+    }
+    return;
+  }
+  for (int64_t t = 1; t <= wp.partials(); ++t) {
     const float* p = partial + (t - 1) * size;
     for (int64_t i = 0; i < size; ++i) dw[i] += p[i];
   }

@@ -59,10 +59,14 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
   // Stride 1 runs on the direct micro-kernels (over samples, or over tiles of one sample);
   // other strides on im2col + cpu::gemm, whose large GEMMs split across threads; 1x1 on
   // cpu::gemm alone; padding beyond the kernel's reach sends the input gradient to im2col.
-  // LeNet-5's two convolutions leave partial micro-tiles in every direction.
+  // LeNet-5's two convolutions leave partial micro-tiles in every direction. A stride-1
+  // weight gradient with 16 or more output channels a group runs one GEMM per chunk of
+  // samples (two of LeNet's conv2, so 13 samples on two threads leave a chunk of one).
   std::vector<Case> cases{
       {{5, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
       {{7, 6, 14, 14}, {16, 6, 5, 5}, {}},
+      {{13, 6, 14, 14}, {16, 6, 5, 5}, {}},
+      {{6, 8, 9, 9}, {32, 4, 3, 3}, {{"padding", Ints{1}}, {"dilation", Ints{2, 1}}, {"groups", int64_t{2}}}},
       {{16, 4, 12, 12}, {8, 4, 3, 3}, {{"padding", Ints{1}}}},
       {{3, 16, 10, 10}, {24, 16, 3, 3}, {{"padding", Ints{1}}, {"dilation", Ints{1, 2}}}},
       {{1, 8, 24, 24}, {16, 8, 3, 3}, {{"padding", Ints{1}}}},
