@@ -1,0 +1,336 @@
+// CPU kernel: conv2d_backward_weight, (x [n,c,h,w], g [n,o,oh,ow]) -> dw [o,cg,kh,kw] summed
+// over the batch. Three ways, chosen by weight_plan from the shape:
+// - stride 1, 16 or more output channels a group: the column matrices of a few samples side
+//   by side (copied from the padded input) and one cpu::gemm over them;
+// - stride 1, fewer channels: per-lane tiles over the padded-width layout, the lanes added
+//   once after the last sample;
+// - otherwise: im2col + cpu::gemm per sample.
+// Work splits over samples; each task sums into its own buffer and the buffers are added.
+//
+// [SECTION] Stride 1: per-lane tiles
+// [SECTION] Stride 1 weight gradient: column matrices of several samples, one GEMM
+// [SECTION] The plan and the kernel
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "engine/cpu/conv_common.h"
+
+namespace mls::cpu {
+
+namespace {
+
+using namespace conv;
+
+// [SECTION] Stride 1: per-lane tiles
+
+// Keeps v in a register: without it GCC folds the loads of b into each FMA that uses it,
+// MR loads (most of them split across cache lines) where one would do.
+inline void in_register([[maybe_unused]] V& v) {
+#if defined(__x86_64__) && defined(__AVX__)  // V fits one register (zmm or ymm)
+  asm("" : "+v"(v));
+#endif
+}
+
+// The weight gradient sums over output pixels: dw[r, s] = sum_q gp[r, q] * xp[off[s] + q].
+// A micro-tile holds MR x NR sums lane by lane, lanes[(r, s)] += gp[r, q : q+kLanes] *
+// xp[off[s] + q : ...] over the vectors of q: NR + MR loads for MR * NR multiply-adds. The
+// lanes are added up only once, after the last sample (weight_lanes_sum), so a sample's
+// share costs no horizontal sums.
+#ifdef __AVX512F__
+constexpr int kWeightRows = 4, kWeightCols = 6;  // 24 sums, 6 + 1 operands
+#else
+constexpr int kWeightRows = 4, kWeightCols = 3;  // 12 sums, 3 + 1 operands
+#endif
+
+template <int MR, int NR>
+void weight_tile(const float* gp, int64_t qr, const float* xp, const int64_t* off, float* lanes,
+                 int64_t k) {
+  V acc[MR][NR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int s = 0; s < NR; ++s) acc[r][s] = load(lanes + (r * k + s) * kLanes);
+  for (int64_t q = 0; q < qr; q += kLanes) {
+    V b[NR];
+#pragma GCC unroll 8
+    for (int s = 0; s < NR; ++s) {
+      b[s] = load(xp + off[s] + q);
+      in_register(b[s]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const V a = load(gp + r * qr + q);
+#pragma GCC unroll 8
+      for (int s = 0; s < NR; ++s) acc[r][s] += a * b[s];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int s = 0; s < NR; ++s) store(lanes + (r * k + s) * kLanes, acc[r][s]);
+}
+
+using WeightTile = void (*)(const float*, int64_t, const float*, const int64_t*, float*, int64_t);
+template <int... I>
+constexpr std::array<WeightTile, sizeof...(I)> weight_table(std::integer_sequence<int, I...>) {
+  return {&weight_tile<I / kWeightCols + 1, I % kWeightCols + 1>...};
+}
+constexpr auto kWeightTiles =
+    weight_table(std::make_integer_sequence<int, kWeightRows * kWeightCols>{});
+
+// dw [groups*og, k] += the weight gradient of samples [lo, hi); ws: this task's
+// direct_weight_floats.
+size_t direct_weight_floats(const ConvShape& s, const Direct& d) {
+  return scratch_floats(d) + static_cast<size_t>(s.o * d.k * kLanes);
+}
+void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, const float* g,
+                           float* dw, int64_t lo, int64_t hi, float* ws) {
+  Scratch sc(d, ws);
+  // Per-lane sums [groups*og, k, kLanes], added across lanes after the last sample.
+  float* lanes = ws + scratch_floats(d);
+  std::fill(lanes, lanes + s.o * d.k * kLanes, 0.f);
+  for (int64_t n = lo; n < hi; ++n)
+    for (int64_t gi = 0; gi < s.groups; ++gi) {
+      pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, sc.xp, d);
+      // gp [og, qr]: g in padded-width layout, zero in the dropped columns.
+      std::fill(sc.yp, sc.yp + d.cout * d.qr, 0.f);
+      const float* gg = g + (n * s.o + gi * s.og) * s.pixels();
+      for (int64_t o = 0; o < s.og; ++o)
+        for (int64_t r = 0; r < s.oh; ++r)
+          copy_floats(sc.yp + o * d.qr + r * d.wp, gg + (o * s.oh + r) * s.ow, s.ow);
+      float* lg = lanes + gi * s.og * d.k * kLanes;
+      for (int64_t o = 0; o < s.og; o += kWeightRows) {
+        const int64_t rows = std::min<int64_t>(kWeightRows, s.og - o);
+        for (int64_t kk = 0; kk < d.k; kk += kWeightCols) {
+          const int64_t cols = std::min<int64_t>(kWeightCols, d.k - kk);
+          kWeightTiles[static_cast<size_t>((rows - 1) * kWeightCols + cols - 1)](
+              sc.yp + o * d.qr, d.qr, sc.xp, d.off.data() + kk, lg + (o * d.k + kk) * kLanes, d.k);
+        }
+      }
+    }
+  for (int64_t i = 0; i < s.o * d.k; ++i) {
+    float t = 0;
+    for (int l = 0; l < kLanes; ++l) t += lanes[i * kLanes + l];
+    dw[i] += t;
+  }
+}
+
+// [SECTION] Stride 1 weight gradient: column matrices of several samples, one GEMM
+//
+// Where a group has 16 or more output channels, the weight gradient is one GEMM per chunk
+// of S samples: dW[g]^T [k, og] += col [k, S*P] x G^T [S*P, og], where col holds the column
+// matrices of the chunk's samples side by side and G [og, S*P] their output gradients. Its
+// K (S*P, a few hundred) lets the GEMM's micro-kernel run long, where the per-lane tiles
+// above stop every qr floats and also multiply the padded-width columns that are dropped.
+
+// Floats of one chunk's column matrix (128 KB): the GEMM reads from L2 what the copies just
+// wrote. bench/conv_kernels on the 2-core Zen 3, weight gradients, medians of 4 alternated
+// runs: 64K floats and 128K floats were 5-10 % slower than 16K or 32K.
+constexpr int64_t kColumnFloats = 1 << 15;
+
+struct Columns {
+  Direct d;
+  int64_t samples;           // S per chunk
+  int64_t ld;                // col's and G's row stride: S*P and room for a vector's overrun
+  int64_t acc, xp, col, gt;  // floats of each region of a task's scratch (line multiples)
+  GemmArgs gemm(const ConvShape& s) const {
+    return GemmArgs{.trans_b = true,
+                    .m = d.k,
+                    .n = s.og,
+                    .k = samples * s.pixels(),
+                    .lda = ld,
+                    .ldb = ld,
+                    .ldc = s.og,
+                    .beta = 1.f};
+  }
+};
+
+bool columns_weight(const ConvShape& s) {
+  return s.unit_stride() && !s.pointwise() && s.og >= 16 && s.k() >= 16;
+}
+
+Columns columns_of(const ConvShape& s, const Direct& d) {
+  Columns c{.d = d};
+  const int64_t per = d.k * s.pixels();
+  // Few enough that each chunk's GEMM stays on the calling thread (tasks split samples).
+  const int64_t single = (kGemmParallelMacs - 1) / (per * s.og);
+  c.samples = std::clamp<int64_t>(std::min(kColumnFloats / per, single), 1, s.n);
+  c.ld = c.samples * s.pixels() + kLanes;
+  c.acc = round_to_line(s.o * d.k);
+  c.xp = round_to_line(static_cast<int64_t>(d.padded_size) + kLanes);
+  c.col = round_to_line(d.k * c.ld);
+  c.gt = round_to_line(s.og * c.ld);
+  return c;
+}
+
+// col[kk, 0 : P] <- the output pixels' view of tap kk in xp (padded-width layout), for every
+// tap: whole vectors, each row's overrun landing where the next row (or the row's slack,
+// or a later sample's block) is written after it.
+void columns_from_padded(const float* xp, const Direct& d, float* col, int64_t ld) {
+  const int64_t vecs = (d.ow + kLanes - 1) / kLanes;
+  for (int64_t kk = 0; kk < d.k; ++kk) {
+    const float* src = xp + d.off[static_cast<size_t>(kk)];
+    float* dst = col + kk * ld;
+    for (int64_t r = 0; r < d.oh; ++r, src += d.wp, dst += d.ow)
+      for (int64_t v = 0; v < vecs; ++v) store(dst + v * kLanes, load(src + v * kLanes));
+  }
+}
+
+// acc [groups][k, og] += the weight gradient of samples [lo, hi), chunk by chunk.
+void columns_weight_samples(ThreadPool& pool, const ConvShape& s, const Columns& c, const float* x,
+                            const float* g, float* acc, int64_t lo, int64_t hi, float* ws,
+                            FloatSpan gemm_ws) {
+  float* xp = ws;
+  float* col = xp + c.xp;
+  float* gt = col + c.col;
+  const int64_t px = s.pixels();
+  std::fill(xp, xp + c.xp, 0.f);  // the overrun reads past the padded input see zeros
+  for (int64_t n0 = lo; n0 < hi; n0 += c.samples) {
+    const int64_t chunk = std::min(c.samples, hi - n0);
+    for (int64_t gi = 0; gi < s.groups; ++gi) {
+      for (int64_t i = 0; i < chunk; ++i) {
+        pad_input(x + ((n0 + i) * s.c + gi * s.cg) * s.h * s.w, xp, c.d);
+        columns_from_padded(xp, c.d, col + i * px, c.ld);
+        const float* gg = g + ((n0 + i) * s.o + gi * s.og) * px;
+        for (int64_t o = 0; o < s.og; ++o) copy_floats(gt + o * c.ld + i * px, gg + o * px, px);
+      }
+      GemmArgs a = c.gemm(s);
+      a.k = chunk * px;
+      a.a = col;
+      a.b = gt;
+      a.c = acc + gi * c.d.k * s.og;
+      a.workspace = gemm_ws.p;
+      a.workspace_floats = gemm_ws.n;
+      cpu::gemm(pool, a);
+    }
+  }
+}
+
+// [SECTION] The plan and the kernel
+
+// The partial sums of dw (for tasks 1.., task 0 sums into dw), then each task's scratch.
+// Three ways: per-lane tiles (stride 1, few output channels), column matrices of several
+// samples (stride 1; each task sums into its scratch, dW transposed), or im2col + GEMM per
+// sample.
+struct WeightPlan {
+  enum Kind { Lanes, Columns, Blas } kind;
+  Direct d;
+  int64_t tasks;
+  size_t per_task;
+  int64_t partials() const { return kind == Columns ? 0 : tasks - 1; }
+};
+WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
+  WeightPlan wp{forward_direct(s) ? (columns_weight(s) ? WeightPlan::Columns : WeightPlan::Lanes)
+                                  : WeightPlan::Blas,
+                {},
+                1,
+                0};
+  if (wp.kind == WeightPlan::Blas) {
+    wp.tasks = blas_tasks(threads, s);
+    wp.per_task = col_floats(s);
+    return wp;
+  }
+  wp.d = forward_direct_of(s);
+  if (wp.kind == WeightPlan::Lanes) {
+    wp.tasks = batch_tasks(threads, s.n, static_cast<double>(s.o * s.k() * wp.d.qr));
+    wp.per_task = direct_weight_floats(s, wp.d);
+  } else {
+    wp.tasks = batch_tasks(threads, s.n, static_cast<double>(s.o * s.k() * s.pixels()));
+    const Columns c = columns_of(s, wp.d);
+    wp.per_task = static_cast<size_t>(c.acc + c.xp + c.col + c.gt);
+  }
+  return wp;
+}
+// The GEMM each task of the Columns and Blas paths calls (64-byte aligned scratch each).
+size_t weight_gemm_floats(const ConvShape& s, const WeightPlan& wp, int64_t threads) {
+  if (wp.kind == WeightPlan::Lanes) return 0;
+  if (wp.kind == WeightPlan::Blas) return gemm_floats(s, ConvGemm::BackwardWeight, threads);
+  return static_cast<size_t>(
+      gemm_workspace_floats(columns_of(s, wp.d).gemm(s), static_cast<int>(threads)));
+}
+// ... then each task's GEMM scratch.
+size_t weight_floats(const ConvShape& s, int64_t threads) {
+  const WeightPlan wp = weight_plan(s, threads);
+  const size_t before = static_cast<size_t>(wp.partials() * s.o * s.k()) +
+                        static_cast<size_t>(wp.tasks) * wp.per_task;
+  return static_cast<size_t>(round_to_line(static_cast<int64_t>(before))) +
+         static_cast<size_t>(wp.tasks) * weight_gemm_floats(s, wp, threads);
+}
+
+// (x [n,c,h,w], g [n,o,oh,ow]) -> dw [o,cg,kh,kw]: each task sums its samples into its own
+// buffer (task 0 into dw itself; on the Columns path every task into its scratch's acc,
+// which holds dW transposed), then the buffers are added.
+void conv2d_backward_weight_kernel(const KernelCall& c) {
+  const Tensor &tx = *c.inputs[0], &tg = *c.inputs[1];
+  Tensor& tdw = *c.outputs[0];
+  ConvShape s = conv_shape(tx.shape(), tdw.shape(), tg.shape(), c.attrs);
+  const float* x = in_ptr<float>(c, 0);
+  const float* g = in_ptr<float>(c, 1);
+  float* dw = out_ptr<float>(c, 0);
+  const int64_t k = s.k(), px = s.pixels(), size = tdw.numel(), threads = pool_of(c).size();
+  const WeightPlan wp = weight_plan(s, threads);
+  const int64_t tasks = wp.tasks;
+  Workspace ws(c, weight_floats(s, threads));
+  float* partial = ws.base;  // [partials, size], then each task's scratch
+  float* scratch = ws.base + wp.partials() * size;
+  const size_t gemm_per = weight_gemm_floats(s, wp, threads);
+  float* gemm_base =
+      ws.base + round_to_line(wp.partials() * size + tasks * static_cast<int64_t>(wp.per_task));
+  const Columns cols = wp.kind == WeightPlan::Columns ? columns_of(s, wp.d) : Columns{};
+  std::fill(dw, dw + size, 0.f);
+  std::fill(partial, partial + wp.partials() * size, 0.f);
+  for_sample_tasks(c, s.n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
+    float* acc = task == 0 ? dw : partial + (task - 1) * size;
+    float* mine = scratch + static_cast<size_t>(task) * wp.per_task;
+    const FloatSpan gemm_ws{gemm_base + static_cast<size_t>(task) * gemm_per,
+                            static_cast<int64_t>(gemm_per)};
+    if (wp.kind == WeightPlan::Lanes)
+      return direct_weight_samples(s, wp.d, x, g, acc, lo, hi, mine);
+    if (wp.kind == WeightPlan::Columns) {
+      std::fill(mine, mine + cols.acc, 0.f);
+      return columns_weight_samples(pool_of(c), s, cols, x, g, mine, lo, hi, mine + cols.acc,
+                                    gemm_ws);
+    }
+    for (int64_t n = lo; n < hi; ++n)
+      for (int64_t gi = 0; gi < s.groups; ++gi) {
+        const float* xg = x + (n * s.c + gi * s.cg) * s.h * s.w;
+        if (!s.pointwise()) im2col(xg, mine, s);
+        gemm(pool_of(c), false, true, s.og, k, px, g + (n * s.o + gi * s.og) * px, px,
+             s.pointwise() ? xg : mine, px, 1.f, acc + gi * s.og * k, k, gemm_ws);
+      }
+  });
+  if (wp.kind == WeightPlan::Columns) {
+    // dw[(gi, o), kk] = sum over tasks of acc[gi][kk, o]
+    for (int64_t t = 0; t < tasks; ++t) {
+      const float* acc = scratch + static_cast<size_t>(t) * wp.per_task;
+      for (int64_t gi = 0; gi < s.groups; ++gi)
+        for (int64_t o = 0; o < s.og; ++o)
+          for (int64_t kk = 0; kk < k; ++kk)
+            dw[(gi * s.og + o) * k + kk] += acc[(gi * k + kk) * s.og + o];
+    }
+    return;
+  }
+  for (int64_t t = 1; t <= wp.partials(); ++t) {
+    const float* p = partial + (t - 1) * size;
+    for (int64_t i = 0; i < size; ++i) dw[i] += p[i];
+  }
+}
+
+size_t backward_weight_workspace(std::span<const ValueType> in, std::span<const ValueType> out,
+                                 const Attrs& a,
+                                 const Backend& b) {  // (x, g) -> dw
+  return weight_floats(conv_shape(in[0].shape, out[0].shape, in[1].shape, a), b.num_threads()) *
+         sizeof(float);
+}
+
+}  // namespace
+
+void register_conv_weight_kernels(OpRegistry& reg) {
+  reg.register_kernel("conv2d_backward_weight", DeviceKind::CPU, DType::F32,
+                      conv2d_backward_weight_kernel);
+  reg.register_workspace("conv2d_backward_weight", DeviceKind::CPU, DType::F32,
+                         backward_weight_workspace);
+}
+
+}  // namespace mls::cpu
