@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/vec.h"
 #include "engine/ops/nn.h"
 
 namespace mls::cpu {
@@ -57,18 +58,10 @@ void shifted_sums(const float* x, int64_t n, float k, double& s1, double& s2) {
 // sg += sum(gy), sgx += sum(gy (x - mu)) over n floats, gy = g, or g where y > 0 (relu).
 // Written with vector extensions (one register wide): GCC leaves the masked form of the plain
 // loop scalar.
-#ifdef __AVX512F__
-constexpr int kVec = 16;
-#else
-constexpr int kVec = 8;
-#endif
-typedef float V __attribute__((vector_size(4 * kVec)));
+constexpr int kVec = vec::kLanes;
+using vec::load;
+using vec::V;
 typedef int32_t VI __attribute__((vector_size(4 * kVec)));
-[[gnu::always_inline]] inline V load(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 template <bool Relu>
 void gradient_sums(const float* g, const float* x, const float* y, int64_t n, float mu, double& sg,

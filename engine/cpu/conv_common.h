@@ -17,6 +17,7 @@
 #include "engine/cpu/avx512.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/vec.h"
 #include "engine/ops/conv.h"
 
 namespace mls::cpu::conv {
@@ -72,38 +73,11 @@ void for_sample_tasks(const KernelCall& c, int64_t n, int64_t tasks, Fn fn) {
 
 // [SECTION] Vectors and the padded-width layout (stride 1)
 
-// GCC/Clang vector extensions: kLanes floats, one zmm register where the build has
-// AVX-512 (else one AVX register, or two SSE/NEON ones). load(p) and store(p, v) move
-// kLanes floats at any float address with unaligned vector moves: through memcpy under
-// clang (which loads through a reduced-alignment vector typedef with an aligned move, and
-// faults), through such a typedef under GCC. Always inlined: no vector crosses a call
-// boundary by value, whose ABI would depend on -march.
-#ifdef __AVX512F__
-constexpr int kLanes = 16;
-#else
-constexpr int kLanes = 8;
-#endif
-typedef float V __attribute__((vector_size(4 * kLanes)));
-#if defined(__clang__)
-[[gnu::always_inline]] inline V load(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-[[gnu::always_inline]] inline void store(float* p, const V& v) {
-  std::memcpy(p, &v, sizeof v);
-}
-#else
-// GCC keeps the tiles' sums in registers better through a reduced-alignment view (the
-// weight-gradient tile runs twice as fast as through memcpy).
-typedef float Vu __attribute__((vector_size(4 * kLanes), aligned(4), may_alias));
-[[gnu::always_inline]] inline V load(const float* p) {
-  return *reinterpret_cast<const Vu*>(p);
-}
-[[gnu::always_inline]] inline void store(float* p, const V& v) {
-  *reinterpret_cast<Vu*>(p) = v;
-}
-#endif
+// One register of floats (engine/cpu/vec.h).
+using vec::kLanes;
+using vec::load;
+using vec::store;
+using vec::V;
 
 // A stride-1 convolution of one sample and group: input [cin, h, w], output [cout, oh, ow],
 // weights [cout, k]. The padded input has planes hp x wp; output row r lives at r*wp of a
