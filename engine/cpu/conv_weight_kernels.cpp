@@ -126,7 +126,7 @@ void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, 
 
 // Floats of one chunk's column matrix (128 KB): the GEMM reads from L2 what the copies just
 // wrote. bench/conv_kernels on the 2-core Zen 3, weight gradients, medians of 4 alternated
-// runs: 64K floats and 128K floats were 5-10 % slower than 16K or 32K.
+// runs: 64K and 128K floats were 4-17 % slower than 16K or 32K (which read level).
 constexpr int64_t kColumnFloats = 1 << 15;
 
 struct Columns {
