@@ -1,5 +1,5 @@
 // Convolution and pooling over NCHW tensors: builders, and the geometry that their ops
-// (engine/ops/conv_ops.cpp) and CPU kernels (engine/cpu/conv_kernels.cpp) share.
+// (engine/ops/conv_ops.cpp) and CPU kernels (engine/cpu/conv_*.cpp) share.
 //
 //   Ref y = conv2d(e, x, w, {.padding = {2, 2}});           // x [N,C,H,W], w [O,C/groups,kh,kw]
 //   y = relu(e, add(e, y, b));                              // bias b [O,1,1] broadcasts
