@@ -130,13 +130,13 @@ void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, 
 constexpr int64_t kColumnFloats = 1 << 15;
 
 struct Columns {
-  Direct d;
+  int64_t k;                 // taps
   int64_t samples;           // S per chunk
   int64_t ld;                // col's and G's row stride: S*P and room for a vector's overrun
   int64_t acc, xp, col, gt;  // floats of each region of a task's scratch (line multiples)
   GemmArgs gemm(const ConvShape& s) const {
     return GemmArgs{.trans_b = true,
-                    .m = d.k,
+                    .m = k,
                     .n = s.og,
                     .k = samples * s.pixels(),
                     .lda = ld,
@@ -151,7 +151,7 @@ bool columns_weight(const ConvShape& s) {
 }
 
 Columns columns_of(const ConvShape& s, const Direct& d) {
-  Columns c{.d = d};
+  Columns c{.k = d.k};
   const int64_t per = d.k * s.pixels();
   // Few enough that each chunk's GEMM stays on the calling thread (tasks split samples).
   const int64_t single = (kGemmParallelMacs - 1) / (per * s.og);
@@ -178,9 +178,9 @@ void columns_from_padded(const float* xp, const Direct& d, float* col, int64_t l
 }
 
 // acc [groups][k, og] += the weight gradient of samples [lo, hi), chunk by chunk.
-void columns_weight_samples(ThreadPool& pool, const ConvShape& s, const Columns& c, const float* x,
-                            const float* g, float* acc, int64_t lo, int64_t hi, float* ws,
-                            FloatSpan gemm_ws) {
+void columns_weight_samples(ThreadPool& pool, const ConvShape& s, const Direct& d, const Columns& c,
+                            const float* x, const float* g, float* acc, int64_t lo, int64_t hi,
+                            float* ws, FloatSpan gemm_ws) {
   float* xp = ws;
   float* col = xp + c.xp;
   float* gt = col + c.col;
@@ -190,8 +190,8 @@ void columns_weight_samples(ThreadPool& pool, const ConvShape& s, const Columns&
     const int64_t chunk = std::min(c.samples, hi - n0);
     for (int64_t gi = 0; gi < s.groups; ++gi) {
       for (int64_t i = 0; i < chunk; ++i) {
-        pad_input(x + ((n0 + i) * s.c + gi * s.cg) * s.h * s.w, xp, c.d);
-        columns_from_padded(xp, c.d, col + i * px, c.ld);
+        pad_input(x + ((n0 + i) * s.c + gi * s.cg) * s.h * s.w, xp, d);
+        columns_from_padded(xp, d, col + i * px, c.ld);
         const float* gg = g + ((n0 + i) * s.o + gi * s.og) * px;
         for (int64_t o = 0; o < s.og; ++o) copy_floats(gt + o * c.ld + i * px, gg + o * px, px);
       }
@@ -199,7 +199,7 @@ void columns_weight_samples(ThreadPool& pool, const ConvShape& s, const Columns&
       a.k = chunk * px;
       a.a = col;
       a.b = gt;
-      a.c = acc + gi * c.d.k * s.og;
+      a.c = acc + gi * c.k * s.og;
       a.workspace = gemm_ws.p;
       a.workspace_floats = gemm_ws.n;
       cpu::gemm(pool, a);
@@ -214,21 +214,29 @@ void columns_weight_samples(ThreadPool& pool, const ConvShape& s, const Columns&
 // samples (stride 1; each task sums into its scratch, dW transposed), or im2col + GEMM per
 // sample.
 struct WeightPlan {
-  enum Kind { Lanes, Columns, Blas } kind;
-  Direct d;
-  int64_t tasks;
-  size_t per_task;
-  int64_t partials() const { return kind == Columns ? 0 : tasks - 1; }
+  enum Kind { Lanes, ColumnGemm, Blas } kind;
+  Direct d;           // Lanes and ColumnGemm
+  Columns cols = {};  // ColumnGemm
+  int64_t tasks = 1;
+  size_t per_task = 0;  // each task's scratch
+  size_t gemm_per = 0;  // each task's GEMM scratch (ColumnGemm and Blas; 64-byte aligned)
+  int64_t partials() const { return kind == ColumnGemm ? 0 : tasks - 1; }
+  // The whole workspace: partial sums, the tasks' scratch, then their GEMM scratch.
+  size_t floats(const ConvShape& s) const {
+    const size_t before =
+        static_cast<size_t>(partials() * s.o * s.k()) + static_cast<size_t>(tasks) * per_task;
+    return static_cast<size_t>(round_to_line(static_cast<int64_t>(before))) +
+           static_cast<size_t>(tasks) * gemm_per;
+  }
 };
 WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
-  WeightPlan wp{forward_direct(s) ? (columns_weight(s) ? WeightPlan::Columns : WeightPlan::Lanes)
-                                  : WeightPlan::Blas,
-                {},
-                1,
-                0};
+  WeightPlan wp{.kind = forward_direct(s)
+                            ? (columns_weight(s) ? WeightPlan::ColumnGemm : WeightPlan::Lanes)
+                            : WeightPlan::Blas};
   if (wp.kind == WeightPlan::Blas) {
     wp.tasks = blas_tasks(threads, s);
     wp.per_task = col_floats(s);
+    wp.gemm_per = gemm_floats(s, ConvGemm::BackwardWeight, threads);
     return wp;
   }
   wp.d = forward_direct_of(s);
@@ -237,25 +245,12 @@ WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
     wp.per_task = direct_weight_floats(s, wp.d);
   } else {
     wp.tasks = batch_tasks(threads, s.n, static_cast<double>(s.o * s.k() * s.pixels()));
-    const Columns c = columns_of(s, wp.d);
-    wp.per_task = static_cast<size_t>(c.acc + c.xp + c.col + c.gt);
+    wp.cols = columns_of(s, wp.d);
+    wp.per_task = static_cast<size_t>(wp.cols.acc + wp.cols.xp + wp.cols.col + wp.cols.gt);
+    wp.gemm_per =
+        static_cast<size_t>(gemm_workspace_floats(wp.cols.gemm(s), static_cast<int>(threads)));
   }
   return wp;
-}
-// The GEMM each task of the Columns and Blas paths calls (64-byte aligned scratch each).
-size_t weight_gemm_floats(const ConvShape& s, const WeightPlan& wp, int64_t threads) {
-  if (wp.kind == WeightPlan::Lanes) return 0;
-  if (wp.kind == WeightPlan::Blas) return gemm_floats(s, ConvGemm::BackwardWeight, threads);
-  return static_cast<size_t>(
-      gemm_workspace_floats(columns_of(s, wp.d).gemm(s), static_cast<int>(threads)));
-}
-// ... then each task's GEMM scratch.
-size_t weight_floats(const ConvShape& s, int64_t threads) {
-  const WeightPlan wp = weight_plan(s, threads);
-  const size_t before = static_cast<size_t>(wp.partials() * s.o * s.k()) +
-                        static_cast<size_t>(wp.tasks) * wp.per_task;
-  return static_cast<size_t>(round_to_line(static_cast<int64_t>(before))) +
-         static_cast<size_t>(wp.tasks) * weight_gemm_floats(s, wp, threads);
 }
 
 // (x [n,c,h,w], g [n,o,oh,ow]) -> dw [o,cg,kh,kw]: each task sums its samples into its own
@@ -271,13 +266,13 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
   const int64_t k = s.k(), px = s.pixels(), size = tdw.numel(), threads = pool_of(c).size();
   const WeightPlan wp = weight_plan(s, threads);
   const int64_t tasks = wp.tasks;
-  Workspace ws(c, weight_floats(s, threads));
+  Workspace ws(c, wp.floats(s));
   float* partial = ws.base;  // [partials, size], then each task's scratch
   float* scratch = ws.base + wp.partials() * size;
-  const size_t gemm_per = weight_gemm_floats(s, wp, threads);
+  const size_t gemm_per = wp.gemm_per;
   float* gemm_base =
       ws.base + round_to_line(wp.partials() * size + tasks * static_cast<int64_t>(wp.per_task));
-  const Columns cols = wp.kind == WeightPlan::Columns ? columns_of(s, wp.d) : Columns{};
+  const Columns& cols = wp.cols;
   std::fill(dw, dw + size, 0.f);
   std::fill(partial, partial + wp.partials() * size, 0.f);
   for_sample_tasks(c, s.n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
@@ -287,9 +282,9 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
                             static_cast<int64_t>(gemm_per)};
     if (wp.kind == WeightPlan::Lanes)
       return direct_weight_samples(s, wp.d, x, g, acc, lo, hi, mine);
-    if (wp.kind == WeightPlan::Columns) {
+    if (wp.kind == WeightPlan::ColumnGemm) {
       std::fill(mine, mine + cols.acc, 0.f);
-      return columns_weight_samples(pool_of(c), s, cols, x, g, mine, lo, hi, mine + cols.acc,
+      return columns_weight_samples(pool_of(c), s, wp.d, cols, x, g, mine, lo, hi, mine + cols.acc,
                                     gemm_ws);
     }
     for (int64_t n = lo; n < hi; ++n)
@@ -300,7 +295,7 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
              s.pointwise() ? xg : mine, px, 1.f, acc + gi * s.og * k, k, gemm_ws);
       }
   });
-  if (wp.kind == WeightPlan::Columns) {
+  if (wp.kind == WeightPlan::ColumnGemm) {
     // dw[(gi, o), kk] = sum over tasks of acc[gi][kk, o]
     for (int64_t t = 0; t < tasks; ++t) {
       const float* acc = scratch + static_cast<size_t>(t) * wp.per_task;
@@ -320,8 +315,8 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
 size_t backward_weight_workspace(std::span<const ValueType> in, std::span<const ValueType> out,
                                  const Attrs& a,
                                  const Backend& b) {  // (x, g) -> dw
-  return weight_floats(conv_shape(in[0].shape, out[0].shape, in[1].shape, a), b.num_threads()) *
-         sizeof(float);
+  const ConvShape s = conv_shape(in[0].shape, out[0].shape, in[1].shape, a);
+  return weight_plan(s, b.num_threads()).floats(s) * sizeof(float);
 }
 
 }  // namespace
