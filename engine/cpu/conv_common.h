@@ -81,7 +81,15 @@ using vec::V;
 
 // A stride-1 convolution of one sample and group: input [cin, h, w], output [cout, oh, ow],
 // weights [cout, k]. The padded input has planes hp x wp; output row r lives at r*wp of a
-// buffer row of qr >= oh*wp floats (qr a multiple of kLanes).
+// buffer row of qr >= oh*wp floats (qr a multiple of kLanes), and columns [ow, wp) of each
+// output row are computed and dropped.
+//
+// A padded row is pad zeros, then the w inputs: the right border of a row is the left border
+// of the next (or the zero rows below, or the slack after the plane). An output row reads at
+// most to column w + 2 pad - 1, below wp + pad, so wp = w + pad is enough where a border
+// each side took w + 2 pad: LeNet's input gradient (g padded by 4) computes 14 rows of 14
+// columns rather than of 18, a 3x3 convolution with padding 1 at 14 x 14 15 of 16. Padding
+// beyond the kernel's reach makes ow > w + pad; wp = ow then keeps a row's outputs apart.
 struct Direct {
   int64_t cin, h, w, cout, kh, kw;
   Pair2 pad, dil;
@@ -94,9 +102,9 @@ inline Direct make_direct(int64_t cin, int64_t h, int64_t w, int64_t cout, int64
                           Pair2 pad, Pair2 dil) {
   Direct d{.cin = cin, .h = h, .w = w, .cout = cout, .kh = kh, .kw = kw, .pad = pad, .dil = dil};
   d.hp = h + 2 * pad[0];
-  d.wp = w + 2 * pad[1];
   d.oh = d.hp - dil[0] * (kh - 1);
-  d.ow = d.wp - dil[1] * (kw - 1);
+  d.ow = w + 2 * pad[1] - dil[1] * (kw - 1);
+  d.wp = std::max(w + pad[1], d.ow);
   d.qr = (d.oh * d.wp + kLanes - 1) / kLanes * kLanes;
   d.k = cin * kh * kw;
   for (int64_t c = 0; c < cin; ++c)

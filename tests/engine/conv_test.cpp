@@ -70,6 +70,11 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
       {{16, 4, 12, 12}, {8, 4, 3, 3}, {{"padding", Ints{1}}}},
       {{3, 16, 10, 10}, {24, 16, 3, 3}, {{"padding", Ints{1}}, {"dilation", Ints{1, 2}}}},
       {{1, 8, 24, 24}, {16, 8, 3, 3}, {{"padding", Ints{1}}}},
+      // A row's right border is the next row's left border in the padded-width layout: uneven
+      // padding with a dilated row, and a padding of 3 that reaches past a 3x3 kernel's 2
+      // (the padded rows are then as wide as the output's, not w + padding).
+      {{5, 4, 9, 11}, {16, 4, 3, 3}, {{"padding", Ints{0, 2}}, {"dilation", Ints{1, 2}}}},
+      {{4, 3, 6, 7}, {5, 3, 3, 3}, {{"padding", Ints{1, 3}}}},
       {{9, 6, 11, 10},
        {6, 2, 3, 2},
        {{"stride", Ints{2, 1}}, {"dilation", Ints{2}}, {"groups", int64_t{3}}}},
