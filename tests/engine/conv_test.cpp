@@ -66,7 +66,9 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
       {{5, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
       {{7, 6, 14, 14}, {16, 6, 5, 5}, {}},
       {{13, 6, 14, 14}, {16, 6, 5, 5}, {}},
-      {{6, 8, 9, 9}, {32, 4, 3, 3}, {{"padding", Ints{1}}, {"dilation", Ints{2, 1}}, {"groups", int64_t{2}}}},
+      {{6, 8, 9, 9},
+       {32, 4, 3, 3},
+       {{"padding", Ints{1}}, {"dilation", Ints{2, 1}}, {"groups", int64_t{2}}}},
       {{16, 4, 12, 12}, {8, 4, 3, 3}, {{"padding", Ints{1}}}},
       {{3, 16, 10, 10}, {24, 16, 3, 3}, {{"padding", Ints{1}}, {"dilation", Ints{1, 2}}}},
       {{1, 8, 24, 24}, {16, 8, 3, 3}, {{"padding", Ints{1}}}},
@@ -102,7 +104,8 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
   check_kernel("avg_pool2d", {x}, pool);
 }
 
-TEST_CASE("2x2 max-pool gradients go to the first largest cell, ties included, at any row width", "[conv]") {
+TEST_CASE("2x2 max-pool gradients go to the first largest cell, ties included, at any row width",
+          "[conv]") {
   // Values from {0, 1, 2}: most windows hold ties, where the first cell in row-major order
   // wins (PyTorch's rule too). Row widths of 5, 14, 16, 17 and 40 windows cover the vector
   // path's partial and whole blocks of 16 windows.
