@@ -4,9 +4,9 @@
 // A channel of x [N, C, S] is N rows of S contiguous floats. The forward takes one pass for the
 // statistics (sums of x - k and (x - k)^2, k a value of the channel, so that E[(x-k)^2] - E[x-k]^2
 // does not cancel) and one to normalise; the backward one pass for its two sums (of g and g (x -
-// mean)) and one to write dx. Row sums run in 16 float lanes (the loops vectorise without
-// -ffast-math) and rows add up in double: a channel of a large batch sums many floats, and float
-// sums would drift from the reference.
+// mean)) and one to write dx. Row sums run in the float lanes of one vector register, and each
+// row's lanes add to double lanes (a channel of a large batch sums many floats, and float sums
+// would drift from the reference), summed across lanes once at the end.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,8 +21,6 @@ namespace mls::cpu {
 
 namespace {
 
-constexpr int kLanes = 16;  // partial sums per row
-
 int64_t channel_grain(int64_t per_channel) {
   return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(per_channel, 1));
 }
@@ -31,41 +29,50 @@ bool relu_of(const Attrs& a) {
   return a.has("act") && a.get_string("act") == "relu";
 }
 
+// Row sums run in float vector lanes; each row's lanes are added to per-lane double sums (one
+// vector conversion a row, no horizontal sum), which the chunk totals add up at the end.
+constexpr int kVec = vec::kLanes;
+using vec::load;
+using vec::V;
+typedef int32_t VI __attribute__((vector_size(4 * kVec)));
+typedef double VD __attribute__((vector_size(8 * kVec), aligned(8), may_alias));
+
+// The two sums of a channel in a chunk: kVec double lanes each.
+struct LaneSums {
+  double* p;  // [2][kVec]
+  void add(const V& a, const V& b, double t1, double t2) const {
+    *reinterpret_cast<VD*>(p) += __builtin_convertvector(a, VD);
+    *reinterpret_cast<VD*>(p + kVec) += __builtin_convertvector(b, VD);
+    p[0] += t1;
+    p[kVec] += t2;
+  }
+};
+
 // s1 += sum(x - k), s2 += sum((x - k)^2) over n floats.
-void shifted_sums(const float* x, int64_t n, float k, double& s1, double& s2) {
-  float a[kLanes] = {}, b[kLanes] = {};
+void shifted_sums(const float* x, int64_t n, float k, LaneSums out) {
+  const V kv = V{} + k;
+  V a = V{}, b = V{};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const float d = x[i + l] - k;
-      a[l] += d;
-      b[l] += d * d;
-    }
+  for (; i + kVec <= n; i += kVec) {
+    const V d = load(x + i) - kv;
+    a += d;
+    b += d * d;
+  }
   double t1 = 0, t2 = 0;
   for (; i < n; ++i) {
     const double d = static_cast<double>(x[i]) - k;
     t1 += d;
     t2 += d * d;
   }
-  for (int l = 0; l < kLanes; ++l) {
-    t1 += a[l];
-    t2 += b[l];
-  }
-  s1 += t1;
-  s2 += t2;
+  out.add(a, b, t1, t2);
 }
 
 // sg += sum(gy), sgx += sum(gy (x - mu)) over n floats, gy = g, or g where y > 0 (relu).
 // Written with vector extensions (one register wide): GCC leaves the masked form of the plain
 // loop scalar.
-constexpr int kVec = vec::kLanes;
-using vec::load;
-using vec::V;
-typedef int32_t VI __attribute__((vector_size(4 * kVec)));
-
 template <bool Relu>
-void gradient_sums(const float* g, const float* x, const float* y, int64_t n, float mu, double& sg,
-                   double& sgx) {
+void gradient_sums(const float* g, const float* x, const float* y, int64_t n, float mu,
+                   LaneSums out) {
   V a = V{}, b = V{};
   int64_t i = 0;
   for (; i + kVec <= n; i += kVec) {
@@ -80,12 +87,7 @@ void gradient_sums(const float* g, const float* x, const float* y, int64_t n, fl
     t1 += gy;
     t2 += gy * (x[i] - mu);
   }
-  for (int l = 0; l < kVec; ++l) {
-    t1 += a[l];
-    t2 += b[l];
-  }
-  sg += t1;
-  sgx += t2;
+  out.add(a, b, t1, t2);
 }
 
 // The batch splits into a fixed number of chunks of samples (not one per thread, so the sums,
@@ -112,11 +114,20 @@ void for_samples(const KernelCall& c, int64_t n, int64_t per_sample, Fn fn) {
   });
 }
 
-// Per chunk and channel, two double sums; summed over chunks in order into sums[2 k], [2 k + 1].
+// Per chunk and channel, two sums of kVec double lanes: part [chunks][ch][2][kVec].
+std::vector<double> chunk_parts(int64_t n, int64_t ch) {
+  return std::vector<double>(static_cast<size_t>(std::min(n, kChunks) * ch * 2 * kVec), 0.0);
+}
+LaneSums lane_sums(std::vector<double>& part, int64_t chunk, int64_t ch, int64_t k) {
+  return {part.data() + ((chunk * ch + k) * 2) * kVec};
+}
+// The lanes of every chunk, summed in order into sums[2 k], [2 k + 1].
 std::vector<double> chunk_totals(const std::vector<double>& part, int64_t chunks, int64_t ch) {
   std::vector<double> sums(static_cast<size_t>(2 * ch), 0.0);
   for (int64_t t = 0; t < chunks; ++t)
-    for (size_t j = 0; j < sums.size(); ++j) sums[j] += part[static_cast<size_t>(t * 2 * ch) + j];
+    for (int64_t j = 0; j < 2 * ch; ++j)
+      for (int l = 0; l < kVec; ++l)
+        sums[static_cast<size_t>(j)] += part[static_cast<size_t>((t * 2 * ch + j) * kVec + l)];
   return sums;
 }
 
@@ -135,13 +146,12 @@ void batch_norm_forward(const KernelCall& c, bool relu) {
   std::vector<float> shift(static_cast<size_t>(ch)), mu(shift.size()), a(shift.size()),
       b(shift.size());
   for (int64_t k = 0; k < ch; ++k) shift[static_cast<size_t>(k)] = x[k * s];
-  std::vector<double> part(static_cast<size_t>(std::min(n, kChunks) * 2 * ch), 0.0);
+  std::vector<double> part = chunk_parts(n, ch);
   const int64_t chunks = for_chunks(c, n, [&](int64_t t, int64_t lo, int64_t hi) {
-    double* p = part.data() + t * 2 * ch;
     for (int64_t i = lo; i < hi; ++i)
       for (int64_t k = 0; k < ch; ++k)
-        shifted_sums(x + (i * ch + k) * s, s, shift[static_cast<size_t>(k)], p[2 * k],
-                     p[2 * k + 1]);
+        shifted_sums(x + (i * ch + k) * s, s, shift[static_cast<size_t>(k)],
+                     lane_sums(part, t, ch, k));
   });
   const std::vector<double> sums = chunk_totals(part, chunks, ch);
   for (int64_t k = 0; k < ch; ++k) {
@@ -186,14 +196,13 @@ void batch_norm_backward(const KernelCall& c) {
   const int64_t n = tx.dim(0), ch = tx.dim(1), s = tx.numel() / (n * ch);
   const auto m = static_cast<double>(n * s);
   const double eps = c.attrs.get_float_or("eps", kNormEps);
-  std::vector<double> part(static_cast<size_t>(std::min(n, kChunks) * 2 * ch), 0.0);
+  std::vector<double> part = chunk_parts(n, ch);
   const int64_t chunks = for_chunks(c, n, [&](int64_t t, int64_t lo, int64_t hi) {
-    double* p = part.data() + t * 2 * ch;
     for (int64_t i = lo; i < hi; ++i)
       for (int64_t k = 0; k < ch; ++k) {
         const int64_t o = (i * ch + k) * s;
-        gradient_sums<Relu>(g + o, x + o, Relu ? y + o : nullptr, s, mean[k], p[2 * k],
-                            p[2 * k + 1]);
+        gradient_sums<Relu>(g + o, x + o, Relu ? y + o : nullptr, s, mean[k],
+                            lane_sums(part, t, ch, k));
       }
   });
   const std::vector<double> sums = chunk_totals(part, chunks, ch);
