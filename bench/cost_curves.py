@@ -118,9 +118,14 @@ def plain_training(doc, batch):
 
 
 def mlp_project(width, batch):
+    """The MLP example, widened, with PyTorch's default nn.Linear weights (uniform within
+    1/sqrt(fan_in)), as torch_reference.py's twin has them (the example's He init is 2.4x
+    wider)."""
     doc = plain_training(load_example("fashion-mnist-mlp.mls"), batch)
     node(doc, "fc1")["params"]["out_features"] = width
     node(doc, "fc2")["params"]["out_features"] = width // 2
+    for n in ("fc1", "fc2", "fc3"):
+        node(doc, n)["params"]["init"] = "uniform_fan_in"
     return doc
 
 

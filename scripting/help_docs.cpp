@@ -113,8 +113,8 @@ const std::vector<HelpEntry>& help_entries() {
       {"mls.is_grad_enabled", "mls.is_grad_enabled()", "false inside mls.no_grad",
        "mls.is_grad_enabled()"},
       {"mls.parameter", "mls.parameter(shape, {init = ..., fan_in = ..., fan_out = ...})",
-       "a leaf that requires grad, initialised now (kaiming_uniform, xavier_uniform, normal, "
-       "zeros)",
+       "a leaf that requires grad, initialised now (kaiming_uniform, xavier_uniform, "
+       "uniform_fan_in, normal, zeros)",
        "mls.parameter({784, 256}, {init = \"kaiming_uniform\", fan_in = 784, fan_out = 256})"},
       {"mls.buffer", "mls.buffer(shape, value)",
        "a tensor a module keeps but does not train (running statistics)", "mls.buffer({8}, 0)"},

@@ -47,7 +47,7 @@ ParamDef float_param(std::string name, double def, double min, double max, std::
 
 ParamDef init_param(std::string doc) {
   ParamDef p = make_param("init", ParamKind::Enum, "kaiming_uniform", std::move(doc));
-  p.choices = {"kaiming_uniform", "xavier_uniform", "normal", "zeros"};
+  p.choices = {"kaiming_uniform", "xavier_uniform", "uniform_fan_in", "normal", "zeros"};
   return p;
 }
 

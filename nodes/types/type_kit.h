@@ -31,7 +31,8 @@ ParamDef int_param(std::string name, int64_t def, int64_t min, std::string doc);
 // A float in [min, max] (or [min, max) with `max_exclusive`).
 ParamDef float_param(std::string name, double def, double min, double max, std::string doc,
                      bool max_exclusive = false);
-// The weight initialiser choice: kaiming_uniform (default), xavier_uniform, normal, zeros.
+// The weight initialiser choice: kaiming_uniform (default), xavier_uniform, uniform_fan_in
+// (PyTorch's default for nn.Linear and nn.Conv2d), normal, zeros.
 ParamDef init_param(std::string doc);
 // "frozen": the node's parameters are not trained (transfer learning, teaching).
 ParamDef frozen_param();

@@ -173,7 +173,11 @@ TEST_CASE("gemm at the MLP's shapes on one and two threads", "[gemm]") {
                         {400, 600, 300, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
                         {400, 600, 300, true, true, 1.0f, BiasAxis::Row, Activation::None},
                         {430, 700, 200, true, false, 0.5f, BiasAxis::Col, Activation::Gelu},
-                        {430, 700, 200, false, true}};
+                        {430, 700, 200, false, true},
+                        // Split-K whose smaller half takes the longer K pass (AVX-512: 516 in
+                        // 5 passes of 104, 508 in 4 of 127; AVX2: 258 in 2 of 129, 254 in 1).
+                        {128, 512, 1024, false, false, 0.0f, BiasAxis::Col, Activation::Relu},
+                        {128, 512, 512, false, false, 0.0f, BiasAxis::Col, Activation::Relu}};
   uint32_t seed = 500;
   for (const Case& c : cases) {
     check(gemm, one, c, seed++);
@@ -225,7 +229,8 @@ TEST_CASE("gemm packs into a declared workspace when given one, with the same bi
                            {128, 512, 600, false, false, 0.f}, {1, 300, 700, true, false, 0.f},
                            {300, 1, 700, false, false, 1.f}, {400, 600, 300, false, true, 1.f},
                            {430, 700, 200, false, false, 0.f},
-                           {2000, 1, 1100, false, true, 1.f}, {1, 256, 784, false, false, 1.f}};
+                           {2000, 1, 1100, false, true, 1.f}, {1, 256, 784, false, false, 1.f},
+                           {128, 512, 1024, false, false, 0.f}, {128, 512, 512, false, false, 0.f}};
   if (gemm_workspace_floats(GemmArgs{.m = 128, .n = 256, .k = 784, .lda = 784, .ldb = 256, .ldc = 256}, 2) == 0) {
     WARN("SKIPPED: this build's GEMM is CBLAS's (no AVX-512 here), which takes no workspace");
     return;

@@ -94,7 +94,7 @@ TEST_CASE("linear params: defaults are filled and values are checked", "[nodes]"
   Result<json> init = complete_params(linear, {{"out_features", 3}, {"init", "he"}}, &bad);
   REQUIRE_FALSE(init);
   CHECK(bad == "init");
-  CHECK(init.error().message == "must be one of 'kaiming_uniform', 'xavier_uniform', 'normal', 'zeros'");
+  CHECK(init.error().message == "must be one of 'kaiming_uniform', 'xavier_uniform', 'uniform_fan_in', 'normal', 'zeros'");
 
   Result<json> bias = complete_params(linear, {{"out_features", 3}, {"bias", 1}}, &bad);
   REQUIRE_FALSE(bias);
