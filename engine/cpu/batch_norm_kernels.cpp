@@ -29,15 +29,14 @@ bool relu_of(const Attrs& a) {
   return a.has("act") && a.get_string("act") == "relu";
 }
 
-// Row sums run in float vector lanes; each row's lanes are added to per-lane double sums (one
-// vector conversion a row, no horizontal sum), which the chunk totals add up at the end.
 constexpr int kVec = vec::kLanes;
 using vec::load;
 using vec::V;
 typedef int32_t VI __attribute__((vector_size(4 * kVec)));
 typedef double VD __attribute__((vector_size(8 * kVec), aligned(8), may_alias));
 
-// The two sums of a channel in a chunk: kVec double lanes each.
+// The two sums of a channel in a chunk, kVec double lanes each: a row's float lanes are added
+// with one conversion (no horizontal sum a row), the lanes only in chunk_totals.
 struct LaneSums {
   double* p;  // [2][kVec]
   void add(const V& a, const V& b, double t1, double t2) const {

@@ -448,7 +448,7 @@ struct Blocking {
   int parts = 1;
   int64_t rows = 0, width = 0;  // a task's rows (whole tiles) and columns (whole panels)
   int64_t row_blocks = 1, col_blocks = 1;
-  int64_t k = 0;                // the depth of each part's product (split-K: the half whose K pass is longer)
+  int64_t pass = 0;             // the longest K pass any part packs (k_step of its depth)
 };
 
 Blocking blocking(const GemmArgs& g, int threads) {
@@ -459,17 +459,16 @@ Blocking blocking(const GemmArgs& g, int threads) {
                 : static_cast<int>(std::min<int64_t>(threads, macs / kGemmParallelMacs + 1));
   b.rows = g.m;
   b.width = g.n;
-  b.k = g.k;
+  b.pass = k_step(g.k);
   const int64_t panels = (g.n + kNR - 1) / kNR, tiles = (g.m + kMR - 1) / kMR;
   if (macs >= kGemmParallelMacs && g.m <= kWholeColumnRows && g.n >= g.m && g.k >= kSplitK) {
     b.kind = Blocking::SplitK;
-    // The panels hold one K pass of either half: k_step is not monotonic in k (AVX-512: 516
-    // runs in 5 passes of 104, 508 in 4 of 127), so the half with the longer pass, which is
-    // not always the larger half. Sized by the larger half, the other's packed B ran past
-    // its panels into split-K's partial C and corrupted the first rows of a 128 x 512 x 1024
-    // product (the MLP at width 1024 then diverged where PyTorch's trained).
+    // The panels hold one K pass of either half. k_step is not monotonic in k (AVX-512: 516
+    // runs in 5 passes of 104, 508 in 4 of 127): sized by the larger half's pass, the other's
+    // packed B ran past its panels into split-K's partial C and corrupted the first rows of a
+    // 128 x 512 x 1024 product (the MLP at width 1024 then diverged where PyTorch's trained).
     const int64_t k0 = split_point(g);
-    b.k = k_step(k0) >= k_step(g.k - k0) ? k0 : g.k - k0;
+    b.pass = std::max(k_step(k0), k_step(g.k - k0));
   } else if (b.parts <= 1) {
     b.kind = Blocking::Single;
   } else if (g.n >= g.m && g.m <= kWholeColumnRows && panels >= b.parts) {
@@ -514,7 +513,7 @@ int64_t blocked_panels(const GemmArgs& g, const Blocking& b) {
   return b.kind == Blocking::SplitK ? 2 : b.parts;
 }
 int64_t blocked_panel_floats(const Blocking& b) {
-  return round_to_line(group_panels(b.rows, b.width) * k_step(b.k) * kNR);
+  return round_to_line(group_panels(b.rows, b.width) * b.pass * kNR);
 }
 int64_t blocked_aux(const GemmArgs& g, const Blocking& b) {
   return b.kind == Blocking::SplitK ? round_to_line(g.m * g.n) : 0;
