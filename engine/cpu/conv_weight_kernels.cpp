@@ -1,7 +1,10 @@
 // CPU kernel: conv2d_backward_weight, (x [n,c,h,w], g [n,o,oh,ow]) -> dw [o,cg,kh,kw] summed
-// over the batch. Three ways, chosen by weight_plan from the shape:
-// - stride 1, 16 or more output channels a group: the column matrices of a few samples side
-//   by side (copied from the padded input) and one cpu::gemm over them;
+// over the batch. Four ways, chosen by weight_plan from the shape:
+// - stride 1, whole vectors of output channels a group, kernels 3, 5 or 7 wide: tiles of
+//   kernel rows that broadcast straight from the padded input against the transposed output
+//   gradient;
+// - otherwise stride 1, 16 or more output channels a group: the column matrices of a few
+//   samples side by side (copied from the padded input) and one cpu::gemm over them;
 // - stride 1, fewer channels: per-lane tiles over the padded-width layout, the lanes added
 //   once after the last sample;
 // - otherwise: im2col + cpu::gemm per sample.
@@ -9,6 +12,7 @@
 //
 // [SECTION] Stride 1: per-lane tiles
 // [SECTION] Stride 1 weight gradient: column matrices of several samples, one GEMM
+// [SECTION] Stride 1 weight gradient: tap rows against the transposed output gradient
 // [SECTION] The plan and the kernel
 #include <algorithm>
 #include <array>
@@ -207,20 +211,192 @@ void columns_weight_samples(ThreadPool& pool, const ConvShape& s, const Direct& 
   }
 }
 
+// [SECTION] Stride 1 weight gradient: tap rows against the transposed output gradient
+//
+// Where a group's output channels fill whole vectors and the kernel is 3, 5 or 7 wide
+// (dilation 1), no column matrix is made at all: dW[g]^T [k, og] += the sum over output
+// pixels (r, c) of xp[off[kk] + r wp + c] * gT[(r, c), 0 : og], gT the sample's output
+// gradient transposed. A tile is KR kernel rows of one input channel (KR x KW taps) against
+// NV vectors of output channels: per pixel NV loads of gT and KR x KW broadcasts, read from
+// KR row pointers into the padded input at displacements 0 .. KW - 1, so the taps' reads
+// need neither a copy nor the padded-width columns that are dropped. The Columns path above
+// spent as long copying its column matrices as multiplying them.
+
+#ifdef __AVX512F__
+constexpr int kTapSums = 28;  // the sums a tile keeps in registers (of 32)
+#else
+constexpr int kTapSums = 12;  // of 16
+#endif
+constexpr int kTapMaxRows = 7, kTapMaxVecs = 2;
+
+// acc [KR*KW taps, og] (its first NV vectors of each row) += the tile's sums over the
+// oh x ow output pixels; xp points at the tile's first kernel row in the padded input. Sums
+// start from zero for each block of rows of about kTapBlock pixels and are then added to acc,
+// as the GEMM's are after each K pass: one chain over a sample's 784 pixels (the stem of the
+// residual CNN) lost about 4 digits to cancellation against the float64 reference.
+constexpr int64_t kTapBlock = 128;
+template <int KW, int KR, int NV>
+void tap_tile(const float* xp, int64_t wp, int64_t oh, int64_t ow, const float* gt, int64_t og,
+              float* acc) {
+  const int64_t block_rows = std::max<int64_t>(1, kTapBlock / ow);
+  for (int64_t r0 = 0; r0 < oh; r0 += block_rows) {
+    V sum[KR * KW][NV];
+#pragma GCC unroll 32
+    for (int t = 0; t < KR * KW; ++t)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) sum[t][v] = V{};
+    for (int64_t r = r0; r < std::min(oh, r0 + block_rows); ++r) {
+      const float* row[KR];
+#pragma GCC unroll 8
+      for (int i = 0; i < KR; ++i) row[i] = xp + (r + i) * wp;
+      const float* gr = gt + r * ow * og;
+      for (int64_t c = 0; c < ow; ++c) {
+        V b[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) b[v] = load(gr + c * og + v * kLanes);
+#pragma GCC unroll 8
+        for (int i = 0; i < KR; ++i)
+#pragma GCC unroll 8
+          for (int j = 0; j < KW; ++j) {
+            const float a = row[i][c + j];
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; ++v) sum[i * KW + j][v] += a * b[v];
+          }
+      }
+    }
+#pragma GCC unroll 32
+    for (int t = 0; t < KR * KW; ++t)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) {
+        float* at = acc + t * og + v * kLanes;
+        store(at, load(at) + sum[t][v]);
+      }
+  }
+}
+
+using TapTile = void (*)(const float*, int64_t, int64_t, int64_t, const float*, int64_t, float*);
+template <int KW, int KR, int NV>
+constexpr TapTile tap_tile_or_null() {
+  if constexpr (KR * KW * NV <= kTapSums)
+    return &tap_tile<KW, KR, NV>;
+  else
+    return nullptr;  // more sums than registers: never chosen (tap_rows_of)
+}
+template <int KW, int... I>
+constexpr std::array<TapTile, sizeof...(I)> tap_table(std::integer_sequence<int, I...>) {
+  return {tap_tile_or_null<KW, I / kTapMaxVecs + 1, I % kTapMaxVecs + 1>()...};
+}
+using TapTiles = std::make_integer_sequence<int, kTapMaxRows * kTapMaxVecs>;
+constexpr auto kTap3 = tap_table<3>(TapTiles{});
+constexpr auto kTap5 = tap_table<5>(TapTiles{});
+constexpr auto kTap7 = tap_table<7>(TapTiles{});
+
+TapTile tap_tile_for(int64_t kw, int64_t kr, int64_t nv) {
+  const auto i = static_cast<size_t>((kr - 1) * kTapMaxVecs + nv - 1);
+  return kw == 3 ? kTap3[i] : kw == 5 ? kTap5[i] : kTap7[i];
+}
+
+struct TapRows {
+  int64_t nv, kr;       // vectors of output channels and kernel rows of a tile
+  int64_t acc, xp, gt;  // floats of each region of a task's scratch (line multiples)
+};
+
+bool tap_rows_weight(const ConvShape& s) {
+  return s.unit_stride() && !s.pointwise() && s.p.dilation == Pair2{1, 1} &&
+         s.og % kLanes == 0 && (s.kw == 3 || s.kw == 5 || s.kw == 7);
+}
+
+TapRows tap_rows_of(const ConvShape& s, const Direct& d) {
+  TapRows t{.nv = s.og % (2 * kLanes) == 0 && 2 * s.kw <= kTapSums ? 2 : 1};
+  t.kr = std::min<int64_t>({s.kh, kTapSums / (s.kw * t.nv), kTapMaxRows});
+  t.acc = round_to_line(s.o * d.k);
+  t.xp = round_to_line(static_cast<int64_t>(d.padded_size));
+  t.gt = round_to_line(s.og * s.pixels());
+  return t;
+}
+
+#ifdef __AVX512F__
+// out [cols, 16] (rows ldo apart) <- in [16, cols] (rows ldi apart) transposed, cols <= 16:
+// pairs of floats, then of pairs, interleaved within 128-bit lanes, then the lanes moved.
+void transpose16(const float* in, int64_t ldi, float* out, int64_t ldo, int64_t cols) {
+  const __mmask16 m = first_lanes(cols);
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_ps(m, in + i * ldi);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // u[4 g + j], lane L: column 4 L + j of rows 4 g .. 4 g + 3.
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+    const __m512 v2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 v3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    const __m512 col[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v1, v3, 0x88),
+                           _mm512_shuffle_f32x4(v0, v2, 0xDD), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
+    for (int l = 0; l < 4; ++l)
+      if (4 * l + j < cols) _mm512_storeu_ps(out + (4 * l + j) * ldo, col[l]);
+  }
+}
+#endif
+
+// gt [px, og] <- g [og, px] (og a multiple of kLanes).
+void transpose_gradient(const float* g, int64_t og, int64_t px, float* gt) {
+#ifdef __AVX512F__
+  for (int64_t o = 0; o < og; o += 16)
+    for (int64_t p = 0; p < px; p += 16)
+      transpose16(g + o * px + p, px, gt + p * og + o, og, std::min<int64_t>(16, px - p));
+#else
+  for (int64_t p0 = 0; p0 < px; p0 += 16)
+    for (int64_t o = 0; o < og; ++o)
+      for (int64_t p = p0; p < std::min(p0 + 16, px); ++p) gt[p * og + o] = g[o * px + p];
+#endif
+}
+
+// acc [groups][k, og] += the weight gradient of samples [lo, hi).
+void tap_rows_samples(const ConvShape& s, const Direct& d, const TapRows& t, const float* x,
+                      const float* g, float* acc, int64_t lo, int64_t hi, float* ws) {
+  float* xp = ws;
+  float* gt = ws + t.xp;
+  const int64_t px = s.pixels(), step = t.nv * kLanes;
+  for (int64_t n = lo; n < hi; ++n)
+    for (int64_t gi = 0; gi < s.groups; ++gi) {
+      pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, xp, d);
+      transpose_gradient(g + (n * s.o + gi * s.og) * px, s.og, px, gt);
+      float* ag = acc + gi * d.k * s.og;
+      for (int64_t ob = 0; ob < s.og; ob += step)
+        for (int64_t ch = 0; ch < s.cg; ++ch)
+          for (int64_t i0 = 0; i0 < s.kh; i0 += t.kr) {
+            const int64_t kr = std::min(t.kr, s.kh - i0);
+            tap_tile_for(s.kw, kr, t.nv)(xp + (ch * d.hp + i0) * d.wp, d.wp, d.oh, d.ow, gt + ob,
+                                         s.og, ag + (ch * s.kh + i0) * s.kw * s.og + ob);
+          }
+    }
+}
+
 // [SECTION] The plan and the kernel
 
 // The partial sums of dw (for tasks 1.., task 0 sums into dw), then each task's scratch.
-// Three ways: per-lane tiles (stride 1, few output channels), column matrices of several
-// samples (stride 1; each task sums into its scratch, dW transposed), or im2col + GEMM per
-// sample.
+// Four ways: tap rows (stride 1, whole vectors of output channels, 3/5/7 wide), per-lane
+// tiles (stride 1, few output channels), column matrices of several samples (stride 1; these
+// two sum dW transposed into each task's scratch), or im2col + GEMM per sample.
 struct WeightPlan {
-  enum Kind { Lanes, ColumnGemm, Blas } kind;
-  Direct d;           // Lanes and ColumnGemm
+  enum Kind { Taps, Lanes, ColumnGemm, Blas } kind;
+  Direct d;           // all but Blas
   Columns cols = {};  // ColumnGemm
+  TapRows taps = {};  // Taps
   int64_t tasks = 1;
   size_t per_task = 0;  // each task's scratch
   size_t gemm_per = 0;  // each task's GEMM scratch (ColumnGemm and Blas; 64-byte aligned)
-  int64_t partials() const { return kind == ColumnGemm ? 0 : tasks - 1; }
+  // Each task sums dW^T [groups][k, og] at the start of its scratch (else into dw / partials).
+  bool transposed() const { return kind == ColumnGemm || kind == Taps; }
+  int64_t partials() const { return transposed() ? 0 : tasks - 1; }
   // The whole workspace: partial sums, the tasks' scratch, then their GEMM scratch.
   size_t floats(const ConvShape& s) const {
     const size_t before =
@@ -230,9 +406,10 @@ struct WeightPlan {
   }
 };
 WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
-  WeightPlan wp{.kind = forward_direct(s)
-                            ? (columns_weight(s) ? WeightPlan::ColumnGemm : WeightPlan::Lanes)
-                            : WeightPlan::Blas};
+  WeightPlan wp{.kind = !forward_direct(s) ? WeightPlan::Blas
+                        : tap_rows_weight(s) ? WeightPlan::Taps
+                        : columns_weight(s)  ? WeightPlan::ColumnGemm
+                                             : WeightPlan::Lanes};
   if (wp.kind == WeightPlan::Blas) {
     wp.tasks = blas_tasks(threads, s);
     wp.per_task = col_floats(s);
@@ -243,6 +420,10 @@ WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
   if (wp.kind == WeightPlan::Lanes) {
     wp.tasks = batch_tasks(threads, s.n, static_cast<double>(s.o * s.k() * wp.d.qr));
     wp.per_task = direct_weight_floats(s, wp.d);
+  } else if (wp.kind == WeightPlan::Taps) {
+    wp.tasks = batch_tasks(threads, s.n, static_cast<double>(s.o * s.k() * s.pixels()));
+    wp.taps = tap_rows_of(s, wp.d);
+    wp.per_task = static_cast<size_t>(wp.taps.acc + wp.taps.xp + wp.taps.gt);
   } else {
     wp.tasks = batch_tasks(threads, s.n, static_cast<double>(s.o * s.k() * s.pixels()));
     wp.cols = columns_of(s, wp.d);
@@ -282,6 +463,10 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
                             static_cast<int64_t>(gemm_per)};
     if (wp.kind == WeightPlan::Lanes)
       return direct_weight_samples(s, wp.d, x, g, acc, lo, hi, mine);
+    if (wp.kind == WeightPlan::Taps) {
+      std::fill(mine, mine + wp.taps.acc, 0.f);
+      return tap_rows_samples(s, wp.d, wp.taps, x, g, mine, lo, hi, mine + wp.taps.acc);
+    }
     if (wp.kind == WeightPlan::ColumnGemm) {
       std::fill(mine, mine + cols.acc, 0.f);
       return columns_weight_samples(pool_of(c), s, wp.d, cols, x, g, mine, lo, hi, mine + cols.acc,
@@ -295,7 +480,7 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
              s.pointwise() ? xg : mine, px, 1.f, acc + gi * s.og * k, k, gemm_ws);
       }
   });
-  if (wp.kind == WeightPlan::ColumnGemm) {
+  if (wp.transposed()) {
     // dw[(gi, o), kk] = sum over tasks of acc[gi][kk, o]
     for (int64_t t = 0; t < tasks; ++t) {
       const float* acc = scratch + static_cast<size_t>(t) * wp.per_task;

@@ -77,6 +77,15 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
       // (the padded rows are then as wide as the output's, not w + padding).
       {{5, 4, 9, 11}, {16, 4, 3, 3}, {{"padding", Ints{0, 2}}, {"dilation", Ints{1, 2}}}},
       {{4, 3, 6, 7}, {5, 3, 3, 3}, {{"padding", Ints{1, 3}}}},
+      // The weight gradient's tap rows (whole vectors of output channels, 3, 5 or 7 wide):
+      // the residual CNN's stem (one input channel), 32 channels in two vectors with a 5-wide
+      // kernel of 3 rows, a 7x7 kernel, groups, and a kernel taller than a tile's rows (5x3
+      // with two vectors: 4 rows a tile under AVX-512, 2 under AVX2).
+      {{6, 1, 28, 28}, {16, 1, 3, 3}, {{"padding", Ints{1}}}},
+      {{5, 3, 9, 8}, {32, 3, 3, 5}, {{"padding", Ints{1, 2}}}},
+      {{3, 2, 12, 13}, {16, 2, 7, 7}, {{"padding", Ints{3}}}},
+      {{4, 4, 8, 8}, {64, 2, 3, 3}, {{"padding", Ints{1}}, {"groups", int64_t{2}}}},
+      {{3, 2, 10, 9}, {32, 2, 5, 3}, {{"padding", Ints{2, 0}}}},
       {{9, 6, 11, 10},
        {6, 2, 3, 2},
        {{"stride", Ints{2, 1}}, {"dilation", Ints{2}}, {"groups", int64_t{3}}}},
