@@ -111,6 +111,10 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
   RefArray x = random_ref({8, 16, 15, 15}, seed++);
   check_kernel("max_pool2d", {x}, pool);
   check_kernel("avg_pool2d", {x}, pool);
+  // A global average pool's gradient, expand [n,c,1,1] -> [n,c,h,w]: rows split over threads
+  // (the residual CNN's is 28,672 rows of 7), each starting mid-way through the index.
+  check_kernel("expand", {random_ref({128, 32, 1, 1}, seed++)}, {{"shape", Ints{128, 32, 7, 7}}});
+  check_kernel("expand", {random_ref({1, 9, 1, 13}, seed++)}, {{"shape", Ints{3001, 9, 5, 13}}});
 }
 
 TEST_CASE("2x2 max-pool gradients go to the first largest cell, ties included, at any row width",
