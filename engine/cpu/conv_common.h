@@ -135,6 +135,57 @@ inline void copy_floats(float* out, const float* in, int64_t n) {
 #endif
 }
 
+#ifdef __AVX512F__
+// out [cols, rows] (rows ldo apart) <- in [rows, cols] (rows ldi apart), rows and cols <= 16:
+// pairs of floats, then pairs of pairs, interleaved within 128-bit lanes, then the lanes
+// moved across registers.
+inline void transpose16(const float* in, int64_t ldi, int64_t rows, int64_t cols, float* out,
+                        int64_t ldo) {
+  const __mmask16 m = first_lanes(cols);
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(m, in + i * ldi) : _mm512_setzero_ps();
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // r[4 g + j], 128-bit lane L: column 4 L + j of rows 4 g .. 4 g + 3.
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  const __mmask16 keep = first_lanes(rows);
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+    const __m512 v2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 v3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    const __m512 col[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v1, v3, 0x88),
+                           _mm512_shuffle_f32x4(v0, v2, 0xDD), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
+    for (int l = 0; l < 4; ++l)
+      if (4 * l + j < cols) _mm512_mask_storeu_ps(out + (4 * l + j) * ldo, keep, col[l]);
+  }
+}
+#endif
+
+// out [cols, rows] (rows ldo apart) <- in [rows, cols] (rows ldi apart): the convolutions'
+// moves between channel-major planes and pixel-major rows of channel vectors.
+inline void transpose(const float* in, int64_t ldi, int64_t rows, int64_t cols, float* out,
+                      int64_t ldo) {
+  for (int64_t i = 0; i < rows; i += 16)
+    for (int64_t j = 0; j < cols; j += 16) {
+      const int64_t ri = std::min<int64_t>(16, rows - i), cj = std::min<int64_t>(16, cols - j);
+#ifdef __AVX512F__
+      transpose16(in + i * ldi + j, ldi, ri, cj, out + j * ldo + i, ldo);
+#else
+      for (int64_t b = 0; b < cj; ++b)
+        for (int64_t a = 0; a < ri; ++a) out[(j + b) * ldo + i + a] = in[(i + a) * ldi + j + b];
+#endif
+    }
+}
+
 // xp <- x [cin, h, w] with zero borders.
 inline void pad_input(const float* x, float* xp, const Direct& d) {
   std::fill(xp, xp + d.padded_size, 0.f);

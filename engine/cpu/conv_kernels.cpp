@@ -120,6 +120,109 @@ void forward_tiles(const float* w, const float* xp, float* yp, const Direct& d, 
   }
 }
 
+// [SECTION] Stride 1, whole vectors of output channels: pixel tiles
+//
+// Where the output channels fill whole vectors, a tile is RT output rows x PT pixels of a
+// row x NV vectors of channels: yT[(r, c), o] = sum_kk xp[off[kk] + r wp + c] wk[kk, o], with
+// wk the weights transposed [k, cout]. Per tap: NV loads of wk and RT x PT broadcasts straight
+// from the padded input (a displacement each), and only real output pixels are computed:
+// the flat tiles above also compute the padded-width columns and round each plane up to
+// whole vectors (at the residual CNN's 7 x 7 convolution, 64 outputs for 49). yT [P, cout]
+// is then transposed into y's planes.
+
+#ifdef __AVX512F__
+constexpr int kPixelSums = 28;  // the sums a tile keeps in registers (of 32)
+#else
+constexpr int kPixelSums = 12;  // of 16
+#endif
+constexpr int kPixelMaxCols = 14, kPixelMaxRows = 2, kPixelMaxVecs = 2;
+
+template <int PT, int RT, int NV>
+void pixel_tile(const float* wk, int64_t cout, int64_t k, const float* xq, int64_t wp,
+                const int64_t* off, float* yt, int64_t ow) {
+  V acc[RT][PT][NV];
+#pragma GCC unroll 2
+  for (int rt = 0; rt < RT; ++rt)
+#pragma GCC unroll 16
+    for (int t = 0; t < PT; ++t)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[rt][t][v] = V{};
+  for (int64_t kk = 0; kk < k; ++kk) {
+    // A pointer a row, so that each pixel's broadcast is a displacement from it (indexing
+    // p[wp + t] made GCC keep an index register a pixel, and spill them).
+    const float* row[RT];
+#pragma GCC unroll 2
+    for (int rt = 0; rt < RT; ++rt) row[rt] = xq + off[kk] + rt * wp;
+    V wv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) wv[v] = load(wk + kk * cout + v * kLanes);
+#pragma GCC unroll 2
+    for (int rt = 0; rt < RT; ++rt)
+#pragma GCC unroll 16
+      for (int t = 0; t < PT; ++t) {
+        const float a = row[rt][t];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) acc[rt][t][v] += a * wv[v];
+      }
+  }
+#pragma GCC unroll 2
+  for (int rt = 0; rt < RT; ++rt)
+#pragma GCC unroll 16
+    for (int t = 0; t < PT; ++t)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) store(yt + (rt * ow + t) * cout + v * kLanes, acc[rt][t][v]);
+}
+
+using PixelTile = void (*)(const float*, int64_t, int64_t, const float*, int64_t, const int64_t*,
+                           float*, int64_t);
+template <int PT, int RT, int NV>
+constexpr PixelTile pixel_tile_or_null() {
+  if constexpr (PT * RT * NV <= kPixelSums)
+    return &pixel_tile<PT, RT, NV>;
+  else
+    return nullptr;  // more sums than registers: never chosen (pixel_plan)
+}
+template <int... I>
+constexpr std::array<PixelTile, sizeof...(I)> pixel_table(std::integer_sequence<int, I...>) {
+  return {pixel_tile_or_null<I / (kPixelMaxRows * kPixelMaxVecs) + 1,
+                             I / kPixelMaxVecs % kPixelMaxRows + 1, I % kPixelMaxVecs + 1>()...};
+}
+constexpr auto kPixelTiles = pixel_table(
+    std::make_integer_sequence<int, kPixelMaxCols * kPixelMaxRows * kPixelMaxVecs>{});
+
+PixelTile pixel_tile_for(int64_t pt, int64_t rt, int64_t nv) {
+  return kPixelTiles[static_cast<size_t>(((pt - 1) * kPixelMaxRows + rt - 1) * kPixelMaxVecs +
+                                         nv - 1)];
+}
+
+// Whether a stride-1 convolution into `cout` channels a group runs on pixel tiles, and their size.
+struct PixelPlan {
+  int64_t nv, rt, pt;
+};
+bool pixel_tiles_fit(int64_t cout) {
+  return cout % kLanes == 0;
+}
+PixelPlan pixel_plan(const Direct& d) {
+  PixelPlan p{.nv = d.cout % (2 * kLanes) == 0 ? 2 : 1, .rt = std::min<int64_t>(d.oh, 2)};
+  const int64_t most = std::min<int64_t>(kPixelMaxCols, kPixelSums / (p.nv * p.rt));
+  p.pt = (d.ow + (d.ow + most - 1) / most - 1) / ((d.ow + most - 1) / most);  // even split
+  return p;
+}
+
+// yT [oh*ow, cout] for output rows [r0, r1) = the convolution of xp with wk [k, cout].
+void pixel_rows(const float* wk, const float* xp, float* yt, const Direct& d, const PixelPlan& pp,
+                int64_t r0, int64_t r1) {
+  for (int64_t ob = 0; ob < d.cout; ob += pp.nv * kLanes)
+    for (int64_t r = r0; r < r1; r += pp.rt) {
+      const int64_t rt = std::min(pp.rt, r1 - r);
+      for (int64_t c0 = 0; c0 < d.ow; c0 += pp.pt) {
+        const int64_t pt = std::min(pp.pt, d.ow - c0);
+        pixel_tile_for(pt, rt, pp.nv)(wk + ob, d.cout, d.k, xp + r * d.wp + c0, d.wp, d.off.data(),
+                                      yt + (r * d.ow + c0) * d.cout + ob, d.ow);
+      }
+    }
+}
+
 // y[c, :] = act(y[c, :] + bias[c]) over `channels` planes: conv2d_act's epilogue, run on a
 // block just computed.
 void bias_act(float* y, int64_t channels, int64_t plane, const float* bias, Activation act) {
@@ -132,29 +235,49 @@ void bias_act(float* y, int64_t channels, int64_t plane, const float* bias, Acti
   }
 }
 
-// y [groups*cout, oh, ow] = x [groups*cin, h, w] (*) w [groups*cout, k] for one sample; the
-// tiles split over the pool when `split` (few samples, much work each).
-void direct_sample(const KernelCall& c, const float* x, const float* w, float* y, const Direct& d,
-                   int64_t groups, Scratch& s, bool split, const float* bias, Activation act) {
+// y [groups*cout, oh, ow] = x [groups*cin, h, w] (*) w for one sample: w is [groups][cout, k],
+// or with `pixel` [groups][k, cout] for the pixel tiles. The tiles split over the pool when
+// `split` (few samples, much work each).
+void direct_sample(const KernelCall& c, const float* x, const float* w, bool pixel, float* y,
+                   const Direct& d, int64_t groups, Scratch& s, bool split, const float* bias,
+                   Activation act) {
   const int64_t vecs = d.qr / kLanes, units = (vecs + kForwardVecs - 1) / kForwardVecs;
+  const PixelPlan pp = pixel ? pixel_plan(d) : PixelPlan{};
+  const int64_t planes = d.oh * d.ow;
   for (int64_t g = 0; g < groups; ++g) {
     pad_input(x + g * d.cin * d.h * d.w, s.xp, d);
     const float* wg = w + g * d.cout * d.k;
-    if (split) {
-      // Units of kForwardVecs vectors: whole micro-tiles.
-      const int64_t grain = std::max<int64_t>(
-          1, static_cast<int64_t>(kTaskMacs) / (kForwardVecs * kLanes * d.cout * d.k));
-      pool_of(c).parallel_for(0, units, grain, [&](int64_t lo, int64_t hi) {
-        forward_tiles(wg, s.xp, s.yp, d, lo * kForwardVecs, std::min(vecs, hi * kForwardVecs));
-      });
+    float* yg = y + g * d.cout * planes;
+    if (pixel) {
+      // Row pairs split over the pool; yT [P, cout] in the scratch's output buffer.
+      const int64_t pairs = (d.oh + pp.rt - 1) / pp.rt;
+      auto rows = [&](int64_t lo, int64_t hi) {
+        pixel_rows(wg, s.xp, s.yp, d, pp, lo * pp.rt, std::min(d.oh, hi * pp.rt));
+      };
+      if (split) {
+        const int64_t grain = std::max<int64_t>(
+            1, static_cast<int64_t>(kTaskMacs) / (pp.rt * d.ow * d.cout * d.k));
+        pool_of(c).parallel_for(0, pairs, grain, rows);
+      } else {
+        rows(0, pairs);
+      }
+      transpose(s.yp, d.cout, planes, d.cout, yg, planes);
     } else {
-      forward_tiles(wg, s.xp, s.yp, d, 0, vecs);
+      if (split) {
+        // Units of kForwardVecs vectors: whole micro-tiles.
+        const int64_t grain = std::max<int64_t>(
+            1, static_cast<int64_t>(kTaskMacs) / (kForwardVecs * kLanes * d.cout * d.k));
+        pool_of(c).parallel_for(0, units, grain, [&](int64_t lo, int64_t hi) {
+          forward_tiles(wg, s.xp, s.yp, d, lo * kForwardVecs, std::min(vecs, hi * kForwardVecs));
+        });
+      } else {
+        forward_tiles(wg, s.xp, s.yp, d, 0, vecs);
+      }
+      for (int64_t o = 0; o < d.cout; ++o)
+        for (int64_t r = 0; r < d.oh; ++r)
+          copy_floats(yg + (o * d.oh + r) * d.ow, s.yp + o * d.qr + r * d.wp, d.ow);
     }
-    float* yg = y + g * d.cout * d.oh * d.ow;
-    for (int64_t o = 0; o < d.cout; ++o)
-      for (int64_t r = 0; r < d.oh; ++r)
-        copy_floats(yg + (o * d.oh + r) * d.ow, s.yp + o * d.qr + r * d.wp, d.ow);
-    bias_act(yg, d.cout, d.oh * d.ow, bias ? bias + g * d.cout : nullptr, act);
+    bias_act(yg, d.cout, planes, bias ? bias + g * d.cout : nullptr, act);
   }
 }
 
@@ -168,9 +291,9 @@ int64_t direct_tasks(int64_t threads, int64_t n, int64_t groups, const Direct& d
              ? 1
              : batch_tasks(threads, n, static_cast<double>(groups * d.cout * d.k * d.qr));
 }
-void direct_conv(const KernelCall& c, const float* x, const float* w, float* y, int64_t n,
-                 int64_t groups, const Direct& d, float* ws, const float* bias = nullptr,
-                 Activation act = Activation::None) {
+void direct_conv(const KernelCall& c, const float* x, const float* w, bool pixel, float* y,
+                 int64_t n, int64_t groups, const Direct& d, float* ws,
+                 const float* bias = nullptr, Activation act = Activation::None) {
   const int64_t threads = pool_of(c).size();
   const bool split = direct_split(threads, n, groups, d);
   const int64_t tasks = direct_tasks(threads, n, groups, d);
@@ -178,7 +301,8 @@ void direct_conv(const KernelCall& c, const float* x, const float* w, float* y, 
   for_sample_tasks(c, n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
     Scratch s(d, ws + static_cast<size_t>(task) * scratch_floats(d));
     for (int64_t i = lo; i < hi; ++i)
-      direct_sample(c, x + i * in_size, w, y + i * out_size, d, groups, s, split, bias, act);
+      direct_sample(c, x + i * in_size, w, pixel, y + i * out_size, d, groups, s, split, bias,
+                    act);
   });
 }
 
@@ -195,20 +319,25 @@ Direct backward_input_direct(const ConvShape& s) {
   return make_direct(s.og, s.oh, s.ow, s.cg, s.kh, s.kw, pad, s.p.dilation);
 }
 
-// Workspace: the flipped kernel wt [o*k], then direct_conv's per-task scratch.
+// Workspace: the flipped kernel wt [o*k], then direct_conv's per-task scratch. The flipped
+// kernel of group gi maps input channel ch and tap (o, kh-1-i, kw-1-j) of the direct
+// convolution to w[gi][o][ch, i, j]; it is laid out [cg, og*taps] (each output channel's
+// row), or [og*taps, cg] for the pixel tiles.
 void direct_backward_input(const KernelCall& c, const ConvShape& s, const float* g, const float* w,
                            float* dx, float* ws) {
   Direct d = backward_input_direct(s);
-  // wt[g][c][o, kh-1-i, kw-1-j] = w[g][o][c, i, j]
+  const bool pixel = pixel_tiles_fit(s.cg);
   float* wt = ws;
-  const int64_t taps = s.kh * s.kw;
+  const int64_t taps = s.kh * s.kw, k = s.og * taps;
   for (int64_t gi = 0; gi < s.groups; ++gi)
     for (int64_t o = 0; o < s.og; ++o)
       for (int64_t ch = 0; ch < s.cg; ++ch)
-        for (int64_t t = 0; t < taps; ++t)
-          wt[((gi * s.cg + ch) * s.og + o) * taps + (taps - 1 - t)] =
+        for (int64_t t = 0; t < taps; ++t) {
+          const int64_t kk = o * taps + (taps - 1 - t);
+          wt[gi * s.cg * k + (pixel ? kk * s.cg + ch : ch * k + kk)] =
               w[((gi * s.og + o) * s.cg + ch) * taps + t];
-  direct_conv(c, g, wt, dx, s.n, s.groups, d, ws + s.o * s.k());
+        }
+  direct_conv(c, g, wt, pixel, dx, s.n, s.groups, d, ws + s.o * s.k());
 }
 
 // [SECTION] Workspace: what each kernel carves from its workspace, from the shapes and the
@@ -232,7 +361,8 @@ FloatSpan blas_gemm_scratch(const ConvShape& s, ConvGemm which, int64_t threads,
 size_t forward_floats(const ConvShape& s, int64_t threads) {
   if (forward_direct(s)) {
     const Direct d = forward_direct_of(s);
-    return static_cast<size_t>(direct_tasks(threads, s.n, s.groups, d)) * scratch_floats(d);
+    const size_t wk = pixel_tiles_fit(s.og) ? static_cast<size_t>(s.o * s.k()) : 0;
+    return wk + static_cast<size_t>(direct_tasks(threads, s.n, s.groups, d)) * scratch_floats(d);
   }
   return blas_floats(s, ConvGemm::Forward, threads);
 }
@@ -262,8 +392,16 @@ void conv2d_forward(const KernelCall& c, const float* bias, Activation act) {
   float* y = out_ptr<float>(c, 0);
   const int64_t threads = pool_of(c).size();
   Workspace ws(c, forward_floats(s, threads));
-  if (forward_direct(s))
-    return direct_conv(c, x, w, y, s.n, s.groups, forward_direct_of(s), ws.base, bias, act);
+  if (forward_direct(s)) {
+    if (!pixel_tiles_fit(s.og))
+      return direct_conv(c, x, w, false, y, s.n, s.groups, forward_direct_of(s), ws.base, bias,
+                         act);
+    // wk [groups][k, og] first in the workspace, then direct_conv's scratch.
+    for (int64_t g = 0; g < s.groups; ++g)
+      transpose(w + g * s.og * s.k(), s.k(), s.og, s.k(), ws.base + g * s.og * s.k(), s.og);
+    return direct_conv(c, x, ws.base, true, y, s.n, s.groups, forward_direct_of(s),
+                       ws.base + s.o * s.k(), bias, act);
+  }
   const int64_t k = s.k(), px = s.pixels();
   for_sample_tasks(c, s.n, blas_tasks(threads, s), [&](int64_t lo, int64_t hi, int64_t task) {
     float* col = ws.base + static_cast<size_t>(task) * col_floats(s);

@@ -315,50 +315,6 @@ TapRows tap_rows_of(const ConvShape& s, const Direct& d) {
   return t;
 }
 
-#ifdef __AVX512F__
-// out [cols, 16] (rows ldo apart) <- in [16, cols] (rows ldi apart) transposed, cols <= 16:
-// pairs of floats, then of pairs, interleaved within 128-bit lanes, then the lanes moved.
-void transpose16(const float* in, int64_t ldi, float* out, int64_t ldo, int64_t cols) {
-  const __mmask16 m = first_lanes(cols);
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_ps(m, in + i * ldi);
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  // u[4 g + j], lane L: column 4 L + j of rows 4 g .. 4 g + 3.
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512 v0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-    const __m512 v1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
-    const __m512 v2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-    const __m512 v3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
-    const __m512 col[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v1, v3, 0x88),
-                           _mm512_shuffle_f32x4(v0, v2, 0xDD), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
-    for (int l = 0; l < 4; ++l)
-      if (4 * l + j < cols) _mm512_storeu_ps(out + (4 * l + j) * ldo, col[l]);
-  }
-}
-#endif
-
-// gt [px, og] <- g [og, px] (og a multiple of kLanes).
-void transpose_gradient(const float* g, int64_t og, int64_t px, float* gt) {
-#ifdef __AVX512F__
-  for (int64_t o = 0; o < og; o += 16)
-    for (int64_t p = 0; p < px; p += 16)
-      transpose16(g + o * px + p, px, gt + p * og + o, og, std::min<int64_t>(16, px - p));
-#else
-  for (int64_t p0 = 0; p0 < px; p0 += 16)
-    for (int64_t o = 0; o < og; ++o)
-      for (int64_t p = p0; p < std::min(p0 + 16, px); ++p) gt[p * og + o] = g[o * px + p];
-#endif
-}
-
 // acc [groups][k, og] += the weight gradient of samples [lo, hi).
 void tap_rows_samples(const ConvShape& s, const Direct& d, const TapRows& t, const float* x,
                       const float* g, float* acc, int64_t lo, int64_t hi, float* ws) {
@@ -368,7 +324,7 @@ void tap_rows_samples(const ConvShape& s, const Direct& d, const TapRows& t, con
   for (int64_t n = lo; n < hi; ++n)
     for (int64_t gi = 0; gi < s.groups; ++gi) {
       pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, xp, d);
-      transpose_gradient(g + (n * s.o + gi * s.og) * px, s.og, px, gt);
+      transpose(g + (n * s.o + gi * s.og) * px, px, s.og, px, gt, s.og);  // gt [px, og]
       float* ag = acc + gi * d.k * s.og;
       for (int64_t ob = 0; ob < s.og; ob += step)
         for (int64_t ch = 0; ch < s.cg; ++ch)

@@ -86,6 +86,12 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
       {{3, 2, 12, 13}, {16, 2, 7, 7}, {{"padding", Ints{3}}}},
       {{4, 4, 8, 8}, {64, 2, 3, 3}, {{"padding", Ints{1}}, {"groups", int64_t{2}}}},
       {{3, 2, 10, 9}, {32, 2, 5, 3}, {{"padding", Ints{2, 0}}}},
+      // The pixel tiles of the forward and the input gradient (whole vectors of output
+      // channels): the residual CNN's 16 -> 32 at 7 x 7, 32 input channels (the input
+      // gradient's two vectors), and a 29-wide row in three tiles with an odd last row.
+      {{3, 16, 7, 7}, {32, 16, 3, 3}, {{"padding", Ints{1}}}},
+      {{2, 32, 9, 6}, {16, 32, 3, 3}, {{"padding", Ints{1}}}},
+      {{2, 1, 5, 29}, {16, 1, 3, 3}, {{"padding", Ints{1}}}},
       {{9, 6, 11, 10},
        {6, 2, 3, 2},
        {{"stride", Ints{2, 1}}, {"dilation", Ints{2}}, {"groups", int64_t{3}}}},
