@@ -109,8 +109,11 @@ Taps live_taps(const Direct& d, int64_t q0, int64_t q1) {
 // Column vectors [v0, v1) of yp [cout, qr] = w [cout, k] x (shifted rows of xp).
 void forward_tiles(const float* w, const float* xp, float* yp, const Direct& d, int64_t v0,
                    int64_t v1) {
-  for (int64_t v = v0; v < v1; v += kForwardVecs) {
-    const int64_t nv = std::min<int64_t>(kForwardVecs, v1 - v);
+  // Tiles as even as the vectors allow: 13 vectors as 3 + 3 + 3 + 4, not 4 + 4 + 4 + 1 (a
+  // one-vector tile loads 7 operands for 6 multiply-adds).
+  const int64_t tiles = (v1 - v0 + kForwardVecs - 1) / kForwardVecs;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t v = v0 + (v1 - v0) * t / tiles, nv = v0 + (v1 - v0) * (t + 1) / tiles - v;
     const Taps taps = live_taps(d, v * kLanes, (v + nv) * kLanes);
     for (int64_t o = 0; o < d.cout; o += kForwardRows) {
       const int64_t rows = std::min<int64_t>(kForwardRows, d.cout - o);
