@@ -115,10 +115,12 @@ TEST_CASE("batch-norm fusion: relus kept when asked, nothing fused without the k
 
 TEST_CASE("batch_norm_act and batch_norm_backward kernels against float64 at the block's shapes",
           "[batch_norm]") {
-  const Shape xs{4, 16, 14, 14}, cs{16};
-  const auto n = static_cast<size_t>(numel(xs));
+  // The block's shape, and the stem's at batch 24 (rows of 784 floats, 301,056 in all).
+  for (const Shape& xs : {Shape{4, 16, 14, 14}, Shape{24, 16, 28, 28}})
   for (const char* act : {"relu", "none"}) {
-    INFO(act);
+    INFO(act << " " << shape_str(xs));
+    const Shape cs{16};
+    const auto n = static_cast<size_t>(numel(xs));
     const Attrs a{{"eps", 1e-5}, {"act", std::string(act)}};
     const bool relu = std::string(act) == "relu";
     // Forward: x with a channel offset, so mean and var matter.
