@@ -6,7 +6,10 @@
 // does not cancel) and one to normalise; the backward one pass for its two sums (of g and g (x -
 // mean)) and one to write dx. Row sums run in the float lanes of one vector register, and each
 // row's lanes add to double lanes (a channel of a large batch sums many floats, and float sums
-// would drift from the reference), summed across lanes once at the end.
+// would drift from the reference), summed across lanes once at the end. With relu, the
+// backward recomputes the mask from x with the forward's own float operations (scale_of,
+// pre_activation; this file is compiled without FMA contraction, so both round alike)
+// instead of reading y: one tensor fewer in each of its passes.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,6 +30,16 @@ int64_t channel_grain(int64_t per_channel) {
 
 bool relu_of(const Attrs& a) {
   return a.has("act") && a.get_string("act") == "relu";
+}
+
+// gamma rstd as both directions compute it, from the f32 variance the forward outputs.
+float scale_of(float gamma, float var, double eps) {
+  return static_cast<float>(gamma / std::sqrt(static_cast<double>(var) + eps));
+}
+// The pre-activation (x - mean) a + b, in float, as y was written.
+template <typename T>
+T pre_activation(T x, float mean, float a, float b) {
+  return (x - mean) * a + b;
 }
 
 constexpr int kVec = vec::kLanes;
@@ -66,23 +79,25 @@ void shifted_sums(const float* x, int64_t n, float k, LaneSums out) {
   out.add(a, b, t1, t2);
 }
 
-// sg += sum(gy), sgx += sum(gy (x - mu)) over n floats, gy = g, or g where y > 0 (relu).
-// Written with vector extensions (one register wide): GCC leaves the masked form of the plain
-// loop scalar.
+// sg += sum(gy), sgx += sum(gy (x - mu)) over n floats, gy = g, or g where the pre-activation
+// (x - mu) sa + sb > 0 (relu). Written with vector extensions (one register wide): GCC leaves
+// the masked form of the plain loop scalar.
 template <bool Relu>
-void gradient_sums(const float* g, const float* x, const float* y, int64_t n, float mu,
+void gradient_sums(const float* g, const float* x, int64_t n, float mu, float sa, float sb,
                    LaneSums out) {
   V a = V{}, b = V{};
   int64_t i = 0;
   for (; i + kVec <= n; i += kVec) {
     V gy = load(g + i);
-    if constexpr (Relu) gy = reinterpret_cast<V>(reinterpret_cast<VI>(gy) & (load(y + i) > V{}));
+    const V xv = load(x + i);
+    if constexpr (Relu)
+      gy = reinterpret_cast<V>(reinterpret_cast<VI>(gy) & (pre_activation(xv, mu, sa, sb) > V{}));
     a += gy;
-    b += gy * (load(x + i) - mu);
+    b += gy * (xv - mu);
   }
   double t1 = 0, t2 = 0;
   for (; i < n; ++i) {
-    const double gy = Relu ? (y[i] > 0.f ? g[i] : 0.f) : g[i];
+    const double gy = Relu ? (pre_activation(x[i], mu, sa, sb) > 0.f ? g[i] : 0.f) : g[i];
     t1 += gy;
     t2 += gy * (x[i] - mu);
   }
@@ -160,7 +175,7 @@ void batch_norm_forward(const KernelCall& c, bool relu) {
     mu[ku] = static_cast<float>(shift[ku] + d);
     mean[k] = mu[ku];
     var[k] = static_cast<float>(v);
-    a[ku] = static_cast<float>(gamma[k] / std::sqrt(v + eps));
+    a[ku] = scale_of(gamma[k], var[k], eps);
     b[ku] = beta[k];
   }
   for_samples(c, n, ch * s, [&](int64_t i) {
@@ -170,15 +185,16 @@ void batch_norm_forward(const KernelCall& c, bool relu) {
       const auto ku = static_cast<size_t>(k);
       const float mk = mu[ku], ak = a[ku], bk = b[ku];
       if (relu)
-        for (int64_t j = 0; j < s; ++j) ys[j] = std::max((xs[j] - mk) * ak + bk, 0.f);
+        for (int64_t j = 0; j < s; ++j) ys[j] = std::max(pre_activation(xs[j], mk, ak, bk), 0.f);
       else
-        for (int64_t j = 0; j < s; ++j) ys[j] = (xs[j] - mk) * ak + bk;
+        for (int64_t j = 0; j < s; ++j) ys[j] = pre_activation(xs[j], mk, ak, bk);
     }
   });
 }
 
-// (g, x, mean, var, gamma[, y]) -> dx, dgamma, dbeta. With gy = g (masked where y <= 0 for
-// relu), sg = sum(gy), sgx = sum(gy (x - mean)) and a = gamma rstd:
+// (g, x, mean, var, gamma[, beta]) -> dx, dgamma, dbeta. With gy = g (for relu, masked where
+// the pre-activation (x - mean) a + beta <= 0, as the forward wrote y), sg = sum(gy),
+// sgx = sum(gy (x - mean)) and a = gamma rstd:
 //   dx = a gy - a rstd^2 sgx / m (x - mean) - a sg / m,  dgamma = rstd sgx,  dbeta = sg.
 template <bool Relu>
 void batch_norm_backward(const KernelCall& c) {
@@ -188,20 +204,27 @@ void batch_norm_backward(const KernelCall& c) {
   const float* mean = in_ptr<float>(c, 2);
   const float* var = in_ptr<float>(c, 3);
   const float* gamma = in_ptr<float>(c, 4);
-  const float* y = Relu ? in_ptr<float>(c, 5) : nullptr;
+  const float* beta = Relu ? in_ptr<float>(c, 5) : nullptr;
   float* dx = out_ptr<float>(c, 0);
   float* dgamma = out_ptr<float>(c, 1);
   float* dbeta = out_ptr<float>(c, 2);
   const int64_t n = tx.dim(0), ch = tx.dim(1), s = tx.numel() / (n * ch);
   const auto m = static_cast<double>(n * s);
   const double eps = c.attrs.get_float_or("eps", kNormEps);
+  // relu's mask: the forward's scale and shift of each channel.
+  std::vector<float> sa(static_cast<size_t>(ch)), sb(sa.size());
+  if constexpr (Relu)
+    for (int64_t k = 0; k < ch; ++k) {
+      sa[static_cast<size_t>(k)] = scale_of(gamma[k], var[k], eps);
+      sb[static_cast<size_t>(k)] = beta[k];
+    }
   std::vector<double> part = chunk_parts(n, ch);
   const int64_t chunks = for_chunks(c, n, [&](int64_t t, int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i)
       for (int64_t k = 0; k < ch; ++k) {
         const int64_t o = (i * ch + k) * s;
-        gradient_sums<Relu>(g + o, x + o, Relu ? y + o : nullptr, s, mean[k],
-                            lane_sums(part, t, ch, k));
+        const auto ku = static_cast<size_t>(k);
+        gradient_sums<Relu>(g + o, x + o, s, mean[k], sa[ku], sb[ku], lane_sums(part, t, ch, k));
       }
   });
   const std::vector<double> sums = chunk_totals(part, chunks, ch);
@@ -225,10 +248,10 @@ void batch_norm_backward(const KernelCall& c) {
       const auto ku = static_cast<size_t>(k);
       const float a = fa[ku], b = fb[ku], cc = fc[ku], mk = mean[k];
       if constexpr (Relu) {
-        const float* ys = y + o;
+        const float ma = sa[ku], mb = sb[ku];
         for (int64_t j = 0; j < s; ++j) {
           const float gv = gs[j];
-          out[j] = a * (ys[j] > 0.f ? gv : 0.f) + b * (xs[j] - mk) + cc;
+          out[j] = a * (pre_activation(xs[j], mk, ma, mb) > 0.f ? gv : 0.f) + b * (xs[j] - mk) + cc;
         }
       } else {
         for (int64_t j = 0; j < s; ++j) out[j] = a * gs[j] + b * (xs[j] - mk) + cc;

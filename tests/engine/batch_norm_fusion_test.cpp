@@ -1,7 +1,7 @@
 // The batch-norm fusion pass (engine/passes/norm_fusion.cpp) and the kernels of
 // batch_norm_act and batch_norm_backward (engine/cpu/batch_norm_kernels.cpp): the fused
-// training step computes what the unfused one did, relu's mask reaches the backward through
-// y, and the pass leaves a backend without the kernels (and the unit-activity probes' relus)
+// training step computes what the unfused one did, relu's mask (recomputed by the backward
+// from x, mean, var, gamma and beta) is the one the forward's y has, and the pass leaves a backend without the kernels (and the unit-activity probes' relus)
 // alone. op_conformance.cpp checks both ops against their float64 references and finite
 // differences on small samples; here they run at the residual CNN's shapes.
 #include <cmath>
@@ -138,12 +138,13 @@ TEST_CASE("batch_norm_act and batch_norm_backward kernels against float64 at the
     for (size_t k = 0; k < 3; ++k)
       require_close(s.value(out[k]).to_f64(), want[k].v, 1e-4, 1e-5,
                     "forward output " + std::to_string(k));
-    // Backward, with y of both signs (half the mask off under relu).
-    const std::vector<double> g = random_values(n, 4, -1, 1), y = random_values(n, 5, -1, 1),
+    // Backward, with pre-activations of both signs (x and mean drawn from one range: about
+    // half the mask off under relu).
+    const std::vector<double> g = random_values(n, 4, -1, 1),
                               mean = random_values(16, 6, 0.5, 3.0),
                               var = random_values(16, 7, 0.2, 2.0);
     std::vector<RefArray> bin{{xs, g}, {xs, x}, {cs, mean}, {cs, var}, {cs, gamma}};
-    if (relu) bin.push_back({xs, y});
+    if (relu) bin.push_back({cs, beta});
     Refs brefs;
     for (const RefArray& r : bin) brefs.push_back(s.leaf(to_tensor(r, DType::F32)));
     Refs grads = s.emit("batch_norm_backward", brefs, a);
@@ -151,5 +152,26 @@ TEST_CASE("batch_norm_act and batch_norm_backward kernels against float64 at the
     for (size_t k = 0; k < 3; ++k)
       require_close(s.value(grads[k]).to_f64(), bwant[k].v, 1e-4, 1e-4,
                     "backward output " + std::to_string(k));
+    if (!relu) continue;
+    // The mask the backward recomputes is the forward's own: with the forward's mean and var,
+    // the fused backward equals the plain one of g masked where the forward's y is 0.
+    const std::vector<double> yf = s.value(out[0]).to_f64(), mf = s.value(out[1]).to_f64(),
+                              vf = s.value(out[2]).to_f64();
+    std::vector<double> gm = g;
+    size_t off = 0;
+    for (size_t k = 0; k < n; ++k)
+      if (!(yf[k] > 0)) gm[k] = 0, ++off;
+    CHECK(off > n / 8);
+    CHECK(off < n - n / 8);
+    Refs frefs{s.leaf(to_tensor(RefArray{xs, g}, DType::F32)), in[0],
+               s.leaf(to_tensor(RefArray{cs, mf}, DType::F32)),
+               s.leaf(to_tensor(RefArray{cs, vf}, DType::F32)), in[1], in[2]};
+    Refs fused = s.emit("batch_norm_backward", frefs, a);
+    const Attrs plain{{"eps", 1e-5}, {"act", std::string("none")}};
+    std::vector<RefArray> pwant = op_registry().find("batch_norm_backward")->reference(
+        std::vector<RefArray>{{xs, gm}, {xs, x}, {cs, mf}, {cs, vf}, {cs, gamma}}, plain);
+    for (size_t k = 0; k < 3; ++k)
+      require_close(s.value(fused[k]).to_f64(), pwant[k].v, 1e-4, 1e-4,
+                    "backward with the forward's statistics, output " + std::to_string(k));
   }
 }
