@@ -343,6 +343,131 @@ void direct_backward_input(const KernelCall& c, const ConvShape& s, const float*
   direct_conv(c, g, wt, pixel, dx, s.n, s.groups, d, ws + s.o * s.k());
 }
 
+// [SECTION] Stride 1, few input channels: multiply, then fold
+//
+// Where a group's input channels are too few for the pixel tiles, the direct input gradient
+// runs the flat tiles over dx's padded planes: LeNet's conv2 computes 6 channels of 14 rows
+// 18 wide from g 10 x 10 padded by 4, most of it multiplying g's zero border. Instead:
+//   T [cg*taps, P] = Wt [cg*taps, og] x g [og, P]      (P = oh*ow, on the flat tiles: k = og)
+//   dx[c, y, x]    = sum over taps (i, j) of T[(c, i, j), y + pad - i*dil, x + pad - j*dil]
+// T's rows are g's planes times one tap; each dx row is summed in registers from the T rows
+// its taps reach, so only real products are computed and nothing is zeroed or scattered.
+// bench/conv_kernels, LeNet's conv2 on two AVX-512 cores: 0.55 -> 0.49 ms (the product 0.38,
+// the fold 0.11).
+
+// The flat tiles' view of T = Wt x g for one sample: og "taps", each a plane of g as one row;
+// T's rows are qr (P rounded up to whole vectors) apart.
+Direct fold_gemm(const ConvShape& s) {
+  return make_direct(s.og, 1, s.pixels(), s.cg * s.kh * s.kw, 1, 1, Pair2{0, 0}, Pair2{1, 1});
+}
+
+// Multiply-adds per sample and group of the fold path and of the flat path it replaces (the
+// fold's adds counted as one each).
+bool fold_pays(const ConvShape& s, const Direct& flat, int64_t threads) {
+  if (pixel_tiles_fit(s.cg) || s.w > kLanes || s.kw > 16 || s.n < threads) return false;
+  const Direct m = fold_gemm(s);
+  const int64_t rows = (m.cout + kForwardRows - 1) / kForwardRows * kForwardRows;
+  const double fold = static_cast<double>(rows * m.qr * s.og + s.h * s.w * m.cout);
+  const double direct = static_cast<double>((s.cg + kForwardRows - 1) / kForwardRows *
+                                            kForwardRows * flat.qr * flat.k);
+  return fold < direct;
+}
+
+// dx [cg, h, w] from T [cg*taps, ldt] (row (c, i, j): g's oh x ow pixels times that tap), in
+// two steps of whole-register adds:
+//   R[i, oy, x] = sum_j T[(c, i, j), oy, x + pad - j*dil]   (rows kLanes wide, x < w <= kLanes)
+//   dx[c, y, x] = sum_i R[i, y + pad - i*dil, x]
+// (fold_pays keeps wider planes, and kernels over 16 wide, on the flat path.)
+void fold_rows(const float* t, int64_t ldt, const ConvShape& s, float* r, float* dx) {
+  const int64_t taps = s.kh * s.kw;
+  // Per kernel column j: the lanes it reaches and where lane 0 reads, from T's row (c, i, 0).
+  // (The masked-off lanes are not read, so that address may lie before the row.)
+  std::array<int64_t, 16> from{}, lo{}, hi{};
+  int64_t cols = 0;
+  for (int64_t j = 0; j < s.kw; ++j) {
+    const int64_t shift = j * s.p.dilation[1] - s.p.padding[1];  // lane x reads x - shift
+    const int64_t l = std::max<int64_t>(0, shift), h = std::min(s.w, s.ow + shift);
+    if (l >= h) continue;
+    from[cols] = j * ldt - shift, lo[cols] = l, hi[cols] = h, ++cols;
+  }
+#ifdef __AVX512F__
+  std::array<__mmask16, 16> mask{};
+  for (int64_t j = 0; j < cols; ++j)
+    mask[j] = static_cast<__mmask16>(first_lanes(hi[j]) & ~first_lanes(lo[j]));
+#endif
+  for (int64_t c = 0; c < s.cg; ++c) {
+    for (int64_t i = 0; i < s.kh; ++i) {
+      const auto row0 = reinterpret_cast<intptr_t>(t + (c * taps + i * s.kw) * ldt);
+      float* ri = r + i * s.oh * kLanes;
+      for (int64_t oy = 0; oy < s.oh; ++oy) {
+        V acc{};
+        for (int64_t j = 0; j < cols; ++j) {
+          const intptr_t at = row0 + static_cast<intptr_t>(sizeof(float)) * (from[j] + oy * s.ow);
+#ifdef __AVX512F__
+          acc += V(_mm512_maskz_loadu_ps(mask[j], reinterpret_cast<const float*>(at)));
+#else
+          for (int64_t l = lo[j]; l < hi[j]; ++l) acc[l] += reinterpret_cast<const float*>(at)[l];
+#endif
+        }
+        store(ri + oy * kLanes, acc);
+      }
+    }
+    for (int64_t y = 0; y < s.h; ++y) {
+      V acc{};
+      for (int64_t i = 0; i < s.kh; ++i) {
+        const int64_t oy = y + s.p.padding[0] - i * s.p.dilation[0];
+        if (oy >= 0 && oy < s.oh) acc += load(r + (i * s.oh + oy) * kLanes);
+      }
+      float* out = dx + (c * s.h + y) * s.w;
+#ifdef __AVX512F__
+      _mm512_mask_storeu_ps(out, first_lanes(s.w), acc);
+#else
+      for (int64_t l = 0; l < s.w; ++l) out[l] = acc[l];
+#endif
+    }
+  }
+}
+
+// Workspace: Wt [groups][cg*taps, og], then each task's scratch: g's planes as rows, T, and
+// fold_rows' R.
+size_t fold_task_floats(const ConvShape& s, const Direct& m) {
+  return scratch_floats(m) + static_cast<size_t>(s.kh * s.oh * kLanes);
+}
+int64_t fold_tasks(const ConvShape& s, const Direct& m, int64_t threads) {
+  return batch_tasks(threads, s.n, static_cast<double>(s.groups * m.cout * m.k * m.qr));
+}
+size_t fold_floats(const ConvShape& s, int64_t threads) {
+  const Direct m = fold_gemm(s);
+  return static_cast<size_t>(s.o * s.k()) +
+         static_cast<size_t>(fold_tasks(s, m, threads)) * fold_task_floats(s, m);
+}
+
+void fold_backward_input(const KernelCall& c, const ConvShape& s, const float* g, const float* w,
+                         float* dx, float* ws) {
+  const Direct m = fold_gemm(s);
+  const int64_t rows = m.cout;  // cg * taps
+  float* wt = ws;
+  for (int64_t gi = 0; gi < s.groups; ++gi)
+    for (int64_t o = 0; o < s.og; ++o)
+      for (int64_t r = 0; r < rows; ++r)
+        wt[(gi * rows + r) * s.og + o] = w[(gi * s.og + o) * rows + r];
+  const int64_t threads = pool_of(c).size();
+  const int64_t tasks = fold_tasks(s, m, threads);
+  float* scratch = ws + s.o * s.k();
+  const int64_t g_size = s.o * s.pixels(), dx_size = s.c * s.h * s.w;
+  for_sample_tasks(c, s.n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
+    float* mine = scratch + static_cast<size_t>(task) * fold_task_floats(s, m);
+    Scratch sc(m, mine);
+    for (int64_t i = lo; i < hi; ++i)
+      for (int64_t gi = 0; gi < s.groups; ++gi) {
+        pad_input(g + i * g_size + gi * s.og * s.pixels(), sc.xp, m);
+        forward_tiles(wt + gi * rows * s.og, sc.xp, sc.yp, m, 0, m.qr / kLanes);
+        fold_rows(sc.yp, m.qr, s, mine + scratch_floats(m),
+                  dx + i * dx_size + gi * s.cg * s.h * s.w);
+      }
+  });
+}
+
 // [SECTION] Workspace: what each kernel carves from its workspace, from the shapes and the
 // pool's threads (the same choices the kernels make).
 
@@ -373,6 +498,7 @@ size_t forward_floats(const ConvShape& s, int64_t threads) {
 size_t backward_input_floats(const ConvShape& s, int64_t threads) {
   if (direct_input_ok(s) && !s.pointwise()) {
     const Direct d = backward_input_direct(s);
+    if (fold_pays(s, d, threads)) return fold_floats(s, threads);
     return static_cast<size_t>(s.o * s.k()) +
            static_cast<size_t>(direct_tasks(threads, s.n, s.groups, d)) * scratch_floats(d);
   }
@@ -432,7 +558,11 @@ void conv2d_backward_input_kernel(const KernelCall& c) {
   float* dx = out_ptr<float>(c, 0);
   const int64_t threads = pool_of(c).size();
   Workspace ws(c, backward_input_floats(s, threads));
-  if (direct_input_ok(s) && !s.pointwise()) return direct_backward_input(c, s, g, w, dx, ws.base);
+  if (direct_input_ok(s) && !s.pointwise()) {
+    if (fold_pays(s, backward_input_direct(s), threads))
+      return fold_backward_input(c, s, g, w, dx, ws.base);
+    return direct_backward_input(c, s, g, w, dx, ws.base);
+  }
   const int64_t k = s.k(), px = s.pixels(), plane = s.cg * s.h * s.w;
   for_sample_tasks(c, s.n, blas_tasks(threads, s), [&](int64_t lo, int64_t hi, int64_t task) {
     float* col = ws.base + static_cast<size_t>(task) * col_floats(s);

@@ -62,6 +62,9 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
   // LeNet-5's two convolutions leave partial micro-tiles in every direction. A stride-1
   // weight gradient with 16 or more output channels a group runs one GEMM per chunk of
   // samples (two of LeNet's conv2, so 13 samples on two threads leave a chunk of one).
+  // Input gradients with too few input channels for the pixel tiles and rows of at most one
+  // vector multiply g by the weights and fold the products back (conv_kernels.cpp): LeNet's
+  // conv2, the groups, dilations and uneven paddings below.
   std::vector<Case> cases{
       {{5, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
       {{7, 6, 14, 14}, {16, 6, 5, 5}, {}},
