@@ -9,13 +9,16 @@
 // would drift from the reference), summed across lanes once at the end. With relu, the
 // backward recomputes the mask from x with the forward's own float operations (scale_of,
 // pre_activation; this file is compiled without FMA contraction, so both round alike)
-// instead of reading y: one tensor fewer in each of its passes.
+// instead of reading y: one tensor fewer in each of its passes. batch_norm_pool_backward goes
+// one step further for a 2x2 max pool of y: each pass rebuilds a plane of y, then of the
+// pool's gradient, in a buffer of its own, from x and the pooled gradient.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "engine/cpu/conv_kernels.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/vec.h"
 #include "engine/ops/nn.h"
@@ -192,11 +195,28 @@ void batch_norm_forward(const KernelCall& c, bool relu) {
   });
 }
 
+// One plane's gy = max_pool2d_backward(gp, y) for the 2x2, stride-2 pool of y = act((x - mean)
+// a + b) [h, w]: y rebuilt into ys [h w] with the forward's own float operations (so each
+// window's first largest cell is the forward's), then routed into gy [h w].
+void pooled_gradient(const float* xs, const float* gp, int64_t h, int64_t w, float mean, float a,
+                     float b, bool relu, float* ys, float* gy) {
+  const int64_t s = h * w;
+  if (relu)
+    for (int64_t j = 0; j < s; ++j) ys[j] = std::max(pre_activation(xs[j], mean, a, b), 0.f);
+  else
+    for (int64_t j = 0; j < s; ++j) ys[j] = pre_activation(xs[j], mean, a, b);
+  for (int64_t r = 0; r < h / 2; ++r)
+    max_pool_2x2_backward_row(ys + 2 * r * w, w, gp + r * (w / 2), gy + 2 * r * w, w / 2);
+}
+
 // (g, x, mean, var, gamma[, beta]) -> dx, dgamma, dbeta. With gy = g (for relu, masked where
 // the pre-activation (x - mean) a + beta <= 0, as the forward wrote y), sg = sum(gy),
 // sgx = sum(gy (x - mean)) and a = gamma rstd:
 //   dx = a gy - a rstd^2 sgx / m (x - mean) - a sg / m,  dgamma = rstd sgx,  dbeta = sg.
-template <bool Relu>
+// With Pool (batch_norm_pool_backward), g is the 2x2 max pool's gradient gp [N, C, H/2, W/2]
+// of y = act(pre-activation) and beta is input 5 either way: each plane's gy is rebuilt
+// (pooled_gradient) where it is read.
+template <bool Relu, bool Pool = false>
 void batch_norm_backward(const KernelCall& c) {
   const Tensor& tx = *c.inputs[1];
   const float* g = in_ptr<float>(c, 0);
@@ -204,27 +224,39 @@ void batch_norm_backward(const KernelCall& c) {
   const float* mean = in_ptr<float>(c, 2);
   const float* var = in_ptr<float>(c, 3);
   const float* gamma = in_ptr<float>(c, 4);
-  const float* beta = Relu ? in_ptr<float>(c, 5) : nullptr;
+  const float* beta = Relu || Pool ? in_ptr<float>(c, 5) : nullptr;
   float* dx = out_ptr<float>(c, 0);
   float* dgamma = out_ptr<float>(c, 1);
   float* dbeta = out_ptr<float>(c, 2);
   const int64_t n = tx.dim(0), ch = tx.dim(1), s = tx.numel() / (n * ch);
   const auto m = static_cast<double>(n * s);
   const double eps = c.attrs.get_float_or("eps", kNormEps);
-  // relu's mask: the forward's scale and shift of each channel.
+  // relu's mask (and the pool's y): the forward's scale and shift of each channel.
   std::vector<float> sa(static_cast<size_t>(ch)), sb(sa.size());
-  if constexpr (Relu)
+  if constexpr (Relu || Pool)
     for (int64_t k = 0; k < ch; ++k) {
       sa[static_cast<size_t>(k)] = scale_of(gamma[k], var[k], eps);
       sb[static_cast<size_t>(k)] = beta[k];
     }
   std::vector<double> part = chunk_parts(n, ch);
+  // The gradient plane of (sample i, channel k): g's own, or rebuilt in `buf` [2 s].
+  const int64_t h = Pool ? tx.dim(2) : 0, w = Pool ? tx.dim(3) : 0;
+  auto plane = [&](int64_t i, int64_t k, std::vector<float>& buf) -> const float* {
+    if constexpr (!Pool) return g + (i * ch + k) * s;
+    buf.resize(static_cast<size_t>(2 * s));
+    const auto ku = static_cast<size_t>(k);
+    pooled_gradient(x + (i * ch + k) * s, g + (i * ch + k) * (s / 4), h, w, mean[k], sa[ku],
+                    sb[ku], Relu, buf.data(), buf.data() + s);
+    return buf.data() + s;
+  };
   const int64_t chunks = for_chunks(c, n, [&](int64_t t, int64_t lo, int64_t hi) {
+    std::vector<float> buf;
     for (int64_t i = lo; i < hi; ++i)
       for (int64_t k = 0; k < ch; ++k) {
         const int64_t o = (i * ch + k) * s;
         const auto ku = static_cast<size_t>(k);
-        gradient_sums<Relu>(g + o, x + o, s, mean[k], sa[ku], sb[ku], lane_sums(part, t, ch, k));
+        gradient_sums<Relu>(plane(i, k, buf), x + o, s, mean[k], sa[ku], sb[ku],
+                            lane_sums(part, t, ch, k));
       }
   });
   const std::vector<double> sums = chunk_totals(part, chunks, ch);
@@ -241,9 +273,10 @@ void batch_norm_backward(const KernelCall& c) {
     fc[ku] = static_cast<float>(-a * sg / m);
   }
   for_samples(c, n, 2 * ch * s, [&](int64_t i) {
+    std::vector<float> buf;
     for (int64_t k = 0; k < ch; ++k) {
       const int64_t o = (i * ch + k) * s;
-      const float *gs = g + o, *xs = x + o;
+      const float *gs = plane(i, k, buf), *xs = x + o;
       float* out = dx + o;
       const auto ku = static_cast<size_t>(k);
       const float a = fa[ku], b = fb[ku], cc = fc[ku], mk = mean[k];
@@ -273,6 +306,13 @@ void register_batch_norm_kernels(OpRegistry& reg) {
     else
       batch_norm_backward<false>(c);
   });
+  reg.register_kernel("batch_norm_pool_backward", DeviceKind::CPU, DType::F32,
+                      [](const KernelCall& c) {
+                        if (relu_of(c.attrs))
+                          batch_norm_backward<true, true>(c);
+                        else
+                          batch_norm_backward<false, true>(c);
+                      });
 }
 
 }  // namespace mls::cpu

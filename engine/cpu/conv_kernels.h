@@ -1,5 +1,6 @@
 // Internal to engine/cpu: conv2d's forward, exposed for the fused conv2d_act kernel
-// (engine/cpu/fused_kernels.cpp), which is conv2d with a bias and activation epilogue.
+// (engine/cpu/fused_kernels.cpp), which is conv2d with a bias and activation epilogue; and
+// the 2x2 max pool's gradient routing, for batch_norm_pool_backward (batch_norm_kernels.cpp).
 //
 //   conv2d_forward(call, bias, Activation::Relu);   // call: conv2d's (x, w) and attributes
 #pragma once
@@ -21,5 +22,10 @@ void conv2d_forward(const KernelCall& c, const float* bias, Activation act);
 // columns, per task), declared for conv2d and conv2d_act (OpRegistry::register_workspace).
 size_t conv2d_forward_workspace(std::span<const ValueType> inputs, std::span<const ValueType> outputs,
                                 const Attrs& attrs, const Backend& backend);
+
+// One row of 2x2, stride-2 windows (conv_pool_kernels.cpp): r0 and r0 + w are the two input
+// rows, g the row's n pooled gradients, d0 and d0 + w the two rows of the input gradient; each
+// gradient goes to its window's first largest cell, the other three cells get 0.
+void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0, int64_t n);
 
 }  // namespace mls::cpu

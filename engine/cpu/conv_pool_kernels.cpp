@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/cpu/avx512.h"
+#include "engine/cpu/conv_kernels.h"
 #if defined(__AVX2__) && !defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -77,9 +78,9 @@ inline int which_max(float a, float b, float c, float d) {
   return d > m2 ? 3 : i2;
 }
 
-// One row of 2x2 windows: r0 and r1 are the two input rows (r1 = r0 + w), g the row's n
-// output gradients, d0 the two rows of dx; each gradient goes to its window's first
-// largest cell, the other three cells get 0.
+}  // namespace
+
+// One row of 2x2 windows (conv_kernels.h): r1 = r0 + w, d1 = d0 + w.
 void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0, int64_t n) {
   const float* r1 = r0 + w;
   float* d1 = d0 + w;
@@ -157,6 +158,8 @@ void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float
     d1[j + 1] = k == 3 ? gv : 0.f;
   }
 }
+
+namespace {
 
 template <typename Fn>
 void for_planes_2x2(const KernelCall& c, const PoolShape& s, Fn fn) {

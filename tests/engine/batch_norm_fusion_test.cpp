@@ -3,7 +3,10 @@
 // training step computes what the unfused one did, relu's mask (recomputed by the backward
 // from x, mean, var, gamma and beta) is the one the forward's y has, and the pass leaves a backend without the kernels (and the unit-activity probes' relus)
 // alone. op_conformance.cpp checks both ops against their float64 references and finite
-// differences on small samples; here they run at the residual CNN's shapes.
+// differences on small samples; here they run at the residual CNN's shapes. The pool-gradient
+// fusion (batch_norm_pool_backward, after autodiff) is checked the same ways: the step with it
+// equals the unfused one, its kernel equals the two it replaces bit for bit, and it takes only
+// the pools it can.
 #include <cmath>
 
 #include "engine/autodiff/autodiff.h"
@@ -56,8 +59,8 @@ Graph residual_model() {
   return g;
 }
 
-// The loss and every trainable parameter's gradient, after the default passes.
-Graph training_step(Graph g) {
+// The loss and every trainable parameter's gradient, before any pass.
+Graph raw_step(Graph g) {
   Refs wrt;
   for (Ref p : g.params())
     if (g.value(p).trainable) wrt.push_back(p);
@@ -67,7 +70,12 @@ Graph training_step(Graph g) {
   Refs outs{loss};
   outs.insert(outs.end(), grads->begin(), grads->end());
   g.set_outputs(outs);
-  auto r = run_passes(g, host(), default_passes());
+  return g;
+}
+
+// The same after the default passes.
+Graph training_step(const Graph& g) {
+  auto r = run_passes(raw_step(g), host(), default_passes());
   REQUIRE(r.ok());
   return r->back().graph;
 }
@@ -90,8 +98,11 @@ TEST_CASE("batch-norm fusion: the training step equals the unfused one", "[batch
   CHECK(count(f, "batch_norm_act", "none") == 1);
   CHECK(count(f, "relu") == count(g, "relu") - 2);
   const Graph plain = training_step(g), fused = training_step(f);
-  // Each batch norm's gradient is one node; no sum over the batch axes is left for them.
-  CHECK(count(fused, "batch_norm_backward") == 3);
+  // Each batch norm's gradient is one node; no sum over the batch axes is left for them. The
+  // stem's takes its 2x2 pool's gradient in (the pool-gradient fusion, a default pass).
+  CHECK(count(fused, "batch_norm_backward") == 2);
+  CHECK(count(fused, "batch_norm_pool_backward") == 1);
+  CHECK(count(fused, "max_pool2d_backward") == 0);
   CHECK(count(fused, "sum") < count(plain, "sum"));
   auto a = outputs_on_random_inputs(plain), b = outputs_on_random_inputs(fused);
   REQUIRE(a.size() == b.size());
@@ -111,6 +122,34 @@ TEST_CASE("batch-norm fusion: relus kept when asked, nothing fused without the k
   CHECK(count(same, "batch_norm_train") == 3);
   CHECK(count(same, "batch_norm_act") == 0);
   CHECK(FusionSupport::of(host()).batch_norm);  // the CPU has both kernels
+  // Without a batch_norm_pool_backward kernel the pool's gradient stays its own node.
+  none.batch_norm = true;
+  none.batch_norm_pool = false;
+  const Graph step = raw_step(fuse_batch_norm(g));
+  CHECK(count(fuse_pool_batch_norm_backward(step, none), "batch_norm_pool_backward") == 0);
+  CHECK(count(fuse_pool_batch_norm_backward(step), "batch_norm_pool_backward") == 1);
+  CHECK(FusionSupport::of(host()).batch_norm_pool);
+}
+
+TEST_CASE("pool-gradient fusion: only a 2x2, stride-2 pool of batch_norm_act's own y joins",
+          "[batch_norm][fusion]") {
+  // The stem as the model lowers it, with a 3x3 pool (stride 2) or a 2x2 one (stride 1)
+  // instead: their gradients are left to max_pool2d_backward.
+  for (const Pool2dParams& p : {Pool2dParams{.kernel = {3, 3}, .stride = {2, 2}},
+                                Pool2dParams{.kernel = {2, 2}, .stride = {1, 1}},
+                                Pool2dParams{.kernel = {2, 2}}}) {
+    Graph g("stem");
+    Ref x = g.add_input("x", {DType::F32, {4, 2, 8, 8}});
+    Ref gamma = g.add_param("gamma", {DType::F32, {2}});
+    Ref beta = g.add_param("beta", {DType::F32, {2}});
+    Ref h = max_pool2d(g, relu(g, batch_norm_train(g, x, gamma, beta).y), p);
+    g.add_output(sum(g, mul(g, h, h), {}, false));
+    const Graph step = training_step(fuse_batch_norm(g));
+    const bool joins = p.kernel == Pair2{2, 2} && (p.stride == Pair2{0, 0} || p.stride == Pair2{2, 2});
+    INFO(step.to_text());
+    CHECK(count(step, "batch_norm_pool_backward") == (joins ? 1u : 0u));
+    CHECK(count(step, "max_pool2d_backward") == (joins ? 0u : 1u));
+  }
 }
 
 TEST_CASE("batch_norm_act and batch_norm_backward kernels against float64 at the block's shapes",
@@ -152,6 +191,23 @@ TEST_CASE("batch_norm_act and batch_norm_backward kernels against float64 at the
     for (size_t k = 0; k < 3; ++k)
       require_close(s.value(grads[k]).to_f64(), bwant[k].v, 1e-4, 1e-4,
                     "backward output " + std::to_string(k));
+    // batch_norm_pool_backward rebuilds y from x, as the forward wrote it, to route a 2x2
+    // pool's gradient: with the forward's statistics it is max_pool2d_backward on the forward's
+    // own y, then batch_norm_backward, to the last bit.
+    {
+      const Shape ps{xs[0], xs[1], xs[2] / 2, xs[3] / 2};
+      const Ref gp = s.leaf(to_tensor(
+          RefArray{ps, random_values(static_cast<size_t>(numel(ps)), 8, -1, 1)}, DType::F32));
+      const Ref gy = s.emit("max_pool2d_backward", Refs{gp, out[0]},
+                            Attrs{{"kernel", std::vector<int64_t>{2, 2}}})[0];
+      Refs plain_in{gy, in[0], out[1], out[2], in[1]};
+      if (relu) plain_in.push_back(in[2]);
+      const Refs want_p = s.emit("batch_norm_backward", plain_in, a);
+      const Refs got = s.emit("batch_norm_pool_backward", Refs{gp, in[0], out[1], out[2], in[1], in[2]}, a);
+      for (size_t k = 0; k < 3; ++k)
+        require_close(s.value(got[k]).to_f64(), s.value(want_p[k]).to_f64(), 0, 0,
+                      "pooled backward output " + std::to_string(k));
+    }
     if (!relu) continue;
     // The mask the backward recomputes is the forward's own: with the forward's mean and var,
     // the fused backward equals the plain one of g masked where the forward's y is 0.
