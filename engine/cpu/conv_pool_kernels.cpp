@@ -78,10 +78,10 @@ inline int which_max(float a, float b, float c, float d) {
   return d > m2 ? 3 : i2;
 }
 
-}  // namespace
-
-// One row of 2x2 windows (conv_kernels.h): r1 = r0 + w, d1 = d0 + w.
-void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0, int64_t n) {
+// One row of 2x2 windows: r1 = r0 + w, d1 = d0 + w. With Relu, a window whose largest cell is
+// not > 0 sends nothing (max_pool2d_relu_backward).
+template <bool Relu>
+void pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0, int64_t n) {
   const float* r1 = r0 + w;
   float* d1 = d0 + w;
   int64_t ow = 0;
@@ -110,7 +110,11 @@ void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float
     const __mmask16 k3 = gd, k2 = static_cast<__mmask16>(gc & ~gd);
     const __mmask16 k1 = static_cast<__mmask16>(gb & ~gc & ~gd),
                     k0 = static_cast<__mmask16>(~gb & ~gc & ~gd);
-    const __m512 gv = _mm512_maskz_loadu_ps(mg, g + ow);
+    __mmask16 live = mg;
+    if constexpr (Relu)
+      live &= _mm512_cmp_ps_mask(_mm512_mask_blend_ps(gd, best2, d), _mm512_setzero_ps(),
+                                 _CMP_GT_OQ);
+    const __m512 gv = _mm512_maskz_loadu_ps(live, g + ow);
     const __m512 da = _mm512_maskz_mov_ps(k0, gv), db = _mm512_maskz_mov_ps(k1, gv);
     const __m512 dc = _mm512_maskz_mov_ps(k2, gv), dd = _mm512_maskz_mov_ps(k3, gv);
     _mm512_mask_storeu_ps(d0 + j, m0, _mm512_permutex2var_ps(da, lo, db));
@@ -136,8 +140,11 @@ void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float
     const __m256 gc = _mm256_cmp_ps(cc, best1, _CMP_GT_OQ);
     const __m256 best2 = _mm256_blendv_ps(best1, cc, gc);
     const __m256 gd = _mm256_cmp_ps(d, best2, _CMP_GT_OQ);
-    const __m256 gv = _mm256_castpd_ps(
+    __m256 gv = _mm256_castpd_ps(
         _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_loadu_ps(g + ow)), _MM_SHUFFLE(3, 1, 2, 0)));
+    if constexpr (Relu)
+      gv = _mm256_and_ps(
+          gv, _mm256_cmp_ps(_mm256_blendv_ps(best2, d, gd), _mm256_setzero_ps(), _CMP_GT_OQ));
     const __m256 dd = _mm256_and_ps(gd, gv);
     const __m256 dc = _mm256_andnot_ps(gd, _mm256_and_ps(gc, gv));
     const __m256 db = _mm256_andnot_ps(_mm256_or_ps(gc, gd), _mm256_and_ps(gb, gv));
@@ -151,12 +158,20 @@ void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float
   for (; ow < n; ++ow) {
     const int64_t j = 2 * ow;
     const int k = which_max(r0[j], r0[j + 1], r1[j], r1[j + 1]);
-    const float gv = g[ow];
+    const float best = k < 2 ? r0[j + k] : r1[j + k - 2];
+    const float gv = !Relu || best > 0.f ? g[ow] : 0.f;
     d0[j] = k == 0 ? gv : 0.f;
     d0[j + 1] = k == 1 ? gv : 0.f;
     d1[j] = k == 2 ? gv : 0.f;
     d1[j + 1] = k == 3 ? gv : 0.f;
   }
+}
+
+}  // namespace
+
+// One row of 2x2 windows (conv_kernels.h).
+void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0, int64_t n) {
+  pool_2x2_backward_row<false>(r0, w, g, d0, n);
 }
 
 namespace {
@@ -194,7 +209,8 @@ void max_pool2d_kernel(const KernelCall& c) {
   });
 }
 
-// (g, x) -> dx: g added at each window's argmax.
+// (g, x) -> dx: g added at each window's argmax (with Relu, only where that is > 0).
+template <bool Relu>
 void max_pool2d_backward_kernel(const KernelCall& c) {
   PoolShape s = pool_shape(c.inputs[1]->shape(), c.inputs[0]->shape(), c.attrs);
   const float* g = in_ptr<float>(c, 0);
@@ -206,14 +222,16 @@ void max_pool2d_backward_kernel(const KernelCall& c) {
       const float* gp = g + plane * s.oh * s.ow;
       float* dp = dx + plane * s.h * s.w;
       for (int64_t oh = 0; oh < s.oh; ++oh)
-        max_pool_2x2_backward_row(xp + 2 * oh * s.w, s.w, gp + oh * s.ow, dp + 2 * oh * s.w, s.ow);
+        pool_2x2_backward_row<Relu>(xp + 2 * oh * s.w, s.w, gp + oh * s.ow, dp + 2 * oh * s.w,
+                                    s.ow);
     });
     return;
   }
   for_windows(c, s, [&](int64_t plane, int64_t out, const Window& win) {
     int64_t base = plane * s.h * s.w;
     if (out == 0) std::fill(dx + base, dx + base + s.h * s.w, 0.f);
-    dx[base + argmax(x + base, s.w, win)] += g[plane * s.oh * s.ow + out];
+    const int64_t at = argmax(x + base, s.w, win);
+    if (!Relu || x[base + at] > 0.f) dx[base + at] += g[plane * s.oh * s.ow + out];
   });
 }
 
@@ -265,7 +283,9 @@ void avg_pool2d_backward_kernel(const KernelCall& c) {
 void register_pool_kernels(OpRegistry& reg) {
   reg.register_kernel("max_pool2d", DeviceKind::CPU, DType::F32, max_pool2d_kernel);
   reg.register_kernel("max_pool2d_backward", DeviceKind::CPU, DType::F32,
-                      max_pool2d_backward_kernel);
+                      max_pool2d_backward_kernel<false>);
+  reg.register_kernel("max_pool2d_relu_backward", DeviceKind::CPU, DType::F32,
+                      max_pool2d_backward_kernel<true>);
   reg.register_kernel("max_pool2d_gather", DeviceKind::CPU, DType::F32, max_pool2d_gather_kernel);
   reg.register_kernel("avg_pool2d", DeviceKind::CPU, DType::F32, avg_pool2d_kernel);
   reg.register_kernel("avg_pool2d_backward", DeviceKind::CPU, DType::F32,

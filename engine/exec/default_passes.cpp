@@ -10,9 +10,9 @@ std::vector<NamedPass> default_passes() {
           {"algebraic simplification", wrap(simplify_algebra)},
           {"constant folding", [](const Graph& g, Backend& b) { return fold_constants(g, b); }},
           {"common-subexpression elimination", wrap(eliminate_common_subexpressions)},
-          {"pool-gradient + batch-norm fusion",
+          {"pool-gradient fusion",
            [](const Graph& g, Backend& b) -> Result<Graph> {
-             return fuse_pool_batch_norm_backward(g, FusionSupport::of(b));
+             return fuse_pool_gradients(g, FusionSupport::of(b));
            }},
           {"bias + activation fusion",
            [](const Graph& g, Backend& b) -> Result<Graph> {

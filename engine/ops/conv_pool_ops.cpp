@@ -1,6 +1,11 @@
 // Pooling ops (NCHW): max_pool2d with max_pool2d_backward and max_pool2d_gather, avg_pool2d
 // with avg_pool2d_backward.
 //
+// max_pool2d_relu_backward(g, y) is relu_backward(max_pool2d_backward(g, y), y), for the pool
+// of a relu's output y (the pool-gradient fusion pass makes it of a step graph after autodiff):
+// each window's gradient reaches its argmax only where that is > 0, and the [N,C,H,W] gradient
+// is written once instead of written, read and written again.
+//
 // max_pool2d_backward (g added at each window's argmax of x) and max_pool2d_gather (t read
 // at each window's argmax of x) are linear in their first input and adjoint to each other;
 // the argmax does not move under small changes of x away from ties, so their derivative in x
@@ -146,6 +151,13 @@ std::vector<RefArray> max_backward_ref(std::span<const RefArray> in, const Attrs
   return {dx};
 }
 
+std::vector<RefArray> max_relu_backward_ref(std::span<const RefArray> in, const Attrs& a) {
+  std::vector<RefArray> r = max_backward_ref(in, a);
+  for (size_t i = 0; i < r[0].v.size(); ++i)
+    if (!(in[1].v[i] > 0)) r[0].v[i] = 0;
+  return r;
+}
+
 std::vector<RefArray> max_gather_ref(std::span<const RefArray> in, const Attrs& a) {
   const RefArray &t = in[0], &x = in[1];
   RefArray y = zeros(*pooled(x.shape, a));
@@ -284,6 +296,29 @@ void register_pool_ops(OpRegistry& reg) {
        .reference = max_backward_ref,
        .samples = [] { return max_samples(true, false); },
        .doc = "the gradient of max_pool2d: (g, x) -> g added at each window's argmax of x"});
+  reg.define(
+      {.name = "max_pool2d_relu_backward",
+       .num_inputs = 2,
+       .attrs = attrs,
+       .infer = infer_max_backward,
+       .vjp =
+           [](const GradContext& c) {  // linear in g; zero in y (almost everywhere)
+             if (!c.needs(0)) return Refs{Ref{}, Ref{}};
+             return Refs{max_gather(c.e, c.e.emit1("relu_backward", {c.gout(0), c.in(1)}),
+                                    c.in(1), c.attrs),
+                         Ref{}};
+           },
+       .jvp =
+           [](const JvpContext& c) {
+             if (!c.tan(0).valid()) return Refs{Ref{}};
+             return Refs{c.e.emit1("relu_backward",
+                                   {max_backward(c.e, c.tan(0), c.in(1), c.attrs), c.in(1)})};
+           },
+       .reference = max_relu_backward_ref,
+       .samples = [] { return max_samples(true, false); },
+       .doc = "relu_backward(max_pool2d_backward(g, y), y) in one pass, for the max pool of a "
+              "relu's output y: g added at each window's argmax of y where that is > 0. Made "
+              "by the pool-gradient fusion pass"});
   reg.define({.name = "max_pool2d_gather",
               .num_inputs = 2,
               .attrs = attrs,

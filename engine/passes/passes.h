@@ -46,6 +46,7 @@ struct FusionSupport {
   bool attention = true;         // attention and attention_backward kernels
   bool batch_norm = true;        // batch_norm_act and batch_norm_backward kernels
   bool batch_norm_pool = true;   // a batch_norm_pool_backward kernel
+  bool pool_relu = true;         // a max_pool2d_relu_backward kernel
   static FusionSupport of(const Backend& b);
 };
 Graph fuse_linear_activation(const Graph& g, const FusionSupport& s = {});
@@ -61,10 +62,11 @@ Graph fuse_attention(const Graph& g, const FusionSupport& s = {});
 // when `with_relu`, so that its gradient is one batch_norm_backward node. Backends without
 // both kernels (the GPU backends today) keep batch_norm_train.
 Graph fuse_batch_norm(const Graph& g, const FusionSupport& s = {}, bool with_relu = true);
-// Pool-gradient fusion (norm_fusion.cpp), for step graphs after autodiff (a default pass):
-// batch_norm_backward of max_pool2d_backward (2x2, stride 2) of batch_norm_act's y becomes
-// one batch_norm_pool_backward node, where the backend has its kernel (the CPU today).
-Graph fuse_pool_batch_norm_backward(const Graph& g, const FusionSupport& s = {});
+// Pool-gradient fusion (pool_fusion.cpp), for step graphs after autodiff (a default pass): a
+// max pool's gradient joins the relu_backward (max_pool2d_relu_backward) or the
+// batch_norm_backward of batch_norm_act's y (batch_norm_pool_backward, 2x2 pools with stride
+// 2) that alone reads it, where the backend has the kernels (the CPU today).
+Graph fuse_pool_gradients(const Graph& g, const FusionSupport& s = {});
 
 struct PassRecord {
   std::string name;

@@ -1,4 +1,5 @@
-// The batch-norm fusion pass (engine/passes/norm_fusion.cpp) and the kernels of
+// The batch-norm fusion pass (engine/passes/norm_fusion.cpp), the pool-gradient fusion pass
+// (engine/passes/pool_fusion.cpp) and the kernels of
 // batch_norm_act and batch_norm_backward (engine/cpu/batch_norm_kernels.cpp): the fused
 // training step computes what the unfused one did, relu's mask (recomputed by the backward
 // from x, mean, var, gamma and beta) is the one the forward's y has, and the pass leaves a backend without the kernels (and the unit-activity probes' relus)
@@ -73,6 +74,14 @@ Graph raw_step(Graph g) {
   return g;
 }
 
+// The pool-gradient fusion pass where the backend has neither of its kernels.
+Graph fused_pool_gradients_off(const Graph& step) {
+  FusionSupport none;
+  none.batch_norm_pool = false;
+  none.pool_relu = false;
+  return fuse_pool_gradients(step, none);
+}
+
 // The same after the default passes.
 Graph training_step(const Graph& g) {
   auto r = run_passes(raw_step(g), host(), default_passes());
@@ -126,8 +135,8 @@ TEST_CASE("batch-norm fusion: relus kept when asked, nothing fused without the k
   none.batch_norm = true;
   none.batch_norm_pool = false;
   const Graph step = raw_step(fuse_batch_norm(g));
-  CHECK(count(fuse_pool_batch_norm_backward(step, none), "batch_norm_pool_backward") == 0);
-  CHECK(count(fuse_pool_batch_norm_backward(step), "batch_norm_pool_backward") == 1);
+  CHECK(count(fuse_pool_gradients(step, none), "batch_norm_pool_backward") == 0);
+  CHECK(count(fuse_pool_gradients(step), "batch_norm_pool_backward") == 1);
   CHECK(FusionSupport::of(host()).batch_norm_pool);
 }
 
@@ -148,8 +157,35 @@ TEST_CASE("pool-gradient fusion: only a 2x2, stride-2 pool of batch_norm_act's o
     const bool joins = p.kernel == Pair2{2, 2} && (p.stride == Pair2{0, 0} || p.stride == Pair2{2, 2});
     INFO(step.to_text());
     CHECK(count(step, "batch_norm_pool_backward") == (joins ? 1u : 0u));
+    // (relu's mask is batch_norm_backward's here: no relu_backward for the pool to join.)
     CHECK(count(step, "max_pool2d_backward") == (joins ? 0u : 1u));
+    CHECK(count(step, "max_pool2d_relu_backward") == 0u);
   }
+}
+
+TEST_CASE("pool-gradient fusion: a pool of a relu's output takes relu's gradient in",
+          "[fusion]") {
+  // LeNet in small: conv - relu - 2x2 pool twice (the second 3x3, stride 2, padding 1), then
+  // linear and cross-entropy.
+  Graph g("lenet");
+  Ref x = g.add_input("x", {DType::F32, {5, 1, 12, 12}});
+  Ref labels = g.add_input("y", {DType::I64, {5}});
+  auto conv = [&](Ref h, const std::string& name, int64_t in, int64_t out) {
+    return relu(g, conv2d(g, h, g.add_param(name, {DType::F32, {out, in, 3, 3}}), {.padding = {1, 1}}));
+  };
+  Ref h = max_pool2d(g, conv(x, "c1", 1, 3), {.kernel = {2, 2}});
+  h = max_pool2d(g, conv(h, "c2", 3, 4), {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+  Ref flat = reshape(g, h, {5, 4 * 3 * 3});
+  g.add_output(cross_entropy(g, matmul(g, flat, g.add_param("fc", {DType::F32, {36, 3}})), labels));
+  const Graph raw = raw_step(g), fused = training_step(g);
+  INFO(fused.to_text());
+  CHECK(count(fused, "max_pool2d_relu_backward") == 2);
+  CHECK(count(fused, "max_pool2d_backward") == 0);
+  CHECK(count(fused_pool_gradients_off(raw), "max_pool2d_relu_backward") == 0);
+  auto a = outputs_on_random_inputs(raw), b = outputs_on_random_inputs(fused);
+  REQUIRE(a.size() == b.size());
+  for (size_t k = 0; k < a.size(); ++k)
+    require_close(b[k], a[k], 1e-4, 1e-5, "output " + std::to_string(k));
 }
 
 TEST_CASE("batch_norm_act and batch_norm_backward kernels against float64 at the block's shapes",
