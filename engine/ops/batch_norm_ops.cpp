@@ -419,6 +419,13 @@ std::vector<RefArray> batch_norm_pool_backward_ref(std::span<const RefArray> in,
   return batch_norm_backward_ref(bn, a);
 }
 
+// Counted as the two nodes it stands for (max_pool2d_backward and batch_norm_backward, one
+// FLOP an element each), so a step's count does not change with the fusion.
+double batch_norm_pool_backward_flops(std::span<const ValueType>, std::span<const ValueType> out,
+                                      const Attrs&) {
+  return 2.0 * static_cast<double>(numel(out[0].shape));
+}
+
 }  // namespace
 
 // [SECTION] registration
@@ -535,7 +542,8 @@ void register_batch_norm_ops(OpRegistry& reg) {
               "sends back to batch_norm_act's y: (gp, x, mean, var, gamma, beta) -> (dx, dgamma, "
               "dbeta), y recomputed from x as the forward wrote it and gp routed to each "
               "window's first largest cell. Made of the step graph by the pool-gradient fusion "
-              "pass"});
+              "pass",
+       .flops = batch_norm_pool_backward_flops});
 }
 
 }  // namespace mls::ops

@@ -151,6 +151,13 @@ std::vector<RefArray> max_backward_ref(std::span<const RefArray> in, const Attrs
   return {dx};
 }
 
+// Counted as the two nodes it stands for (max_pool2d_backward and relu_backward, one FLOP an
+// element each), so a step's count does not change with the fusion.
+double max_relu_backward_flops(std::span<const ValueType>, std::span<const ValueType> out,
+                               const Attrs&) {
+  return 2.0 * static_cast<double>(numel(out[0].shape));
+}
+
 std::vector<RefArray> max_relu_backward_ref(std::span<const RefArray> in, const Attrs& a) {
   std::vector<RefArray> r = max_backward_ref(in, a);
   for (size_t i = 0; i < r[0].v.size(); ++i)
@@ -318,7 +325,8 @@ void register_pool_ops(OpRegistry& reg) {
        .samples = [] { return max_samples(true, false); },
        .doc = "relu_backward(max_pool2d_backward(g, y), y) in one pass, for the max pool of a "
               "relu's output y: g added at each window's argmax of y where that is > 0. Made "
-              "by the pool-gradient fusion pass"});
+              "by the pool-gradient fusion pass",
+       .flops = max_relu_backward_flops});
   reg.define({.name = "max_pool2d_gather",
               .num_inputs = 2,
               .attrs = attrs,
