@@ -129,14 +129,17 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
 TEST_CASE("2x2 max-pool gradients go to the first largest cell, ties included, at any row width",
           "[conv]") {
   // Values from {0, 1, 2}: most windows hold ties, where the first cell in row-major order
-  // wins (PyTorch's rule too). Row widths of 5, 14, 16, 17 and 40 windows cover the vector
-  // path's partial and whole blocks of 16 windows. max_pool2d_relu_backward, on the same rows,
-  // drops the windows whose largest cell is 0 (all of its cells 0).
-  for (int64_t ow : {5, 14, 16, 17, 40}) {
+  // wins (PyTorch's rule too). max_pool2d_relu_backward, on the same rows, drops the windows
+  // whose largest cell is 0 (all of its cells 0). Rows of up to 16 windows run as groups of
+  // 16 / ow row pairs across the planes (AVX-512): 15 pairs here leave a partial last group
+  // at 2, 4 and 7 windows a row. Rows of 17 and 40 windows take the row function's partial
+  // and whole blocks of 16.
+  for (int64_t ow : {1, 2, 3, 4, 5, 7, 14, 16, 17, 40}) {
     Rng rng(static_cast<uint64_t>(ow));
-    RefArray x{{3, 2, 6, 2 * ow}, {}};
+    RefArray x{{5, 1, 6, 2 * ow}, {}};
     for (int64_t i = 0; i < numel(x.shape); ++i) x.v.push_back(static_cast<double>(rng.below(3)));
-    RefArray g = random_ref({3, 2, 3, ow}, static_cast<uint64_t>(100 + ow));
+    RefArray g = random_ref({5, 1, 3, ow}, static_cast<uint64_t>(100 + ow));
+    check_kernel("max_pool2d", {x}, {{"kernel", Ints{2}}});
     check_kernel("max_pool2d_backward", {g, x}, {{"kernel", Ints{2}}});
     check_kernel("max_pool2d_relu_backward", {g, x}, {{"kernel", Ints{2}}});
   }
