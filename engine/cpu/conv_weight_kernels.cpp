@@ -94,11 +94,12 @@ void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, 
   // Per-lane sums [groups*og, k, kLanes], added across lanes after the last sample.
   float* lanes = ws + scratch_floats(d);
   std::fill(lanes, lanes + s.o * d.k * kLanes, 0.f);
+  // gp [og, qr]: g in padded-width layout, zero in the dropped columns (which no sample's
+  // copy writes).
+  std::fill(sc.yp, sc.yp + d.cout * d.qr, 0.f);
   for (int64_t n = lo; n < hi; ++n)
     for (int64_t gi = 0; gi < s.groups; ++gi) {
       pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, sc.xp, d);
-      // gp [og, qr]: g in padded-width layout, zero in the dropped columns.
-      std::fill(sc.yp, sc.yp + d.cout * d.qr, 0.f);
       const float* gg = g + (n * s.o + gi * s.og) * s.pixels();
       for (int64_t o = 0; o < s.og; ++o)
         for (int64_t r = 0; r < s.oh; ++r)
@@ -321,6 +322,7 @@ void tap_rows_samples(const ConvShape& s, const Direct& d, const TapRows& t, con
   float* xp = ws;
   float* gt = ws + t.xp;
   const int64_t px = s.pixels(), step = t.nv * kLanes;
+  zero_padded(xp, d);
   for (int64_t n = lo; n < hi; ++n)
     for (int64_t gi = 0; gi < s.groups; ++gi) {
       pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, xp, d);
