@@ -139,6 +139,9 @@ class Backend {
   }
   // Threads the backend's kernels may use (CPU) or 1.
   virtual int num_threads() const { return 1; }
+  // Launches follow soon after a pause (a training step, while its batch is copied in): a
+  // backend whose threads sleep when idle may get them up now (the CPU's pool).
+  virtual void expect_work() {}
   // Recording a sequence of launches once and replaying it (a device's command buffer or
   // graph): between begin_capture() and end_capture() launches record instead of running;
   // replay() runs them again on the same buffers. -1 from begin_capture: not supported, and

@@ -31,6 +31,7 @@ class CpuBackend final : public Backend {
     pool_.run_tasks(static_cast<int64_t>(ks.size()), [&](int64_t i) { launch_timed(ks[static_cast<size_t>(i)]); });
   }
   int num_threads() const override { return pool_.size(); }
+  void expect_work() override { pool_.wake(); }
   ThreadPool& pool() { return pool_; }
 
  private:

@@ -15,6 +15,9 @@ struct InJob {
 };
 
 constexpr auto kSpin = std::chrono::microseconds(50);
+// After wake(): a job is on its way, but the caller may take a while (a training step copies
+// its batch in and looks up its plan first).
+constexpr auto kWakeSpin = std::chrono::microseconds(1000);
 
 inline void pause() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -36,23 +39,39 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+void ThreadPool::wake() {
+  if (workers_.empty()) return;
+  {
+    std::lock_guard lock(mu_);
+    ++wakes_;
+  }
+  cv_work_.notify_all();
+}
+
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint64_t seen = 0, seen_wakes = 0;
+  bool woken = false;
   for (;;) {
     const RangeFn* job;
     int64_t lo, hi;
     bool mine;
     // Jobs come in bursts (a plan's kernels, microseconds apart): spin a little before
     // sleeping, since waking a sleeping thread (on a VM, its halted vCPU) costs tens of us.
-    auto spin_end = std::chrono::steady_clock::now() + kSpin;
+    auto spin_end = std::chrono::steady_clock::now() + (woken ? kWakeSpin : kSpin);
+    woken = false;
     for (int i = 0; generation_.load(std::memory_order_acquire) == seen; ++i) {
       if ((i & 63) == 63 && std::chrono::steady_clock::now() > spin_end) break;
       pause();
     }
     {
       std::unique_lock lock(mu_);
-      cv_work_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      cv_work_.wait(lock, [&] { return stop_ || generation_ != seen || wakes_ != seen_wakes; });
       if (stop_) return;
+      seen_wakes = wakes_;
+      if (generation_ == seen) {  // woken ahead of a job: spin for it
+        woken = true;
+        continue;
+      }
       seen = generation_;
       job = job_;
       mine = index < job_parts_ && !claimed_[static_cast<size_t>(index)];
