@@ -378,6 +378,32 @@ bool fold_pays(const ConvShape& s, const Direct& flat, int64_t threads) {
 //   R[i, oy, x] = sum_j T[(c, i, j), oy, x + pad - j*dil]   (rows kLanes wide, x < w <= kLanes)
 //   dx[c, y, x] = sum_i R[i, y + pad - i*dil, x]
 // (fold_pays keeps wider planes, and kernels over 16 wide, on the flat path.)
+#ifdef __AVX512F__
+// R rows [0, N) of one kernel row i: r[q] = sum over the kernel's columns j of T row (c, i, j)
+// from element from[j] + q * ow, masked to the lanes column j reaches.
+constexpr int64_t kFoldRows = 8;
+template <int N>
+void fold_chunk(intptr_t row0, const int64_t* from, const __mmask16* mask, int64_t cols,
+                int64_t ow, float* r) {
+  V acc[N]{};
+  for (int64_t j = 0; j < cols; ++j) {
+    const intptr_t at = row0 + static_cast<intptr_t>(sizeof(float)) * from[j];
+#pragma GCC unroll 8
+    for (int q = 0; q < N; ++q)
+      acc[q] += V(_mm512_maskz_loadu_ps(
+          mask[j], reinterpret_cast<const float*>(at + static_cast<intptr_t>(sizeof(float)) * q * ow)));
+  }
+#pragma GCC unroll 8
+  for (int q = 0; q < N; ++q) store(r + q * kLanes, acc[q]);
+}
+using FoldChunk = void (*)(intptr_t, const int64_t*, const __mmask16*, int64_t, int64_t, float*);
+template <int... I>
+constexpr std::array<FoldChunk, sizeof...(I)> fold_table(std::integer_sequence<int, I...>) {
+  return {&fold_chunk<I + 1>...};
+}
+constexpr auto kFoldChunks = fold_table(std::make_integer_sequence<int, kFoldRows>{});
+#endif
+
 void fold_rows(const float* t, int64_t ldt, const ConvShape& s, float* r, float* dx) {
   const int64_t taps = s.kh * s.kw;
   // Per kernel column j: the lanes it reaches and where lane 0 reads, from T's row (c, i, 0).
@@ -399,18 +425,27 @@ void fold_rows(const float* t, int64_t ldt, const ConvShape& s, float* r, float*
     for (int64_t i = 0; i < s.kh; ++i) {
       const auto row0 = reinterpret_cast<intptr_t>(t + (c * taps + i * s.kw) * ldt);
       float* ri = r + i * s.oh * kLanes;
+#ifdef __AVX512F__
+      // Rows of R in even chunks of at most kFoldRows, each chunk's sums independent: one
+      // chain of kw adds a row waited on each add's latency.
+      const int64_t chunks = (s.oh + kFoldRows - 1) / kFoldRows;
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        const int64_t oy0 = s.oh * ch / chunks, n = s.oh * (ch + 1) / chunks - oy0;
+        kFoldChunks[static_cast<size_t>(n - 1)](
+            row0 + static_cast<intptr_t>(sizeof(float)) * oy0 * s.ow, from.data(), mask.data(),
+            cols, s.ow, ri + oy0 * kLanes);
+      }
+#else
       for (int64_t oy = 0; oy < s.oh; ++oy) {
         V acc{};
         for (int64_t j = 0; j < cols; ++j) {
-          const intptr_t at = row0 + static_cast<intptr_t>(sizeof(float)) * (from[j] + oy * s.ow);
-#ifdef __AVX512F__
-          acc += V(_mm512_maskz_loadu_ps(mask[j], reinterpret_cast<const float*>(at)));
-#else
-          for (int64_t l = lo[j]; l < hi[j]; ++l) acc[l] += reinterpret_cast<const float*>(at)[l];
-#endif
+          const auto* at = reinterpret_cast<const float*>(
+              row0 + static_cast<intptr_t>(sizeof(float)) * (from[j] + oy * s.ow));
+          for (int64_t l = lo[j]; l < hi[j]; ++l) acc[l] += at[l];
         }
         store(ri + oy * kLanes, acc);
       }
+#endif
     }
     for (int64_t y = 0; y < s.h; ++y) {
       V acc{};
