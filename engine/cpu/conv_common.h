@@ -135,6 +135,25 @@ inline void copy_floats(float* out, const float* in, int64_t n) {
 #endif
 }
 
+// out = in + b, then relu when `relu` (scalar::relu: x > 0 ? x : 0, which max(x, 0) with x
+// first is too, NaN included).
+inline void copy_bias_relu(float* out, const float* in, int64_t n, float b, bool relu) {
+#ifdef __AVX512F__
+  const __m512 bv = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
+  for (; n > 0; n -= 16, out += 16, in += 16) {
+    const __mmask16 m = first_lanes(n);
+    __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(m, in), bv);
+    if (relu) x = _mm512_max_ps(x, zero);
+    _mm512_mask_storeu_ps(out, m, x);
+  }
+#else
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = in[i] + b;
+    out[i] = relu ? (x > 0.f ? x : 0.f) : x;
+  }
+#endif
+}
+
 #ifdef __AVX512F__
 // out [cols, rows] (rows ldo apart) <- in [rows, cols] (rows ldi apart), rows and cols <= 16:
 // pairs of floats, then pairs of pairs, interleaved within 128-bit lanes, then the lanes
