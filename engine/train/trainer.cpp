@@ -416,8 +416,11 @@ Result<double> Trainer::train_step(const HostBatch& batch) {
   const int64_t t1 = trace_ ? steady_now_ns() : 0;
   if (update) apply_update(sp.grads);
   // The next step's kernels follow after a short pause (its batch, the metrics): a thread
-  // woken when they start takes ~150 us on a VM (LeNet's first convolution at 0.36 ms a step
-  // rather than 0.25), so the pool's threads stay up through the pause.
+  // woken when they start took 85-100 us to take its part on the 2-core VM (LeNet's first
+  // convolution at 0.35 ms a step rather than 0.25), so the pool's threads stay up through
+  // the pause. (A second wake right after the plan, to cover the optimizer too, made the
+  // next step's first job later, not sooner: 437 of 469 took 50-200 us against 57 of 469.
+  // A worker that spins longer is more often swapped out for the batch prefetcher's thread.)
   backend_.expect_work();
   if (health && update) measure_health(before, grads, l, batch);
   if (trace_) {
