@@ -223,22 +223,10 @@ Refs attention_backward_composite(Emitter& e, std::span<const Ref> in, const Att
 }
 
 Refs attention_backward_vjp(const GradContext& c) {
-  TapeEmitter t(c.e, "attention");
-  Refs outs = attention_backward_composite(t, c.inputs, c.attrs);
-  Ref loss;
-  for (size_t k = 0; k < outs.size(); ++k) {
-    if (!c.gout(k).valid()) continue;
-    Ref term = sum(t, mul(t, outs[k], c.gout(k)), {}, false);
-    loss = loss.valid() ? add(t, loss, term) : term;
-  }
-  if (!loss.valid()) return Refs(c.inputs.size());
-  return t.vjp(c, loss);
+  return composite_vjp(c, attention_backward_composite, "attention");
 }
-
 Refs attention_backward_jvp(const JvpContext& c) {
-  TapeEmitter t(c.e, "attention");
-  Refs outs = attention_backward_composite(t, c.inputs, c.attrs);
-  return t.jvp(c, outs);
+  return composite_jvp(c, attention_backward_composite, "attention");
 }
 
 Attrs attention_attrs(bool causal, double alpha) {

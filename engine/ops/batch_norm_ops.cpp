@@ -89,17 +89,6 @@ std::vector<int64_t> batch_axes(const Shape& x) {
   return axes;
 }
 
-// sum_k <outs[k], gouts[k]> over the outputs that receive a gradient (invalid when none).
-Ref inner_product(Emitter& e, const Refs& outs, const GradContext& c) {
-  Ref loss;
-  for (size_t k = 0; k < outs.size(); ++k) {
-    if (!c.gout(k).valid() || !outs[k].valid()) continue;
-    Ref term = sum(e, mul(e, outs[k], c.gout(k)), {}, false);
-    loss = loss.valid() ? add(e, loss, term) : term;
-  }
-  return loss;
-}
-
 // [SECTION] batch_norm_train
 
 Result<Types> infer_batch_norm(InTypes in, const Attrs& a) {
@@ -295,17 +284,10 @@ Refs batch_norm_backward_composite(Emitter& e, std::span<const Ref> in, const At
 }
 
 Refs batch_norm_backward_vjp(const GradContext& c) {
-  TapeEmitter t(c.e, "batch norm");
-  Refs outs = batch_norm_backward_composite(t, c.inputs, c.attrs);
-  Ref loss = inner_product(t, outs, c);
-  if (!loss.valid()) return Refs(c.inputs.size());
-  return t.vjp(c, loss);
+  return composite_vjp(c, batch_norm_backward_composite, "batch norm");
 }
-
 Refs batch_norm_backward_jvp(const JvpContext& c) {
-  TapeEmitter t(c.e, "batch norm");
-  Refs outs = batch_norm_backward_composite(t, c.inputs, c.attrs);
-  return t.jvp(c, outs);
+  return composite_jvp(c, batch_norm_backward_composite, "batch norm");
 }
 
 std::vector<RefArray> batch_norm_backward_ref(std::span<const RefArray> in, const Attrs& a) {
@@ -381,17 +363,10 @@ Refs batch_norm_pool_backward_composite(Emitter& e, std::span<const Ref> in, con
 }
 
 Refs batch_norm_pool_backward_vjp(const GradContext& c) {
-  TapeEmitter t(c.e, "batch norm");
-  Refs outs = batch_norm_pool_backward_composite(t, c.inputs, c.attrs);
-  Ref loss = inner_product(t, outs, c);
-  if (!loss.valid()) return Refs(c.inputs.size());
-  return t.vjp(c, loss);
+  return composite_vjp(c, batch_norm_pool_backward_composite, "batch norm");
 }
-
 Refs batch_norm_pool_backward_jvp(const JvpContext& c) {
-  TapeEmitter t(c.e, "batch norm");
-  Refs outs = batch_norm_pool_backward_composite(t, c.inputs, c.attrs);
-  return t.jvp(c, outs);
+  return composite_jvp(c, batch_norm_pool_backward_composite, "batch norm");
 }
 
 // y = act(gamma (x - mean) rstd + beta), its 2x2 max pool's gradient, then batch_norm_backward's

@@ -5,6 +5,9 @@
 //   TapeEmitter t(c.e, "attention");
 //   Ref loss = ...composite written on t...;
 //   return t.vjp(c, loss);  // the composite's gradients for the inputs the rule needs
+//
+// An op whose composite is a whole function (inputs, attrs) -> outputs gets both rules from it:
+//   Refs my_op_vjp(const GradContext& c) { return composite_vjp(c, my_op_composite, "my op"); }
 #pragma once
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "engine/autodiff/autodiff.h"
+#include "engine/ir/emitter.h"
 #include "engine/ir/graph.h"
 
 namespace mls::ops {
@@ -68,5 +72,30 @@ class TapeEmitter final : public Emitter {
   std::string scope_;
   std::vector<TapeEntry> tape_;
 };
+
+// What an op computes, written with other ops.
+using Composite = Refs (*)(Emitter&, std::span<const Ref>, const Attrs&);
+
+// The reverse rule of an op from its composite: the gradients of sum_k <out_k, gout_k> over
+// the outputs that receive one.
+inline Refs composite_vjp(const GradContext& c, Composite f, const char* who) {
+  TapeEmitter t(c.e, who);
+  const Refs outs = f(t, c.inputs, c.attrs);
+  Ref loss;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (!c.gout(k).valid() || !outs[k].valid()) continue;
+    const Ref term = sum(t, mul(t, outs[k], c.gout(k)), {}, false);
+    loss = loss.valid() ? add(t, loss, term) : term;
+  }
+  if (!loss.valid()) return Refs(c.inputs.size());
+  return t.vjp(c, loss);
+}
+
+// The forward rule of an op from its composite: its outputs' tangents.
+inline Refs composite_jvp(const JvpContext& c, Composite f, const char* who) {
+  TapeEmitter t(c.e, who);
+  const Refs outs = f(t, c.inputs, c.attrs);
+  return t.jvp(c, outs);
+}
 
 }  // namespace mls::ops
