@@ -1,6 +1,7 @@
 // Internal to engine/cpu: conv2d's forward, exposed for the fused conv2d_act kernel
 // (engine/cpu/fused_kernels.cpp), which is conv2d with a bias and activation epilogue; and
-// the 2x2 max pool's gradient routing, for batch_norm_pool_backward (batch_norm_kernels.cpp).
+// the 2x2 max pool's gradient routing, for batch_norm_pool_backward (batch_norm_kernels.cpp)
+// and conv2d_pool_backward_weight (conv_weight_kernels.cpp).
 //
 //   conv2d_forward(call, bias, Activation::Relu);   // call: conv2d's (x, w) and attributes
 #pragma once
@@ -27,5 +28,9 @@ size_t conv2d_forward_workspace(std::span<const ValueType> inputs, std::span<con
 // rows, g the row's n pooled gradients, d0 and d0 + w the two rows of the input gradient; each
 // gradient goes to its window's first largest cell, the other three cells get 0.
 void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0, int64_t n);
+// The same for the pool of a relu's output (max_pool2d_relu_backward: a window whose largest
+// cell is not > 0 sends nothing), writing the gradient's second row at d0 + ld.
+void max_pool_relu_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0,
+                                    int64_t ld, int64_t n);
 
 }  // namespace mls::cpu

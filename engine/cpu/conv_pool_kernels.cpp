@@ -78,12 +78,13 @@ inline int which_max(float a, float b, float c, float d) {
   return d > m2 ? 3 : i2;
 }
 
-// One row of 2x2 windows: r1 = r0 + w, d1 = d0 + w. With Relu, a window whose largest cell is
-// not > 0 sends nothing (max_pool2d_relu_backward).
+// One row of 2x2 windows: r1 = r0 + w, d1 = d0 + ld. With Relu, a window whose largest cell
+// is not > 0 sends nothing (max_pool2d_relu_backward).
 template <bool Relu>
-void pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0, int64_t n) {
+void pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0, int64_t ld,
+                           int64_t n) {
   const float* r1 = r0 + w;
-  float* d1 = d0 + w;
+  float* d1 = d0 + ld;
   int64_t ow = 0;
 #ifdef __AVX512F__
   // 16 windows at a time: even and odd columns apart, the winner as masks, back together.
@@ -171,7 +172,11 @@ void pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0
 
 // One row of 2x2 windows (conv_kernels.h).
 void max_pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0, int64_t n) {
-  pool_2x2_backward_row<false>(r0, w, g, d0, n);
+  pool_2x2_backward_row<false>(r0, w, g, d0, w, n);
+}
+void max_pool_relu_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0,
+                                    int64_t ld, int64_t n) {
+  pool_2x2_backward_row<true>(r0, w, g, d0, ld, n);
 }
 
 namespace {
@@ -348,7 +353,7 @@ void max_pool2d_backward_kernel(const KernelCall& c) {
       float* dp = dx + plane * s.h * s.w;
       for (int64_t oh = 0; oh < s.oh; ++oh)
         pool_2x2_backward_row<Relu>(xp + 2 * oh * s.w, s.w, gp + oh * s.ow, dp + 2 * oh * s.w,
-                                    s.ow);
+                                    s.w, s.ow);
     });
     return;
   }

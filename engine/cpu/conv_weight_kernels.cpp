@@ -9,16 +9,20 @@
 //   once after the last sample;
 // - otherwise: im2col + cpu::gemm per sample.
 // Work splits over samples; each task sums into its own buffer and the buffers are added.
+// Also conv2d_pool_backward_weight, the same with the output gradient routed from a 2x2 max
+// pool of relu(y) as it is read.
 //
 // [SECTION] Stride 1: per-lane tiles
 // [SECTION] Stride 1 weight gradient: column matrices of several samples, one GEMM
 // [SECTION] Stride 1 weight gradient: tap rows against the transposed output gradient
 // [SECTION] The plan and the kernel
+// [SECTION] Through a 2x2 max pool of relu(y): conv2d_pool_backward_weight
 #include <algorithm>
 #include <array>
 #include <utility>
 
 #include "engine/cpu/conv_common.h"
+#include "engine/cpu/conv_kernels.h"
 
 namespace mls::cpu {
 
@@ -88,7 +92,10 @@ constexpr auto kWeightTiles =
 size_t direct_weight_floats(const ConvShape& s, const Direct& d) {
   return scratch_floats(d) + static_cast<size_t>(s.o * d.k * kLanes);
 }
-void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, const float* g,
+// fill(n, gi, gp) writes sample n's output gradient of group gi into gp [og, qr]'s
+// padded-width rows (copy_rows for g itself); the dropped columns stay zero.
+template <typename Fill>
+void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, Fill fill,
                            float* dw, int64_t lo, int64_t hi, float* ws) {
   Scratch sc(d, ws);
   // Per-lane sums [groups*og, k, kLanes], added across lanes after the last sample.
@@ -100,10 +107,7 @@ void direct_weight_samples(const ConvShape& s, const Direct& d, const float* x, 
   for (int64_t n = lo; n < hi; ++n)
     for (int64_t gi = 0; gi < s.groups; ++gi) {
       pad_input(x + (n * s.c + gi * s.cg) * s.h * s.w, sc.xp, d);
-      const float* gg = g + (n * s.o + gi * s.og) * s.pixels();
-      for (int64_t o = 0; o < s.og; ++o)
-        for (int64_t r = 0; r < s.oh; ++r)
-          copy_floats(sc.yp + o * d.qr + r * d.wp, gg + (o * s.oh + r) * s.ow, s.ow);
+      fill(n, gi, sc.yp);
       float* lg = lanes + gi * s.og * d.k * kLanes;
       for (int64_t o = 0; o < s.og; o += kWeightRows) {
         const int64_t rows = std::min<int64_t>(kWeightRows, s.og - o);
@@ -392,25 +396,31 @@ WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
   return wp;
 }
 
-// (x [n,c,h,w], g [n,o,oh,ow]) -> dw [o,cg,kh,kw]: each task sums its samples into its own
-// buffer (task 0 into dw itself; on the Columns path every task into its scratch's acc,
-// which holds dW transposed), then the buffers are added.
-void conv2d_backward_weight_kernel(const KernelCall& c) {
-  const Tensor &tx = *c.inputs[0], &tg = *c.inputs[1];
-  Tensor& tdw = *c.outputs[0];
-  ConvShape s = conv_shape(tx.shape(), tdw.shape(), tg.shape(), c.attrs);
-  const float* x = in_ptr<float>(c, 0);
-  const float* g = in_ptr<float>(c, 1);
-  float* dw = out_ptr<float>(c, 0);
-  const int64_t k = s.k(), px = s.pixels(), size = tdw.numel(), threads = pool_of(c).size();
-  const WeightPlan wp = weight_plan(s, threads);
+// g's rows copied into the padded-width layout: the plain weight gradient's fill.
+auto copy_rows(const ConvShape& s, const Direct& d, const float* g) {
+  return [&s, &d, g](int64_t, int64_t n, int64_t gi, float* gp) {
+    const float* gg = g + (n * s.o + gi * s.og) * s.pixels();
+    for (int64_t o = 0; o < s.og; ++o)
+      for (int64_t r = 0; r < s.oh; ++r)
+        copy_floats(gp + o * d.qr + r * d.wp, gg + (o * s.oh + r) * s.ow, s.ow);
+  };
+}
+
+// dw [o,cg,kh,kw] from x [n,c,h,w] and g [n,o,oh,ow] the plan's way, in wp.floats(s) floats at
+// `base`: each task sums its samples into its own buffer (task 0 into dw itself; on the
+// Columns path every task into its scratch's acc, which holds dW transposed), then the buffers
+// are added. The per-lane path takes each sample's gradient from fill(task, n, gi, gp) (see
+// direct_weight_samples); the others read g.
+template <typename Fill>
+void weight_gradient(const KernelCall& c, const ConvShape& s, const WeightPlan& wp, const float* x,
+                     const float* g, float* dw, float* base, Fill fill) {
+  const int64_t k = s.k(), px = s.pixels(), size = s.o * k;
   const int64_t tasks = wp.tasks;
-  Workspace ws(c, wp.floats(s));
-  float* partial = ws.base;  // [partials, size], then each task's scratch
-  float* scratch = ws.base + wp.partials() * size;
+  float* partial = base;  // [partials, size], then each task's scratch
+  float* scratch = base + wp.partials() * size;
   const size_t gemm_per = wp.gemm_per;
   float* gemm_base =
-      ws.base + round_to_line(wp.partials() * size + tasks * static_cast<int64_t>(wp.per_task));
+      base + round_to_line(wp.partials() * size + tasks * static_cast<int64_t>(wp.per_task));
   const Columns& cols = wp.cols;
   std::fill(dw, dw + size, 0.f);
   std::fill(partial, partial + wp.partials() * size, 0.f);
@@ -420,7 +430,9 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
     const FloatSpan gemm_ws{gemm_base + static_cast<size_t>(task) * gemm_per,
                             static_cast<int64_t>(gemm_per)};
     if (wp.kind == WeightPlan::Lanes)
-      return direct_weight_samples(s, wp.d, x, g, acc, lo, hi, mine);
+      return direct_weight_samples(
+          s, wp.d, x, [&](int64_t n, int64_t gi, float* gp) { fill(task, n, gi, gp); }, acc, lo,
+          hi, mine);
     if (wp.kind == WeightPlan::Taps) {
       std::fill(mine, mine + wp.taps.acc, 0.f);
       return tap_rows_samples(s, wp.d, wp.taps, x, g, mine, lo, hi, mine + wp.taps.acc);
@@ -455,11 +467,114 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
   }
 }
 
+// (x [n,c,h,w], g [n,o,oh,ow]) -> dw [o,cg,kh,kw].
+void conv2d_backward_weight_kernel(const KernelCall& c) {
+  const Tensor &tx = *c.inputs[0], &tg = *c.inputs[1];
+  Tensor& tdw = *c.outputs[0];
+  ConvShape s = conv_shape(tx.shape(), tdw.shape(), tg.shape(), c.attrs);
+  const float* g = in_ptr<float>(c, 1);
+  const WeightPlan wp = weight_plan(s, pool_of(c).size());
+  Workspace ws(c, wp.floats(s));
+  weight_gradient(c, s, wp, in_ptr<float>(c, 0), g, out_ptr<float>(c, 0), ws.base,
+                  copy_rows(s, wp.d, g));
+}
+
+// [SECTION] Through a 2x2 max pool of relu(y): conv2d_pool_backward_weight
+//
+// (x, gp, y) -> (dw, db) with g = max_pool2d_relu_backward(gp, y) routed where it is read. On
+// the per-lane path each sample's g goes straight into the padded-width rows the tiles read
+// (the pool's own row function, rows wp apart) and the bias sums are taken from those rows
+// lane by lane: the [n,o,oh,ow] gradient is never written to memory nor read back (LeNet's
+// conv1). The other paths route g into the workspace first and read it as the plain kernel
+// does.
+
+// Floats after the weight gradient's workspace: the per-lane path's bias lanes
+// [tasks, o, kLanes], or the routed g.
+size_t pool_backward_extra(const ConvShape& s, const WeightPlan& wp) {
+  return static_cast<size_t>(wp.kind == WeightPlan::Lanes ? wp.tasks * s.o * kLanes
+                                                           : s.n * s.o * s.pixels());
+}
+
+// The sum of n floats from p, by lanes.
+inline V row_lanes(const float* p, int64_t n) {
+  V acc{};
+#ifdef __AVX512F__
+  for (; n > 0; n -= kLanes, p += kLanes) acc += V(_mm512_maskz_loadu_ps(first_lanes(n), p));
+#else
+  for (int64_t i = 0; i < n; ++i) acc[i % kLanes] += p[i];
+#endif
+  return acc;
+}
+
+void conv_pool_backward_weight_kernel(const KernelCall& c) {
+  const Tensor &tx = *c.inputs[0], &ty = *c.inputs[2];
+  Tensor& tdw = *c.outputs[0];
+  const ConvShape s = conv_shape(tx.shape(), tdw.shape(), ty.shape(), c.attrs);
+  const float* x = in_ptr<float>(c, 0);
+  const float* gp = in_ptr<float>(c, 1);
+  const float* y = in_ptr<float>(c, 2);
+  float* dw = out_ptr<float>(c, 0);
+  float* db = out_ptr<float>(c, 1);
+  const WeightPlan wp = weight_plan(s, pool_of(c).size());
+  Workspace ws(c, wp.floats(s) + pool_backward_extra(s, wp));
+  float* extra = ws.base + wp.floats(s);
+  const int64_t px = s.pixels(), pw = s.ow / 2;
+  // Plane `plane`'s gradient rows into `out`, rows `ld` apart.
+  auto route = [&](int64_t plane, float* out, int64_t ld) {
+    for (int64_t r = 0; r < s.oh; r += 2)
+      max_pool_relu_2x2_backward_row(y + plane * px + r * s.ow, s.ow, gp + plane * (px / 4) + r / 2 * pw,
+                                     out + r * ld, ld, pw);
+  };
+  if (wp.kind == WeightPlan::Lanes) {
+    float* lanes = extra;
+    std::fill(lanes, lanes + wp.tasks * s.o * kLanes, 0.f);
+    weight_gradient(c, s, wp, x, nullptr, dw, ws.base,
+                    [&](int64_t task, int64_t n, int64_t gi, float* gpad) {
+                      for (int64_t o = 0; o < s.og; ++o) {
+                        const int64_t ch = gi * s.og + o;
+                        float* rows = gpad + o * wp.d.qr;
+                        route(n * s.o + ch, rows, wp.d.wp);
+                        float* bl = lanes + (task * s.o + ch) * kLanes;
+                        V acc = load(bl);
+                        for (int64_t r = 0; r < s.oh; ++r) acc += row_lanes(rows + r * wp.d.wp, s.ow);
+                        store(bl, acc);
+                      }
+                    });
+    for (int64_t ch = 0; ch < s.o; ++ch) {
+      float t = 0;
+      for (int64_t task = 0; task < wp.tasks; ++task)
+        for (int l = 0; l < kLanes; ++l) t += lanes[(task * s.o + ch) * kLanes + l];
+      db[ch] = t;
+    }
+    return;
+  }
+  float* g = extra;  // [n, o, oh, ow]
+  pool_of(c).parallel_for(0, s.n * s.o, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(px, 1)),
+                          [&](int64_t lo, int64_t hi) {
+                            for (int64_t plane = lo; plane < hi; ++plane)
+                              route(plane, g + plane * px, s.ow);
+                          });
+  for (int64_t ch = 0; ch < s.o; ++ch) {
+    V acc{};
+    for (int64_t n = 0; n < s.n; ++n) acc += row_lanes(g + (n * s.o + ch) * px, px);
+    float t = 0;
+    for (int l = 0; l < kLanes; ++l) t += acc[l];
+    db[ch] = t;
+  }
+  weight_gradient(c, s, wp, x, g, dw, ws.base, copy_rows(s, wp.d, g));
+}
+
 size_t backward_weight_workspace(std::span<const ValueType> in, std::span<const ValueType> out,
                                  const Attrs& a,
                                  const Backend& b) {  // (x, g) -> dw
   const ConvShape s = conv_shape(in[0].shape, out[0].shape, in[1].shape, a);
   return weight_plan(s, b.num_threads()).floats(s) * sizeof(float);
+}
+size_t pool_backward_workspace(std::span<const ValueType> in, std::span<const ValueType> out,
+                               const Attrs& a, const Backend& b) {  // (x, gp, y) -> (dw, db)
+  const ConvShape s = conv_shape(in[0].shape, out[0].shape, in[2].shape, a);
+  const WeightPlan wp = weight_plan(s, b.num_threads());
+  return (wp.floats(s) + pool_backward_extra(s, wp)) * sizeof(float);
 }
 
 }  // namespace
@@ -469,6 +584,10 @@ void register_conv_weight_kernels(OpRegistry& reg) {
                       conv2d_backward_weight_kernel);
   reg.register_workspace("conv2d_backward_weight", DeviceKind::CPU, DType::F32,
                          backward_weight_workspace);
+  reg.register_kernel("conv2d_pool_backward_weight", DeviceKind::CPU, DType::F32,
+                      conv_pool_backward_weight_kernel);
+  reg.register_workspace("conv2d_pool_backward_weight", DeviceKind::CPU, DType::F32,
+                         pool_backward_workspace);
 }
 
 }  // namespace mls::cpu

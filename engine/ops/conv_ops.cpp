@@ -431,7 +431,8 @@ std::vector<OpSample> conv_transpose2d_samples() {
 
 }  // namespace
 
-void register_pool_ops(OpRegistry& reg);  // conv_pool_ops.cpp
+void register_pool_ops(OpRegistry& reg);                // conv_pool_ops.cpp
+void register_conv_pool_backward_ops(OpRegistry& reg);  // conv_pool_backward_ops.cpp
 
 void register_conv_ops(OpRegistry& reg) {
   std::vector<AttrSpec> conv_attrs{{"stride", AttrKind::Ints, false},
@@ -488,6 +489,7 @@ void register_conv_ops(OpRegistry& reg) {
                      "[N,Cout,(H-1)*stride-2*padding+dilation*(kh-1)+output_padding+1,...]",
               .flops = conv_flops_per_input});
   register_pool_ops(reg);
+  register_conv_pool_backward_ops(reg);
 }
 
 }  // namespace ops

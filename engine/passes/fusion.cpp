@@ -170,7 +170,7 @@ FusionSupport FusionSupport::of(const Backend& b) {
   return {has("linear_act"), has("conv2d_act"), has("fused_elementwise"), b.max_kernel_inputs(),
           has("attention") && has("attention_backward"),
           has("batch_norm_act") && has("batch_norm_backward"), has("batch_norm_pool_backward"),
-          has("max_pool2d_relu_backward")};
+          has("max_pool2d_relu_backward"), has("conv2d_pool_backward_weight")};
 }
 
 Graph fuse_linear_activation(const Graph& g, const FusionSupport& s) {

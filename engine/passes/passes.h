@@ -47,6 +47,7 @@ struct FusionSupport {
   bool batch_norm = true;        // batch_norm_act and batch_norm_backward kernels
   bool batch_norm_pool = true;   // a batch_norm_pool_backward kernel
   bool pool_relu = true;         // a max_pool2d_relu_backward kernel
+  bool conv_pool = true;         // a conv2d_pool_backward_weight kernel
   static FusionSupport of(const Backend& b);
 };
 Graph fuse_linear_activation(const Graph& g, const FusionSupport& s = {});
@@ -65,7 +66,9 @@ Graph fuse_batch_norm(const Graph& g, const FusionSupport& s = {}, bool with_rel
 // Pool-gradient fusion (pool_fusion.cpp), for step graphs after autodiff (a default pass): a
 // max pool's gradient joins the relu_backward (max_pool2d_relu_backward) or the
 // batch_norm_backward of batch_norm_act's y (batch_norm_pool_backward, 2x2 pools with stride
-// 2) that alone reads it, where the backend has the kernels (the CPU today).
+// 2) that alone reads it, where the backend has the kernels (the CPU today). Then a
+// convolution's weight gradient of such a relu pool's gradient that only it and the bias sum
+// read becomes one conv2d_pool_backward_weight (LeNet's conv1).
 Graph fuse_pool_gradients(const Graph& g, const FusionSupport& s = {});
 
 struct PassRecord {

@@ -6,6 +6,10 @@
 // - batch_norm_backward of a 2x2, stride-2 pool's gradient of batch_norm_act's y (the
 //   residual CNN's stem) becomes one batch_norm_pool_backward, which rebuilds y from x where
 //   it needs it: the pool's gradient is neither written nor read, nor is y read again.
+// - then conv2d_backward_weight(x, g) and the bias gradient sum(g, [0, 2, 3]) of g =
+//   max_pool2d_relu_backward(gp, y), a 2x2, stride-2 pool, when nothing else reads g (LeNet's
+//   conv1, whose input needs no gradient), become one conv2d_pool_backward_weight(x, gp, y):
+//   the [N, O, OH, OW] gradient is neither written nor read back.
 // The forward pools still read y. Backends without the kernels (the GPU backends today) keep
 // the nodes apart.
 #include <optional>
@@ -70,9 +74,90 @@ std::optional<Refs> pool_gradient_match(const Graph& g, const Node& b,
   return Refs{p->inputs[0], b.inputs[1], b.inputs[2], b.inputs[3], b.inputs[4], f->inputs[2]};
 }
 
+Graph fuse_pool_gradient_readers(const Graph& g, const FusionSupport& s);
+
+bool tiled_2x2(const Graph& g, const Node& pool) {
+  const auto p = pool2d_params(pool.attrs);
+  const Shape& y = g.type_of(pool.inputs[1]).shape;
+  return p && p->kernel == Pair2{2, 2} && p->stride == Pair2{2, 2} && p->padding == Pair2{0, 0} &&
+         y.size() == 4 && y[2] % 2 == 0 && y[3] % 2 == 0;
+}
+
+// conv2d_backward_weight W and, if any, the bias sum S that read a 2x2 max_pool2d_relu_backward
+// P's gradient that nothing else reads.
+struct ConvPool {
+  size_t w, s;  // node indices; s == w when there is no bias sum
+  const Node* pool;
+};
+
+Graph fuse_conv_pool_gradients(const Graph& g) {
+  std::vector<std::vector<size_t>> users(g.values().size());
+  std::vector<size_t> made_at(g.values().size(), 0);  // producer's index + 1 (0: not a node's)
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    for (Ref r : g.nodes()[i].inputs) users[static_cast<size_t>(r.id)].push_back(i);
+    for (Ref r : g.nodes()[i].outputs) made_at[static_cast<size_t>(r.id)] = i + 1;
+  }
+  std::vector<char> escapes(g.values().size(), 0);
+  for (Ref r : g.outputs()) escapes[static_cast<size_t>(r.id)] = 1;
+  auto bias_sum = [&](const Node& n) {
+    if (n.op->name != "sum" || n.attrs.get_int_or("keepdims", 0) != 1 || !n.attrs.has("axes"))
+      return false;
+    return n.attrs.get_ints("axes") == std::vector<int64_t>{0, 2, 3};
+  };
+  std::vector<ConvPool> found;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& w = g.nodes()[i];
+    if (w.op->name != "conv2d_backward_weight") continue;
+    const Ref gv = w.inputs[1];
+    const Node* p = producer_or_null(g, gv);
+    const auto& readers = users[static_cast<size_t>(gv.id)];
+    if (!p || p->op->name != "max_pool2d_relu_backward" || !tiled_2x2(g, *p) ||
+        escapes[static_cast<size_t>(gv.id)] || g.type_of(gv).dtype != DType::F32 ||
+        readers.size() > 2 || w.inputs[0] == gv)
+      continue;
+    ConvPool m{i, i, p};
+    bool ok = true;
+    for (size_t r : readers)
+      if (r != i) {
+        if (bias_sum(g.nodes()[r])) m.s = r;
+        else ok = false;
+      }
+    // The fused node stands where the first of W and S stood: x must be made before it.
+    if (!ok || made_at[static_cast<size_t>(w.inputs[0].id)] > std::min(m.w, m.s)) continue;
+    found.push_back(m);
+  }
+  if (found.empty()) return g;
+  std::vector<const ConvPool*> at(g.nodes().size(), nullptr);
+  for (const ConvPool& m : found) at[m.w] = at[m.s] = &m;
+  Rewriter rw(g);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (!at[i]) {
+      rw.copy(n);
+      continue;
+    }
+    if (rw.mapped(n.outputs[0])) continue;  // made with the other node of its match
+    const ConvPool& m = *at[i];
+    const Node& w = g.nodes()[m.w];
+    Refs in{rw.map(w.inputs[0]), rw.map(m.pool->inputs[0]), rw.map(m.pool->inputs[1])};
+    // Labelled as the convolution's gradient ("conv1 (backward)" in a profile).
+    Refs out = rw.emit(w, "conv2d_pool_backward_weight", in, w.attrs);
+    rw.replace(w.outputs[0], out[0]);
+    if (m.s != m.w) rw.replace(g.nodes()[m.s].outputs[0], out[1]);
+  }
+  return rw.finish();
+}
+
 }  // namespace
 
 Graph fuse_pool_gradients(const Graph& g, const FusionSupport& s) {
+  Graph out = fuse_pool_gradient_readers(g, s);
+  return s.conv_pool ? fuse_conv_pool_gradients(out) : out;
+}
+
+namespace {
+
+Graph fuse_pool_gradient_readers(const Graph& g, const FusionSupport& s) {
   if (!s.batch_norm_pool && !s.pool_relu) return g;
   std::vector<int32_t> readers(g.values().size(), 0);
   for (const Node& n : g.nodes())
@@ -113,5 +198,7 @@ Graph fuse_pool_gradients(const Graph& g, const FusionSupport& s) {
   }
   return rw.finish();
 }
+
+}  // namespace
 
 }  // namespace mls

@@ -79,6 +79,7 @@ Graph fused_pool_gradients_off(const Graph& step) {
   FusionSupport none;
   none.batch_norm_pool = false;
   none.pool_relu = false;
+  none.conv_pool = false;
   return fuse_pool_gradients(step, none);
 }
 
@@ -179,13 +180,62 @@ TEST_CASE("pool-gradient fusion: a pool of a relu's output takes relu's gradient
   g.add_output(cross_entropy(g, matmul(g, flat, g.add_param("fc", {DType::F32, {36, 3}})), labels));
   const Graph raw = raw_step(g), fused = training_step(g);
   INFO(fused.to_text());
-  CHECK(count(fused, "max_pool2d_relu_backward") == 2);
+  // The first pool's gradient goes on into c1's weight gradient (x needs none): one
+  // conv2d_pool_backward_weight. The second's is also read by c2's input gradient.
+  CHECK(count(fused, "max_pool2d_relu_backward") == 1);
+  CHECK(count(fused, "conv2d_pool_backward_weight") == 1);
   CHECK(count(fused, "max_pool2d_backward") == 0);
   CHECK(count(fused_pool_gradients_off(raw), "max_pool2d_relu_backward") == 0);
   auto a = outputs_on_random_inputs(raw), b = outputs_on_random_inputs(fused);
   REQUIRE(a.size() == b.size());
   for (size_t k = 0; k < a.size(); ++k)
     require_close(b[k], a[k], 1e-4, 1e-5, "output " + std::to_string(k));
+}
+
+TEST_CASE("pool-gradient fusion: a first convolution's weight and bias gradients take the pool's",
+          "[fusion]") {
+  // LeNet's front in small, with biases: conv + b - relu - 2x2 pool, conv + b - relu - 2x2
+  // pool, linear. conv1's gradient (its input needs none) is read by its weight gradient and
+  // its bias sum only: one conv2d_pool_backward_weight takes both. conv2's is also read by its
+  // input gradient, so its pool's gradient stays a max_pool2d_relu_backward node.
+  auto model = [](int64_t pool2) {
+    Graph g("lenet");
+    Ref x = g.add_input("x", {DType::F32, {6, 1, 12, 12}});
+    Ref labels = g.add_input("y", {DType::I64, {6}});
+    auto conv = [&](Ref h, const std::string& name, int64_t in, int64_t out, int64_t k) {
+      Ref y = conv2d(g, h, g.add_param(name, {DType::F32, {out, in, k, k}}), {.padding = {k / 2, k / 2}});
+      return relu(g, add(g, y, g.add_param(name + ".b", {DType::F32, {out, 1, 1}})));
+    };
+    Ref h = max_pool2d(g, conv(x, "c1", 1, 3, 5), {.kernel = {2, 2}});
+    h = max_pool2d(g, conv(h, "c2", 3, 4, 3), {.kernel = {pool2, pool2}});
+    const int64_t side = 6 / pool2;
+    Ref flat = reshape(g, h, {6, 4 * side * side});
+    g.add_output(cross_entropy(
+        g, matmul(g, flat, g.add_param("fc", {DType::F32, {4 * side * side, 3}})), labels));
+    return g;
+  };
+  const Graph g = model(2);
+  const Graph raw = raw_step(g), fused = training_step(g);
+  INFO(fused.to_text());
+  CHECK(count(fused, "conv2d_pool_backward_weight") == 1);
+  CHECK(count(fused, "conv2d_backward_weight") == 1);  // conv2's
+  CHECK(count(fused, "max_pool2d_relu_backward") == 1);
+  CHECK(count(fused, "sum", "axes=[0,2,3]") == 1);  // conv2's bias
+  // The step's loss and gradients: the fused weight and bias gradients sum in another order.
+  auto a = outputs_on_random_inputs(raw), b = outputs_on_random_inputs(fused);
+  REQUIRE(a.size() == b.size());
+  for (size_t k = 0; k < a.size(); ++k)
+    require_close(b[k], a[k], 1e-4, 1e-5, "output " + std::to_string(k));
+  // Without the kernel (a GPU backend), the pool's gradient and the two readers stay.
+  FusionSupport no_conv_pool;
+  no_conv_pool.conv_pool = false;
+  const Graph kept = fuse_pool_gradients(raw, no_conv_pool);
+  CHECK(count(kept, "conv2d_pool_backward_weight") == 0);
+  CHECK(count(kept, "max_pool2d_relu_backward") == 2);
+  // A convolution feeding a 3x3 pool keeps its weight gradient: only 2x2, stride-2 pools fuse.
+  const Graph other = training_step(model(3));
+  CHECK(count(other, "conv2d_pool_backward_weight") == 1);  // conv1's 2x2 pool still does
+  CHECK(count(other, "conv2d_backward_weight") == 1);
 }
 
 TEST_CASE("batch_norm_act and batch_norm_backward kernels against float64 at the block's shapes",

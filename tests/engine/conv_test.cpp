@@ -25,7 +25,7 @@ RefArray random_ref(const Shape& s, uint64_t seed) {
   return random_array({DType::F32, s}, rng, OpSample{});
 }
 
-// Runs `op` through the CPU kernel and checks it against the op's float64 reference.
+// Runs `op` through the CPU kernel and checks each output against the op's float64 reference.
 void check_kernel(const std::string& op, const std::vector<RefArray>& in, const Attrs& a) {
   INFO(op << " {" << a.to_string() << "}");
   const OpDef* def = op_registry().find(op);
@@ -33,10 +33,14 @@ void check_kernel(const std::string& op, const std::vector<RefArray>& in, const 
   EagerSession s(host());
   Refs refs;
   for (const RefArray& r : in) refs.push_back(s.leaf(to_tensor(r, DType::F32)));
-  Ref y = s.emit(op, refs, a)[0];
-  RefArray want = def->reference(in, a)[0];
-  REQUIRE(s.value(y).shape() == want.shape);
-  require_close(s.value(y).to_f64(), want.v, 1e-4, 1e-5, op);
+  const Refs ys = s.emit(op, refs, a);
+  const std::vector<RefArray> want = def->reference(in, a);
+  REQUIRE(ys.size() == want.size());
+  for (size_t k = 0; k < ys.size(); ++k) {
+    REQUIRE(s.value(ys[k]).shape() == want[k].shape);
+    require_close(s.value(ys[k]).to_f64(), want[k].v, 1e-4, 1e-5,
+                  op + " output " + std::to_string(k));
+  }
 }
 
 std::string node_error(const std::string& op, std::vector<ValueType> in, const Attrs& a) {
@@ -142,6 +146,40 @@ TEST_CASE("2x2 max-pool gradients go to the first largest cell, ties included, a
     check_kernel("max_pool2d", {x}, {{"kernel", Ints{2}}});
     check_kernel("max_pool2d_backward", {g, x}, {{"kernel", Ints{2}}});
     check_kernel("max_pool2d_relu_backward", {g, x}, {{"kernel", Ints{2}}});
+  }
+}
+
+TEST_CASE("conv2d_pool_backward_weight against float64 on each weight-gradient path", "[conv]") {
+  // The weight and bias gradients through a 2x2 max pool of relu(y), y = the convolution's
+  // output: LeNet's conv1 (6 channels, the per-lane tiles, where each sample's gradient is
+  // routed straight into the tiles' rows) at batch 13 on two threads, and the paths that route
+  // the whole gradient first: 16 channels 3x3 (tap rows), 24 channels (columns and one GEMM),
+  // stride 2 (im2col), and groups on the per-lane path.
+  struct Case {
+    Shape x, w;
+    Attrs a;
+  };
+  const std::vector<Case> cases{
+      {{13, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
+      {{3, 2, 6, 6}, {16, 2, 3, 3}, {{"padding", Ints{1}}}},
+      {{3, 2, 6, 6}, {24, 2, 3, 3}, {{"padding", Ints{1}}}},
+      {{2, 3, 8, 8}, {4, 3, 3, 3}, {{"padding", Ints{1}}, {"stride", Ints{2}}}},
+      {{3, 4, 6, 8}, {6, 2, 3, 3}, {{"padding", Ints{1}}, {"groups", int64_t{2}}}},
+  };
+  uint64_t seed = 700;
+  for (const Case& c : cases) {
+    const Shape ys = op_registry()
+                         .find("conv2d")
+                         ->reference(std::vector<RefArray>{random_ref(c.x, 1), random_ref(c.w, 2)},
+                                     c.a)[0]
+                         .shape;
+    Attrs a = c.a;
+    a.set("weight_shape", c.w);
+    INFO("x " << shape_str(c.x) << ", w " << shape_str(c.w));
+    check_kernel("conv2d_pool_backward_weight",
+                 {random_ref(c.x, seed++), random_ref({ys[0], ys[1], ys[2] / 2, ys[3] / 2}, seed++),
+                  random_ref(ys, seed++)},
+                 a);
   }
 }
 
