@@ -44,6 +44,15 @@ std::optional<Refs> relu_pool_match(const Graph& g, const Node& r,
   return Refs{p->inputs[0], y};
 }
 
+// A 2x2, stride-2 pool without padding whose windows tile its input (y, input 1 of its
+// gradient nodes).
+bool tiled_2x2(const Graph& g, const Node& pool) {
+  const auto p = pool2d_params(pool.attrs);
+  const Shape& y = g.type_of(pool.inputs[1]).shape;
+  return p && p->kernel == Pair2{2, 2} && p->stride == Pair2{2, 2} && p->padding == Pair2{0, 0} &&
+         y.size() == 4 && y[2] % 2 == 0 && y[3] % 2 == 0;
+}
+
 // The batch_norm_pool_backward inputs for a batch_norm_backward node b, when its gradient is
 // max_pool2d_backward's of a 2x2, stride-2 pool of the y of the batch_norm_act that made b's
 // x, mean and var (same gamma, beta, eps and act), and b alone reads that gradient.
@@ -55,10 +64,7 @@ std::optional<Refs> pool_gradient_match(const Graph& g, const Node& b,
   const Node* p = producer(gy);
   if (!p || p->op->name != "max_pool2d_backward" || readers[static_cast<size_t>(gy.id)] != 1)
     return std::nullopt;
-  const auto pool = pool2d_params(p->attrs);
-  if (!pool || pool->kernel != Pair2{2, 2} || pool->stride != Pair2{2, 2} ||
-      pool->padding != Pair2{0, 0})
-    return std::nullopt;
+  if (!tiled_2x2(g, *p)) return std::nullopt;
   const Node* f = producer(p->inputs[1]);
   if (!f || f->op->name != "batch_norm_act" || p->inputs[1] != f->outputs[0]) return std::nullopt;
   const bool relu = b.attrs.has("act") && b.attrs.get_string("act") == "relu";
@@ -68,19 +74,51 @@ std::optional<Refs> pool_gradient_match(const Graph& g, const Node& b,
   if (b.inputs[1] != f->inputs[0] || b.inputs[2] != f->outputs[1] || b.inputs[3] != f->outputs[2] ||
       b.inputs[4] != f->inputs[1] || (relu && b.inputs[5] != f->inputs[2]))
     return std::nullopt;
-  const ValueType x = g.type_of(b.inputs[1]);
-  if (x.dtype != DType::F32 || x.shape.size() != 4 || x.shape[2] % 2 || x.shape[3] % 2)
-    return std::nullopt;
+  if (g.type_of(b.inputs[1]).dtype != DType::F32) return std::nullopt;  // x: y's shape
   return Refs{p->inputs[0], b.inputs[1], b.inputs[2], b.inputs[3], b.inputs[4], f->inputs[2]};
 }
 
-Graph fuse_pool_gradient_readers(const Graph& g, const FusionSupport& s);
 
-bool tiled_2x2(const Graph& g, const Node& pool) {
-  const auto p = pool2d_params(pool.attrs);
-  const Shape& y = g.type_of(pool.inputs[1]).shape;
-  return p && p->kernel == Pair2{2, 2} && p->stride == Pair2{2, 2} && p->padding == Pair2{0, 0} &&
-         y.size() == 4 && y[2] % 2 == 0 && y[3] % 2 == 0;
+Graph fuse_pool_gradient_readers(const Graph& g, const FusionSupport& s) {
+  if (!s.batch_norm_pool && !s.pool_relu) return g;
+  std::vector<int32_t> readers(g.values().size(), 0);
+  for (const Node& n : g.nodes())
+    for (Ref r : n.inputs) ++readers[static_cast<size_t>(r.id)];
+  for (Ref r : g.outputs()) readers[static_cast<size_t>(r.id)] += 2;  // an output escapes
+  std::vector<std::optional<Refs>> match(g.nodes().size());
+  bool any = false;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (n.op->name == "batch_norm_backward" && s.batch_norm_pool)
+      match[i] = pool_gradient_match(g, n, readers);
+    else if (n.op->name == "relu_backward" && s.pool_relu)
+      match[i] = relu_pool_match(g, n, readers);
+    any = any || match[i].has_value();
+  }
+  if (!any) return g;
+  // The pool gradients left without readers go with the dead-code pass after this one.
+  Rewriter rw(g);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (!match[i]) {
+      rw.copy(n);
+      continue;
+    }
+    Refs in;
+    for (Ref r : *match[i]) in.push_back(rw.map(r));
+    if (n.op->name == "relu_backward") {
+      // Labelled as the pool's gradient ("pool1 (backward)" in a profile).
+      const Node& pool = producer_of(g, n.inputs[0]);
+      rw.replace(n.outputs[0], rw.emit(pool, "max_pool2d_relu_backward", in, pool.attrs)[0]);
+      continue;
+    }
+    Attrs a;
+    a.set("eps", n.attrs.get_float_or("eps", kNormEps));
+    a.set("act", std::string(n.attrs.has("act") ? n.attrs.get_string("act") : "none"));
+    Refs out = rw.emit(n, "batch_norm_pool_backward", in, a);
+    for (size_t k = 0; k < n.outputs.size(); ++k) rw.replace(n.outputs[k], out[k]);
+  }
+  return rw.finish();
 }
 
 // conv2d_backward_weight W and, if any, the bias sum S that read a 2x2 max_pool2d_relu_backward
@@ -154,51 +192,5 @@ Graph fuse_pool_gradients(const Graph& g, const FusionSupport& s) {
   Graph out = fuse_pool_gradient_readers(g, s);
   return s.conv_pool ? fuse_conv_pool_gradients(out) : out;
 }
-
-namespace {
-
-Graph fuse_pool_gradient_readers(const Graph& g, const FusionSupport& s) {
-  if (!s.batch_norm_pool && !s.pool_relu) return g;
-  std::vector<int32_t> readers(g.values().size(), 0);
-  for (const Node& n : g.nodes())
-    for (Ref r : n.inputs) ++readers[static_cast<size_t>(r.id)];
-  for (Ref r : g.outputs()) readers[static_cast<size_t>(r.id)] += 2;  // an output escapes
-  std::vector<std::optional<Refs>> match(g.nodes().size());
-  bool any = false;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    if (n.op->name == "batch_norm_backward" && s.batch_norm_pool)
-      match[i] = pool_gradient_match(g, n, readers);
-    else if (n.op->name == "relu_backward" && s.pool_relu)
-      match[i] = relu_pool_match(g, n, readers);
-    any = any || match[i].has_value();
-  }
-  if (!any) return g;
-  // The pool gradients left without readers go with the dead-code pass after this one.
-  Rewriter rw(g);
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    if (!match[i]) {
-      rw.copy(n);
-      continue;
-    }
-    Refs in;
-    for (Ref r : *match[i]) in.push_back(rw.map(r));
-    if (n.op->name == "relu_backward") {
-      // Labelled as the pool's gradient ("pool1 (backward)" in a profile).
-      const Node& pool = producer_of(g, n.inputs[0]);
-      rw.replace(n.outputs[0], rw.emit(pool, "max_pool2d_relu_backward", in, pool.attrs)[0]);
-      continue;
-    }
-    Attrs a;
-    a.set("eps", n.attrs.get_float_or("eps", kNormEps));
-    a.set("act", std::string(n.attrs.has("act") ? n.attrs.get_string("act") : "none"));
-    Refs out = rw.emit(n, "batch_norm_pool_backward", in, a);
-    for (size_t k = 0; k < n.outputs.size(); ++k) rw.replace(n.outputs[k], out[k]);
-  }
-  return rw.finish();
-}
-
-}  // namespace
 
 }  // namespace mls
