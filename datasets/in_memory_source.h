@@ -60,6 +60,8 @@ class InMemorySource : public mls::BatchSource {
 
  private:
   void write_features(int64_t sample, float* dst);
+  void prefetch_features(int64_t sample) const;
+  static constexpr int64_t kPrefetchAhead = 8;  // samples
 
   std::shared_ptr<const Dataset> data_;
   std::vector<int64_t> indices_;
