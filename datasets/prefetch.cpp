@@ -12,6 +12,7 @@ PrefetchSource::PrefetchSource(std::unique_ptr<mls::BatchSource> inner, int dept
   MLS_CHECK(depth >= 1, "PrefetchSource depth must be >= 1");
   ring_.resize(depth_);
   free_.resize(depth_);  // at most depth_ buffers circulate, so push_back never reallocates
+  held_.reserve(depth_);
 }
 
 PrefetchSource::~PrefetchSource() {
@@ -26,6 +27,7 @@ void PrefetchSource::stop() {
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   std::lock_guard lock(mu_);
+  release_held();
   for (; count_ > 0; --count_, head_ = (head_ + 1) % depth_)
     free_.push_back(std::move(ring_[head_]));
   head_ = 0;
@@ -88,6 +90,7 @@ bool PrefetchSource::next(int64_t batch_size, HostBatch& out) {
     start(batch_size);
   }
   std::unique_lock lock(mu_);
+  if (release_held()) cv_.notify_all();  // no pause was announced since the last batch
   cv_.wait(lock, [&] { return count_ > 0 || done_; });
   if (count_ == 0) {  // done_: the epoch is over
     lock.unlock();
@@ -99,13 +102,30 @@ bool PrefetchSource::next(int64_t batch_size, HostBatch& out) {
     return false;
   }
   std::swap(out, ring_[head_]);
-  free_.push_back(std::move(ring_[head_]));  // the caller's old buffers go back to work
+  // The caller's old buffers go back to work, now or at its pause.
+  (paced_ ? held_ : free_).push_back(std::move(ring_[head_]));
   head_ = (head_ + 1) % depth_;
   --count_;
   lock.unlock();
   cv_.notify_all();
   delivered_ += out.global_size > 0 ? out.global_size : out.size;  // the epoch's samples passed
   return true;
+}
+
+bool PrefetchSource::release_held() {
+  if (held_.empty()) return false;
+  for (HostBatch& b : held_) free_.push_back(std::move(b));
+  held_.clear();
+  return true;
+}
+
+void PrefetchSource::between_steps() {
+  {
+    std::lock_guard lock(mu_);
+    paced_ = true;
+    if (!release_held()) return;
+  }
+  cv_.notify_all();
 }
 
 bool PrefetchSource::set_shard(int rank, int world) {

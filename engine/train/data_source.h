@@ -48,6 +48,11 @@ class BatchSource {
   virtual void start_epoch(int64_t epoch) = 0;
   // Fills `out` with up to batch_size samples; returns false when the epoch is exhausted.
   virtual bool next(int64_t batch_size, HostBatch& out) = 0;
+  // The consumer's step is computed and a pause follows (the trainer calls this after each
+  // training step and its update on the CPU, before the metrics and the next batch's copy):
+  // a source that makes batches on a thread of its own makes the next one now, not beside
+  // the next step's kernels. Default: nothing.
+  virtual void between_steps() {}
   // Data-parallel training: from now on each next(batch_size) takes the next batch_size samples
   // of the epoch as before but fills `out` with rank `rank`'s part of them only (samples
   // [begin, begin + count) of the batch, count = batch_size / world, one more for the first

@@ -341,6 +341,9 @@ class Trainer {
   int64_t batch_in_epoch_ = 0;  // a break's state resumes at this batch of epoch epochs_done_ + 1
   std::unique_ptr<StepWatch> watch_;
   std::optional<BreakHit> pending_break_;
+  // fit's training source, told between_steps() after each CPU step and its update.
+  BatchSource* feeding_ = nullptr;
+  void step_done();
   const FitInputs* fit_in_ = nullptr;  // during fit: the sink and the health callback
   std::vector<std::vector<float>> init_host_;  // trainable parameters as initialised (health)
   std::optional<HealthSample> last_health_;

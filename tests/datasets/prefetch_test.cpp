@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <thread>
+
 #include "datasets/in_memory_source.h"
 #include "tests/common/deadline.h"
 
@@ -48,7 +51,67 @@ Seen epoch(mls::BatchSource& s, int64_t e, int64_t batch, int64_t stop_after = -
   return out;
 }
 
+// Forwards to a source and counts the batches made from it (on the prefetch thread).
+class Counting final : public mls::BatchSource {
+ public:
+  Counting(std::unique_ptr<mls::BatchSource> s, std::atomic<int64_t>& made)
+      : s_(std::move(s)), made_(made) {}
+  int64_t num_samples() const override { return s_->num_samples(); }
+  mls::Shape sample_shape() const override { return s_->sample_shape(); }
+  int64_t num_classes() const override { return s_->num_classes(); }
+  void start_epoch(int64_t e) override { s_->start_epoch(e); }
+  bool next(int64_t batch, HostBatch& out) override {
+    const bool more = s_->next(batch, out);
+    if (more) ++made_;
+    return more;
+  }
+
+ private:
+  std::unique_ptr<mls::BatchSource> s_;
+  std::atomic<int64_t>& made_;
+};
+
+// Waits (up to 10 s) until at least `n` batches were made.
+bool made_at_least(const std::atomic<int64_t>& made, int64_t n) {
+  return mls::test::finishes_within(std::chrono::seconds(10), [&] {
+    while (made.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+}
+
 }  // namespace
+
+TEST_CASE("a consumer that announces its pauses gets the same batches, made in its pauses",
+          "[prefetch]") {
+  auto d = small(1000);
+  auto plain = source(d);
+  std::atomic<int64_t> made{0};
+  PrefetchSource pre(std::make_unique<Counting>(source(d), made), 2);
+  const Seen want = epoch(*plain, 0, 50);
+  Seen got;
+  HostBatch b;
+  pre.start_epoch(0);
+  for (int64_t k = 1; pre.next(50, b); ++k) {
+    got.sizes.push_back(b.size);
+    got.y.insert(got.y.end(), b.y.begin(), b.y.end());
+    got.x.insert(got.x.end(), b.x.begin(), b.x.end());
+    if (k >= 2 && k + 1 < 20 && k % 3 == 0) {
+      // Two buffers in the ring, ours held back since the pause before: the producer made one
+      // batch ahead of us at that pause, and makes no more until the next one.
+      REQUIRE(made_at_least(made, k + 1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      CHECK(made.load() == k + 1);
+      pre.between_steps();
+      CHECK(made_at_least(made, k + 2));
+    } else if (k % 5 != 4) {
+      pre.between_steps();  // (and every fifth step no pause is announced: next() still gives)
+    }
+  }
+  CHECK(got.sizes.size() == 20);
+  CHECK(got == want);
+  // The next epoch, with no pauses announced: whole, in order, no hang.
+  REQUIRE(mls::test::finishes_within(std::chrono::seconds(20),
+                                     [&] { CHECK(epoch(pre, 1, 50) == epoch(*plain, 1, 50)); }));
+}
 
 TEST_CASE("prefetching gives the same batches in the same order", "[prefetch]") {
   auto d = small(1000);
@@ -114,7 +177,8 @@ TEST_CASE("a prefetched epoch ends cleanly and reuses buffers", "[prefetch]") {
   CHECK(second == 100);
 }
 
-TEST_CASE("sharded sources give each rank its part of every batch, augmented as unsharded", "[prefetch]") {
+TEST_CASE("sharded sources give each rank its part of every batch, augmented as unsharded",
+          "[prefetch]") {
   // 103 samples in batches of 24 for 3 ranks: parts of 8, and a last batch of 7 split 3, 2, 2.
   auto d = small(103);
   for (bool prefetch : {false, true}) {

@@ -18,7 +18,9 @@ TEST_CASE("eager and static execution give the same loss trajectory over 100 ste
   cfg.mode = ExecMode::Eager;
   Trainer ea(host(), mlp_builder(20, {64}, 4), cfg);
   auto rs = st.fit(data, nullptr, nullptr);
+  CHECK(data.pauses == 100);  // each step's end announced to the source (a CPU step)
   auto re = ea.fit(data, nullptr, nullptr);
+  CHECK(data.pauses == 200);
   REQUIRE(rs.ok());
   REQUIRE(re.ok());
   REQUIRE(rs->step_losses.size() == 100);
@@ -58,6 +60,8 @@ TEST_CASE("training separates blobs and evaluation reports accuracy, a bad label
   Trainer t(host(), mlp_builder(10, {32}, 3), {.epochs = 3, .batch_size = 50, .seed = 2, .opt = {.type = "sgd", .lr = 0.1, .momentum = 0.9}});
   auto r = t.fit(train, &test, nullptr);
   REQUIRE(r.ok());
+  CHECK(train.pauses == 3 * 40);
+  CHECK(test.pauses == 0);  // evaluation is not fed through fit's training loop
   CHECK(r->has_test);
   CHECK(r->test.accuracy > 0.95);
   CHECK(r->epoch_seconds.size() == 3);
