@@ -40,9 +40,9 @@ class PrefetchSource : public mls::BatchSource {
   void start_epoch(int64_t epoch) override;
   bool next(int64_t batch_size, HostBatch& out) override;
   // Once called, the buffers that next() takes back are held until the next call (or the
-  // next next()), so the producer makes a batch in the consumer's pauses: on 2 cores that a
+  // next next()), so the producer makes a batch in the consumer's pauses: on cores that a
   // CPU step fills, a batch made while the step ran took a core from its first kernel
-  // (LeNet-5's first convolution: 0.25-0.27 ms a step rather than 0.20-0.21).
+  // (Trainer::step_done gives the figures).
   void between_steps() override;
   bool set_shard(int rank, int world) override;
 

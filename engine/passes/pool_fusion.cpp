@@ -78,7 +78,6 @@ std::optional<Refs> pool_gradient_match(const Graph& g, const Node& b,
   return Refs{p->inputs[0], b.inputs[1], b.inputs[2], b.inputs[3], b.inputs[4], f->inputs[2]};
 }
 
-
 Graph fuse_pool_gradient_readers(const Graph& g, const FusionSupport& s) {
   if (!s.batch_norm_pool && !s.pool_relu) return g;
   std::vector<int32_t> readers(g.values().size(), 0);

@@ -311,7 +311,7 @@ void Trainer::apply_update(const std::vector<Tensor>& grads) {
 // 2-core VM, profiles alternated: LeNet-5's first convolution 0.25-0.28 -> 0.20-0.21 ms a step,
 // the MLP's first layer 0.30 -> 0.25 ms.
 void Trainer::step_done() {
-  if (feeding_ && backend_.kind() == DeviceKind::CPU) feeding_->between_steps();
+  if (fit_in_ && backend_.kind() == DeviceKind::CPU) fit_in_->train.between_steps();
 }
 
 Result<double> Trainer::eager_step(const HostBatch& batch) {
@@ -775,11 +775,6 @@ Result<TrainResult> Trainer::fit(const FitInputs& in) {
       if (on) src.set_shard(0, 1);
     }
   } unshard{train, sharded};
-  feeding_ = &train;
-  struct StopFeeding {
-    BatchSource*& slot;
-    ~StopFeeding() { slot = nullptr; }
-  } stop_feeding{feeding_};
   auto next_batch = [&](HostBatch& out) {
     if (world == 1) return train.next(bs, out);
     for (;;) {

@@ -341,10 +341,8 @@ class Trainer {
   int64_t batch_in_epoch_ = 0;  // a break's state resumes at this batch of epoch epochs_done_ + 1
   std::unique_ptr<StepWatch> watch_;
   std::optional<BreakHit> pending_break_;
-  // fit's training source, told between_steps() after each CPU step and its update.
-  BatchSource* feeding_ = nullptr;
-  void step_done();
-  const FitInputs* fit_in_ = nullptr;  // during fit: the sink and the health callback
+  void step_done();  // tells fit's training source that a CPU step and its update are done
+  const FitInputs* fit_in_ = nullptr;  // during fit: the source, sink and health callback
   std::vector<std::vector<float>> init_host_;  // trainable parameters as initialised (health)
   std::optional<HealthSample> last_health_;
   std::string snr_note_;  // why the SNR is not measured ("" : it is)
