@@ -8,7 +8,9 @@
 namespace mls {
 
 Result<Optimizer> Optimizer::create(Backend& backend, const OptimizerConfig& c) {
-  if (!(c.lr >= 0)) return make_error("optimizer: lr must be >= 0, got " + std::to_string(c.lr));  // 0: frozen (as PyTorch allows)
+  if (!(c.lr >= 0))
+    return make_error("optimizer: lr must be >= 0, got " +
+                      std::to_string(c.lr));  // 0: frozen (as PyTorch allows)
   if (c.weight_decay < 0)
     return make_error("optimizer: weight_decay must be >= 0, got " +
                       std::to_string(c.weight_decay));
@@ -75,6 +77,38 @@ void Optimizer::attach(const std::vector<Tensor>& params) {
       s.push_back(Tensor::zeros(*backend_, DType::F32, p.shape(), AllocTag::OptimizerState));
     state_.push_back(std::move(s));
   }
+  cut_into_pieces(params);
+}
+
+// Every update is elementwise. Where the backend runs independent kernels side by side (the
+// CPU's pool), the parameters are cut into pieces of about equal size, handed out as one
+// group: one parallel job a step, evenly shared, instead of one per parameter, of which only
+// the few largest were split across threads. LeNet-5 on 2 cores: 35 -> 22-25 us a step.
+// Pieces are whole cache lines, about four a thread, so that a thread that starts late or is
+// slowed by another process leaves its share to the others.
+void Optimizer::cut_into_pieces(const std::vector<Tensor>& params) {
+  pieces_.clear();
+  views_.clear();
+  calls_.clear();
+  launches_.clear();
+  const int threads = backend_->num_threads();
+  if (threads <= 1) return;
+  int64_t total = 0;
+  for (const Tensor& p : params) total += p.numel();
+  constexpr int64_t kLine = 16, kMinPiece = 2048;
+  int64_t piece = std::max(kMinPiece, (total + 4 * threads - 1) / (4 * threads));
+  piece = (piece + kLine - 1) / kLine * kLine;
+  for (size_t i = 0; i < params.size(); ++i)
+    for (int64_t lo = 0; lo < params[i].numel(); lo += piece)
+      pieces_.push_back({i, lo, std::min(piece, params[i].numel() - lo)});
+  // The views are pointed at the step's tensors by step() and let go of after it: only their
+  // shapes stay, so that a step allocates nothing and holds no buffer of a plan.
+  const size_t n = 2 + state_per_param_;
+  views_.resize(pieces_.size() * n);
+  for (size_t j = 0; j < pieces_.size(); ++j)
+    for (size_t t = 0; t < n; ++t)
+      views_[j * n + t] = Tensor(nullptr, 0, DType::F32, Shape{pieces_[j].count});
+  inputs_.resize(views_.size());
 }
 
 void Optimizer::set_lr(double lr) {
@@ -86,16 +120,46 @@ void Optimizer::step(const std::vector<Tensor>& params, const std::vector<Tensor
             "Optimizer::step: params, grads and state differ in number");
   ++steps_;
   if (counts_steps_) attrs_.set("step", steps_);
-  const Tensor* ins[4] = {};
-  size_t n = 2 + state_per_param_;
+  const size_t n = 2 + state_per_param_;
   MLS_CHECK(n <= 4, "Optimizer::step: too many state tensors");
-  for (size_t i = 0; i < params.size(); ++i) {
-    ins[0] = &params[i];
-    ins[1] = &grads[i];
-    for (size_t k = 0; k < state_per_param_; ++k) ins[2 + k] = &state_[i][k];
-    backend_->launch(kernel_,
-                     KernelCall{attrs_, std::span<const Tensor* const>(ins, n), {}, *backend_});
+  bool pieces = !pieces_.empty();
+  for (size_t i = 0; i < params.size() && pieces; ++i)
+    pieces = params[i].is_contiguous() && grads[i].is_contiguous();
+  if (!pieces) {
+    const Tensor* ins[4] = {};
+    for (size_t i = 0; i < params.size(); ++i) {
+      ins[0] = &params[i];
+      ins[1] = &grads[i];
+      for (size_t k = 0; k < state_per_param_; ++k) ins[2 + k] = &state_[i][k];
+      backend_->launch(kernel_,
+                       KernelCall{attrs_, std::span<const Tensor* const>(ins, n), {}, *backend_});
+    }
+    return;
   }
+  for (size_t j = 0; j < pieces_.size(); ++j) {
+    const Piece& pc = pieces_[j];
+    MLS_CHECK(pc.lo + pc.count <= params[pc.param].numel(),
+              "Optimizer::step: a parameter is smaller than the one attached");
+    auto point = [&](Tensor& view, const Tensor& t) {
+      const size_t at = t.byte_offset() + static_cast<size_t>(pc.lo) * dtype_size(t.dtype());
+      view.reset_contiguous(t.buffer_ptr(), at, t.dtype(), view.shape());
+    };
+    point(views_[j * n], params[pc.param]);
+    point(views_[j * n + 1], grads[pc.param]);
+    for (size_t k = 0; k < state_per_param_; ++k) point(views_[j * n + 2 + k], state_[pc.param][k]);
+  }
+  // The calls are made here, not kept: they point at this object, which may have moved.
+  calls_.clear();
+  calls_.reserve(pieces_.size());  // launches_ point into calls_
+  launches_.clear();
+  for (size_t j = 0; j < pieces_.size(); ++j) {
+    for (size_t t = 0; t < n; ++t) inputs_[j * n + t] = &views_[j * n + t];
+    calls_.push_back(
+        KernelCall{attrs_, std::span<const Tensor* const>(&inputs_[j * n], n), {}, *backend_});
+    launches_.push_back(KernelLaunch{kernel_, &calls_.back(), nullptr});
+  }
+  backend_->launch_concurrent(launches_);
+  for (Tensor& v : views_) v.release_buffer();
 }
 
 double Optimizer::clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {

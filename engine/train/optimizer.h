@@ -1,6 +1,7 @@
 // Optimizers: SGD with momentum (and Nesterov, weight decay), Adam/AdamW, RMSprop and
 // Adagrad, with PyTorch's formulas. State lives on the parameters' device, tagged
-// OptimizerState; a step launches one update kernel per parameter and allocates nothing.
+// OptimizerState; a step launches one update kernel per parameter (per piece of one, where
+// the backend runs kernels side by side) and allocates nothing once warm.
 //
 //   Optimizer opt(backend, {.type = "sgd", .lr = 0.05, .momentum = 0.9});
 //   opt.attach(params);              // allocates the state once
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "engine/core/attrs.h"
+#include "engine/core/backend.h"
 #include "engine/core/result.h"
 #include "engine/core/tensor.h"
 
@@ -41,7 +43,9 @@ class Optimizer {
   // State tensors per parameter (velocity; m and v; square_avg; sum), for checkpoints.
   const std::vector<std::vector<Tensor>>& state() const { return state_; }
   // The bytes of state attach() allocates for a parameter of `elements` values (f32).
-  int64_t state_bytes(int64_t elements) const { return static_cast<int64_t>(state_per_param_) * elements * 4; }
+  int64_t state_bytes(int64_t elements) const {
+    return static_cast<int64_t>(state_per_param_) * elements * 4;
+  }
 
   // As torch.nn.utils.clip_grad_norm_: scales all grads by max_norm / (norm + 1e-6) when
   // that is below 1; returns the total L2 norm before clipping. For now the grads are
@@ -60,6 +64,18 @@ class Optimizer {
   bool counts_steps_ = false;  // the op takes a "step" attribute
   std::vector<std::vector<Tensor>> state_;
   int64_t steps_ = 0;
+  // Where the backend runs kernels side by side: pieces of the parameters, each launched
+  // with views of the step's tensors (see cut_into_pieces).
+  struct Piece {
+    size_t param;
+    int64_t lo, count;
+  };
+  void cut_into_pieces(const std::vector<Tensor>& params);
+  std::vector<Piece> pieces_;
+  std::vector<Tensor> views_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<KernelCall> calls_;
+  std::vector<KernelLaunch> launches_;
 };
 
 }  // namespace mls

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "engine/cpu/cpu_backend.h"
 #include "engine/train/optimizer.h"
 #include "engine/train/schedule.h"
 #include "test_util.h"
@@ -67,6 +68,50 @@ TEST_CASE("Adagrad follows PyTorch's formula over three steps, with lr decay", "
       {.type = "adagrad", .lr = 0.1, .weight_decay = 0.05, .eps = 1e-10, .lr_decay = 0.5});
   check_values(p, {0.8527846791085034, -1.936404339923999, 0.404382067564319});
   check_values(s, {0.24553917774742354, 0.3240162543712417, 0.1867620188116324});
+}
+
+TEST_CASE("an update cut into pieces across threads matches the formula on every element",
+          "[optimizer]") {
+  // A backend with 3 threads cuts the parameters into pieces (of whole cache lines, several
+  // per parameter here, the last ones short): every element must still follow the formula.
+  // SGD with momentum, Nesterov and weight decay, three steps, against a double loop:
+  // g += wd p; v = m v + g; p -= lr (g + m v).
+  cpu::CpuBackend pool(3);
+  auto opt = Optimizer::create(
+      pool, {.type = "sgd", .lr = 0.1, .momentum = 0.9, .nesterov = true, .weight_decay = 0.01});
+  REQUIRE(opt.ok());
+  const std::vector<int64_t> sizes{5003, 3, 2500, 1, 700};
+  std::vector<Tensor> params, grads;
+  std::vector<std::vector<double>> p, v;
+  for (int64_t n : sizes) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      x[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i + n));
+    params.push_back(Tensor::from_f32(pool, {n}, x));
+    grads.push_back(Tensor::zeros(pool, DType::F32, {n}, AllocTag::Other));
+    p.emplace_back(x.begin(), x.end());
+    v.emplace_back(static_cast<size_t>(n), 0.0);
+  }
+  opt->attach(params);
+  for (int step = 0; step < 3; ++step) {
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<float> g(static_cast<size_t>(sizes[k]));
+      for (size_t i = 0; i < g.size(); ++i)
+        g[i] = std::cos(0.11f * static_cast<float>(i) + static_cast<float>(step + k));
+      grads[k].fill_from_host(g);
+      for (size_t i = 0; i < g.size(); ++i) {
+        const double gi = g[i] + 0.01 * p[k][i];
+        v[k][i] = 0.9 * v[k][i] + gi;
+        p[k][i] -= 0.1 * (gi + 0.9 * v[k][i]);
+      }
+    }
+    opt->step(params, grads);
+  }
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    INFO("parameter " << k << " of " << sizes[k] << " values");
+    check_values(params[k].to_f64(), p[k]);
+    check_values(opt->state()[k][0].to_f64(), v[k]);
+  }
 }
 
 TEST_CASE("optimizer configurations with bad parameters are errors", "[optimizer]") {
