@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "engine/cpu/conv_common.h"
+#include "engine/cpu/conv_lanes.h"
 #include "engine/cpu/conv_kernels.h"
 
 namespace mls::cpu {
@@ -542,7 +543,14 @@ size_t forward_floats(const ConvShape& s, int64_t threads) {
   return blas_floats(s, ConvGemm::Forward, threads);
 }
 
+// Where the fold would pay, 16 samples across the lanes pay more (conv_lanes.cpp).
+bool lanes_pay(const ConvShape& s, int64_t threads) {
+  return direct_input_ok(s) && !s.pointwise() && fold_pays(s, backward_input_direct(s), threads) &&
+         lanes_input_pays(s);
+}
+
 size_t backward_input_floats(const ConvShape& s, int64_t threads) {
+  if (lanes_pay(s, threads)) return lanes_input_floats(s, threads);
   if (direct_input_ok(s) && !s.pointwise()) {
     const Direct d = backward_input_direct(s);
     if (fold_pays(s, d, threads)) return fold_floats(s, threads);
@@ -605,6 +613,7 @@ void conv2d_backward_input_kernel(const KernelCall& c) {
   float* dx = out_ptr<float>(c, 0);
   const int64_t threads = pool_of(c).size();
   Workspace ws(c, backward_input_floats(s, threads));
+  if (lanes_pay(s, threads)) return lanes_backward_input(c, s, g, w, dx, ws.base);
   if (direct_input_ok(s) && !s.pointwise()) {
     if (fold_pays(s, backward_input_direct(s), threads))
       return fold_backward_input(c, s, g, w, dx, ws.base);

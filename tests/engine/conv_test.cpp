@@ -103,6 +103,14 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
        {6, 2, 3, 2},
        {{"stride", Ints{2, 1}}, {"dilation", Ints{2}}, {"groups", int64_t{3}}}},
       {{2, 16, 16, 16}, {32, 16, 3, 3}, {{"stride", Ints{2}}, {"padding", Ints{1}}}},
+      // The input gradient with 16 samples across the lanes (conv_lanes.cpp), where the fold
+      // would run: LeNet's conv2 with a last block of 13 samples; 3x3 with padding and a
+      // last block of 8; a 5x3 kernel (5 rows, 3 columns) over 5 channels, 3 a block, so the
+      // second block has a channel of zero weights; uneven padding cut from both sides.
+      {{29, 6, 14, 14}, {16, 6, 5, 5}, {}},
+      {{24, 4, 12, 12}, {8, 4, 3, 3}, {{"padding", Ints{1}}}},
+      {{16, 5, 7, 9}, {8, 5, 5, 3}, {{"padding", Ints{2, 0}}}},
+      {{16, 7, 6, 6}, {4, 7, 3, 3}, {{"padding", Ints{0, 1}}}},
       {{8, 8, 7, 7}, {12, 8, 1, 1}, {}},
       {{4, 3, 5, 5}, {4, 3, 1, 1}, {{"padding", Ints{1}}}},
   };

@@ -1,0 +1,187 @@
+// The input gradient of a convolution with small planes, samples across the vector lanes
+// (conv_lanes.h).
+//
+// Laid out as usual ([n, c, h, w]), a plane of 14 x 14 computed from one of 10 x 10 fills a
+// 16-lane register at best 14/16 and wastes the lanes a kernel column shifts past the edge;
+// the fold path (conv_kernels.cpp) avoids that with a product and a fold, which cost LeNet's
+// conv2 0.47 ms a step where its multiply-adds take 0.26 at the FMA peak. Here 16 samples
+// take one lane each, so every lane of every multiply-add is a real product:
+//   gT [o, oy, ox][16]  <- g  [16 samples, o, oy, ox]          (16 x 16 transposes)
+//   dxT[c, y, x][16]     = sum over o, i, j of w[o, c, i, j] gT[o, y + pad - i, x + pad - j]
+//   dx [16 samples, c, y, x] <- dxT                              (16 x 16 transposes)
+// A dx row of CB channels (CB x A registers, A = ow + kw - 1 columns before the padding is
+// cut) stays in registers while every (o, i) adds its ow x kw products per channel: each g
+// vector is loaded once and used kw x CB times; each weight is a broadcast operand.
+#include "engine/cpu/conv_lanes.h"
+
+#include <array>
+#include <utility>
+
+namespace mls::cpu::conv {
+
+#ifdef __AVX512F__
+namespace {
+
+constexpr int kSampleLanes = 16;
+constexpr int kMaxCols = 14;  // A: at 14 columns, 2 channels fill 28 of the 32 registers
+
+// Channels of one dx row kept in registers: as many as 30 registers hold, at most 4.
+constexpr int channels_for(int cols) {
+  return std::min(4, 30 / cols);
+}
+
+struct LanesGeom {
+  int64_t h, w, oh, og, kh, pad_h, pad_w, c;
+};
+
+// dxT rows of channels [cb * CB, cb * CB + CB) (those below c) for every dx row y, from gT
+// and wb [og, kh, KW, CB] (this channel block's weights, zero past c).
+template <int A, int KW, int CB>
+void lanes_rows(const float* gt, const float* wb, float* dxt, const LanesGeom& L, int64_t cb) {
+  constexpr int OW = A - KW + 1;
+  const int64_t plane = L.h * L.w;
+  for (int64_t y = 0; y < L.h; ++y) {
+    __m512 acc[CB][A];
+#pragma GCC unroll 4
+    for (int c = 0; c < CB; ++c)
+#pragma GCC unroll 16
+      for (int a = 0; a < A; ++a) acc[c][a] = _mm512_setzero_ps();
+    const int64_t i_lo = std::max<int64_t>(0, y + L.pad_h - L.oh + 1);
+    const int64_t i_hi = std::min<int64_t>(L.kh - 1, y + L.pad_h);
+    for (int64_t o = 0; o < L.og; ++o)
+      for (int64_t i = i_lo; i <= i_hi; ++i) {
+        const float* gr = gt + (o * L.oh + y + L.pad_h - i) * OW * kSampleLanes;
+        const float* wr = wb + (o * L.kh + i) * KW * CB;
+#pragma GCC unroll 16
+        for (int ox = 0; ox < OW; ++ox) {
+          const __m512 gv = _mm512_load_ps(gr + ox * kSampleLanes);
+#pragma GCC unroll 8
+          for (int j = 0; j < KW; ++j)
+#pragma GCC unroll 4
+            for (int c = 0; c < CB; ++c)
+              acc[c][ox + j] = _mm512_fmadd_ps(gv, _mm512_set1_ps(wr[j * CB + c]), acc[c][ox + j]);
+        }
+      }
+#pragma GCC unroll 4
+    for (int c = 0; c < CB; ++c) {
+      const int64_t ch = cb * CB + c;
+      if (ch >= L.c) break;
+      float* out = dxt + (ch * plane + y * L.w) * kSampleLanes;
+#pragma GCC unroll 16
+      for (int a = 0; a < A; ++a)
+        if (a >= L.pad_w && a < L.pad_w + L.w)
+          _mm512_store_ps(out + (a - L.pad_w) * kSampleLanes, acc[c][a]);
+    }
+  }
+}
+
+using LanesFn = void (*)(const float*, const float*, float*, const LanesGeom&, int64_t);
+template <int KW, int... I>
+constexpr std::array<LanesFn, sizeof...(I)> lanes_table(std::integer_sequence<int, I...>) {
+  return {&lanes_rows<KW + I, KW, channels_for(KW + I)>...};
+}
+// Indexed by A - KW: the kernel widths 3 and 5, every plane that fits kMaxCols.
+constexpr auto kLanes3 = lanes_table<3>(std::make_integer_sequence<int, kMaxCols - 3 + 1>{});
+constexpr auto kLanes5 = lanes_table<5>(std::make_integer_sequence<int, kMaxCols - 5 + 1>{});
+
+int64_t cols_of(const ConvShape& s) {
+  return s.ow + s.kw - 1;
+}
+int channels_of(const ConvShape& s) {
+  return channels_for(static_cast<int>(cols_of(s)));
+}
+int64_t channel_blocks(const ConvShape& s) {
+  return (s.cg + channels_of(s) - 1) / channels_of(s);
+}
+int64_t sample_blocks(const ConvShape& s) {
+  return (s.n + kSampleLanes - 1) / kSampleLanes;
+}
+int64_t lanes_tasks(const ConvShape& s, int64_t threads) {
+  return std::min(threads, sample_blocks(s));
+}
+// Floats: wb, then per task gT and dxT (each 64-byte aligned: the offsets are multiples of 16).
+size_t weights_floats(const ConvShape& s) {
+  const auto f = static_cast<size_t>(channel_blocks(s) * channels_of(s) * s.og * s.kh * s.kw);
+  return (f + kSampleLanes - 1) / kSampleLanes * kSampleLanes;
+}
+size_t task_floats(const ConvShape& s) {
+  return static_cast<size_t>((s.og * s.pixels() + s.cg * s.h * s.w) * kSampleLanes);
+}
+
+}  // namespace
+
+bool lanes_input_pays(const ConvShape& s) {
+  if (s.groups != 1 || !s.unit_stride() || s.p.dilation != Pair2{1, 1}) return false;
+  if ((s.kw != 3 && s.kw != 5) || cols_of(s) > kMaxCols) return false;
+  // Lanes of the last block of samples run empty: keep to batches that fill 3/4 of them.
+  return s.n * 4 >= 3 * kSampleLanes * sample_blocks(s);
+}
+
+size_t lanes_input_floats(const ConvShape& s, int64_t threads) {
+  // One spare line, so that the kernel can align the workspace it is given to 64 bytes.
+  return weights_floats(s) + static_cast<size_t>(lanes_tasks(s, threads)) * task_floats(s) +
+         kSampleLanes;
+}
+
+void lanes_backward_input(const KernelCall& call, const ConvShape& s, const float* g,
+                          const float* w, float* dx, float* ws) {
+  const int cb_n = channels_of(s);
+  const int64_t blocks = channel_blocks(s), taps = s.kh * s.kw;
+  auto* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws) + 63) & ~uintptr_t{63});
+  // wb [channel block][o][i][j][CB] from w [o][c][i][j], zero past the last channel.
+  float* wb = base;
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t o = 0; o < s.og; ++o)
+      for (int64_t t = 0; t < taps; ++t)
+        for (int c = 0; c < cb_n; ++c) {
+          const int64_t ch = b * cb_n + c;
+          wb[((b * s.og + o) * taps + t) * cb_n + c] =
+              ch < s.cg ? w[(o * s.cg + ch) * taps + t] : 0.f;
+        }
+  const LanesGeom L{.h = s.h,
+                    .w = s.w,
+                    .oh = s.oh,
+                    .og = s.og,
+                    .kh = s.kh,
+                    .pad_h = s.p.padding[0],
+                    .pad_w = s.p.padding[1],
+                    .c = s.cg};
+  const auto index = static_cast<size_t>(cols_of(s) - s.kw);
+  const LanesFn rows = s.kw == 3 ? kLanes3[index] : kLanes5[index];
+  const int64_t px = s.pixels(), plane = s.h * s.w, threads = pool_of(call).size();
+  const int64_t tasks = lanes_tasks(s, threads);
+  float* scratch = base + weights_floats(s);
+  for_sample_tasks(call, sample_blocks(s), tasks, [&](int64_t lo, int64_t hi, int64_t task) {
+    float* gt = scratch + static_cast<size_t>(task) * task_floats(s);
+    float* dxt = gt + s.og * px * kSampleLanes;
+    for (int64_t sb = lo; sb < hi; ++sb) {
+      const int64_t n0 = sb * kSampleLanes, count = std::min<int64_t>(kSampleLanes, s.n - n0);
+      // The lanes of missing samples are never stored; zeros keep them free of stale values.
+      if (count < kSampleLanes) zero_floats(gt, s.og * px * kSampleLanes);
+      for (int64_t o = 0; o < s.og; ++o)
+        transpose(g + (n0 * s.og + o) * px, s.og * px, count, px, gt + o * px * kSampleLanes,
+                  kSampleLanes);
+      for (int64_t b = 0; b < blocks; ++b) rows(gt, wb + b * s.og * taps * cb_n, dxt, L, b);
+      for (int64_t c = 0; c < s.cg; ++c)
+        transpose(dxt + c * plane * kSampleLanes, kSampleLanes, plane, count,
+                  dx + (n0 * s.cg + c) * plane, s.cg * plane);
+    }
+  });
+}
+
+#else
+
+bool lanes_input_pays(const ConvShape&) {
+  return false;
+}
+size_t lanes_input_floats(const ConvShape&, int64_t) {
+  return 0;
+}
+void lanes_backward_input(const KernelCall&, const ConvShape&, const float*, const float*, float*,
+                          float*) {
+  MLS_CHECK(false, "lanes_backward_input: an AVX-512 path, chosen only by lanes_input_pays");
+}
+
+#endif
+
+}  // namespace mls::cpu::conv
