@@ -27,7 +27,7 @@
 #include <utility>
 
 #include "engine/cpu/conv_common.h"
-#include "engine/cpu/conv_lanes.h"
+#include "engine/cpu/conv_sample_lanes.h"
 #include "engine/cpu/conv_kernels.h"
 
 namespace mls::cpu {
@@ -534,7 +534,14 @@ FloatSpan blas_gemm_scratch(const ConvShape& s, ConvGemm which, int64_t threads,
           static_cast<int64_t>(per)};
 }
 
+// Few output channels, where the flat tiles would run: 16 samples across the lanes pay more
+// (conv_sample_lanes.cpp).
+bool forward_lanes_pay(const ConvShape& s) {
+  return forward_direct(s) && !pixel_tiles_fit(s.og) && lanes_forward_pays(s);
+}
+
 size_t forward_floats(const ConvShape& s, int64_t threads) {
+  if (forward_lanes_pay(s)) return lanes_forward_floats(s, threads);
   if (forward_direct(s)) {
     const Direct d = forward_direct_of(s);
     const size_t wk = pixel_tiles_fit(s.og) ? static_cast<size_t>(s.o * s.k()) : 0;
@@ -543,7 +550,7 @@ size_t forward_floats(const ConvShape& s, int64_t threads) {
   return blas_floats(s, ConvGemm::Forward, threads);
 }
 
-// Where the fold would pay, 16 samples across the lanes pay more (conv_lanes.cpp).
+// Where the fold would pay, 16 samples across the lanes pay more (conv_sample_lanes.cpp).
 bool lanes_pay(const ConvShape& s, int64_t threads) {
   return direct_input_ok(s) && !s.pointwise() && fold_pays(s, backward_input_direct(s), threads) &&
          lanes_input_pays(s);
@@ -576,6 +583,7 @@ void conv2d_forward(const KernelCall& c, const float* bias, Activation act) {
   float* y = out_ptr<float>(c, 0);
   const int64_t threads = pool_of(c).size();
   Workspace ws(c, forward_floats(s, threads));
+  if (forward_lanes_pay(s)) return lanes_forward(c, s, x, w, y, ws.base, bias, act);
   if (forward_direct(s)) {
     if (!pixel_tiles_fit(s.og))
       return direct_conv(c, x, w, false, y, s.n, s.groups, forward_direct_of(s), ws.base, bias,

@@ -103,7 +103,7 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
        {6, 2, 3, 2},
        {{"stride", Ints{2, 1}}, {"dilation", Ints{2}}, {"groups", int64_t{3}}}},
       {{2, 16, 16, 16}, {32, 16, 3, 3}, {{"stride", Ints{2}}, {"padding", Ints{1}}}},
-      // The input gradient with 16 samples across the lanes (conv_lanes.cpp), where the fold
+      // The input gradient with 16 samples across the lanes (conv_sample_lanes.cpp), where the fold
       // would run: LeNet's conv2 with a last block of 13 samples; 3x3 with padding and a
       // last block of 8; a 5x3 kernel (5 rows, 3 columns) over 5 channels, 3 a block, so the
       // second block has a channel of zero weights; uneven padding cut from both sides.
@@ -111,6 +111,11 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
       {{24, 4, 12, 12}, {8, 4, 3, 3}, {{"padding", Ints{1}}}},
       {{16, 5, 7, 9}, {8, 5, 5, 3}, {{"padding", Ints{2, 0}}}},
       {{16, 7, 6, 6}, {4, 7, 3, 3}, {{"padding", Ints{0, 1}}}},
+      // The forward with 16 samples across the lanes (at most 6 output channels): LeNet's
+      // conv1 with a last block of 12 samples, and a 5x3 kernel whose rows of 11 outputs end
+      // in a short column block.
+      {{28, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
+      {{16, 3, 8, 11}, {5, 3, 5, 3}, {{"padding", Ints{2, 1}}}},
       {{8, 8, 7, 7}, {12, 8, 1, 1}, {}},
       {{4, 3, 5, 5}, {4, 3, 1, 1}, {{"padding", Ints{1}}}},
   };
@@ -127,6 +132,12 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
     check_kernel("conv2d_backward_input", {g, w}, bi);
     check_kernel("conv2d_backward_weight", {x, g}, bw);
     check_kernel("conv_transpose2d", {g, w}, c.a);
+  }
+  // The lanes forward's epilogue: the bias, relu in registers, any other act on the stored rows.
+  for (const char* act : {"relu", "tanh", "none"}) {
+    RefArray x = random_ref({28, 1, 28, 28}, seed++), w = random_ref({6, 1, 5, 5}, seed++),
+             b = random_ref({6}, seed++);
+    check_kernel("conv2d_act", {x, w, b}, {{"padding", Ints{2}}, {"act", std::string(act)}});
   }
   Attrs pool{{"kernel", Ints{3}}, {"stride", Ints{2}}, {"padding", Ints{1}}};
   RefArray x = random_ref({8, 16, 15, 15}, seed++);

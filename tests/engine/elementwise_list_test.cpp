@@ -261,7 +261,8 @@ TEST_CASE("every epilogue act computes its elementwise entry's bits in the CPU's
   const ConvCase cases[] = {
       {{2, 3, 10, 10}, {8, 3, 3, 3}, {.padding = {1, 1}}},
       {{1, 16, 14, 14}, {32, 16, 5, 5}, {.stride = {2, 2}, .padding = {2, 2}}},
-      {{2, 32, 6, 6}, {16, 32, 1, 1}, {}}};
+      {{2, 32, 6, 6}, {16, 32, 1, 1}, {}},
+      {{16, 2, 9, 9}, {4, 2, 3, 3}, {.padding = {1, 1}}}};  // 16 samples across the lanes
   for (const ConvCase& c : cases)
     for (size_t i = 1; i < kEpilogueActs.size(); ++i) {
       const EpilogueAct act = kEpilogueActs[i].first;
