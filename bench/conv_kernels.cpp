@@ -33,7 +33,6 @@ namespace {
 using bench::filled;
 using bench::median_ms;
 
-
 struct Case {
   const char* what;
   int64_t n, c, h, w, o, k, pad;
@@ -112,13 +111,19 @@ int main(int argc, char** argv) {
       struct Run {
         const char* kernel;
         const char* op;
-        bool input_grad;  // a first convolution (of the image) needs no input gradient
+        bool run;  // a first convolution (of the image) needs no input gradient
       };
-      const Run runs[] = {{"forward", "conv2d", true},
-                          {"input grad", "conv2d_backward_input", k.c > 1},
-                          {"weight grad", "conv2d_backward_weight", true}};
+      // The weight and bias gradients through a 2x2 max pool of relu(y), as the pool-gradient
+      // fusion makes them for LeNet's conv1 (y even-sized).
+      Tensor y = filled(cpu, {k.n, k.o, oh, ow}, 4),
+             gp = filled(cpu, {k.n, k.o, oh / 2, ow / 2}, 5);
+      const Run runs[] = {
+          {"forward", "conv2d", true},
+          {"input grad", "conv2d_backward_input", k.c > 1},
+          {"weight grad", "conv2d_backward_weight", true},
+          {"pool+weight grad", "conv2d_pool_backward_weight", k.c == 1 && oh % 2 == 0}};
       for (const Run& r : runs) {
-        if (!r.input_grad) continue;
+        if (!r.run) continue;
         const double ms = median_ms(repeats, [&] {
           EagerSession s(cpu);
           const Ref rx = s.leaf(x), rw = s.leaf(w), rg = s.leaf(g);
@@ -127,8 +132,10 @@ int main(int argc, char** argv) {
             s.emit_first(op, std::vector<Ref>{rx, rw}, conv2d_attrs(p));
           else if (op == "conv2d_backward_input")
             s.emit_first(op, std::vector<Ref>{rg, rw}, bi);
-          else
+          else if (op == "conv2d_backward_weight")
             s.emit_first(op, std::vector<Ref>{rx, rg}, bw);
+          else
+            s.emit(op, std::vector<Ref>{rx, s.leaf(gp), s.leaf(y)}, bw);
         });
         total += ms;
         std::printf("%-30s %-16s %9.3f %9.1f\n", k.what, r.kernel, ms, flop / ms / 1e6);

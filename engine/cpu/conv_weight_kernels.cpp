@@ -23,6 +23,7 @@
 
 #include "engine/cpu/conv_common.h"
 #include "engine/cpu/conv_kernels.h"
+#include "engine/cpu/conv_sample_lanes.h"
 
 namespace mls::cpu {
 
@@ -230,7 +231,7 @@ void columns_weight_samples(ThreadPool& pool, const ConvShape& s, const Direct& 
 #ifdef __AVX512F__
 constexpr int kTapSums = 28;  // the sums a tile keeps in registers (of 32)
 #else
-constexpr int kTapSums = 12;  // of 16
+constexpr int kTapSums = 12;                     // of 16
 #endif
 constexpr int kTapMaxRows = 7, kTapMaxVecs = 2;
 
@@ -307,8 +308,8 @@ struct TapRows {
 };
 
 bool tap_rows_weight(const ConvShape& s) {
-  return s.unit_stride() && !s.pointwise() && s.p.dilation == Pair2{1, 1} &&
-         s.og % kLanes == 0 && (s.kw == 3 || s.kw == 5 || s.kw == 7);
+  return s.unit_stride() && !s.pointwise() && s.p.dilation == Pair2{1, 1} && s.og % kLanes == 0 &&
+         (s.kw == 3 || s.kw == 5 || s.kw == 7);
 }
 
 TapRows tap_rows_of(const ConvShape& s, const Direct& d) {
@@ -368,7 +369,7 @@ struct WeightPlan {
   }
 };
 WeightPlan weight_plan(const ConvShape& s, int64_t threads) {
-  WeightPlan wp{.kind = !forward_direct(s) ? WeightPlan::Blas
+  WeightPlan wp{.kind = !forward_direct(s)   ? WeightPlan::Blas
                         : tap_rows_weight(s) ? WeightPlan::Taps
                         : columns_weight(s)  ? WeightPlan::ColumnGemm
                                              : WeightPlan::Lanes};
@@ -431,8 +432,8 @@ void weight_gradient(const KernelCall& c, const ConvShape& s, const WeightPlan& 
                             static_cast<int64_t>(gemm_per)};
     if (wp.kind == WeightPlan::Lanes)
       return direct_weight_samples(
-          s, wp.d, x, [&](int64_t n, int64_t gi, float* gp) { fill(task, n, gi, gp); }, acc, lo,
-          hi, mine);
+          s, wp.d, x, [&](int64_t n, int64_t gi, float* gp) { fill(task, n, gi, gp); }, acc, lo, hi,
+          mine);
     if (wp.kind == WeightPlan::Taps) {
       std::fill(mine, mine + wp.taps.acc, 0.f);
       return tap_rows_samples(s, wp.d, wp.taps, x, g, mine, lo, hi, mine + wp.taps.acc);
@@ -492,7 +493,7 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
 // [tasks, o, kLanes], or the routed g.
 size_t pool_backward_extra(const ConvShape& s, const WeightPlan& wp) {
   return static_cast<size_t>(wp.kind == WeightPlan::Lanes ? wp.tasks * s.o * kLanes
-                                                           : s.n * s.o * s.pixels());
+                                                          : s.n * s.o * s.pixels());
 }
 
 // The sum of n floats from p, by lanes.
@@ -515,6 +516,10 @@ void conv_pool_backward_weight_kernel(const KernelCall& c) {
   const float* y = in_ptr<float>(c, 2);
   float* dw = out_ptr<float>(c, 0);
   float* db = out_ptr<float>(c, 1);
+  if (lanes_pool_weight_pays(s)) {
+    Workspace ws(c, lanes_pool_weight_floats(s, pool_of(c).size()));
+    return lanes_pool_backward_weight(c, s, x, gp, y, dw, db, ws.base);
+  }
   const WeightPlan wp = weight_plan(s, pool_of(c).size());
   Workspace ws(c, wp.floats(s) + pool_backward_extra(s, wp));
   float* extra = ws.base + wp.floats(s);
@@ -522,8 +527,8 @@ void conv_pool_backward_weight_kernel(const KernelCall& c) {
   // Plane `plane`'s gradient rows into `out`, rows `ld` apart.
   auto route = [&](int64_t plane, float* out, int64_t ld) {
     for (int64_t r = 0; r < s.oh; r += 2)
-      max_pool_relu_2x2_backward_row(y + plane * px + r * s.ow, s.ow, gp + plane * (px / 4) + r / 2 * pw,
-                                     out + r * ld, ld, pw);
+      max_pool_relu_2x2_backward_row(y + plane * px + r * s.ow, s.ow,
+                                     gp + plane * (px / 4) + r / 2 * pw, out + r * ld, ld, pw);
   };
   if (wp.kind == WeightPlan::Lanes) {
     float* lanes = extra;
@@ -536,7 +541,8 @@ void conv_pool_backward_weight_kernel(const KernelCall& c) {
                         route(n * s.o + ch, rows, wp.d.wp);
                         float* bl = lanes + (task * s.o + ch) * kLanes;
                         V acc = load(bl);
-                        for (int64_t r = 0; r < s.oh; ++r) acc += row_lanes(rows + r * wp.d.wp, s.ow);
+                        for (int64_t r = 0; r < s.oh; ++r)
+                          acc += row_lanes(rows + r * wp.d.wp, s.ow);
                         store(bl, acc);
                       }
                     });
@@ -549,7 +555,8 @@ void conv_pool_backward_weight_kernel(const KernelCall& c) {
     return;
   }
   float* g = extra;  // [n, o, oh, ow]
-  pool_of(c).parallel_for(0, s.n * s.o, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(px, 1)),
+  pool_of(c).parallel_for(0, s.n * s.o,
+                          std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(px, 1)),
                           [&](int64_t lo, int64_t hi) {
                             for (int64_t plane = lo; plane < hi; ++plane)
                               route(plane, g + plane * px, s.ow);
@@ -573,6 +580,8 @@ size_t backward_weight_workspace(std::span<const ValueType> in, std::span<const 
 size_t pool_backward_workspace(std::span<const ValueType> in, std::span<const ValueType> out,
                                const Attrs& a, const Backend& b) {  // (x, gp, y) -> (dw, db)
   const ConvShape s = conv_shape(in[0].shape, out[0].shape, in[2].shape, a);
+  if (lanes_pool_weight_pays(s))
+    return lanes_pool_weight_floats(s, b.num_threads()) * sizeof(float);
   const WeightPlan wp = weight_plan(s, b.num_threads());
   return (wp.floats(s) + pool_backward_extra(s, wp)) * sizeof(float);
 }

@@ -170,16 +170,21 @@ TEST_CASE("2x2 max-pool gradients go to the first largest cell, ties included, a
 
 TEST_CASE("conv2d_pool_backward_weight against float64 on each weight-gradient path", "[conv]") {
   // The weight and bias gradients through a 2x2 max pool of relu(y), y = the convolution's
-  // output: LeNet's conv1 (6 channels, the per-lane tiles, where each sample's gradient is
-  // routed straight into the tiles' rows) at batch 13 on two threads, and the paths that route
+  // output. 16 samples across the lanes (conv_sample_lanes.cpp): LeNet's conv1 at batch 13
+  // (one block, 3 lanes empty) and 29 (two blocks on two threads, 6 channels in blocks of 3),
+  // 5 channels (blocks of 3 and 2) with a 3x3 kernel, and a 5x3 kernel. The paths that route
   // the whole gradient first: 16 channels 3x3 (tap rows), 24 channels (columns and one GEMM),
-  // stride 2 (im2col), and groups on the per-lane path.
+  // stride 2 (im2col); groups on the per-lane tiles (each sample's gradient routed straight
+  // into the tiles' rows).
   struct Case {
     Shape x, w;
     Attrs a;
   };
   const std::vector<Case> cases{
       {{13, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
+      {{29, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
+      {{16, 2, 8, 10}, {5, 2, 3, 3}, {{"padding", Ints{1}}}},
+      {{16, 1, 10, 8}, {4, 1, 5, 3}, {{"padding", Ints{2, 1}}}},
       {{3, 2, 6, 6}, {16, 2, 3, 3}, {{"padding", Ints{1}}}},
       {{3, 2, 6, 6}, {24, 2, 3, 3}, {{"padding", Ints{1}}}},
       {{2, 3, 8, 8}, {4, 3, 3, 3}, {{"padding", Ints{1}}, {"stride", Ints{2}}}},
