@@ -36,6 +36,7 @@ using bench::median_ms;
 struct Case {
   const char* what;
   int64_t n, c, h, w, o, k, pad;
+  bool pooled = false;  // followed by relu and a 2x2 max pool: its pooled weight gradient too
 };
 
 // Batch norm + relu over x [shape] and its backward, as a training step runs them: the loss
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
     std::vector<Case> cases;
   };
   const Model models[] = {{"lenet",
-                           {{"conv1 1->6 5x5 pad 2, 28x28", 128, 1, 28, 28, 6, 5, 2},
+                           {{"conv1 1->6 5x5 pad 2, 28x28", 128, 1, 28, 28, 6, 5, 2, true},
                             {"conv2 6->16 5x5, 14x14", 128, 6, 14, 14, 16, 5, 0}}},
                           {"resnet",
                            {{"stem 1->16 3x3 pad 1, 28x28", 128, 1, 28, 28, 16, 3, 1},
@@ -114,14 +115,13 @@ int main(int argc, char** argv) {
         bool run;  // a first convolution (of the image) needs no input gradient
       };
       // The weight and bias gradients through a 2x2 max pool of relu(y), as the pool-gradient
-      // fusion makes them for LeNet's conv1 (y even-sized).
+      // fusion makes them for LeNet's conv1.
       Tensor y = filled(cpu, {k.n, k.o, oh, ow}, 4),
              gp = filled(cpu, {k.n, k.o, oh / 2, ow / 2}, 5);
-      const Run runs[] = {
-          {"forward", "conv2d", true},
-          {"input grad", "conv2d_backward_input", k.c > 1},
-          {"weight grad", "conv2d_backward_weight", true},
-          {"pool+weight grad", "conv2d_pool_backward_weight", k.c == 1 && oh % 2 == 0}};
+      const Run runs[] = {{"forward", "conv2d", true},
+                          {"input grad", "conv2d_backward_input", k.c > 1},
+                          {"weight grad", "conv2d_backward_weight", true},
+                          {"pool+weight grad", "conv2d_pool_backward_weight", k.pooled}};
       for (const Run& r : runs) {
         if (!r.run) continue;
         const double ms = median_ms(repeats, [&] {

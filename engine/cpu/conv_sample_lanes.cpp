@@ -2,6 +2,7 @@
 //
 // [SECTION] The input gradient
 // [SECTION] The forward pass
+// [SECTION] The weight gradient, plain and through a 2x2 max pool of relu(y)
 //
 // Laid out as usual ([n, c, h, w]), a plane of 14 x 14 computed from one of 10 x 10 fills a
 // 16-lane register at best 14/16 and wastes the lanes a kernel column shifts past the edge;
@@ -330,18 +331,19 @@ void lanes_forward(const KernelCall& call, const ConvShape& s, const float* x, c
 
 namespace {
 
-// [SECTION] The weight gradient through a 2x2 max pool of relu(y)
+// [SECTION] The weight gradient, plain and through a 2x2 max pool of relu(y)
 //
-// conv2d_pool_backward_weight: (x, gp, y) -> (dw, db), where the output gradient g is gp routed
-// through the 2x2 pool of y. For 16 samples at a time, x goes to xT, padded with zeros; plane
-// by plane, y and gp go to yT and gpT, and each window's gradient to gT[o, oy, ox][16] by lane
-// (route_lanes: the pool's own comparisons); then for each (c, kernel row i) and block of
-// CO <= 3 output channels, the CO x KW sums
+// conv2d_backward_weight: (x, g) -> dw; conv2d_pool_backward_weight: (x, gp, y) -> (dw, db),
+// where the output gradient g is gp routed through the 2x2 pool of y. For 16 samples at a time,
+// x goes to xT, padded with zeros, and g to gT[o, oy, ox][16]: transposed, or routed (plane by
+// plane, y and gp go to yT and gpT, and route_lanes sends each window's gradient with the
+// pool's own comparisons). Then for each (c, kernel row i) and block of CO <= 3 output
+// channels, the CO x KW sums
 //   dwL[o, c, i, j][16] += gT[o, oy, ox] xT[c, oy + i, ox + j]
 // stay in registers over all pixels, two pixels at a time (KW + 1 input vectors and 2 CO
 // gradient vectors for 2 CO KW multiply-adds). Each task keeps its sums by lane; dw and db are
-// their totals. LeNet-5's conv1 (28 x 28 planes, 6 output channels), bench/conv_kernels on two
-// AVX-512 cores: 0.31-0.33 -> 0.23 ms (through the pool's row function and a transpose of g, 0.29).
+// their totals. bench/conv_kernels on two AVX-512 cores, LeNet-5's conv1 through its pool:
+// 0.31-0.33 -> 0.23 ms (0.29 when routed by the pool's row function and then transposed).
 constexpr int kWgtMaxChannels = 3;
 
 struct WgtGeom {
@@ -424,8 +426,8 @@ constexpr std::array<WeightFn, sizeof...(I)> weight_table(std::integer_sequence<
 constexpr auto kWeight3 = weight_table<3>(std::make_integer_sequence<int, kWgtMaxChannels>{});
 constexpr auto kWeight5 = weight_table<5>(std::make_integer_sequence<int, kWgtMaxChannels>{});
 
-// Per task: xT [c, hp, wp][16], one plane of yT [px][16] and of gpT [px / 4][16], gT
-// [o, px][16], and the sums dwL [o, c, kh, kw][16] and dbL [o][16].
+// Per task: xT [c, hp, wp][16], the fill's scratch (the pooled path: one plane of yT [px][16]
+// and of gpT [px / 4][16]), gT [o, px][16], and the sums dwL [o, c, kh, kw][16], dbL [o][16].
 WgtGeom weight_geom(const ConvShape& s) {
   return {.hp = s.oh + s.kh - 1,
           .wp = s.ow + s.kw,
@@ -433,71 +435,62 @@ WgtGeom weight_geom(const ConvShape& s) {
           .ow = s.ow,
           .ostride = s.c * s.kh * s.kw};
 }
-size_t weight_task_floats(const ConvShape& s) {
+int64_t pool_scratch_floats(const ConvShape& s, bool pooled) {
+  return pooled ? (s.pixels() + s.pixels() / 4) * kSampleLanes : 0;
+}
+size_t weight_task_floats(const ConvShape& s, bool pooled) {
   const WgtGeom G = weight_geom(s);
-  return static_cast<size_t>((s.c * G.hp * G.wp + s.pixels() + s.pixels() / 4 + s.o * s.pixels() +
-                              s.o * s.c * s.kh * s.kw + s.o) *
-                             kSampleLanes);
+  return static_cast<size_t>(
+      (s.c * G.hp * G.wp + s.o * s.pixels() + s.o * s.c * s.kh * s.kw + s.o) * kSampleLanes +
+      pool_scratch_floats(s, pooled));
 }
 
-}  // namespace
-
-bool lanes_pool_weight_pays(const ConvShape& s) {
+bool weight_lanes_fit(const ConvShape& s, bool pooled) {
   if (s.groups != 1 || !s.unit_stride() || s.p.dilation != Pair2{1, 1}) return false;
-  if (s.kw != 3 && s.kw != 5) return false;
-  if (s.oh % 2 != 0 || s.ow % 2 != 0) return false;
+  if ((s.kw != 3 && s.kw != 5) || s.ow % 2 != 0) return false;  // pixels in pairs
   // Each task's buffers for 16 samples within 768 KiB (the 1 MiB L2 of the AVX-512 VMs).
-  if (weight_task_floats(s) * sizeof(float) > (768u << 10)) return false;
+  if (weight_task_floats(s, pooled) * sizeof(float) > (768u << 10)) return false;
   return s.n * 4 >= 3 * kSampleLanes * sample_blocks(s);
 }
 
-size_t lanes_pool_weight_floats(const ConvShape& s, int64_t threads) {
-  return static_cast<size_t>(std::min(threads, sample_blocks(s))) * weight_task_floats(s) +
+size_t weight_lanes_floats(const ConvShape& s, int64_t threads, bool pooled) {
+  return static_cast<size_t>(std::min(threads, sample_blocks(s))) * weight_task_floats(s, pooled) +
          kSampleLanes;
 }
 
-void lanes_pool_backward_weight(const KernelCall& call, const ConvShape& s, const float* x,
-                                const float* gp, const float* y, float* dw, float* db, float* ws) {
+// dw (and db, when given) for x and the output gradient that fill(n0, count, scratch, gt, dbl)
+// writes to gT for a block's samples (adding its sums by lane to dbL).
+template <typename Fill>
+void weight_lanes(const KernelCall& call, const ConvShape& s, const float* x, bool pooled,
+                  Fill fill, float* dw, float* db, float* ws) {
   const WgtGeom G = weight_geom(s);
   const int64_t px = s.pixels(), plane = s.h * s.w, taps = s.kh * s.kw;
   const int64_t tasks = std::min<int64_t>(pool_of(call).size(), sample_blocks(s));
   const WeightFn* table = s.kw == 3 ? kWeight3.data() : kWeight5.data();
   const int64_t xt_f = s.c * G.hp * G.wp * kSampleLanes, dwl_f = s.o * s.c * taps * kSampleLanes;
+  const int64_t scratch_f = pool_scratch_floats(s, pooled);
   float* base = aligned(ws);
-  const int64_t pooled = px / 4;
   auto sums = [&](int64_t task) {
-    return base + static_cast<size_t>(task) * weight_task_floats(s) + xt_f +
-           (px + pooled + s.o * px) * kSampleLanes;
+    return base + static_cast<size_t>(task) * weight_task_floats(s, pooled) + xt_f + scratch_f +
+           s.o * px * kSampleLanes;
   };
   for_sample_tasks(call, sample_blocks(s), tasks, [&](int64_t lo, int64_t hi, int64_t task) {
-    float* xt = base + static_cast<size_t>(task) * weight_task_floats(s);
-    float* yt = xt + xt_f;                    // [px][16]
-    float* gpt = yt + px * kSampleLanes;      // [px / 4][16]
-    float* gt = gpt + pooled * kSampleLanes;  // [o][px][16]
-    float* dwl = sums(task);                  // [o][c][kh][kw][16], then dbL [o][16]
-    float* dbl = dwl + dwl_f;
-    zero_floats(xt, xt_f);  // the borders
+    float* xt = base + static_cast<size_t>(task) * weight_task_floats(s, pooled);
+    float* scratch = xt + xt_f;
+    float* gt = scratch + scratch_f;  // [o][px][16]
+    float* dwl = sums(task);          // [o][c][kh][kw][16], then dbL [o][16]
+    zero_floats(xt, xt_f);            // the borders
     zero_floats(dwl, dwl_f + s.o * kSampleLanes);
     for (int64_t sb = lo; sb < hi; ++sb) {
       const int64_t n0 = sb * kSampleLanes, count = std::min<int64_t>(kSampleLanes, s.n - n0);
-      if (count < kSampleLanes) {
-        // Lanes of no sample: zeros (not an earlier block's values, which might not be finite);
-        // a window of zeros sends nothing.
-        zero_floats(xt, xt_f);
-        zero_floats(yt, (px + pooled) * kSampleLanes);
-      }
+      // Lanes of no sample: zeros, not an earlier block's values, which might not be finite.
+      if (count < kSampleLanes) zero_floats(xt, xt_f + scratch_f + s.o * px * kSampleLanes);
       for (int64_t c = 0; c < s.c; ++c)
         for (int64_t r = 0; r < s.h; ++r)
           transpose(x + (n0 * s.c + c) * plane + r * s.w, s.c * plane, count, s.w,
                     xt + ((c * G.hp + r + s.p.padding[0]) * G.wp + s.p.padding[1]) * kSampleLanes,
                     kSampleLanes);
-      for (int64_t o = 0; o < s.o; ++o) {
-        transpose(y + (n0 * s.o + o) * px, s.o * px, count, px, yt, kSampleLanes);
-        transpose(gp + (n0 * s.o + o) * pooled, s.o * pooled, count, pooled, gpt, kSampleLanes);
-        const __m512 sent = route_lanes(yt, gpt, gt + o * px * kSampleLanes, s.oh, s.ow);
-        _mm512_store_ps(dbl + o * kSampleLanes,
-                        _mm512_add_ps(_mm512_load_ps(dbl + o * kSampleLanes), sent));
-      }
+      fill(n0, count, scratch, gt, dwl + dwl_f);
       for (int64_t o0 = 0; o0 < s.o; o0 += kWgtMaxChannels) {
         const int64_t co = std::min<int64_t>(kWgtMaxChannels, s.o - o0);
         for (int64_t c = 0; c < s.c; ++c)
@@ -507,7 +500,7 @@ void lanes_pool_backward_weight(const KernelCall& call, const ConvShape& s, cons
       }
     }
   });
-  for (int64_t o = 0; o < s.o; ++o) {
+  for (int64_t o = 0; o < s.o && db; ++o) {
     db[o] = 0;
     for (int64_t t = 0; t < tasks; ++t) db[o] += lane_sum(sums(t) + dwl_f + o * kSampleLanes);
   }
@@ -515,6 +508,52 @@ void lanes_pool_backward_weight(const KernelCall& call, const ConvShape& s, cons
     dw[e] = 0;
     for (int64_t t = 0; t < tasks; ++t) dw[e] += lane_sum(sums(t) + e * kSampleLanes);
   }
+}
+
+}  // namespace
+
+// Without a pool to route through, only 5-wide kernels: two pixels' 6 input and 2 CO gradient
+// vectors then serve 10 CO multiply-adds; at 3 wide, 4 + 2 CO serve 6 CO, and bench/conv_kernels
+// read the residual CNN's 16 -> 16 3x3 at 14 x 14 at 0.80-0.88 ms here against 0.64-0.67 on
+// the tap rows. LeNet's conv2 (6 -> 16, 5x5 at 14 x 14): 0.39-0.42 -> 0.33-0.34 ms.
+bool lanes_weight_pays(const ConvShape& s) {
+  return s.kw == 5 && weight_lanes_fit(s, false);
+}
+size_t lanes_weight_floats(const ConvShape& s, int64_t threads) {
+  return weight_lanes_floats(s, threads, false);
+}
+void lanes_backward_weight(const KernelCall& call, const ConvShape& s, const float* x,
+                           const float* g, float* dw, float* ws) {
+  const int64_t px = s.pixels();
+  auto fill = [&](int64_t n0, int64_t count, float*, float* gt, float*) {
+    for (int64_t o = 0; o < s.o; ++o)
+      transpose(g + (n0 * s.o + o) * px, s.o * px, count, px, gt + o * px * kSampleLanes,
+                kSampleLanes);
+  };
+  weight_lanes(call, s, x, false, fill, dw, nullptr, ws);
+}
+
+bool lanes_pool_weight_pays(const ConvShape& s) {
+  return s.oh % 2 == 0 && weight_lanes_fit(s, true);
+}
+size_t lanes_pool_weight_floats(const ConvShape& s, int64_t threads) {
+  return weight_lanes_floats(s, threads, true);
+}
+void lanes_pool_backward_weight(const KernelCall& call, const ConvShape& s, const float* x,
+                                const float* gp, const float* y, float* dw, float* db, float* ws) {
+  const int64_t px = s.pixels(), pooled = px / 4;
+  auto fill = [&](int64_t n0, int64_t count, float* scratch, float* gt, float* dbl) {
+    float* yt = scratch;                  // [px][16]
+    float* gpt = yt + px * kSampleLanes;  // [px / 4][16]
+    for (int64_t o = 0; o < s.o; ++o) {
+      transpose(y + (n0 * s.o + o) * px, s.o * px, count, px, yt, kSampleLanes);
+      transpose(gp + (n0 * s.o + o) * pooled, s.o * pooled, count, pooled, gpt, kSampleLanes);
+      const __m512 sent = route_lanes(yt, gpt, gt + o * px * kSampleLanes, s.oh, s.ow);
+      _mm512_store_ps(dbl + o * kSampleLanes,
+                      _mm512_add_ps(_mm512_load_ps(dbl + o * kSampleLanes), sent));
+    }
+  };
+  weight_lanes(call, s, x, true, fill, dw, db, ws);
 }
 
 #else
@@ -531,6 +570,16 @@ size_t lanes_forward_floats(const ConvShape&, int64_t) {
 void lanes_forward(const KernelCall&, const ConvShape&, const float*, const float*, float*, float*,
                    const float*, Activation) {
   MLS_CHECK(false, "lanes_forward: an AVX-512 path, chosen only by lanes_forward_pays");
+}
+bool lanes_weight_pays(const ConvShape&) {
+  return false;
+}
+size_t lanes_weight_floats(const ConvShape&, int64_t) {
+  return 0;
+}
+void lanes_backward_weight(const KernelCall&, const ConvShape&, const float*, const float*, float*,
+                           float*) {
+  MLS_CHECK(false, "lanes_backward_weight: an AVX-512 path, chosen only by its *_pays");
 }
 bool lanes_pool_weight_pays(const ConvShape&) {
   return false;

@@ -29,6 +29,13 @@ size_t lanes_forward_floats(const ConvShape& s, int64_t threads);
 void lanes_forward(const KernelCall& call, const ConvShape& s, const float* x, const float* w,
                    float* y, float* ws, const float* bias, Activation act);
 
+// conv2d_backward_weight: (x, g) -> dw [o, c, kh, kw] (one group, stride 1, no dilation,
+// kernels 5 wide, an even output width, a task's buffers for 16 samples within 768 KiB,
+// a batch as above).
+bool lanes_weight_pays(const ConvShape& s);
+size_t lanes_weight_floats(const ConvShape& s, int64_t threads);
+void lanes_backward_weight(const KernelCall& call, const ConvShape& s, const float* x,
+                           const float* g, float* dw, float* ws);
 // conv2d_pool_backward_weight: (x, gp, y) -> (dw [o, c, kh, kw], db [o]) with the output
 // gradient gp routed through the 2x2 max pool of y (one group, stride 1, no dilation, kernels
 // 3 or 5 wide, a task's buffers for 16 samples within 768 KiB, a batch as above).

@@ -474,6 +474,10 @@ void conv2d_backward_weight_kernel(const KernelCall& c) {
   Tensor& tdw = *c.outputs[0];
   ConvShape s = conv_shape(tx.shape(), tdw.shape(), tg.shape(), c.attrs);
   const float* g = in_ptr<float>(c, 1);
+  if (lanes_weight_pays(s)) {
+    Workspace ws(c, lanes_weight_floats(s, pool_of(c).size()));
+    return lanes_backward_weight(c, s, in_ptr<float>(c, 0), g, out_ptr<float>(c, 0), ws.base);
+  }
   const WeightPlan wp = weight_plan(s, pool_of(c).size());
   Workspace ws(c, wp.floats(s));
   weight_gradient(c, s, wp, in_ptr<float>(c, 0), g, out_ptr<float>(c, 0), ws.base,
@@ -575,6 +579,7 @@ size_t backward_weight_workspace(std::span<const ValueType> in, std::span<const 
                                  const Attrs& a,
                                  const Backend& b) {  // (x, g) -> dw
   const ConvShape s = conv_shape(in[0].shape, out[0].shape, in[1].shape, a);
+  if (lanes_weight_pays(s)) return lanes_weight_floats(s, b.num_threads()) * sizeof(float);
   return weight_plan(s, b.num_threads()).floats(s) * sizeof(float);
 }
 size_t pool_backward_workspace(std::span<const ValueType> in, std::span<const ValueType> out,

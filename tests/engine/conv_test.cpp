@@ -116,6 +116,13 @@ TEST_CASE("conv kernels match the float64 reference on batches split across thre
       // in a short column block.
       {{28, 1, 28, 28}, {6, 1, 5, 5}, {{"padding", Ints{2}}}},
       {{16, 3, 8, 11}, {5, 3, 5, 3}, {{"padding", Ints{2, 1}}}},
+      // The weight gradient across the lanes (5-wide kernels, an even output width): LeNet's
+      // conv2 (two blocks of 16, the output channels in blocks of 3 and a last one of 1) and
+      // a 3x5 kernel with uneven padding over 20 samples (a last block of 4: not across the
+      // lanes, the tap rows) and 32 (across).
+      {{32, 6, 14, 14}, {16, 6, 5, 5}, {}},
+      {{20, 3, 7, 8}, {5, 3, 3, 5}, {{"padding", Ints{1, 2}}}},
+      {{32, 3, 7, 8}, {5, 3, 3, 5}, {{"padding", Ints{1, 2}}}},
       {{8, 8, 7, 7}, {12, 8, 1, 1}, {}},
       {{4, 3, 5, 5}, {4, 3, 1, 1}, {{"padding", Ints{1}}}},
   };
@@ -192,11 +199,11 @@ TEST_CASE("conv2d_pool_backward_weight against float64 on each weight-gradient p
   };
   uint64_t seed = 700;
   for (const Case& c : cases) {
-    const Shape ys = op_registry()
-                         .find("conv2d")
-                         ->reference(std::vector<RefArray>{random_ref(c.x, 1), random_ref(c.w, 2)},
-                                     c.a)[0]
-                         .shape;
+    const Shape ys =
+        op_registry()
+            .find("conv2d")
+            ->reference(std::vector<RefArray>{random_ref(c.x, 1), random_ref(c.w, 2)}, c.a)[0]
+            .shape;
     Attrs a = c.a;
     a.set("weight_shape", c.w);
     INFO("x " << shape_str(c.x) << ", w " << shape_str(c.w));
