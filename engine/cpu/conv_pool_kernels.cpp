@@ -103,21 +103,14 @@ void pool_2x2_backward_row(const float* r0, int64_t w, const float* g, float* d0
     const __m512 a = _mm512_permutex2var_ps(t0, even, t1), b = _mm512_permutex2var_ps(t0, odd, t1);
     const __m512 cc = _mm512_permutex2var_ps(u0, even, u1), d = _mm512_permutex2var_ps(u0, odd, u1);
     // The same comparisons as which_max: a later cell wins only when strictly larger.
-    const __mmask16 gb = _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ);
-    const __m512 best1 = _mm512_mask_blend_ps(gb, a, b);
-    const __mmask16 gc = _mm512_cmp_ps_mask(cc, best1, _CMP_GT_OQ);
-    const __m512 best2 = _mm512_mask_blend_ps(gc, best1, cc);
-    const __mmask16 gd = _mm512_cmp_ps_mask(d, best2, _CMP_GT_OQ);
-    const __mmask16 k3 = gd, k2 = static_cast<__mmask16>(gc & ~gd);
-    const __mmask16 k1 = static_cast<__mmask16>(gb & ~gc & ~gd),
-                    k0 = static_cast<__mmask16>(~gb & ~gc & ~gd);
+    const Winner2x2 win = winner_2x2(a, b, cc, d);
     __mmask16 live = mg;
-    if constexpr (Relu)
-      live &= _mm512_cmp_ps_mask(_mm512_mask_blend_ps(gd, best2, d), _mm512_setzero_ps(),
-                                 _CMP_GT_OQ);
+    if constexpr (Relu) live &= win.positive;
     const __m512 gv = _mm512_maskz_loadu_ps(live, g + ow);
-    const __m512 da = _mm512_maskz_mov_ps(k0, gv), db = _mm512_maskz_mov_ps(k1, gv);
-    const __m512 dc = _mm512_maskz_mov_ps(k2, gv), dd = _mm512_maskz_mov_ps(k3, gv);
+    const __m512 da = _mm512_maskz_mov_ps(win.cell[0], gv),
+                 db = _mm512_maskz_mov_ps(win.cell[1], gv);
+    const __m512 dc = _mm512_maskz_mov_ps(win.cell[2], gv),
+                 dd = _mm512_maskz_mov_ps(win.cell[3], gv);
     _mm512_mask_storeu_ps(d0 + j, m0, _mm512_permutex2var_ps(da, lo, db));
     _mm512_mask_storeu_ps(d0 + j + 16, m1, _mm512_permutex2var_ps(da, hi, db));
     _mm512_mask_storeu_ps(d1 + j, m0, _mm512_permutex2var_ps(dc, lo, dd));
@@ -275,27 +268,20 @@ void max_pool_backward_pair_groups(const KernelCall& c, const PoolShape& s, cons
   for_pair_groups(c, s, p, [&](int64_t first, int64_t pairs) {
     const int64_t cells = pairs * 2 * s.w;
     const GroupCells q = group_cells(p, x + first * 2 * s.w, cells);
-    const __m512 a = q.v[0], b = q.v[1], cc = q.v[2], d = q.v[3];
-    const __mmask16 gb = _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ);
-    const __m512 best1 = _mm512_mask_blend_ps(gb, a, b);
-    const __mmask16 gc = _mm512_cmp_ps_mask(cc, best1, _CMP_GT_OQ);
-    const __m512 best2 = _mm512_mask_blend_ps(gc, best1, cc);
-    const __mmask16 gd = _mm512_cmp_ps_mask(d, best2, _CMP_GT_OQ);
+    const Winner2x2 win = winner_2x2(q.v[0], q.v[1], q.v[2], q.v[3]);
     __mmask16 live = first_lanes(pairs * p.ow);
-    if constexpr (Relu)
-      live &= _mm512_cmp_ps_mask(_mm512_mask_blend_ps(gd, best2, d), _mm512_setzero_ps(),
-                                 _CMP_GT_OQ);
+    if constexpr (Relu) live &= win.positive;
     const __m512 gv = _mm512_maskz_loadu_ps(live, g + first * p.ow);
-    const __m512 da = _mm512_maskz_mov_ps(static_cast<__mmask16>(~gb & ~gc & ~gd), gv);
-    const __m512 db = _mm512_maskz_mov_ps(static_cast<__mmask16>(gb & ~gc & ~gd), gv);
-    const __m512 dc = _mm512_maskz_mov_ps(static_cast<__mmask16>(gc & ~gd), gv);
-    const __m512 dd = _mm512_maskz_mov_ps(gd, gv);
+    const __m512 da = _mm512_maskz_mov_ps(win.cell[0], gv);
+    const __m512 db = _mm512_maskz_mov_ps(win.cell[1], gv);
+    const __m512 dc = _mm512_maskz_mov_ps(win.cell[2], gv);
+    const __m512 dd = _mm512_maskz_mov_ps(win.cell[3], gv);
     float* out = dx + first * 2 * s.w;
     for (int v = 0; v < 4 && 16 * v < cells; ++v)
-      _mm512_mask_storeu_ps(out + 16 * v, first_lanes(cells - 16 * v),
-                            _mm512_mask_blend_ps(p.lower[v],
-                                                 _mm512_permutex2var_ps(da, p.back[v], db),
-                                                 _mm512_permutex2var_ps(dc, p.back[v], dd)));
+      _mm512_mask_storeu_ps(
+          out + 16 * v, first_lanes(cells - 16 * v),
+          _mm512_mask_blend_ps(p.lower[v], _mm512_permutex2var_ps(da, p.back[v], db),
+                               _mm512_permutex2var_ps(dc, p.back[v], dd)));
   });
 }
 #endif
@@ -352,8 +338,8 @@ void max_pool2d_backward_kernel(const KernelCall& c) {
       const float* gp = g + plane * s.oh * s.ow;
       float* dp = dx + plane * s.h * s.w;
       for (int64_t oh = 0; oh < s.oh; ++oh)
-        pool_2x2_backward_row<Relu>(xp + 2 * oh * s.w, s.w, gp + oh * s.ow, dp + 2 * oh * s.w,
-                                    s.w, s.ow);
+        pool_2x2_backward_row<Relu>(xp + 2 * oh * s.w, s.w, gp + oh * s.ow, dp + 2 * oh * s.w, s.w,
+                                    s.ow);
     });
     return;
   }

@@ -387,8 +387,8 @@ void weight_rows(const float* xr, const float* gr, float* dwl, const WgtGeom& G)
 }
 
 // gT's plane (oh x ow vectors) from yT's and gpT's: each 2x2 window's gradient goes to its
-// first largest cell when that is > 0 (a later cell wins only when strictly larger, as in
-// max_pool_relu_2x2_backward_row), the other cells get 0. Returns the sum of what was sent.
+// first largest cell when that is > 0 (winner_2x2, the pool's own rule), the other cells get
+// 0. Returns the sum of what was sent.
 __m512 route_lanes(const float* yt, const float* gpt, float* gt, int64_t oh, int64_t ow) {
   __m512 sent = _mm512_setzero_ps();
   const int64_t pw = ow / 2;
@@ -398,21 +398,12 @@ __m512 route_lanes(const float* yt, const float* gpt, float* gt, int64_t oh, int
       const __m512 a = _mm512_load_ps(yt + at), b = _mm512_load_ps(yt + at + kSampleLanes);
       const __m512 cc = _mm512_load_ps(yt + at + below),
                    d = _mm512_load_ps(yt + at + below + kSampleLanes);
-      const __mmask16 gb = _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ);
-      const __m512 best1 = _mm512_mask_blend_ps(gb, a, b);
-      const __mmask16 gc = _mm512_cmp_ps_mask(cc, best1, _CMP_GT_OQ);
-      const __m512 best2 = _mm512_mask_blend_ps(gc, best1, cc);
-      const __mmask16 gd = _mm512_cmp_ps_mask(d, best2, _CMP_GT_OQ);
-      const __mmask16 k3 = gd, k2 = static_cast<__mmask16>(gc & ~gd);
-      const __mmask16 k1 = static_cast<__mmask16>(gb & ~gc & ~gd),
-                      k0 = static_cast<__mmask16>(~gb & ~gc & ~gd);
-      const __mmask16 live =
-          _mm512_cmp_ps_mask(_mm512_mask_blend_ps(gd, best2, d), _mm512_setzero_ps(), _CMP_GT_OQ);
-      const __m512 gv = _mm512_maskz_load_ps(live, gpt + (r * pw + c) * kSampleLanes);
-      _mm512_store_ps(gt + at, _mm512_maskz_mov_ps(k0, gv));
-      _mm512_store_ps(gt + at + kSampleLanes, _mm512_maskz_mov_ps(k1, gv));
-      _mm512_store_ps(gt + at + below, _mm512_maskz_mov_ps(k2, gv));
-      _mm512_store_ps(gt + at + below + kSampleLanes, _mm512_maskz_mov_ps(k3, gv));
+      const Winner2x2 win = winner_2x2(a, b, cc, d);
+      const __m512 gv = _mm512_maskz_load_ps(win.positive, gpt + (r * pw + c) * kSampleLanes);
+      _mm512_store_ps(gt + at, _mm512_maskz_mov_ps(win.cell[0], gv));
+      _mm512_store_ps(gt + at + kSampleLanes, _mm512_maskz_mov_ps(win.cell[1], gv));
+      _mm512_store_ps(gt + at + below, _mm512_maskz_mov_ps(win.cell[2], gv));
+      _mm512_store_ps(gt + at + below + kSampleLanes, _mm512_maskz_mov_ps(win.cell[3], gv));
       sent = _mm512_add_ps(sent, gv);
     }
   return sent;
