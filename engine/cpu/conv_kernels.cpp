@@ -27,8 +27,8 @@
 #include <utility>
 
 #include "engine/cpu/conv_common.h"
-#include "engine/cpu/conv_sample_lanes.h"
 #include "engine/cpu/conv_kernels.h"
+#include "engine/cpu/conv_sample_lanes.h"
 
 namespace mls::cpu {
 
@@ -191,12 +191,12 @@ constexpr std::array<PixelTile, sizeof...(I)> pixel_table(std::integer_sequence<
   return {pixel_tile_or_null<I / (kPixelMaxRows * kPixelMaxVecs) + 1,
                              I / kPixelMaxVecs % kPixelMaxRows + 1, I % kPixelMaxVecs + 1>()...};
 }
-constexpr auto kPixelTiles = pixel_table(
-    std::make_integer_sequence<int, kPixelMaxCols * kPixelMaxRows * kPixelMaxVecs>{});
+constexpr auto kPixelTiles =
+    pixel_table(std::make_integer_sequence<int, kPixelMaxCols * kPixelMaxRows * kPixelMaxVecs>{});
 
 PixelTile pixel_tile_for(int64_t pt, int64_t rt, int64_t nv) {
-  return kPixelTiles[static_cast<size_t>(((pt - 1) * kPixelMaxRows + rt - 1) * kPixelMaxVecs +
-                                         nv - 1)];
+  return kPixelTiles[static_cast<size_t>(((pt - 1) * kPixelMaxRows + rt - 1) * kPixelMaxVecs + nv -
+                                         1)];
 }
 
 // Whether a stride-1 convolution into `cout` channels a group runs on pixel tiles, and their size.
@@ -259,8 +259,8 @@ void direct_sample(const KernelCall& c, const float* x, const float* w, bool pix
         pixel_rows(wg, s.xp, s.yp, d, pp, lo * pp.rt, std::min(d.oh, hi * pp.rt));
       };
       if (split) {
-        const int64_t grain = std::max<int64_t>(
-            1, static_cast<int64_t>(kTaskMacs) / (pp.rt * d.ow * d.cout * d.k));
+        const int64_t grain =
+            std::max<int64_t>(1, static_cast<int64_t>(kTaskMacs) / (pp.rt * d.ow * d.cout * d.k));
         pool_of(c).parallel_for(0, pairs, grain, rows);
       } else {
         rows(0, pairs);
@@ -308,8 +308,8 @@ int64_t direct_tasks(int64_t threads, int64_t n, int64_t groups, const Direct& d
              : batch_tasks(threads, n, static_cast<double>(groups * d.cout * d.k * d.qr));
 }
 void direct_conv(const KernelCall& c, const float* x, const float* w, bool pixel, float* y,
-                 int64_t n, int64_t groups, const Direct& d, float* ws,
-                 const float* bias = nullptr, Activation act = Activation::None) {
+                 int64_t n, int64_t groups, const Direct& d, float* ws, const float* bias = nullptr,
+                 Activation act = Activation::None) {
   const int64_t threads = pool_of(c).size();
   const bool split = direct_split(threads, n, groups, d);
   const int64_t tasks = direct_tasks(threads, n, groups, d);
@@ -317,8 +317,7 @@ void direct_conv(const KernelCall& c, const float* x, const float* w, bool pixel
   for_sample_tasks(c, n, tasks, [&](int64_t lo, int64_t hi, int64_t task) {
     Scratch s(d, ws + static_cast<size_t>(task) * scratch_floats(d));
     for (int64_t i = lo; i < hi; ++i)
-      direct_sample(c, x + i * in_size, w, pixel, y + i * out_size, d, groups, s, split, bias,
-                    act);
+      direct_sample(c, x + i * in_size, w, pixel, y + i * out_size, d, groups, s, split, bias, act);
   });
 }
 
@@ -396,15 +395,16 @@ bool fold_pays(const ConvShape& s, const Direct& flat, int64_t threads) {
 // from element from[j] + q * ow, masked to the lanes column j reaches.
 constexpr int64_t kFoldRows = 8;
 template <int N>
-void fold_chunk(intptr_t row0, const int64_t* from, const __mmask16* mask, int64_t cols,
-                int64_t ow, float* r) {
+void fold_chunk(intptr_t row0, const int64_t* from, const __mmask16* mask, int64_t cols, int64_t ow,
+                float* r) {
   V acc[N]{};
   for (int64_t j = 0; j < cols; ++j) {
     const intptr_t at = row0 + static_cast<intptr_t>(sizeof(float)) * from[j];
 #pragma GCC unroll 8
     for (int q = 0; q < N; ++q)
       acc[q] += V(_mm512_maskz_loadu_ps(
-          mask[j], reinterpret_cast<const float*>(at + static_cast<intptr_t>(sizeof(float)) * q * ow)));
+          mask[j],
+          reinterpret_cast<const float*>(at + static_cast<intptr_t>(sizeof(float)) * q * ow)));
   }
 #pragma GCC unroll 8
   for (int q = 0; q < N; ++q) store(r + q * kLanes, acc[q]);
@@ -551,13 +551,13 @@ size_t forward_floats(const ConvShape& s, int64_t threads) {
 }
 
 // Where the fold would pay, 16 samples across the lanes pay more (conv_sample_lanes.cpp).
-bool lanes_pay(const ConvShape& s, int64_t threads) {
+bool input_lanes_pay(const ConvShape& s, int64_t threads) {
   return direct_input_ok(s) && !s.pointwise() && fold_pays(s, backward_input_direct(s), threads) &&
          lanes_input_pays(s);
 }
 
 size_t backward_input_floats(const ConvShape& s, int64_t threads) {
-  if (lanes_pay(s, threads)) return lanes_input_floats(s, threads);
+  if (input_lanes_pay(s, threads)) return lanes_input_floats(s, threads);
   if (direct_input_ok(s) && !s.pointwise()) {
     const Direct d = backward_input_direct(s);
     if (fold_pays(s, d, threads)) return fold_floats(s, threads);
@@ -621,7 +621,7 @@ void conv2d_backward_input_kernel(const KernelCall& c) {
   float* dx = out_ptr<float>(c, 0);
   const int64_t threads = pool_of(c).size();
   Workspace ws(c, backward_input_floats(s, threads));
-  if (lanes_pay(s, threads)) return lanes_backward_input(c, s, g, w, dx, ws.base);
+  if (input_lanes_pay(s, threads)) return lanes_backward_input(c, s, g, w, dx, ws.base);
   if (direct_input_ok(s) && !s.pointwise()) {
     if (fold_pays(s, backward_input_direct(s), threads))
       return fold_backward_input(c, s, g, w, dx, ws.base);
