@@ -8,6 +8,7 @@
 #include <new>
 
 #include "engine/core/backend_registry.h"
+#include "engine/core/host_memory.h"
 #include "engine/cpu/kernels.h"
 
 namespace mls::cpu {
@@ -20,6 +21,9 @@ class CpuBuffer final : public Buffer {
  public:
   CpuBuffer(Backend& b, size_t bytes, AllocTag tag) : Buffer(b, bytes, tag) {
     size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    // Linux may overcommit a buffer larger than the machine and kill us when it is touched;
+    // one that RAM and swap can never back is refused here (see host_memory.h).
+    if (rounded > static_cast<uint64_t>(host_allocation_limit())) throw std::bad_alloc();
     ptr_ = std::aligned_alloc(kAlignment, rounded);
     if (!ptr_) throw std::bad_alloc();
     b.memory().on_alloc(tag, bytes);

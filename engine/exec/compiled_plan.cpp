@@ -301,7 +301,11 @@ Result<CompiledPlan> CompiledPlan::compile(const Graph& graph, Backend& backend,
     }
   } catch (const std::bad_alloc&) {
     char figure[64];
-    std::snprintf(figure, sizeof figure, "%.3g GB", static_cast<double>(mp.peak_bytes) / 1e9);
+    const double bytes = static_cast<double>(mp.peak_bytes);
+    if (bytes >= 1e12)
+      std::snprintf(figure, sizeof figure, "%.3g TB", bytes / 1e12);
+    else
+      std::snprintf(figure, sizeof figure, "%.3g GB", bytes / 1e9);
     return make_error(std::string("not enough memory for the compiled step: its planned arena is ") +
                       figure + " (" + std::to_string(mp.peak_bytes) +
                       " bytes); use a smaller batch size");

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "engine/core/host_memory.h"
 #include "engine/core/op.h"
 #include "engine/exec/eager.h"
 #include "engine/train/step_graph.h"
@@ -32,17 +33,6 @@ double best_of(int reps, F&& f) {
 
 int64_t value_bytes(const ValueType& t) {
   return numel(t.shape) * static_cast<int64_t>(dtype_size(t.dtype));
-}
-
-std::optional<int64_t> read_int_file(const char* path) {
-  std::ifstream f(path);
-  std::string s;
-  if (!(f >> s) || s == "max") return std::nullopt;
-  try {
-    return std::stoll(s);
-  } catch (...) {
-    return std::nullopt;
-  }
 }
 
 // A planned (unallocated) training step: the plan and what the trainer holds beside it.
@@ -160,20 +150,7 @@ DeviceRates measure_device_rates(Backend& backend) {
 
 std::optional<int64_t> free_device_memory(Backend& backend) {
   if (backend.kind() != DeviceKind::CPU) return std::nullopt;
-  std::optional<int64_t> avail;
-  std::ifstream f("/proc/meminfo");
-  std::string key, unit;
-  int64_t kb = 0;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") avail = kb * 1024;
-  // A container's limit is lower than the host's memory.
-  auto limit = read_int_file("/sys/fs/cgroup/memory.max");
-  auto used = read_int_file("/sys/fs/cgroup/memory.current");
-  if (limit && used) {
-    const int64_t left = std::max<int64_t>(0, *limit - *used);
-    avail = avail ? std::min(*avail, left) : left;
-  }
-  return avail;
+  return read_host_memory().available;
 }
 
 Result<int64_t> planned_step_bytes(const ModelBuilder& build, const TrainConfig& config,

@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "blobs_source.h"
+#include "engine/core/host_memory.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/exec/compiled_plan.h"
 #include "engine/exec/memory_timeline.h"
 #include "engine/exec/trace.h"
 #include "engine/ops/conv.h"
@@ -161,6 +163,43 @@ TEST_CASE(
     CHECK_FALSE(small->fits);
     CHECK(small->max_batch < 64);
   }
+}
+
+TEST_CASE("a CPU buffer that RAM and swap could never back is refused, and the plan names its size",
+          "[profile][memory]") {
+  const HostMemory m = read_host_memory();
+  REQUIRE(m.total.has_value());  // Linux: /proc/meminfo
+  CHECK(*m.total > (int64_t{64} << 20));
+  REQUIRE(m.available.has_value());
+  CHECK(*m.available > 0);
+  CHECK(*m.available <= *m.total);
+  const int64_t limit = host_allocation_limit();
+  CHECK(limit <= *m.total + m.swap.value_or(0));
+  if (m.cgroup_limit) CHECK(limit <= *m.cgroup_limit);
+
+  Backend& be = cpu::backend();
+  const uint64_t before = be.memory().stats().alloc_count;
+  CHECK_THROWS_AS(Tensor::empty(be, DType::F32, {limit / 4 + 1}, AllocTag::Workspace), std::bad_alloc);
+  CHECK(be.memory().stats().alloc_count == before);  // nothing was counted, nothing leaked
+  // A buffer below the limit is still granted.
+  CHECK(Tensor::empty(be, DType::F32, {1 << 20}, AllocTag::Workspace).nbytes() == 4 << 20);
+
+  // A step whose activation alone is larger than the machine: a clear error, not an OOM kill
+  // when its pages are touched (Linux overcommits; see host_memory.h).
+  const int64_t row = int64_t{1} << 20;  // 4 MiB a sample
+  const int64_t batch = limit / (4 * row) + 1;
+  Graph g("too big");
+  Ref x = g.add_input("x", {DType::F32, {batch, row}});
+  g.set_outputs({relu(g, g.emit1("tanh", {x}))});
+  auto plan = CompiledPlan::compile(g, be);
+  REQUIRE_FALSE(plan.ok());
+  INFO(plan.error().message);
+  CHECK(plan.error().message.find("not enough memory for the compiled step: its planned arena is") !=
+        std::string::npos);
+  const std::string& msg = plan.error().message;
+  const auto open = msg.find(" (");
+  REQUIRE(open != std::string::npos);
+  CHECK(std::stoll(msg.substr(open + 2)) >= batch * row * 4);  // "... (N bytes); use a ..."
 }
 
 TEST_CASE("the convolutions' declared workspace lives in the plan's arena and the memory timeline",
