@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "engine/cpu/elementwise.h"
 #include "engine/cpu/elementwise_dispatch.h"
@@ -50,24 +51,42 @@ constexpr bool shares_op(const Entry& e) {
   return n > 1;
 }
 
-// The op's kernel: its instruction run over the whole tensor by elementwise.h's loops. Only
-// an op with attributes or variants asks FusedProgram for it (which reads p0, p1 and picks
-// the variant); the others (relu, add, ...) pay no lookup per call.
+// Runs the instruction's formula over the whole tensor by elementwise.h's loops; only the
+// formulas of the codes that share Code's op are instantiated (one, but for gelu's two).
+template <FusedCode Code, typename Run, size_t... I>
+void run_code_of_op(const FusedInstr& in, Run& run, std::index_sequence<I...>) {
+  constexpr std::string_view op = kList[static_cast<size_t>(Code) - kFirstOp].op;
+  bool done = false;
+  auto one = [&]<size_t J>() {
+    if constexpr (kList[J].op == op)
+      if (!done && in.code == kList[J].code) {
+        with_formula_of<kList[J].code>(in, run);
+        done = true;
+      }
+  };
+  (one.template operator()<I>(), ...);
+  MLS_CHECK(done, "an elementwise op's instruction of another op");
+}
+
+// The op's kernel. Only an op with attributes or variants asks FusedProgram for its
+// instruction (which reads p0, p1 and picks the variant); the others (relu, add, ...) pay no
+// lookup per call.
 template <FusedCode Code>
 void op_kernel(const KernelCall& c) {
   static constexpr Entry kEntry = kList[static_cast<size_t>(Code) - kFirstOp];
-  FusedInstr in{.code = Code};
-  if constexpr (kEntry.params > 0 || shares_op(kEntry)) {
-    const std::optional<FusedInstr> found = FusedProgram::instr_of(kEntry.op, c.attrs);
-    MLS_CHECK(found.has_value(), "an elementwise op without an instruction");
-    in = *found;
-  }
-  with_formula(in, [&](auto f) {
+  auto run = [&](auto f) {
     if constexpr (kBinaryFormula<decltype(f)>)
       binary_f32(c, f);
     else
       unary_kernel(c, f);
-  });
+  };
+  if constexpr (kEntry.params == 0 && !shares_op(kEntry)) {
+    with_formula_of<Code>(FusedInstr{.code = Code}, run);
+  } else {
+    const std::optional<FusedInstr> found = FusedProgram::instr_of(kEntry.op, c.attrs);
+    MLS_CHECK(found.has_value(), "an elementwise op without an instruction");
+    run_code_of_op<Code>(*found, run, std::make_index_sequence<std::size(kList)>{});
+  }
 }
 
 }  // namespace
