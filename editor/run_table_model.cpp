@@ -61,7 +61,7 @@ RunTableModel::~RunTableModel() {
   pool_.waitForDone();
 }
 
-void RunTableModel::submit(std::function<std::function<void()>(store::RunTable&)> job) {
+void RunTableModel::runOnWorker(std::function<std::function<void()>(store::RunTable&)> job) {
   ++in_flight_;
   QPointer<RunTableModel> self(this);
   std::shared_ptr<Worker> w = worker_;
@@ -132,7 +132,7 @@ void RunTableModel::replaceQuery(store::RunQuery q, bool report_filter) {
     return;
   }
   const uint64_t gen = ++generation_;
-  submit([this, q, gen, report_filter](store::RunTable& t) -> std::function<void()> {
+  runOnWorker([this, q, gen, report_filter](store::RunTable& t) -> std::function<void()> {
     struct Answer {
       std::string filter_error, error;
       int64_t count = 0;
@@ -283,7 +283,7 @@ void RunTableModel::requestPage(int64_t page) const {
   pending_.insert(page);
   const uint64_t gen = generation_;
   const store::RunQuery q = query_;
-  self->submit([self, q, gen, page](store::RunTable& t) -> std::function<void()> {
+  self->runOnWorker([self, q, gen, page](store::RunTable& t) -> std::function<void()> {
     auto rows = std::make_shared<Result<Page>>(t.rows(q, page * kPage, kPage));
     return [self, gen, page, rows] {
       if (gen != self->generation_) return;
@@ -318,7 +318,7 @@ void RunTableModel::refresh() {
   std::vector<int64_t> held;
   for (const auto& [k, p] : pages_) held.push_back(k);
   const store::RunQuery q = query_;
-  submit([this, q, gen, held](store::RunTable& t) -> std::function<void()> {
+  runOnWorker([this, q, gen, held](store::RunTable& t) -> std::function<void()> {
     struct Answer {
       std::string error;
       int64_t count = 0;
@@ -374,7 +374,7 @@ void RunTableModel::setLive(bool on, int interval_ms) {
 
 void RunTableModel::liveTick() {
   if (!open_ || in_flight_ > 0) return;  // the last look has not answered yet
-  submit([this](store::RunTable& t) -> std::function<void()> {
+  runOnWorker([this](store::RunTable& t) -> std::function<void()> {
     store::RunQuery running;
     running.where = "status = 'running'";
     const auto n_running = t.count(running);
@@ -392,7 +392,7 @@ void RunTableModel::liveTick() {
 
 void RunTableModel::keys(
     std::function<void(std::vector<std::string>, std::vector<std::string>)> done) {
-  submit([done](store::RunTable& t) -> std::function<void()> {
+  runOnWorker([done](store::RunTable& t) -> std::function<void()> {
     auto p = t.param_keys();
     auto m = t.metric_keys();
     std::vector<std::string> params = p ? *p : std::vector<std::string>{};
@@ -403,7 +403,7 @@ void RunTableModel::keys(
 
 void RunTableModel::rows(store::RunQuery q, int64_t limit,
                          std::function<void(Result<std::vector<store::RunRow>>)> done) {
-  submit([q, limit, done](store::RunTable& t) -> std::function<void()> {
+  runOnWorker([q, limit, done](store::RunTable& t) -> std::function<void()> {
     auto r = std::make_shared<Result<std::vector<store::RunRow>>>(t.rows(q, 0, limit));
     return [done, r] { done(std::move(*r)); };
   });

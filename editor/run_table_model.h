@@ -99,7 +99,7 @@ class RunTableModel : public QAbstractTableModel {
   using Page = std::vector<store::RunRow>;
   struct Worker;
   // Runs `job` on the worker thread; `done` on the GUI thread, unless the model is gone.
-  void submit(std::function<std::function<void()>(store::RunTable&)> job);
+  void runOnWorker(std::function<std::function<void()>(store::RunTable&)> job);
   // Counts `q` and reads its first page; on success the model shows it.
   void replaceQuery(store::RunQuery q, bool report_filter);
   void requestPage(int64_t page) const;

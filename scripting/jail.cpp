@@ -213,6 +213,12 @@ void rule(scmp_filter_ctx ctx, uint32_t action, const char* name, unsigned count
   }
 }
 
+// A condition on argument `arg` (libseccomp's SCMP_A0..5 are C99 compound literals, which
+// C++ compilers warn about): `op` against a, or, for SCMP_CMP_MASKED_EQ, (value & a) == b.
+scmp_arg_cmp arg_cmp(unsigned arg, scmp_compare op, scmp_datum_t a, scmp_datum_t b = 0) {
+  return scmp_arg_cmp{.arg = arg, .op = op, .datum_a = a, .datum_b = b};
+}
+
 void apply_seccomp(const JailLimits& l) {
   struct sigaction sa {};
   sa.sa_sigaction = on_sigsys;
@@ -233,12 +239,12 @@ void apply_seccomp(const JailLimits& l) {
   // ENOSYS and glibc falls back to clone. RLIMIT_NPROC would not do: root ignores it.
   rule(ctx, eperm, "fork");
   rule(ctx, eperm, "vfork");
-  const scmp_arg_cmp not_thread = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0);
+  const scmp_arg_cmp not_thread = arg_cmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0);
   rule(ctx, eperm, "clone", 1, &not_thread);
   rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3");
   // Signals only to itself: kill(-1, SIGKILL) as root would end every process.
   const pid_t self = ::getpid();
-  const scmp_arg_cmp other_pid = SCMP_A0(SCMP_CMP_NE, static_cast<scmp_datum_t>(self));
+  const scmp_arg_cmp other_pid = arg_cmp(0, SCMP_CMP_NE, static_cast<scmp_datum_t>(self));
   rule(ctx, eperm, "kill", 1, &other_pid);
   rule(ctx, eperm, "tgkill", 1, &other_pid);
   rule(ctx, eperm, "rt_sigqueueinfo", 1, &other_pid);
@@ -247,7 +253,7 @@ void apply_seccomp(const JailLimits& l) {
   rule(ctx, eperm, "pidfd_send_signal");
   rule(ctx, eperm, "pidfd_getfd");
   // Typing into the terminal the parent reads from.
-  const scmp_arg_cmp tiocsti = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI);
+  const scmp_arg_cmp tiocsti = arg_cmp(1, SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI);
   rule(ctx, eperm, "ioctl", 1, &tiocsti);
   // No changing what Landlock lets it read or write: modes (a setuid bit), owners, extended
   // attributes; and no raising its own limits. Reading a limit stays (glibc's getrlimit is
@@ -257,7 +263,7 @@ void apply_seccomp(const JailLimits& l) {
         "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
         "setxattrat", "removexattrat", "setrlimit", "capset"})
     rule(ctx, eperm, name);
-  const scmp_arg_cmp sets_limit = SCMP_A2(SCMP_CMP_NE, 0);
+  const scmp_arg_cmp sets_limit = arg_cmp(2, SCMP_CMP_NE, 0);
   rule(ctx, eperm, "prlimit64", 1, &sets_limit);
   if (!l.allow_network) {
     // No sockets at all (Unix ones included: a root-owned daemon's socket, Docker's, is a
