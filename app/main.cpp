@@ -13,6 +13,7 @@
 #include <string_view>
 #include <thread>
 
+#include "app/cli_validators.h"
 #include "app/commands.h"
 #include "app/grade_command.h"
 #include "app/gradebook_command.h"
@@ -35,24 +36,8 @@
 namespace {
 
 // Every number a user types is checked before anything runs: a count in its range, a rate
-// finite and positive.
-
-// A whole number in [lo, hi], read exactly from the text: CLI11's own conversion clamps a
-// number past its type (a --seed of 99999999999999999999999 became 2^64 - 1, a run id of 2^63
-// became 2^63 - 1) and takes "+1"; this refuses those, and CLI11 names the flag.
-template <typename Int>
-CLI::Validator whole(Int lo, Int hi) {
-  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
-  return CLI::Validator(
-      [lo, hi, range](std::string& text) -> std::string {
-        Int v{};
-        const char* end = text.data() + text.size();
-        auto [at, ec] = std::from_chars(text.data(), end, v);
-        if (ec == std::errc() && at == end && v >= lo && v <= hi) return {};
-        return "must be a whole number in " + range + ", got '" + text + "'";
-      },
-      range);
-}
+// finite and positive (whole: app/cli_validators.h).
+using mls::app::whole;
 
 const CLI::Validator kEpochs = whole<int64_t>(1, mls::nodes::kMaxEpochs);
 const CLI::Validator kBatch = whole<int64_t>(1, mls::nodes::kMaxBatchSize);

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "app/cli_validators.h"
 #include "app/gradebook_command.h"
 #include "engine/core/field_text.h"
 #include "runner/run_files.h"
@@ -809,21 +810,6 @@ int query_command(const RunsOptions& o, std::FILE* out) {
   return 0;
 }
 
-// A whole number in [lo, hi], read exactly (CLI11's own conversion clamps; main.cpp does
-// the same for the other commands).
-CLI::Validator whole(int64_t lo, int64_t hi) {
-  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
-  return CLI::Validator(
-      [lo, hi, range](std::string& text) -> std::string {
-        int64_t v{};
-        const char* end = text.data() + text.size();
-        auto [at, ec] = std::from_chars(text.data(), end, v);
-        if (ec == std::errc() && at == end && v >= lo && v <= hi) return {};
-        return "must be a whole number in " + range + ", got '" + text + "'";
-      },
-      range);
-}
-
 }  // namespace
 
 std::string latex_escape(const std::string& raw) {
@@ -953,8 +939,8 @@ CLI::App* add_runs_command(CLI::App& app, RunsOptions& o) {
   // required": the word goes to the extras.
   runs->require_subcommand(0, 1);
   runs->allow_extras();
-  const CLI::Validator id = whole(1, std::numeric_limits<int64_t>::max());
-  const CLI::Validator count = whole(0, std::numeric_limits<int64_t>::max());
+  const CLI::Validator id = whole<int64_t>(1, std::numeric_limits<int64_t>::max());
+  const CLI::Validator count = whole<int64_t>(0, std::numeric_limits<int64_t>::max());
   const std::string fields =
       "fields: id name status started ended duration device seed world_size experiment parent "
       "fork_step sweep trial note project project_hash, params.KEY, metrics.KEY[.latest|min|max|"
@@ -1048,7 +1034,7 @@ CLI::App* add_runs_command(CLI::App& app, RunsOptions& o) {
   fork->add_option("--project", o.project, "Continue with this project's graph instead")
       ->check(CLI::ExistingFile);
   fork->add_option("--epochs", o.epochs, "Train to this many epochs in all")
-      ->check(whole(1, 1000000));
+      ->check(whole<int64_t>(1, 1000000));
   fork->add_flag("--quiet", o.quiet, "No per-epoch lines");
 
   repro->add_option("id", o.run_id, "The run to re-run")->required()->check(id);

@@ -19,10 +19,6 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-Error file_error(const std::string& path, const std::string& what) {
-  return make_error(path + ": " + what);
-}
-
 std::string hex_byte(uint8_t b) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "0x%02x", b);

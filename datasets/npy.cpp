@@ -13,10 +13,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "the NPY reader copies little-endian data as is");
 
-Error fail(const std::string& name, const std::string& what) {
-  return make_error(name + ": " + what);
-}
-
 // A cursor over the header's Python dict literal, e.g.
 // {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
 struct DictParser {
@@ -165,20 +161,20 @@ std::vector<int64_t> NpyArray::to_ints() const {
 Result<NpyArray> parse_npy(std::vector<uint8_t> bytes, const std::string& name) {
   static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (bytes.size() < 10 || std::memcmp(bytes.data(), magic, 6) != 0)
-    return fail(name, bytes.size() < 6 || std::memcmp(bytes.data(), magic, 6) != 0
+    return file_error(name, bytes.size() < 6 || std::memcmp(bytes.data(), magic, 6) != 0
                           ? "not an NPY file (it does not start with \\x93NUMPY)"
                           : "truncated header");
   const int major = bytes[6];
   if (major < 1 || major > 3)
-    return fail(name, "NPY format version " + std::to_string(major) + "." +
+    return file_error(name, "NPY format version " + std::to_string(major) + "." +
                           std::to_string(bytes[7]) + " is not supported (1, 2 and 3 are)");
   const size_t len_size = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + len_size) return fail(name, "truncated header");
+  if (bytes.size() < 8 + len_size) return file_error(name, "truncated header");
   size_t header_len = 0;
   for (size_t k = 0; k < len_size; ++k) header_len |= size_t{bytes[8 + k]} << (8 * k);
   const size_t data_at = 8 + len_size + header_len;
   if (bytes.size() < data_at)
-    return fail(name, "truncated header: expected " + std::to_string(data_at) + " bytes, found " +
+    return file_error(name, "truncated header: expected " + std::to_string(data_at) + " bytes, found " +
                           std::to_string(bytes.size()));
 
   DictParser p{
@@ -186,10 +182,10 @@ Result<NpyArray> parse_npy(std::vector<uint8_t> bytes, const std::string& name) 
   std::string descr, fortran;
   bool has_shape = false;
   NpyArray a;
-  if (!p.eat('{')) return fail(name, "malformed header (expected a Python dict)");
+  if (!p.eat('{')) return file_error(name, "malformed header (expected a Python dict)");
   while (!p.eat('}')) {
     std::string key;
-    if (!p.string(key) || !p.eat(':')) return fail(name, "malformed header dict");
+    if (!p.string(key) || !p.eat(':')) return file_error(name, "malformed header dict");
     bool ok = true;
     if (key == "descr")
       ok = p.string(descr);
@@ -198,38 +194,38 @@ Result<NpyArray> parse_npy(std::vector<uint8_t> bytes, const std::string& name) 
     else if (key == "shape")
       ok = has_shape = p.shape(a.shape);
     else
-      return fail(name, "unexpected header key '" + key + "'");
-    if (!ok) return fail(name, "malformed value for '" + key + "' in the header");
+      return file_error(name, "unexpected header key '" + key + "'");
+    if (!ok) return file_error(name, "malformed value for '" + key + "' in the header");
     if (!p.eat(',')) {
-      if (!p.eat('}')) return fail(name, "malformed header dict");
+      if (!p.eat('}')) return file_error(name, "malformed header dict");
       break;
     }
   }
   if (descr.empty() || fortran.empty() || !has_shape)
-    return fail(name, "header lacks 'descr', 'fortran_order' or 'shape'");
+    return file_error(name, "header lacks 'descr', 'fortran_order' or 'shape'");
   if (fortran != "False")
-    return fail(name,
+    return file_error(name,
                 "Fortran-order arrays are not supported; save a C-order copy "
                 "(np.save(f, np.ascontiguousarray(a)))");
   if (!descr.empty() && descr[0] == '>')
-    return fail(name, "big-endian dtype '" + descr +
+    return file_error(name, "big-endian dtype '" + descr +
                           "' is not supported; save with "
                           "a.astype(a.dtype.newbyteorder('<'))");
   if (!dtype_of(descr, a.dtype))
-    return fail(name, "unsupported dtype '" + descr + "' (supported: <f4, <f8, |u1, <i4, <i8)");
+    return file_error(name, "unsupported dtype '" + descr + "' (supported: <f4, <f8, |u1, <i4, <i8)");
 
   uint64_t expected = static_cast<uint64_t>(npy_item_size(a.dtype));
   for (int64_t d : a.shape) {
     if (d != 0 && expected > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d))
-      return fail(name, "shape is too large");
+      return file_error(name, "shape is too large");
     expected *= static_cast<uint64_t>(d);
   }
   const uint64_t found = bytes.size() - data_at;
   if (found < expected)
-    return fail(name, "truncated: expected " + std::to_string(expected) + " bytes of data, found " +
+    return file_error(name, "truncated: expected " + std::to_string(expected) + " bytes of data, found " +
                           std::to_string(found));
   if (found > expected)
-    return fail(name, "trailing data: expected " + std::to_string(expected) +
+    return file_error(name, "trailing data: expected " + std::to_string(expected) +
                           " bytes of data, found " + std::to_string(found));
   bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(data_at));
   a.raw = std::move(bytes);

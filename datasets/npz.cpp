@@ -24,21 +24,17 @@ uint64_t le(const uint8_t* p, int bytes) {
   return v;
 }
 
-Error fail(const std::string& path, const std::string& what) {
-  return make_error(path + ": " + what);
-}
-
 // A regular file only (a FIFO would block, /dev/zero never ends); `size` receives its size.
 Result<File> open_file(const std::string& path, uint64_t& size) {
   auto r = open_for_reading(path);
   if (!r) return r.error();
   if (r->size() > kMaxDataFileBytes)
-    return fail(path, "is " + std::to_string(r->size()) + " bytes, more than the " +
+    return file_error(path, "is " + std::to_string(r->size()) + " bytes, more than the " +
                           std::to_string(kMaxDataFileBytes) +
                           " bytes a file of this kind may have");
   size = r->size();
   File f(::fdopen(r->fd(), "rb"), &std::fclose);
-  if (!f) return fail(path, std::string("cannot open: ") + std::strerror(errno));
+  if (!f) return file_error(path, std::string("cannot open: ") + std::strerror(errno));
   r->release();  // the FILE owns the descriptor now
   return f;
 }
@@ -56,7 +52,7 @@ Result<std::pair<uint64_t, uint64_t>> find_central_directory(std::FILE* f, const
   // The end record is 22 bytes plus a comment of up to 65535: search that tail backwards.
   const uint64_t tail = std::min<uint64_t>(file_size, 22 + 65535);
   std::vector<uint8_t> buf(static_cast<size_t>(tail));
-  if (!read_at(f, file_size - tail, buf.data(), buf.size())) return fail(path, "read failed");
+  if (!read_at(f, file_size - tail, buf.data(), buf.size())) return file_error(path, "read failed");
   for (size_t i = buf.size() >= 22 ? buf.size() - 22 + 1 : 0; i-- > 0;) {
     if (le(&buf[i], 4) != kEocd) continue;
     uint64_t entries = le(&buf[i + 10], 2), offset = le(&buf[i + 16], 4);
@@ -64,15 +60,15 @@ Result<std::pair<uint64_t, uint64_t>> find_central_directory(std::FILE* f, const
     if ((entries == 0xffff || offset == 0xffffffff) && eocd_at >= 20) {
       uint8_t loc[20], rec[56];
       if (!read_at(f, eocd_at - 20, loc, 20) || le(loc, 4) != kZip64Locator)
-        return fail(path, "corrupt zip: zip64 end record locator missing");
+        return file_error(path, "corrupt zip: zip64 end record locator missing");
       if (!read_at(f, le(loc + 8, 8), rec, 56) || le(rec, 4) != kZip64Eocd)
-        return fail(path, "corrupt zip: zip64 end record missing");
+        return file_error(path, "corrupt zip: zip64 end record missing");
       entries = le(rec + 32, 8);
       offset = le(rec + 48, 8);
     }
     return std::make_pair(offset, entries);
   }
-  return fail(path, "not a zip archive (no end-of-central-directory record); is it an .npz?");
+  return file_error(path, "not a zip archive (no end-of-central-directory record); is it an .npz?");
 }
 
 }  // namespace
@@ -89,7 +85,7 @@ Result<std::vector<ZipEntry>> list_zip(const std::string& path) {
   uint8_t h[46];
   for (uint64_t k = 0; k < count; ++k) {
     if (!read_at(f->get(), offset, h, 46) || le(h, 4) != kCentral)
-      return fail(path,
+      return file_error(path,
                   "corrupt zip: central directory entry " + std::to_string(k) + " is damaged");
     ZipEntry e;
     e.flags = static_cast<uint16_t>(le(h + 8, 2));
@@ -101,7 +97,7 @@ Result<std::vector<ZipEntry>> list_zip(const std::string& path) {
     const size_t name_len = le(h + 28, 2), extra_len = le(h + 30, 2), comment_len = le(h + 32, 2);
     std::vector<uint8_t> var(name_len + extra_len);
     if (!read_at(f->get(), offset + 46, var.data(), var.size()))
-      return fail(path, "corrupt zip: central directory is cut short");
+      return file_error(path, "corrupt zip: central directory is cut short");
     e.name.assign(var.begin(), var.begin() + static_cast<std::ptrdiff_t>(name_len));
     // A zip64 extra field holds the 8-byte values whose 4-byte fields read 0xffffffff.
     for (size_t at = name_len; at + 4 <= var.size();) {
@@ -124,30 +120,30 @@ Result<std::vector<ZipEntry>> list_zip(const std::string& path) {
 
 Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEntry& e) {
   const std::string where = path + ": member '" + e.name + "'";
-  if (e.flags & 1) return fail(where, "is encrypted");
+  if (e.flags & 1) return file_error(where, "is encrypted");
   if (e.method != 0 && e.method != 8)
-    return fail(where, "compression method " + std::to_string(e.method) +
+    return file_error(where, "compression method " + std::to_string(e.method) +
                            " is not supported (only stored and deflate)");
   uint64_t file_size = 0;
   auto f = open_file(path, file_size);
   if (!f) return f.error();
   uint8_t h[30];
   if (!read_at(f->get(), e.local_offset, h, 30) || le(h, 4) != kLocal)
-    return fail(where, "corrupt zip: local header missing");
+    return file_error(where, "corrupt zip: local header missing");
   const uint64_t data_at = e.local_offset + 30 + le(h + 26, 2) + le(h + 28, 2);
   // Sizes come from the archive: checked against the file before anything that large is
   // allocated (a corrupt or hostile header may claim gigabytes).
   if (data_at > file_size || e.compressed_size > file_size - data_at)
-    return fail(where, "truncated: the member claims " + std::to_string(e.compressed_size) +
+    return file_error(where, "truncated: the member claims " + std::to_string(e.compressed_size) +
                            " bytes, past the end of the archive");
   // Deflate expands at most 1032 to 1; a larger claim is a corrupt header.
   if (e.method == 8 && e.size / 1032 > e.compressed_size + 1)
-    return fail(where, "corrupt zip: " + std::to_string(e.compressed_size) +
+    return file_error(where, "corrupt zip: " + std::to_string(e.compressed_size) +
                            " compressed bytes cannot hold the " + std::to_string(e.size) +
                            " bytes the header claims");
   std::vector<uint8_t> packed(static_cast<size_t>(e.compressed_size));
   if (!read_at(f->get(), data_at, packed.data(), packed.size()))
-    return fail(where, "truncated: the archive ends inside this member");
+    return file_error(where, "truncated: the archive ends inside this member");
 
   std::vector<uint8_t> out;
   if (e.method == 0) {
@@ -155,7 +151,7 @@ Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEn
   } else {
     out.resize(static_cast<size_t>(e.size));
     z_stream zs{};
-    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) return fail(where, "cannot initialise zlib");
+    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) return file_error(where, "cannot initialise zlib");
     // Sizes above 4 GiB are fed in chunks: zlib counts in 32-bit uInt.
     constexpr size_t kChunk = size_t{1} << 30;
     size_t in_at = 0, out_at = 0;
@@ -175,10 +171,10 @@ Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEn
     const std::string why = zs.msg ? zs.msg : "the stream ends early";
     inflateEnd(&zs);
     if (ret != Z_STREAM_END || out_at != out.size())
-      return fail(where, "corrupt deflate data: " + (ret == Z_STREAM_END ? "size mismatch" : why));
+      return file_error(where, "corrupt deflate data: " + (ret == Z_STREAM_END ? "size mismatch" : why));
   }
   const uLong crc = crc32_z(0, out.data(), out.size());
-  if (crc != e.crc) return fail(where, "CRC mismatch (the archive is corrupt)");
+  if (crc != e.crc) return file_error(where, "CRC mismatch (the archive is corrupt)");
   return out;
 }
 
@@ -197,7 +193,7 @@ Result<NpyArray> read_npz_array_unguarded(const std::string& path, const std::st
     std::string k = e.name.ends_with(".npy") ? e.name.substr(0, e.name.size() - 4) : e.name;
     keys += (keys.empty() ? "'" : ", '") + k + "'";
   }
-  return fail(path,
+  return file_error(path,
               "no array '" + key + "' (the archive holds " + (keys.empty() ? "none" : keys) + ")");
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "engine/core/check.h"
+#include "engine/core/field_text.h"
 
 namespace mls::nodes {
 
@@ -37,12 +38,6 @@ bool in_range(const ParamDef& def, double v) {
   if (def.min && v < *def.min) return false;
   if (def.max && (def.max_exclusive ? v >= *def.max : v > *def.max)) return false;
   return true;
-}
-
-std::string quoted_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", '" : "'") + items[i] + "'";
-  return out;
 }
 
 }  // namespace
@@ -100,7 +95,7 @@ Result<void> check_param_value(const ParamDef& def, const nlohmann::json& value)
       if (value.is_string())
         for (const std::string& c : def.choices)
           if (value.get<std::string>() == c) return {};
-      return make_error("must be one of " + quoted_list(def.choices));
+      return make_error("must be one of " + quoted_list(def.choices, ", "));
     }
   }
   return make_error("has an unknown parameter kind");
@@ -121,7 +116,7 @@ Result<nlohmann::json> complete_params(const NodeTypeDef& def, const nlohmann::j
         std::vector<std::string> names;
         for (const ParamDef& known : def.params) names.push_back(known.name);
         std::string takes = names.empty() ? def.id + " takes no parameters"
-                                          : def.id + " takes " + quoted_list(names);
+                                          : def.id + " takes " + quoted_list(names, ", ");
         return fail(name, "unknown parameter '" + name + "' (" + takes + ")");
       }
       if (Result<void> ok = check_param_value(*p, value); !ok)

@@ -67,4 +67,9 @@ class [[nodiscard]] Result<void> {
 
 inline Error make_error(std::string msg) { return Error{std::move(msg)}; }
 
+// An error about a file, named first: "data/x.npy: truncated header".
+inline Error file_error(const std::string& path, const std::string& what) {
+  return make_error(path + ": " + what);
+}
+
 }  // namespace mls
