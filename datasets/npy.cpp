@@ -162,20 +162,20 @@ Result<NpyArray> parse_npy(std::vector<uint8_t> bytes, const std::string& name) 
   static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (bytes.size() < 10 || std::memcmp(bytes.data(), magic, 6) != 0)
     return file_error(name, bytes.size() < 6 || std::memcmp(bytes.data(), magic, 6) != 0
-                          ? "not an NPY file (it does not start with \\x93NUMPY)"
-                          : "truncated header");
+                                ? "not an NPY file (it does not start with \\x93NUMPY)"
+                                : "truncated header");
   const int major = bytes[6];
   if (major < 1 || major > 3)
     return file_error(name, "NPY format version " + std::to_string(major) + "." +
-                          std::to_string(bytes[7]) + " is not supported (1, 2 and 3 are)");
+                                std::to_string(bytes[7]) + " is not supported (1, 2 and 3 are)");
   const size_t len_size = major == 1 ? 2 : 4;
   if (bytes.size() < 8 + len_size) return file_error(name, "truncated header");
   size_t header_len = 0;
   for (size_t k = 0; k < len_size; ++k) header_len |= size_t{bytes[8 + k]} << (8 * k);
   const size_t data_at = 8 + len_size + header_len;
   if (bytes.size() < data_at)
-    return file_error(name, "truncated header: expected " + std::to_string(data_at) + " bytes, found " +
-                          std::to_string(bytes.size()));
+    return file_error(name, "truncated header: expected " + std::to_string(data_at) +
+                                " bytes, found " + std::to_string(bytes.size()));
 
   DictParser p{
       std::string_view(reinterpret_cast<const char*>(bytes.data()) + 8 + len_size, header_len)};
@@ -205,14 +205,15 @@ Result<NpyArray> parse_npy(std::vector<uint8_t> bytes, const std::string& name) 
     return file_error(name, "header lacks 'descr', 'fortran_order' or 'shape'");
   if (fortran != "False")
     return file_error(name,
-                "Fortran-order arrays are not supported; save a C-order copy "
-                "(np.save(f, np.ascontiguousarray(a)))");
+                      "Fortran-order arrays are not supported; save a C-order copy "
+                      "(np.save(f, np.ascontiguousarray(a)))");
   if (!descr.empty() && descr[0] == '>')
     return file_error(name, "big-endian dtype '" + descr +
-                          "' is not supported; save with "
-                          "a.astype(a.dtype.newbyteorder('<'))");
+                                "' is not supported; save with "
+                                "a.astype(a.dtype.newbyteorder('<'))");
   if (!dtype_of(descr, a.dtype))
-    return file_error(name, "unsupported dtype '" + descr + "' (supported: <f4, <f8, |u1, <i4, <i8)");
+    return file_error(name,
+                      "unsupported dtype '" + descr + "' (supported: <f4, <f8, |u1, <i4, <i8)");
 
   uint64_t expected = static_cast<uint64_t>(npy_item_size(a.dtype));
   for (int64_t d : a.shape) {
@@ -222,11 +223,11 @@ Result<NpyArray> parse_npy(std::vector<uint8_t> bytes, const std::string& name) 
   }
   const uint64_t found = bytes.size() - data_at;
   if (found < expected)
-    return file_error(name, "truncated: expected " + std::to_string(expected) + " bytes of data, found " +
-                          std::to_string(found));
+    return file_error(name, "truncated: expected " + std::to_string(expected) +
+                                " bytes of data, found " + std::to_string(found));
   if (found > expected)
     return file_error(name, "trailing data: expected " + std::to_string(expected) +
-                          " bytes of data, found " + std::to_string(found));
+                                " bytes of data, found " + std::to_string(found));
   bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(data_at));
   a.raw = std::move(bytes);
   return a;
@@ -242,7 +243,8 @@ Result<NpyArray> read_npy(const std::string& path) {
   return catching_bad_alloc(path, [&] { return parse_npy(std::move(*bytes), path); });
 }
 
-Result<void> write_npy_f32(const std::string& path, const Shape& shape, const std::vector<float>& values) {
+Result<void> write_npy_f32(const std::string& path, const Shape& shape,
+                           const std::vector<float>& values) {
   std::string dims;
   for (int64_t d : shape) dims += std::to_string(d) + ", ";
   if (shape.size() > 1) dims.erase(dims.size() - 2);  // (3,) keeps its comma, (3, 4) has none
@@ -256,7 +258,8 @@ Result<void> write_npy_f32(const std::string& path, const Shape& shape, const st
   bytes += static_cast<char>(header.size() >> 8);
   bytes += header;
   bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-  if (auto w = write_text_atomically(path, bytes); !w) return make_error("cannot write " + path + ": " + w.error().message);
+  if (auto w = write_text_atomically(path, bytes); !w)
+    return make_error("cannot write " + path + ": " + w.error().message);
   return {};
 }
 

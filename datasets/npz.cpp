@@ -30,8 +30,8 @@ Result<File> open_file(const std::string& path, uint64_t& size) {
   if (!r) return r.error();
   if (r->size() > kMaxDataFileBytes)
     return file_error(path, "is " + std::to_string(r->size()) + " bytes, more than the " +
-                          std::to_string(kMaxDataFileBytes) +
-                          " bytes a file of this kind may have");
+                                std::to_string(kMaxDataFileBytes) +
+                                " bytes a file of this kind may have");
   size = r->size();
   File f(::fdopen(r->fd(), "rb"), &std::fclose);
   if (!f) return file_error(path, std::string("cannot open: ") + std::strerror(errno));
@@ -85,8 +85,8 @@ Result<std::vector<ZipEntry>> list_zip(const std::string& path) {
   uint8_t h[46];
   for (uint64_t k = 0; k < count; ++k) {
     if (!read_at(f->get(), offset, h, 46) || le(h, 4) != kCentral)
-      return file_error(path,
-                  "corrupt zip: central directory entry " + std::to_string(k) + " is damaged");
+      return file_error(
+          path, "corrupt zip: central directory entry " + std::to_string(k) + " is damaged");
     ZipEntry e;
     e.flags = static_cast<uint16_t>(le(h + 8, 2));
     e.method = static_cast<uint16_t>(le(h + 10, 2));
@@ -123,7 +123,7 @@ Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEn
   if (e.flags & 1) return file_error(where, "is encrypted");
   if (e.method != 0 && e.method != 8)
     return file_error(where, "compression method " + std::to_string(e.method) +
-                           " is not supported (only stored and deflate)");
+                                 " is not supported (only stored and deflate)");
   uint64_t file_size = 0;
   auto f = open_file(path, file_size);
   if (!f) return f.error();
@@ -135,12 +135,12 @@ Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEn
   // allocated (a corrupt or hostile header may claim gigabytes).
   if (data_at > file_size || e.compressed_size > file_size - data_at)
     return file_error(where, "truncated: the member claims " + std::to_string(e.compressed_size) +
-                           " bytes, past the end of the archive");
+                                 " bytes, past the end of the archive");
   // Deflate expands at most 1032 to 1; a larger claim is a corrupt header.
   if (e.method == 8 && e.size / 1032 > e.compressed_size + 1)
     return file_error(where, "corrupt zip: " + std::to_string(e.compressed_size) +
-                           " compressed bytes cannot hold the " + std::to_string(e.size) +
-                           " bytes the header claims");
+                                 " compressed bytes cannot hold the " + std::to_string(e.size) +
+                                 " bytes the header claims");
   std::vector<uint8_t> packed(static_cast<size_t>(e.compressed_size));
   if (!read_at(f->get(), data_at, packed.data(), packed.size()))
     return file_error(where, "truncated: the archive ends inside this member");
@@ -171,7 +171,8 @@ Result<std::vector<uint8_t>> read_zip_entry(const std::string& path, const ZipEn
     const std::string why = zs.msg ? zs.msg : "the stream ends early";
     inflateEnd(&zs);
     if (ret != Z_STREAM_END || out_at != out.size())
-      return file_error(where, "corrupt deflate data: " + (ret == Z_STREAM_END ? "size mismatch" : why));
+      return file_error(where,
+                        "corrupt deflate data: " + (ret == Z_STREAM_END ? "size mismatch" : why));
   }
   const uLong crc = crc32_z(0, out.data(), out.size());
   if (crc != e.crc) return file_error(where, "CRC mismatch (the archive is corrupt)");
@@ -193,8 +194,8 @@ Result<NpyArray> read_npz_array_unguarded(const std::string& path, const std::st
     std::string k = e.name.ends_with(".npy") ? e.name.substr(0, e.name.size() - 4) : e.name;
     keys += (keys.empty() ? "'" : ", '") + k + "'";
   }
-  return file_error(path,
-              "no array '" + key + "' (the archive holds " + (keys.empty() ? "none" : keys) + ")");
+  return file_error(
+      path, "no array '" + key + "' (the archive holds " + (keys.empty() ? "none" : keys) + ")");
 }
 
 }  // namespace
