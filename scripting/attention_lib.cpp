@@ -82,15 +82,15 @@ int l_sdpa(lua_State* L) {
   });
 }
 
-const luaL_Reg kF[] = {{"multi_head_attention", l_multi_head_attention},
-                       {"scaled_dot_product_attention", l_sdpa},
-                       {nullptr, nullptr}};
+const luaL_Reg kAttentionFuncs[] = {{"multi_head_attention", l_multi_head_attention},
+                                    {"scaled_dot_product_attention", l_sdpa},
+                                    {nullptr, nullptr}};
 
 }  // namespace
 
 void open_attention_lib(lua_State* L) {
   lua_getfield(L, -1, "F");
-  set_funcs(L, kF);
+  set_funcs(L, kAttentionFuncs);
   lua_pop(L, 1);
 }
 

@@ -137,13 +137,13 @@ const luaL_Reg kMethods[] = {{"requires_grad", l_requires_grad},
                              {"backward", l_backward},
                              {"zero_grad", l_zero_grad},
                              {nullptr, nullptr}};
-const luaL_Reg kFuncs[] = {
+const luaL_Reg kAutogradFuncs[] = {
     {"no_grad", l_no_grad}, {"is_grad_enabled", l_is_grad_enabled}, {nullptr, nullptr}};
 
 }  // namespace
 
 void open_autograd_lib(lua_State* L) {
-  set_funcs(L, kFuncs);
+  set_funcs(L, kAutogradFuncs);
   lua_pushvalue(L, lua_upvalueindex(2));  // methods live in the tensor metatable
   set_funcs(L, kMethods);
   lua_pop(L, 1);

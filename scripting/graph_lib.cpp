@@ -359,13 +359,13 @@ const luaL_Reg kGraphMethods[] = {{"input", l_graph_input},   {"param", l_graph_
                                   {nullptr, nullptr}};
 const luaL_Reg kFnMethods[] = {{"dump", l_fn_dump}, {"stats", l_fn_stats}, {nullptr, nullptr}};
 const luaL_Reg kFnCall[] = {{"__call", l_fn_call}, {nullptr, nullptr}};
-const luaL_Reg kTop[] = {
+const luaL_Reg kGraphTop[] = {
     {"graph", l_graph_new}, {"jit", l_jit}, {"grad", l_grad}, {nullptr, nullptr}};
 
 }  // namespace
 
 void open_graph_lib(lua_State* L) {
-  set_funcs(L, kTop);
+  set_funcs(L, kGraphTop);
   register_class(L, kGraphMeta, kGraphMethods, nullptr, l_graph_gc);
   register_class(L, kFnMeta, kFnMethods, nullptr, l_fn_gc);
   luaL_getmetatable(L, kFnMeta);

@@ -354,35 +354,35 @@ int l_op(lua_State* L) {
   });
 }
 
-const luaL_Reg kF[] = {{"linear", l_linear},
-                       {"conv2d", l_conv2d},
-                       {"max_pool2d", pool<false>},
-                       {"avg_pool2d", pool<true>},
-                       {"global_avg_pool", l_global_avg_pool},
-                       {"batch_norm", l_batch_norm},
-                       {"layer_norm", l_layer_norm},
-                       {"dropout", l_dropout},
-                       {"embedding", l_embedding},
-                       {"cross_entropy", l_cross_entropy},
-                       {"mse_loss", l_mse_loss},
-                       {"l1_loss", l_l1_loss},
-                       {"huber_loss", l_huber_loss},
-                       {"bce_with_logits", l_bce_with_logits},
-                       {"nll_loss", l_nll_loss},
-                       {nullptr, nullptr}};
+const luaL_Reg kNnLayers[] = {{"linear", l_linear},
+                              {"conv2d", l_conv2d},
+                              {"max_pool2d", pool<false>},
+                              {"avg_pool2d", pool<true>},
+                              {"global_avg_pool", l_global_avg_pool},
+                              {"batch_norm", l_batch_norm},
+                              {"layer_norm", l_layer_norm},
+                              {"dropout", l_dropout},
+                              {"embedding", l_embedding},
+                              {"cross_entropy", l_cross_entropy},
+                              {"mse_loss", l_mse_loss},
+                              {"l1_loss", l_l1_loss},
+                              {"huber_loss", l_huber_loss},
+                              {"bce_with_logits", l_bce_with_logits},
+                              {"nll_loss", l_nll_loss},
+                              {nullptr, nullptr}};
 
-const luaL_Reg kTop[] = {{"parameter", l_parameter},
-                         {"buffer", l_buffer},
-                         {"layer_params", l_layer_params},
-                         {"op", l_op},
-                         {nullptr, nullptr}};
+const luaL_Reg kNnTop[] = {{"parameter", l_parameter},
+                           {"buffer", l_buffer},
+                           {"layer_params", l_layer_params},
+                           {"op", l_op},
+                           {nullptr, nullptr}};
 
 }  // namespace
 
 void open_nn_lib(lua_State* L) {
-  set_funcs(L, kTop);
+  set_funcs(L, kNnTop);
   lua_newtable(L);
-  set_funcs(L, kF);
+  set_funcs(L, kNnLayers);
   lua_setfield(L, -2, "F");
 }
 

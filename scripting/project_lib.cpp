@@ -446,7 +446,7 @@ int l_save(lua_State* L) {
 
 // Its name and size, not an address: a notebook cell returning a project prints the same
 // text on every run (`mlstudio notebook check` compares it).
-int l_tostring(lua_State* L) {
+int l_project_tostring(lua_State* L) {
   ProjectBox* p = test_object<ProjectBox>(L, 1, kProjectMeta);
   if (!p || !p->history) {
     lua_pushliteral(L, "project (closed)");
@@ -458,7 +458,7 @@ int l_tostring(lua_State* L) {
   return 1;
 }
 
-int l_gc(lua_State* L) {
+int l_project_gc(lua_State* L) {
   take_object<ProjectBox>(L, 1, kProjectMeta);
   return 0;
 }
@@ -486,7 +486,7 @@ const luaL_Reg kMethods[] = {{"add_node", l_add_node},
                              {"text", l_text},
                              {"save", l_save},
                              {nullptr, nullptr}};
-const luaL_Reg kFuncs[] = {
+const luaL_Reg kProjectFuncs[] = {
     {"open", l_open}, {"new", l_new}, {"current", l_current}, {nullptr, nullptr}};
 
 }  // namespace
@@ -500,9 +500,9 @@ const nodes::Document* project_document(lua_State* L, int idx, std::string* path
 
 void open_project_lib(lua_State* L) {
   lua_newtable(L);
-  set_funcs(L, kFuncs);
+  set_funcs(L, kProjectFuncs);
   lua_setfield(L, -2, "project");
-  register_class(L, kProjectMeta, kMethods, l_tostring, l_gc);
+  register_class(L, kProjectMeta, kMethods, l_project_tostring, l_project_gc);
 }
 
 }  // namespace mls::lua

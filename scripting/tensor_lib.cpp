@@ -682,7 +682,7 @@ int l_close(lua_State* L) {
   return 0;
 }
 
-int l_gc(lua_State* L) {
+int l_tensor_gc(lua_State* L) {
   LuaTensor* t = to_tensor(L, 1);
   // Idempotent, and the userdata stays a valid closed tensor: a finaliser that runs after
   // this one may bring it back to life, and every use of a closed tensor raises.
@@ -824,7 +824,7 @@ int l_newindex(lua_State* L) {
 
 // [SECTION] printing
 
-int l_tostring(lua_State* L) {
+int l_tensor_tostring(lua_State* L) {
   LuaTensor* x = to_tensor(L, 1);
   if (x == nullptr) return luaL_typeerror(L, 1, "tensor");
   Runtime& rt = runtime(L);
@@ -881,8 +881,8 @@ const luaL_Reg kMeta[] = {{"__add", l_add},
                           {"__len", l_len},
                           {"__index", l_index},
                           {"__newindex", l_newindex},
-                          {"__tostring", l_tostring},
-                          {"__gc", l_gc},
+                          {"__tostring", l_tensor_tostring},
+                          {"__gc", l_tensor_gc},
                           {"__close", l_close},
                           // methods (found by __index in this same table)
                           {"add", l_add},
@@ -947,40 +947,40 @@ const luaL_Reg kMeta[] = {{"__add", l_add},
                           {"close", l_close},
                           {nullptr, nullptr}};
 
-const luaL_Reg kFuncs[] = {{"tensor", l_tensor},
-                           {"zeros", l_zeros},
-                           {"ones", l_ones},
-                           {"full", l_full},
-                           {"randn", l_randn},
-                           {"rand", l_rand},
-                           {"arange", l_arange},
-                           {"manual_seed", l_manual_seed},
-                           {"where", l_where},
-                           {"cat", l_cat},
-                           {"memory", l_memory},
-                           {"clock", l_clock},
-                           // functional forms of the methods
-                           {"matmul", l_matmul},
-                           {"exp", l_exp},
-                           {"log", l_log},
-                           {"sqrt", l_sqrt},
-                           {"abs", l_abs},
-                           {"relu", l_relu},
-                           {"tanh", l_tanh},
-                           {"sin", l_sin},
-                           {"cos", l_cos},
-                           {"sigmoid", l_sigmoid},
-                           {"softmax", l_softmax},
-                           {"log_softmax", l_log_softmax},
-                           {"sum", l_sum},
-                           {"mean", l_mean},
-                           {"maximum", l_maximum},
-                           {"minimum", l_minimum},
-                           {"argmax", l_argmax},
-                           {"reshape", l_reshape},
-                           {"transpose", l_transpose},
-                           {"clamp", l_clamp},
-                           {nullptr, nullptr}};
+const luaL_Reg kTensorFuncs[] = {{"tensor", l_tensor},
+                                 {"zeros", l_zeros},
+                                 {"ones", l_ones},
+                                 {"full", l_full},
+                                 {"randn", l_randn},
+                                 {"rand", l_rand},
+                                 {"arange", l_arange},
+                                 {"manual_seed", l_manual_seed},
+                                 {"where", l_where},
+                                 {"cat", l_cat},
+                                 {"memory", l_memory},
+                                 {"clock", l_clock},
+                                 // functional forms of the methods
+                                 {"matmul", l_matmul},
+                                 {"exp", l_exp},
+                                 {"log", l_log},
+                                 {"sqrt", l_sqrt},
+                                 {"abs", l_abs},
+                                 {"relu", l_relu},
+                                 {"tanh", l_tanh},
+                                 {"sin", l_sin},
+                                 {"cos", l_cos},
+                                 {"sigmoid", l_sigmoid},
+                                 {"softmax", l_softmax},
+                                 {"log_softmax", l_log_softmax},
+                                 {"sum", l_sum},
+                                 {"mean", l_mean},
+                                 {"maximum", l_maximum},
+                                 {"minimum", l_minimum},
+                                 {"argmax", l_argmax},
+                                 {"reshape", l_reshape},
+                                 {"transpose", l_transpose},
+                                 {"clamp", l_clamp},
+                                 {nullptr, nullptr}};
 
 }  // namespace
 
@@ -993,7 +993,7 @@ const Tensor& eager_value(lua_State* L, int idx, const char* what) {
 
 void open_tensor_lib(lua_State* L) {
   // Expects the mls table on top, with upvalues 1 and 2 set up by the caller's closure.
-  set_funcs(L, kFuncs);
+  set_funcs(L, kTensorFuncs);
   lua_pushvalue(L, lua_upvalueindex(2));
   set_funcs(L, kMeta);
   lua_pushstring(L, "mls.Tensor");

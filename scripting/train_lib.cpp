@@ -511,16 +511,16 @@ const luaL_Reg kOptimMethods[] = {{"step", l_optim_step},
                                   {"lr", l_optim_lr},
                                   {"set_lr", l_optim_set_lr},
                                   {nullptr, nullptr}};
-const luaL_Reg kTop[] = {{"train", l_train},
-                         {"log", l_log},
-                         {"start_run", l_start_run},
-                         {"end_run", l_end_run},
-                         {nullptr, nullptr}};
+const luaL_Reg kTrainTop[] = {{"train", l_train},
+                              {"log", l_log},
+                              {"start_run", l_start_run},
+                              {"end_run", l_end_run},
+                              {nullptr, nullptr}};
 
 }  // namespace
 
 void open_train_lib(lua_State* L) {
-  set_funcs(L, kTop);
+  set_funcs(L, kTrainTop);
   lua_newtable(L);
   set_funcs(L, kData);
   lua_setfield(L, -2, "data");

@@ -65,12 +65,12 @@ int l_sample_words(lua_State* L) {
   return ok ? 1 : raise(L);
 }
 
-const luaL_Reg kFuncs[] = {{"sample_words", l_sample_words}, {nullptr, nullptr}};
+const luaL_Reg kWordsFuncs[] = {{"sample_words", l_sample_words}, {nullptr, nullptr}};
 
 }  // namespace
 
 void open_words_lib(lua_State* L) {
-  set_funcs(L, kFuncs);
+  set_funcs(L, kWordsFuncs);
 }
 
 }  // namespace mls::lua

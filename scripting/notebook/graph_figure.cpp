@@ -15,9 +15,7 @@ namespace {
 constexpr double kBoxW = 168, kBoxH = 48, kGapX = 24, kGapY = 34, kMargin = 16, kTitle = 30;
 
 std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f", v);
-  return b;
+  return plot::svg_num(v, 1);
 }
 
 // Fill and border by role, as the canvas colours its node headers.

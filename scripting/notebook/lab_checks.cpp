@@ -74,7 +74,7 @@ double number_arg(lua_State* L, int i, const char* fn, const char* what) {
   return lua_tonumber(L, i);
 }
 
-std::string num(double v) {
+std::string exact(double v) {
   char b[64];
   std::snprintf(b, sizeof b, "%.10g", v);
   return b;
@@ -98,7 +98,7 @@ int l_near(lua_State* L) {
   const double want = number_arg(L, 3, "near", "the expected value");
   const double tol = number_arg(L, 4, "near", "the tolerance");
   const bool ok = std::isfinite(got) && std::fabs(got - want) <= tol;
-  self(L)->report(goal, ok, "got " + num(got) + ", want " + num(want) + " ± " + num(tol));
+  self(L)->report(goal, ok, "got " + exact(got) + ", want " + exact(want) + " ± " + exact(tol));
   lua_pushboolean(L, ok);
   return 1;
 }
@@ -110,7 +110,8 @@ int l_bound(lua_State* L) {
   const double got = number_arg(L, 2, fn, "the value");
   const double bound = number_arg(L, 3, fn, "the bound");
   const bool ok = std::isfinite(got) && (AtLeast ? got >= bound : got <= bound);
-  self(L)->report(goal, ok, "got " + num(got) + ", want " + (AtLeast ? "≥ " : "≤ ") + num(bound));
+  self(L)->report(goal, ok,
+                  "got " + exact(got) + ", want " + (AtLeast ? "≥ " : "≤ ") + exact(bound));
   lua_pushboolean(L, ok);
   return 1;
 }

@@ -13,25 +13,12 @@ namespace mls::plot {
 
 namespace {
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
-
-
-std::string text(double x, double y, const std::string& s, const char* anchor = "middle",
-                 const char* extra = "") {
-  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" + anchor + "\"" + extra +
-         ">" + xml_escape(s) + "</text>\n";
-}
-
 std::string skipped_note(int64_t skipped, const char* what, double y) {
   if (skipped == 0) return {};
-  return text(
+  return svg_text(
       8, y,
       std::to_string(skipped) + " " + what + (skipped == 1 ? "" : "s") + " skipped (NaN or Inf)",
-      "start", " class=\"note\" fill=\"#a00\"");
+      "start", "class=\"note\" fill=\"#a00\"");
 }
 
 void append_bytes(void* context, void* data, int size) {
@@ -197,28 +184,28 @@ Result<std::string> render_chart(const Chart& c) {
   auto py = [&](double y) { return to_pixel(y, y0, y1, a.bottom, a.top); };
 
   std::string out = svg_open(c.width, c.height);
-  if (!c.title.empty()) out += text(c.width / 2.0, 22, c.title, "middle", " font-size=\"14\"");
+  if (!c.title.empty()) out += svg_text(c.width / 2.0, 22, c.title, "middle", "font-size=\"14\"");
   // Grid lines and ticks.
   for (double t : xt) {
     const double p = px(t);
-    out += "<line x1=\"" + num(p) + "\" y1=\"" + num(a.top) + "\" x2=\"" + num(p) + "\" y2=\"" +
-           num(a.bottom) + "\" stroke=\"#eee\"/>\n";
-    out += text(p, a.bottom + 14, tick_label(t));
+    out += "<line x1=\"" + svg_num(p) + "\" y1=\"" + svg_num(a.top) + "\" x2=\"" + svg_num(p) +
+           "\" y2=\"" + svg_num(a.bottom) + "\" stroke=\"#eee\"/>\n";
+    out += svg_text(p, a.bottom + 14, tick_label(t));
   }
   for (double t : yt) {
     const double p = py(t);
-    out += "<line x1=\"" + num(a.left) + "\" y1=\"" + num(p) + "\" x2=\"" + num(a.right) +
-           "\" y2=\"" + num(p) + "\" stroke=\"#eee\"/>\n";
-    out += text(a.left - 4, p + 4, tick_label(t), "end");
+    out += "<line x1=\"" + svg_num(a.left) + "\" y1=\"" + svg_num(p) + "\" x2=\"" +
+           svg_num(a.right) + "\" y2=\"" + svg_num(p) + "\" stroke=\"#eee\"/>\n";
+    out += svg_text(a.left - 4, p + 4, tick_label(t), "end");
   }
-  out += "<rect x=\"" + num(a.left) + "\" y=\"" + num(a.top) + "\" width=\"" +
-         num(a.right - a.left) + "\" height=\"" + num(a.bottom - a.top) +
+  out += "<rect x=\"" + svg_num(a.left) + "\" y=\"" + svg_num(a.top) + "\" width=\"" +
+         svg_num(a.right - a.left) + "\" height=\"" + svg_num(a.bottom - a.top) +
          "\" fill=\"none\" stroke=\"#333\"/>\n";
-  if (!c.xlabel.empty()) out += text((a.left + a.right) / 2, a.bottom + 32, c.xlabel);
+  if (!c.xlabel.empty()) out += svg_text((a.left + a.right) / 2, a.bottom + 32, c.xlabel);
   if (!c.ylabel.empty()) {
     const double cy = (a.top + a.bottom) / 2;
-    out += "<text x=\"14\" y=\"" + num(cy) +
-           "\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + num(cy) + ")\">" +
+    out += "<text x=\"14\" y=\"" + svg_num(cy) +
+           "\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + svg_num(cy) + ")\">" +
            xml_escape(c.ylabel) + "</text>\n";
   }
   // The data.
@@ -233,20 +220,20 @@ Result<std::string> render_chart(const Chart& c) {
         if (!finite_point(se.x[i], se.y[i])) continue;
         if (!first) out += ' ';
         first = false;
-        out += num(px(se.x[i])) + "," + num(py(se.y[i]));
+        out += svg_num(px(se.x[i])) + "," + svg_num(py(se.y[i]));
       }
       out += "\"/>\n";
     } else {
       for (size_t i = 0; i < se.x.size(); ++i) {
         if (!finite_point(se.x[i], se.y[i])) continue;
         if (c.kind == Kind::Scatter) {
-          out += "<circle class=\"point\" cx=\"" + num(px(se.x[i])) + "\" cy=\"" +
-                 num(py(se.y[i])) + "\" r=\"3\" fill=\"" + col + "\"/>\n";
+          out += "<circle class=\"point\" cx=\"" + svg_num(px(se.x[i])) + "\" cy=\"" +
+                 svg_num(py(se.y[i])) + "\" r=\"3\" fill=\"" + col + "\"/>\n";
         } else {
           const double l = px(se.x[i] - bar_w / 2), r = px(se.x[i] + bar_w / 2);
           const double t = py(std::max(se.y[i], 0.0)), b = py(std::min(se.y[i], 0.0));
-          out += "<rect class=\"bar\" x=\"" + num(l) + "\" y=\"" + num(t) + "\" width=\"" +
-                 num(r - l) + "\" height=\"" + num(b - t) + "\" fill=\"" + col +
+          out += "<rect class=\"bar\" x=\"" + svg_num(l) + "\" y=\"" + svg_num(t) + "\" width=\"" +
+                 svg_num(r - l) + "\" height=\"" + svg_num(b - t) + "\" fill=\"" + col +
                  "\" stroke=\"white\" stroke-width=\"0.5\"/>\n";
         }
       }
@@ -258,9 +245,9 @@ Result<std::string> render_chart(const Chart& c) {
     for (size_t s = 0; s < c.series.size(); ++s, y += 16) {
       const std::string name =
           c.series[s].name.empty() ? "series " + std::to_string(s + 1) : c.series[s].name;
-      out += "<rect class=\"legend\" x=\"" + num(a.right - 110) + "\" y=\"" + num(y - 8) +
+      out += "<rect class=\"legend\" x=\"" + svg_num(a.right - 110) + "\" y=\"" + svg_num(y - 8) +
              "\" width=\"10\" height=\"10\" fill=\"" + series_colour(s) + "\"/>\n";
-      out += text(a.right - 96, y + 1, name, "start");
+      out += svg_text(a.right - 96, y + 1, name, "start");
     }
   }
   out += skipped_note(skipped, "point", c.height - 6.0);
@@ -366,7 +353,7 @@ Result<std::string> render_images(const std::vector<Image>& images, int cols,
   const int width = static_cast<int>(pad + g.cols * (maxw * s + pad));
   const int height = static_cast<int>(top + pad + g.rows * (maxh * s + pad));
   std::string out = svg_open(width, height);
-  if (!title.empty()) out += text(width / 2.0, 17, title, "middle", " font-size=\"14\"");
+  if (!title.empty()) out += svg_text(width / 2.0, 17, title, "middle", "font-size=\"14\"");
   auto level = [&](float p) {
     if (!std::isfinite(p)) return 0;
     return hi > lo ? static_cast<int>(std::lround((p - lo) / (hi - lo) * 255.0)) : 128;
@@ -374,8 +361,8 @@ Result<std::string> render_images(const std::vector<Image>& images, int cols,
   for (size_t i = 0; i < images.size(); ++i) {
     const Image& im = images[i];
     const int col = static_cast<int>(i) % g.cols, row = static_cast<int>(i) / g.cols;
-    out += "<g class=\"img\" transform=\"translate(" + num(pad + col * (maxw * s + pad)) + "," +
-           num(top + pad + row * (maxh * s + pad)) + ")\">\n";
+    out += "<g class=\"img\" transform=\"translate(" + svg_num(pad + col * (maxw * s + pad)) + "," +
+           svg_num(top + pad + row * (maxh * s + pad)) + ")\">\n";
     if (total > kRectPixels) {
       // Large grids: each image an embedded PNG (a <rect> per pixel would be megabytes).
       std::vector<unsigned char> px(static_cast<size_t>(im.h) * im.w * im.channels);
@@ -383,8 +370,8 @@ Result<std::string> render_images(const std::vector<Image>& images, int cols,
       std::string png;
       stbi_write_png_to_func(append_bytes, &png, im.w, im.h, im.channels, px.data(),
                              im.w * im.channels);
-      out += "<image class=\"png\" x=\"0\" y=\"0\" width=\"" + num(im.w * s) + "\" height=\"" +
-             num(im.h * s) +
+      out += "<image class=\"png\" x=\"0\" y=\"0\" width=\"" + svg_num(im.w * s) + "\" height=\"" +
+             svg_num(im.h * s) +
              "\" style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64," +
              base64(png) + "\"/>\n</g>\n";
       continue;
@@ -405,8 +392,8 @@ Result<std::string> render_images(const std::vector<Image>& images, int cols,
         const std::string c = colour(x);
         int e = x + 1;
         while (e < im.w && colour(e) == c) ++e;
-        out += "<rect x=\"" + num(x * s) + "\" y=\"" + num(y * s) + "\" width=\"" +
-               num((e - x) * s) + "\" height=\"" + num(s) + "\" fill=\"" + c + "\"/>\n";
+        out += "<rect x=\"" + svg_num(x * s) + "\" y=\"" + svg_num(y * s) + "\" width=\"" +
+               svg_num((e - x) * s) + "\" height=\"" + svg_num(s) + "\" fill=\"" + c + "\"/>\n";
         x = e;
       }
     }
@@ -452,29 +439,42 @@ Result<std::string> render_heatmap(int rows, int cols, const std::vector<double>
   const double gw = cell * cols, gh = cell * rows;
   const int width = static_cast<int>(left + gw + 100), height = static_cast<int>(top + gh + 32);
   std::string out = svg_open(width, height);
-  if (!title.empty()) out += text(width / 2.0, 22, title, "middle", " font-size=\"14\"");
+  if (!title.empty()) out += svg_text(width / 2.0, 22, title, "middle", "font-size=\"14\"");
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) {
       const double v = values[static_cast<size_t>(r) * cols + c];
       const std::string fill =
           !std::isfinite(v) ? "#999999" : heat_colour(hi > lo ? (v - lo) / (hi - lo) : 0.5);
-      out += "<rect class=\"cell\" x=\"" + num(left + c * cell) + "\" y=\"" + num(top + r * cell) +
-             "\" width=\"" + num(cell) + "\" height=\"" + num(cell) + "\" fill=\"" + fill +
-             "\"/>\n";
+      out += "<rect class=\"cell\" x=\"" + svg_num(left + c * cell) + "\" y=\"" +
+             svg_num(top + r * cell) + "\" width=\"" + svg_num(cell) + "\" height=\"" +
+             svg_num(cell) + "\" fill=\"" + fill + "\"/>\n";
     }
   }
   // The colour scale: ten steps from the minimum (bottom) to the maximum (top).
   const double sx = left + gw + 16;
   for (int k = 0; k < 10; ++k) {
-    out += "<rect class=\"scale\" x=\"" + num(sx) + "\" y=\"" + num(top + gh * (9 - k) / 10) +
-           "\" width=\"16\" height=\"" + num(gh / 10) + "\" fill=\"" + heat_colour((k + 0.5) / 10) +
-           "\"/>\n";
+    out += "<rect class=\"scale\" x=\"" + svg_num(sx) + "\" y=\"" +
+           svg_num(top + gh * (9 - k) / 10) + "\" width=\"16\" height=\"" + svg_num(gh / 10) +
+           "\" fill=\"" + heat_colour((k + 0.5) / 10) + "\"/>\n";
   }
-  out += text(sx + 20, top + 10, tick_label(hi), "start", " class=\"max\"");
-  out += text(sx + 20, top + gh, tick_label(lo), "start", " class=\"min\"");
+  out += svg_text(sx + 20, top + 10, tick_label(hi), "start", "class=\"max\"");
+  out += svg_text(sx + 20, top + gh, tick_label(lo), "start", "class=\"min\"");
   out += skipped_note(skipped, "cell", height - 6.0);
   out += "</svg>\n";
   return out;
+}
+
+std::string svg_num(double v, int decimals) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  return b;
+}
+
+std::string svg_text(double x, double y, const std::string& s, const char* anchor,
+                     const std::string& attrs, int decimals) {
+  return "<text x=\"" + svg_num(x, decimals) + "\" y=\"" + svg_num(y, decimals) +
+         "\" text-anchor=\"" + anchor + "\"" + (attrs.empty() ? "" : " " + attrs) + ">" +
+         xml_escape(s) + "</text>\n";
 }
 
 std::string svg_open(int width, int height) {

@@ -100,6 +100,12 @@ std::string heat_colour(double t);
 
 // Escapes text for SVG (& < > ").
 std::string xml_escape(const std::string& s);
+// A coordinate or length in a figure's SVG with `decimals` digits after the point ("12.50").
+std::string svg_num(double v, int decimals = 2);
+// A <text> element at (x, y), anchored "start", "middle" or "end", its text escaped; `attrs`
+// adds attributes ("font-size=\"14\""), `decimals` is the coordinates' precision.
+std::string svg_text(double x, double y, const std::string& s, const char* anchor = "middle",
+                     const std::string& attrs = "", int decimals = 2);
 // The opening of a figure's SVG: its size, the font, and a white background in pixels (Qt's
 // renderer draws none given as 100%, and a dark theme would show through). Every figure of
 // the notebook starts with it.

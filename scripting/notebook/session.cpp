@@ -21,15 +21,17 @@ namespace mls::lua {
 
 // [SECTION] state
 
-namespace {
-
-struct Analysis {
+// A cell's source as the session analysed it. Outside the anonymous namespace: the session's
+// Impl, which has linkage, holds these.
+struct SessionAnalysis {
   std::string source;
   std::string chunk;  // what runs, when not the source: its last expression returned
   bool ok = true;
   std::string error;  // the syntax error, when !ok
   CellSymbols symbols;
 };
+
+namespace {
 
 uint64_t fnv(uint64_t h, std::string_view s) {
   for (unsigned char c : s) {
@@ -184,7 +186,7 @@ struct NotebookSession::Impl {
   NotebookSession* self = nullptr;
 
   std::vector<nodes::Cell> cells;  // notebook order, every kind
-  std::unordered_map<std::string, Analysis> analysis;
+  std::unordered_map<std::string, SessionAnalysis> analysis;
   CellGraph graph;
   std::map<std::string, CellOutput> outputs;
   std::set<std::string> stale;
@@ -220,13 +222,13 @@ struct NotebookSession::Impl {
     const nodes::Cell* c = find(id);
     return c && c->kind == nodes::CellKind::Lua;
   }
-  const Analysis* analysed(const std::string& id) const {
+  const SessionAnalysis* analysed(const std::string& id) const {
     auto it = analysis.find(id);
     return it == analysis.end() ? nullptr : &it->second;
   }
 
   void analyse(const nodes::Cell& c) {
-    Analysis& a = analysis[c.id];
+    SessionAnalysis& a = analysis[c.id];
     if (a.source == c.source && (a.ok || !a.error.empty())) return;
     a = {};
     a.source = c.source;
@@ -245,7 +247,7 @@ struct NotebookSession::Impl {
     std::vector<std::pair<std::string, CellSymbols>> g;
     for (const auto& c : cells)
       if (c.kind == nodes::CellKind::Lua) {
-        const Analysis* a = analysed(c.id);
+        const SessionAnalysis* a = analysed(c.id);
         g.emplace_back(c.id, a ? a->symbols : CellSymbols{});
       }
     graph = CellGraph(g);
@@ -258,7 +260,7 @@ struct NotebookSession::Impl {
   }
 
   std::string hash_of(const std::string& id) const {
-    const Analysis* a = analysed(id);
+    const SessionAnalysis* a = analysed(id);
     if (!a) return {};
     uint64_t h = fnv(kFnvBasis, a->source);
     if (a->symbols.reads_project) h = fnv(fnv(h, "mls.project"), project_hash);
@@ -295,7 +297,7 @@ struct NotebookSession::Impl {
 
   // [SECTION] running a cell
 
-  void execute(const std::string& id, const Analysis& a, CellOutput& out) {
+  void execute(const std::string& id, const SessionAnalysis& a, CellOutput& out) {
     lua_State* L = host->state();
     Runtime& rt = host->runtime();
     // The tables this cell reads that other cells define, before.
@@ -392,7 +394,7 @@ struct NotebookSession::Impl {
     out.cell_id = id;
     out.hash = hash_of(id);
     std::erase_if(mutations, [&](const auto& m) { return m.first == id; });
-    const Analysis* a = analysed(id);
+    const SessionAnalysis* a = analysed(id);
     if (!a || !a->ok) {
       out.ok = false;
       out.error = a ? a->error : "cell " + id + " is not a Lua cell";
@@ -469,14 +471,14 @@ void NotebookSession::set_cells(const std::vector<nodes::Cell>& cells) {
   std::vector<std::string> changed;
   for (const auto& c : s.cells)
     if (c.kind == nodes::CellKind::Lua && !keep.count(c.id)) {
-      if (const Analysis* a = s.analysed(c.id))
+      if (const SessionAnalysis* a = s.analysed(c.id))
         old_names.insert(a->symbols.writes.begin(), a->symbols.writes.end());
       changed.push_back(c.id);
     }
   std::vector<std::string> edited;
   for (const auto& c : cells) {
     if (c.kind != nodes::CellKind::Lua) continue;
-    const Analysis* a = s.analysed(c.id);
+    const SessionAnalysis* a = s.analysed(c.id);
     if (a && a->source == c.source) continue;
     if (a) {
       old_names.insert(a->symbols.writes.begin(), a->symbols.writes.end());
@@ -659,17 +661,17 @@ const std::vector<CellProblem>& NotebookSession::problems() const {
 }
 
 std::set<std::string> NotebookSession::reads(const std::string& id) const {
-  const Analysis* a = impl_->analysed(id);
+  const SessionAnalysis* a = impl_->analysed(id);
   return a ? a->symbols.reads : std::set<std::string>{};
 }
 
 std::set<std::string> NotebookSession::writes(const std::string& id) const {
-  const Analysis* a = impl_->analysed(id);
+  const SessionAnalysis* a = impl_->analysed(id);
   return a ? a->symbols.writes : std::set<std::string>{};
 }
 
 bool NotebookSession::reads_project(const std::string& id) const {
-  const Analysis* a = impl_->analysed(id);
+  const SessionAnalysis* a = impl_->analysed(id);
   return a && a->symbols.reads_project;
 }
 

@@ -25,18 +25,16 @@ namespace {
 
 constexpr double kNodeH = 38, kSourceH = 20, kGapY = 24, kGapX = 10, kCharW = 6.2;
 
+// The figures' coordinates have one decimal.
 std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f", v);
-  return b;
+  return plot::svg_num(v, 1);
 }
 
 using plot::svg_open;
 
 std::string text(double x, double y, const std::string& s, const char* anchor = "middle",
-                 const std::string& extra = "") {
-  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" + anchor + "\"" +
-         (extra.empty() ? "" : " " + extra) + ">" + plot::xml_escape(s) + "</text>\n";
+                 const std::string& attrs = "") {
+  return plot::svg_text(x, y, s, anchor, attrs, 1);
 }
 
 std::string rect(double x, double y, double w, double h, const NodeStyle& s, double rx = 5) {
