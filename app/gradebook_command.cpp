@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/text_out.h"
 #include "store/gradebook.h"
 
 namespace mls::app {
@@ -33,11 +34,10 @@ std::string percent(int passed, int total) {
   return total > 0 ? fixed(100.0 * passed / total, 1) + "%" : "-";
 }
 
-// Pads to `width` columns, counting UTF-8 code points (a name with an accent stays aligned).
-std::string pad(const std::string& s, size_t width) {
-  size_t cols = 0;
-  for (unsigned char c : s) cols += (c & 0xC0) != 0x80;
-  return cols >= width ? s + " " : s + std::string(width - cols, ' ');
+// A table cell padded to `width` columns, counting UTF-8 code points (a name with an accent
+// stays aligned); a wider one keeps a space after it.
+std::string cell(const std::string& s, size_t width) {
+  return text_columns(s) >= width ? s + " " : pad_columns(s, width);
 }
 
 // A submission's result for each of the lab's goals, in the lab's order. A goal it has no
@@ -55,10 +55,6 @@ std::vector<GoalResult> per_goal(const GradedSubmission& s, const std::vector<Go
     }
   }
   return out;
-}
-
-std::string dump(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 nlohmann::json grading_json(const Grading& g) {
@@ -123,13 +119,13 @@ void print_report(std::FILE* out, const Report& r) {
   size_t w = 8;
   for (const GradedSubmission& s : r.subs) w = std::max(w, terminal_safe(s.student).size() + 1);
   const int total = static_cast<int>(r.goals.size());
-  std::fprintf(out, "\n  %s%-13s %-7s %-9s %s\n", pad("student", w).c_str(), "status", "goals",
+  std::fprintf(out, "\n  %s%-13s %-7s %-9s %s\n", cell("student", w).c_str(), "status", "goals",
                "tampered", "seconds");
   for (const GradedSubmission& s : r.subs) {
     const std::string goals = std::to_string(s.passed()) + "/" + std::to_string(total);
     const std::string tampered = s.tampered.empty() ? "-" : std::to_string(s.tampered.size());
-    std::fprintf(out, "  %s%s%-7s %-9s %s\n", pad(terminal_safe(s.student), w).c_str(),
-                 pad(terminal_safe(s.status), 14).c_str(), goals.c_str(), tampered.c_str(),
+    std::fprintf(out, "  %s%s%-7s %-9s %s\n", cell(terminal_safe(s.student), w).c_str(),
+                 cell(terminal_safe(s.status), 14).c_str(), goals.c_str(), tampered.c_str(),
                  fixed(s.seconds, 2).c_str());
   }
   // Why a submission was not graded, and what it tampered with: one line each.
@@ -141,7 +137,7 @@ void print_report(std::FILE* out, const Report& r) {
     for (const std::string& l : lines) {
       if (!header) std::fprintf(out, "\n  notes\n");
       header = true;
-      std::fprintf(out, "  %s%s\n", pad(terminal_safe(s.student), w).c_str(),
+      std::fprintf(out, "  %s%s\n", cell(terminal_safe(s.student), w).c_str(),
                    terminal_safe(l).c_str());
     }
   }
@@ -150,13 +146,14 @@ void print_report(std::FILE* out, const Report& r) {
     idw = std::max(idw, terminal_safe(rate.goal_id).size() + 1);
     textw = std::max(textw, terminal_safe(rate.text).size() + (rate.hidden ? 10 : 1));
   }
-  std::fprintf(out, "\n  %s%s%-8s %s\n", pad("goal", idw).c_str(), pad("", textw).c_str(), "passed",
-               "rate");
+  std::fprintf(out, "\n  %s%s%-8s %s\n", cell("goal", idw).c_str(), cell("", textw).c_str(),
+               "passed", "rate");
   for (const GoalRate& rate : r.rates) {
     const std::string text = terminal_safe(rate.text) + (rate.hidden ? " (hidden)" : "");
     const std::string count = std::to_string(rate.passed) + "/" + std::to_string(rate.total);
-    std::fprintf(out, "  %s%s%-8s %s\n", pad(terminal_safe(rate.goal_id), idw).c_str(),
-                 pad(text, textw).c_str(), count.c_str(), percent(rate.passed, rate.total).c_str());
+    std::fprintf(out, "  %s%s%-8s %s\n", cell(terminal_safe(rate.goal_id), idw).c_str(),
+                 cell(text, textw).c_str(), count.c_str(),
+                 percent(rate.passed, rate.total).c_str());
   }
 }
 
@@ -226,8 +223,9 @@ int gradebook_command(const GradebookOptions& o, std::FILE* out) {
   if (!gs) return failed(gs.error().message);
   if (gs->empty() && o.grading == 0) {
     if (o.json) {
-      std::fprintf(out, "%s\n",
-                   dump({{"gradebook", o.path}, {"gradings", nlohmann::json::array()}}).c_str());
+      std::fprintf(
+          out, "%s\n",
+          terminal_json({{"gradebook", o.path}, {"gradings", nlohmann::json::array()}}).c_str());
     } else if (o.csv) {
       std::fprintf(out, "student,goal,passed,message\n");
     } else {
@@ -261,7 +259,7 @@ int gradebook_command(const GradebookOptions& o, std::FILE* out) {
     for (const Grading& g : *gs) list.push_back(grading_json(g));
     nlohmann::json j = {{"gradebook", o.path}, {"gradings", list}};
     j[o.best ? "best" : "grading"] = report_json(*r);
-    std::fprintf(out, "%s\n", dump(j).c_str());
+    std::fprintf(out, "%s\n", terminal_json(j).c_str());
   } else {
     if (o.grading == 0 && !o.best) print_gradings(out, o.path, *gs);
     print_report(out, *r);

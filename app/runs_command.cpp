@@ -18,6 +18,7 @@
 
 #include "app/cli_validators.h"
 #include "app/gradebook_command.h"
+#include "app/text_out.h"
 #include "engine/core/field_text.h"
 #include "runner/run_files.h"
 #include "store/process_owner.h"
@@ -31,28 +32,6 @@ namespace mls::app {
 namespace {
 
 using nlohmann::json;
-
-// JSON with invalid UTF-8 replaced and the C1 controls (U+0080..U+009F, which some terminals
-// read as CSI and the like) written as \u00XX: their two UTF-8 bytes only occur inside strings.
-std::string dump(const json& j) {
-  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
-    if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {
-      static const char* digits = "0123456789abcdef";
-      out += "\\u00";
-      out += digits[next >> 4];
-      out += digits[next & 15];
-      ++i;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
 
 // A CSV field from a stranger's text: control characters as \xNN (terminal_safe; a newline
 // stays, quoted), then never a formula's first character (csv_field).
@@ -94,14 +73,6 @@ std::string bytes_text(int64_t b) {
     std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
   }
   return buf;
-}
-
-// Pads to `width` columns, counting UTF-8 code points.
-std::string pad(const std::string& s, size_t width, bool right = false) {
-  size_t cols = 0;
-  for (unsigned char c : s) cols += (c & 0xC0) != 0x80;
-  if (cols >= width) return s;
-  return right ? std::string(width - cols, ' ') + s : s + std::string(width - cols, ' ');
 }
 
 std::string shown_status(const store::RunInfo& r) {
@@ -162,15 +133,14 @@ void print_table(std::FILE* out, const std::vector<std::string>& header,
     cells.emplace_back();
     for (size_t i = 0; i < r.size(); ++i) {
       cells.back().push_back(cut(r[i]));
-      size_t cols = 0;
-      for (unsigned char c : cells.back().back()) cols += (c & 0xC0) != 0x80;
-      w[i] = std::max(w[i], cols);
+      w[i] = std::max(w[i], text_columns(cells.back().back()));
     }
   }
   auto line = [&](const std::vector<std::string>& r) {
     std::string s;
     for (size_t i = 0; i < r.size(); ++i)
-      s += (i ? "  " : "") + (i + 1 == r.size() && !right[i] ? r[i] : pad(r[i], w[i], right[i]));
+      s += (i ? "  " : "") +
+           (i + 1 == r.size() && !right[i] ? r[i] : pad_columns(r[i], w[i], right[i]));
     s.erase(s.find_last_not_of(' ') + 1);
     std::fprintf(out, "%s\n", s.c_str());
   };
@@ -255,7 +225,7 @@ int list_command(const RunsOptions& o, std::FILE* out) {
   Result<Listing> l = listing(o);
   if (!l) return fail(l.error().message);
   if (o.json) {
-    std::fprintf(out, "%s\n", dump(listing_json(*l)).c_str());
+    std::fprintf(out, "%s\n", terminal_json(listing_json(*l)).c_str());
     return 0;
   }
   std::vector<std::vector<std::string>> rows;
@@ -282,7 +252,7 @@ int export_command(const RunsOptions& o, std::FILE* out) {
   Result<Listing> l = listing(o);
   if (!l) return fail(l.error().message);
   if (o.format == "json") {
-    std::fprintf(out, "%s\n", dump(listing_json(*l)).c_str());
+    std::fprintf(out, "%s\n", terminal_json(listing_json(*l)).c_str());
     return 0;
   }
   if (o.format == "csv") {
@@ -441,7 +411,7 @@ int show_command(const RunsOptions& o, std::FILE* out) {
                               {"exists", std::filesystem::exists(s.resolve_path(a.path))}});
   for (const auto& [k, v] : *sys) j["system"][k] = v;
   if (o.json) {
-    std::fprintf(out, "%s\n", dump(j).c_str());
+    std::fprintf(out, "%s\n", terminal_json(j).c_str());
     return 0;
   }
 
@@ -466,13 +436,13 @@ int show_command(const RunsOptions& o, std::FILE* out) {
   std::fprintf(out, "  params\n");
   if (params->empty()) std::fprintf(out, "    (none)\n");
   for (const auto& [k, v] : *params)
-    std::fprintf(out, "    %s %s\n", pad(safe(k), 24).c_str(), safe(v).c_str());
+    std::fprintf(out, "    %s %s\n", pad_columns(safe(k), 24).c_str(), safe(v).c_str());
   std::fprintf(out, "  metrics%s %12s %18s %12s %12s %8s\n", std::string(21, ' ').c_str(), "latest",
                "best (step)", "min", "max", "points");
   for (const store::MetricSummary& m : *sums) {
     std::string best =
         m.best ? num(*m.best) + " (" + std::to_string(m.best_step.value_or(0)) + ")" : "-";
-    std::fprintf(out, "    %s %12s %18s %12s %12s %8lld\n", pad(safe(m.key), 24).c_str(),
+    std::fprintf(out, "    %s %12s %18s %12s %12s %8lld\n", pad_columns(safe(m.key), 24).c_str(),
                  num(m.latest).c_str(), best.c_str(), opt_num(m.min).c_str(),
                  opt_num(m.max).c_str(), static_cast<long long>(m.count));
   }
@@ -496,7 +466,7 @@ int show_command(const RunsOptions& o, std::FILE* out) {
     size_t w = 0;
     for (const auto& kv : *sys) w = std::max(w, std::min<size_t>(kv.first.size(), 24));
     for (const auto& [k, v] : *sys)
-      std::fprintf(out, "    %s %s\n", pad(safe(k), w).c_str(), safe(v).c_str());
+      std::fprintf(out, "    %s %s\n", pad_columns(safe(k), w).c_str(), safe(v).c_str());
   }
   if (tree.size() > 1) {
     std::fprintf(out, "  lineage\n");
@@ -678,7 +648,7 @@ int compare_command(const RunsOptions& o, std::FILE* out) {
   }
   if (o.json) {
     j["chart"] = chart;
-    std::fprintf(out, "%s\n", dump(j).c_str());
+    std::fprintf(out, "%s\n", terminal_json(j).c_str());
     return 0;
   }
   print_table(out, header, rows, right, 32);
@@ -777,7 +747,7 @@ int query_command(const RunsOptions& o, std::FILE* out) {
       for (size_t i = 0; i < row.size(); ++i) obj[r->columns[i]] = cell_json(row[i]);
       arr.push_back(obj);
     }
-    std::fprintf(out, "%s\n", dump(arr).c_str());
+    std::fprintf(out, "%s\n", terminal_json(arr).c_str());
   } else if (o.format == "csv") {
     std::string s;
     for (size_t i = 0; i < r->columns.size(); ++i) s += (i ? "," : "") + csv_cell(r->columns[i]);
@@ -896,13 +866,14 @@ std::string text_chart(const std::string& title, const std::vector<Curve>& curve
   ylab[(height - 1) / 2] = num(y1 - (y1 - y0) * ((height - 1) / 2) / (height - 1));
   size_t lw = 0;
   for (const std::string& l : ylab) lw = std::max(lw, l.size());
-  for (int r = 0; r < height; ++r) out += pad(ylab[r], lw, true) + " |" + grid[r] + "\n";
+  for (int r = 0; r < height; ++r) out += pad_columns(ylab[r], lw, true) + " |" + grid[r] + "\n";
   out += std::string(lw, ' ') + " +" + std::string(width, '-') + "\n";
   std::string xl = num(x0), xr = num(x1);
   std::string xaxis =
       xl + std::string(std::max<int>(1, width - static_cast<int>(xl.size() + xr.size())), ' ') + xr;
   out += std::string(lw + 2, ' ') + xaxis + "\n";
-  out += std::string(lw + 2, ' ') + pad("", static_cast<size_t>(width / 2 - 2)) + x_label + "\n";
+  out += std::string(lw + 2, ' ') + pad_columns("", static_cast<size_t>(width / 2 - 2)) + x_label +
+         "\n";
   for (size_t ci = 0; ci < curves.size(); ++ci)
     out +=
         std::string("  ") + kSymbols[ci % (sizeof kSymbols - 1)] + "  " + curves[ci].label + "\n";

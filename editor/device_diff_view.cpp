@@ -25,7 +25,7 @@ namespace mls::editor {
 
 namespace {
 
-QString num(double v) {
+QString diff_text(double v) {
   return std::isfinite(v) ? QString::number(v, 'g', 3) : QString("inf");
 }
 
@@ -108,9 +108,9 @@ void DiffLegend::paintEvent(QPaintEvent*) {
   p.setFont(f);
   // The scale's ends under the bar, the threshold on a line of its own below them.
   const QRectF labels(bar.left(), bar.bottom() + 2, bar.width(), 16);
-  p.drawText(labels, Qt::AlignLeft | Qt::AlignTop, num(std::pow(10.0, lo)) + " " + unit_);
-  p.drawText(labels, Qt::AlignRight | Qt::AlignTop, num(std::pow(10.0, hi)));
-  const QString t = "threshold " + num(threshold_) + " " + unit_ + ": red above it";
+  p.drawText(labels, Qt::AlignLeft | Qt::AlignTop, diff_text(std::pow(10.0, lo)) + " " + unit_);
+  p.drawText(labels, Qt::AlignRight | Qt::AlignTop, diff_text(std::pow(10.0, hi)));
+  const QString t = "threshold " + diff_text(threshold_) + " " + unit_ + ": red above it";
   const double tw = p.fontMetrics().horizontalAdvance(t) + 8;
   const double left = std::clamp(tx - tw / 2, bar.left(), std::max(bar.left(), bar.right() - tw));
   p.drawText(QRectF(left, labels.bottom(), tw, 16), Qt::AlignHCenter | Qt::AlignTop, t);
@@ -307,8 +307,9 @@ QString DeviceDiffView::tooltipOf(const std::string& node) const {
       tip += QString("\n%1 %2: chained rel %3 abs %4 (%5 ulps); alone rel %6 (%7 ulps)%8")
                  .arg(QString::fromStdString(d.device),
                       QString::fromStdString(std::string(step_phase_name(ph))))
-                 .arg(num(n->chained.max_rel), num(n->chained.max_abs), num(n->chained.max_ulps),
-                      num(n->alone.max_rel), num(n->alone.max_ulps))
+                 .arg(diff_text(n->chained.max_rel), diff_text(n->chained.max_abs),
+                      diff_text(n->chained.max_ulps), diff_text(n->alone.max_rel),
+                      diff_text(n->alone.max_ulps))
                  .arg(n->host_ops.empty() ? QString() : " [host fallback]");
     }
   }
@@ -365,9 +366,9 @@ void DeviceDiffView::fillTable() {
     const double c = runner::diff_value(n.chained, m), a = runner::diff_value(n.alone, m);
     const QStringList cells{QString::fromStdString(n.label),
                             QString::fromStdString(std::string(step_phase_name(n.phase))),
-                            num(c),
-                            num(a),
-                            num(n.chained.max_ulps),
+                            diff_text(c),
+                            diff_text(a),
+                            diff_text(n.chained.max_ulps),
                             ops};
     for (int k = 0; k < cells.size(); ++k) {
       auto* it = new QTableWidgetItem(cells[k]);

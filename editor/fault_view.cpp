@@ -21,7 +21,7 @@ namespace mls::editor {
 
 namespace {
 
-QString num(double v) {
+QString value_text(double v) {
   return QString::number(v, 'g', 4);
 }
 
@@ -48,13 +48,14 @@ QString paused_status(const BreakHit& hit) {
 QString stats_html(const QString& caption, const TensorStats& s) {
   QString shape;
   for (int64_t d : s.shape) shape += (shape.isEmpty() ? "" : ", ") + QString::number(d);
-  QString text = QString(
-                     "<b>%1</b><br>shape [%2] · %3 values<br>mean %4 · std %5<br>min %6 · max %7 · "
-                     "zeros %8%")
-                     .arg(caption.toHtmlEscaped(), shape)
-                     .arg(s.count)
-                     .arg(num(s.mean), num(s.std), num(s.min), num(s.max))
-                     .arg(QString::number(100.0 * s.zero_fraction, 'f', 2));
+  QString text =
+      QString(
+          "<b>%1</b><br>shape [%2] · %3 values<br>mean %4 · std %5<br>min %6 · max %7 · "
+          "zeros %8%")
+          .arg(caption.toHtmlEscaped(), shape)
+          .arg(s.count)
+          .arg(value_text(s.mean), value_text(s.std), value_text(s.min), value_text(s.max))
+          .arg(QString::number(100.0 * s.zero_fraction, 'f', 2));
   if (s.non_finite) {
     text += QString(
                 "<br><font color='#dc322f'>%1 values are NaN or infinite (%2 NaN, %3 +inf, "
@@ -147,8 +148,10 @@ void HistogramBars::paintEvent(QPaintEvent*) {
                       std::max(1.0, w - 1.0), h));
   }
   p.setPen(text);
-  p.drawText(QRectF(rect()).adjusted(6, 0, -6, 0), Qt::AlignBottom | Qt::AlignLeft, num(lo_));
-  p.drawText(QRectF(rect()).adjusted(6, 0, -6, 0), Qt::AlignBottom | Qt::AlignRight, num(hi_));
+  p.drawText(QRectF(rect()).adjusted(6, 0, -6, 0), Qt::AlignBottom | Qt::AlignLeft,
+             value_text(lo_));
+  p.drawText(QRectF(rect()).adjusted(6, 0, -6, 0), Qt::AlignBottom | Qt::AlignRight,
+             value_text(hi_));
 }
 
 // [SECTION] the dock
@@ -277,10 +280,11 @@ void FaultView::showBreak(const BreakHit& hit, const RunInfo& run) {
                       .arg(hit.step)
                       .arg(hit.epoch)
                       .arg(hit.batch)
-                      .arg(num(hit.loss)));
+                      .arg(value_text(hit.loss)));
   QString msg = QString::fromStdString(hit.message).toHtmlEscaped();
   if (hit.kind != BreakHit::Kind::NonFinite)
-    msg += QString("<br>observed %1, threshold %2").arg(num(hit.observed), num(hit.threshold));
+    msg += QString("<br>observed %1, threshold %2")
+               .arg(value_text(hit.observed), value_text(hit.threshold));
   message_->setText(msg);
   if (hit.fault) {
     const FaultSite& f = *hit.fault;

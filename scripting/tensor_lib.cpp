@@ -852,7 +852,7 @@ int l_clock(lua_State* L) {
   return 1;
 }
 
-int l_memory(lua_State* L) {
+int l_tensor_memory(lua_State* L) {
   Runtime& rt = runtime(L);
   const MemoryStats st = rt.backend.memory().stats();
   lua_createtable(L, 0, 7);
@@ -957,7 +957,7 @@ const luaL_Reg kTensorFuncs[] = {{"tensor", l_tensor},
                                  {"manual_seed", l_manual_seed},
                                  {"where", l_where},
                                  {"cat", l_cat},
-                                 {"memory", l_memory},
+                                 {"memory", l_tensor_memory},
                                  {"clock", l_clock},
                                  // functional forms of the methods
                                  {"matmul", l_matmul},

@@ -515,7 +515,7 @@ void push_memory(lua_State* L, const MemoryResult& m) {
 // mls.teach.memory(project [, {checkpointing = "auto"}]): bytes by category at the training
 // step's peak; with checkpointing, the step without it as well, both drawn: {off = {...},
 // [mode] = {...}} plus the off figures at the top level.
-int l_memory(lua_State* L) {
+int l_teach_memory(lua_State* L) {
   const char* who = "mls.teach.memory";
   if (!project_document(L, 1, nullptr))
     luaL_error(L, "%s: give a project (mls.project.current() or open)", who);
@@ -556,7 +556,7 @@ int l_memory(lua_State* L) {
 const luaL_Reg kTeach[] = {{"eager_vs_traced", l_eager_vs_traced},
                            {"passes", l_passes},
                            {"placement", l_placement},
-                           {"memory", l_memory},
+                           {"memory", l_teach_memory},
                            {nullptr, nullptr}};
 
 }  // namespace

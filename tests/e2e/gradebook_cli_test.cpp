@@ -31,6 +31,9 @@ GradedSubmission sub(const std::string& student, std::vector<bool> passed) {
   return s;
 }
 
+// A student's name from a file: a formula, a CSI clear screen and a C1 CSI (U+009B).
+const std::string kEvil = "=evil\x1b[2J" "\xc2\x9b";
+
 // Grading 1: an older lab, one student. Grading 2: five students, fwd 3/5, acc 2/5, grad 2/5,
 // one timed out, one tampered, one named to move a terminal's cursor and start a formula.
 std::string make_book(const std::string& path) {
@@ -58,7 +61,7 @@ std::string make_book(const std::string& path) {
   dave.detail = "time limit of 20 s reached";
   dave.seconds = 20;
   REQUIRE(gb->record(*g2, dave).ok());
-  REQUIRE(gb->record(*g2, sub("=evil\x1b[2J", {true, true, false})).ok());
+  REQUIRE(gb->record(*g2, sub(kEvil, {true, true, false})).ok());
   REQUIRE(gb->finish(*g2, 31.25).ok());
   return path;
 }
@@ -92,6 +95,7 @@ TEST_CASE("gradebook command: the gradings, the newest one's students and pass r
       o.out, std::regex(R"(\n  grad +gradients reach fc1 \(hidden\) +2/5 +40\.0%\n)")));
   // A name from a file cannot drive the terminal.
   CHECK(o.out.find('\x1b') == std::string::npos);
+  CHECK(o.out.find("\xc2\x9b") == std::string::npos);
   CHECK(o.out.find("=evil\\x1b[2J") != std::string::npos);
 
   Output one = run("gradebook " + book + " --grading 1");
@@ -116,7 +120,7 @@ TEST_CASE("gradebook command: --csv has a row per student and goal, quoted, no f
   // A goal a submission has no result for is failed, saying why.
   CHECK(lines[10] == "dave,fwd,0,not graded (time limit: time limit of 20 s reached)");
   // A cell starting with = would be a formula to a spreadsheet.
-  CHECK(lines[13] == "'=evil\\x1b[2J,fwd,1,ok");
+  CHECK(lines[13] == "'=evil\\x1b[2J\\xc2\\x9b,fwd,1,ok");
 
   Output j = run("gradebook " + book + " --json");
   REQUIRE(j.code == 0);
@@ -126,6 +130,10 @@ TEST_CASE("gradebook command: --csv has a row per student and goal, quoted, no f
   CHECK(doc["grading"]["submissions"][3]["status"] == "time limit");
   CHECK(doc["grading"]["goals"][0]["passed"] == 3);
   CHECK(doc["grading"]["goals"][0]["total"] == 5);
+  // The JSON holds the name as it is, its C1 control escaped (\u009b), never as raw bytes.
+  CHECK(doc["grading"]["submissions"][4]["student"] == kEvil);
+  CHECK(j.out.find("\xc2\x9b") == std::string::npos);
+  CHECK(j.out.find("\\u009b") != std::string::npos);
 }
 
 TEST_CASE("gradebook command: a missing file, a run database, an unknown grading are refused",
