@@ -17,6 +17,7 @@
 
 #include "engine/core/backend_registry.h"
 #include "engine/core/op.h"
+#include "gpu/cuda/cublas_api.h"
 #include "gpu/cuda/cuda_kernels.h"
 
 namespace mls::cuda {
@@ -36,7 +37,7 @@ void check(cudaError_t r, const char* what) {
 void check(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   if (s == CUBLAS_STATUS_ALLOC_FAILED) throw std::bad_alloc();
-  std::fprintf(stderr, "mlstudio: cuda: %s failed: %s\n", what, cublasGetStatusString(s));
+  std::fprintf(stderr, "mlstudio: cuda: %s failed: %s\n", what, cublas_api().status_string(s));
   std::abort();
 }
 
@@ -45,7 +46,7 @@ void StreamDeleter::operator()(cudaStream_t s) const {
   (void)cudaStreamDestroy(s);
 }
 void CublasDeleter::operator()(cublasHandle_t h) const {
-  (void)cublasDestroy(h);
+  (void)cublas_api().destroy(h);
 }
 void GraphDeleter::operator()(cudaGraph_t g) const {
   (void)cudaGraphDestroy(g);
@@ -182,16 +183,19 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int index) {
   if (cudaError_t r = cudaMalloc(&workspace, kCublasWorkspaceBytes); r != cudaSuccess)
     return failed("cudaMalloc (cuBLAS workspace)", r);
   b->cublas_workspace_.reset(workspace);
+  std::string why;
+  const CublasApi* blas = load_cublas(&why);
+  if (!blas) return make_error("cannot open CUDA device " + label + ": " + why);
   cublasHandle_t handle = nullptr;
-  if (cublasStatus_t s = cublasCreate(&handle); s != CUBLAS_STATUS_SUCCESS)
+  if (cublasStatus_t s = blas->create(&handle); s != CUBLAS_STATUS_SUCCESS)
     return make_error("cannot open CUDA device " + label +
-                      ": cublasCreate: " + cublasGetStatusString(s));
+                      ": cublasCreate: " + blas->status_string(s));
   b->cublas_.reset(handle);
   // The stream first: cublasSetStream resets the workspace to cuBLAS's own pool. No TF32:
   // products are full f32, as the CPU's and the references.
-  check(cublasSetStream(handle, stream), "cublasSetStream");
-  check(cublasSetWorkspace(handle, workspace, kCublasWorkspaceBytes), "cublasSetWorkspace");
-  check(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check(blas->set_stream(handle, stream), "cublasSetStream");
+  check(blas->set_workspace(handle, workspace, kCublasWorkspaceBytes), "cublasSetWorkspace");
+  check(blas->set_math_mode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   b->buffer_type_ = std::make_unique<CudaBufferType>(*b);
   return b;
 }

@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "engine/ops/fused.h"
+#include "gpu/cuda/cublas_api.h"
 #include "gpu/cuda/cuda_kernels.h"
 
 namespace mls::cuda {
@@ -104,18 +105,19 @@ void gemm(const KernelCall& c, bool ta, bool tb, const Tensor* bias, EpilogueAct
       const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
       float* yo = yp + o * run * m * n;
       if (a.dtype() == DType::F32) {
-        check(cublasSgemmStridedBatched(be.cublas(), op_b, op_a, as_int(n), as_int(m), as_int(k), &one,
-                                        reinterpret_cast<const float*>(bp) + boff, as_int(tb ? k : n), stride_b,
-                                        reinterpret_cast<const float*>(ap) + aoff, as_int(ta ? m : k), stride_a,
-                                        &zero, yo, as_int(n), static_cast<long long>(m * n), as_int(run)),
+        check(cublas_api().sgemm_strided_batched(
+                  be.cublas(), op_b, op_a, as_int(n), as_int(m), as_int(k), &one,
+                  reinterpret_cast<const float*>(bp) + boff, as_int(tb ? k : n), stride_b,
+                  reinterpret_cast<const float*>(ap) + aoff, as_int(ta ? m : k), stride_a, &zero,
+                  yo, as_int(n), static_cast<long long>(m * n), as_int(run)),
               "cublasSgemmStridedBatched");
       } else {
         const cudaDataType_t t = a.dtype() == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
-        check(cublasGemmStridedBatchedEx(be.cublas(), op_b, op_a, as_int(n), as_int(m), as_int(k), &one,
-                                         bp + boff * esize, t, as_int(tb ? k : n), stride_b, ap + aoff * esize, t,
-                                         as_int(ta ? m : k), stride_a, &zero, yo, CUDA_R_32F, as_int(n),
-                                         static_cast<long long>(m * n), as_int(run), CUBLAS_COMPUTE_32F,
-                                         CUBLAS_GEMM_DEFAULT),
+        check(cublas_api().gemm_strided_batched_ex(
+                  be.cublas(), op_b, op_a, as_int(n), as_int(m), as_int(k), &one, bp + boff * esize,
+                  t, as_int(tb ? k : n), stride_b, ap + aoff * esize, t, as_int(ta ? m : k),
+                  stride_a, &zero, yo, CUDA_R_32F, as_int(n), static_cast<long long>(m * n),
+                  as_int(run), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "cublasGemmStridedBatchedEx");
       }
     }

@@ -12,6 +12,7 @@
 #include "engine/ops/fused.h"
 #include "engine/ops/nn.h"
 #include "engine/passes/passes.h"
+#include "gpu/cuda/cublas_api.h"
 #include "tests/engine/test_util.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -365,6 +366,27 @@ TEST_CASE("cuda: the fusion passes fuse only into kernels the device has, within
   };
   CHECK(widest(fuse_elementwise(g, FusionSupport::of(host()))) == 10);
   CHECK(widest(fuse_elementwise(g, s)) <= 8);
+}
+
+// cuBLAS is not linked but loaded when a device opens: where this build found the CUDA
+// toolkit, its libcublas loads and has every function the backend calls (no GPU needed).
+TEST_CASE("cuda: cuBLAS loads on demand with every function the backend calls", "[cuda]") {
+  std::string error;
+  const cuda::CublasApi* api = cuda::load_cublas(&error);
+  INFO(error);
+  REQUIRE(api != nullptr);
+  CHECK(api->create);
+  CHECK(api->destroy);
+  CHECK(api->set_stream);
+  CHECK(api->set_workspace);
+  CHECK(api->set_math_mode);
+  CHECK(api->sgemm_strided_batched);
+  CHECK(api->gemm_strided_batched_ex);
+  REQUIRE(api->status_string);
+  CHECK(std::string(api->status_string(CUBLAS_STATUS_NOT_INITIALIZED)) != "");
+  // Loaded once: the same table again.
+  CHECK(cuda::load_cublas(nullptr) == api);
+  CHECK(&cuda::cublas_api() == api);
 }
 
 #endif  // MLSTUDIO_HAVE_CUDA
