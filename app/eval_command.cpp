@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/text_out.h"
 #include "runner/checkpoints.h"
 
 namespace mls::app {
@@ -49,7 +50,7 @@ int eval_command(const EvalOptions& o) {
       j["confusion"] = rows;
       j["classes"] = p.class_names;
     }
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", terminal_json(j).c_str());
     return 0;
   }
   std::printf("run %lld, %s (epoch %lld), %s split: %lld samples\n",

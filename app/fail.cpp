@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/text_out.h"
 
 namespace mls::app {
 
@@ -38,7 +39,7 @@ int fail(const std::string& msg) {
 }
 
 void print_json_failure(const std::string& msg) {
-  std::printf("%s\n", nlohmann::json{{"status", "failed"}, {"error", msg}}.dump().c_str());
+  std::printf("%s\n", terminal_json({{"status", "failed"}, {"error", msg}}).c_str());
 }
 
 }  // namespace mls::app

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/text_out.h"
 #include "engine/cpu/cpu_backend.h"
 #include "nodes/edit.h"
 #include "scripting/notebook/session.h"
@@ -382,7 +383,7 @@ int grade_command(const GradeOptions& o) {
     json all = {{"lab", o.lab}, {"title", lab->lab.title}, {"students", students},
                 {"goals", jr}, {"wall_seconds", wall}};
     if (book) all["grading"] = grading;
-    std::printf("%s\n", all.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    std::printf("%s\n", terminal_json(all).c_str());
     return grader_failed ? 1 : 0;
   }
 

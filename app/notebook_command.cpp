@@ -34,6 +34,7 @@
 
 #include "app/commands.h"
 #include "app/figure_png.h"
+#include "app/text_out.h"
 #include "engine/core/atomic_file.h"
 #include "engine/cpu/cpu_backend.h"
 #include "nodes/document.h"
@@ -488,7 +489,7 @@ std::string export_html(const Loaded& nb, const lua::SavedOutputs& saved, lua::N
       h += "<p class=\"stale-note\">stale: the code or its inputs changed since this output</p>\n";
     for (const auto& w : o.widgets)
       h += "<p class=\"widget\">" + plot::xml_escape(w.kind) + " <b>" + plot::xml_escape(w.name) +
-           "</b> = " + plot::xml_escape(w.value.dump()) + "</p>\n";
+           "</b> = " + plot::xml_escape(terminal_json(w.value)) + "</p>\n";
     if (!o.text.empty()) h += "<pre>" + plot::xml_escape(o.text) + "</pre>\n";
     for (const auto& t : o.tables) h += table_html(t);
     for (const auto& f : o.figures) {

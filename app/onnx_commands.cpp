@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/text_out.h"
 #include "engine/cpu/cpu_backend.h"
 #include "runner/training_run.h"
 
@@ -44,7 +45,7 @@ int export_command(const runner::ExportOptions& o, bool json) {
                 {"accuracy_int8", r->accuracy_int8},
                 {"agreement", r->agreement},
                 {"accuracy_samples", r->accuracy_samples}});
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", terminal_json(j).c_str());
     return 0;
   }
   if (!r->checkpoint.empty()) std::printf("weights: %s\n", r->checkpoint.c_str());

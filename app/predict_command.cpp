@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/text_out.h"
 #include "runner/checkpoints.h"
 
 namespace mls::app {
@@ -105,10 +106,10 @@ int predict_command(const PredictOptions& o) {
     all.push_back(j);
   }
   if (o.json)
-    std::printf("%s\n",
-                nlohmann::json{{"run_id", o.run_id}, {"checkpoint", *used}, {"predictions", all}}
-                    .dump()
-                    .c_str());
+    std::printf("%s\n", terminal_json(nlohmann::json{{"run_id", o.run_id},
+                                                     {"checkpoint", *used},
+                                                     {"predictions", all}})
+                            .c_str());
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/text_out.h"
 #include "engine/core/atomic_file.h"
 #include "engine/train/progress_line.h"
 #include "runner/pruner.h"
@@ -281,7 +282,7 @@ int run_command(const RunOptions& o) {
       j["comm_seconds"] = r.comm_seconds;
       j["comm_fraction"] = train_s > 0 ? r.comm_seconds / train_s : 0.0;
     }
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", terminal_json(j).c_str());
   }
   if (r.breakpoint) return 3;  // paused: the state is kept, the summary says how to go on
   if (!r.interrupted) return 0;

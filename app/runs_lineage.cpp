@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/text_out.h"
 #include "engine/train/data_source.h"
 #include "nodes/document_diff.h"
 #include "store/run_store.h"
@@ -229,9 +230,10 @@ int runs_reproduce_command(const RunsOptions& o) {
                 rid.c_str(), run.c_str(), before.size(), static_cast<long long>(compared),
                 ", timing metrics aside");
     if (o.json)
-      std::printf("%s\n", nlohmann::json{{"identical", true}, {"run_id", id}, {"of", o.run_id},
-                                         {"compared", compared}}
-                              .dump()
+      std::printf("%s\n", terminal_json(nlohmann::json{{"identical", true},
+                                                       {"run_id", id},
+                                                       {"of", o.run_id},
+                                                       {"compared", compared}})
                               .c_str());
     return 0;
   }
@@ -250,14 +252,13 @@ int runs_reproduce_command(const RunsOptions& o) {
               "itself was the same)\n",
               run.c_str());
   if (o.json)
-    std::printf("%s\n", nlohmann::json{{"identical", false},
-                                       {"run_id", id},
-                                       {"of", o.run_id},
-                                       {"metric", d.key},
-                                       {d.per_epoch ? "epoch" : "step", d.step},
-                                       {"before", d.a},
-                                       {"after", d.b}}
-                            .dump()
+    std::printf("%s\n", terminal_json(nlohmann::json{{"identical", false},
+                                                     {"run_id", id},
+                                                     {"of", o.run_id},
+                                                     {"metric", d.key},
+                                                     {d.per_epoch ? "epoch" : "step", d.step},
+                                                     {"before", d.a},
+                                                     {"after", d.b}})
                             .c_str());
   return 1;
 }
@@ -302,10 +303,11 @@ int runs_diff_command(const RunsOptions& o) {
                    {"field", e.field},
                    {"before", e.before},
                    {"after", e.after}});
-    std::printf("%s\n", nlohmann::json{{"a", o.ids[0]}, {"b", o.ids[1]}, {"document", j},
-                                       {"params", param_lines}}
-                            .dump()
-                            .c_str());
+    std::printf("%s\n",
+                terminal_json(
+                    nlohmann::json{
+                        {"a", o.ids[0]}, {"b", o.ids[1]}, {"document", j}, {"params", param_lines}})
+                    .c_str());
     return 0;
   }
   std::printf("run %lld -> run %lld\n", static_cast<long long>(o.ids[0]),

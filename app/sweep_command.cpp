@@ -27,6 +27,7 @@
 #include "app/child_process.h"
 #include "app/commands.h"
 #include "app/sweep_ranks.h"
+#include "app/text_out.h"
 #include "engine/train/data_source.h"
 #include "nodes/setting_path.h"
 #include "runner/checkpoints.h"
@@ -566,7 +567,7 @@ int report(Coordinator& c, const Spec& spec, const std::vector<runner::SweepPara
                 {"trials", rows_json},
                 {"db", db}};
     if (!sorted.empty() && sorted[0].status == "finished") all["best"] = rows_json[0];
-    std::printf("%s\n", all.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    std::printf("%s\n", terminal_json(all).c_str());
     if (code)
       std::fprintf(
           stderr,

@@ -1,6 +1,8 @@
 // Text the commands print: JSON that a terminal shows as text, and table cells padded by
-// display columns. Shared by `runs` and `gradebook`, whose cells and JSON hold strangers' text
-// (run notes, student names).
+// display columns. Every JSON object a command prints goes through terminal_json: it holds
+// strangers' text (run notes, student names, a student's error messages, file names), and
+// nlohmann's default dump throws on bytes that are not UTF-8 (`mlstudio --run $'\xff.mls'
+// --json` aborted with exit 134 before this).
 //
 //   std::printf("%s\n", terminal_json(j).c_str());
 //   pad_columns("naïve", 8);  // "naïve   ": five columns, three spaces

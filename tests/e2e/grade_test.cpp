@@ -308,3 +308,24 @@ TEST_CASE("grade: a submission larger than 16 MiB is unreadable, the next one gr
   CHECK(r["students"][1]["status"] == "graded");
   CHECK(r["students"][1]["passed"] == 3);
 }
+
+TEST_CASE("grade --json: a student's name cannot drive the terminal", "[grade]") {
+  // A submission's file name is the student's name: here with a C1 CSI (U+009B), which some
+  // terminals obey as ESC [. The JSON keeps the name, written as \u009b, never the raw bytes.
+  const fs::path dir = fresh_dir("grade-c1");
+  const std::string lab = write_json(dir / "lab.mls", mini_lab());
+  json sub = mini_lab();
+  sub["lab"]["student"] = true;
+  const std::string name =
+      "evil\xc2\x9b"
+      "2J";
+  const std::string path = write_json(dir / (name + ".mls"), sub);
+  Output o = run("grade " + lab + " '" + path + "' --json --quiet", 120);
+  INFO(o.out << o.err);
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("\xc2\x9b") == std::string::npos);
+  CHECK(o.out.find("\\u009b") != std::string::npos);
+  const json r = json::parse(last_line(o.out));
+  REQUIRE(r["students"].size() == 1);
+  CHECK(r["students"][0]["student"] == name);
+}

@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_util.h"
 #include "store/run_store.h"
 #include "store/sqlite.h"
@@ -178,4 +180,17 @@ TEST_CASE("a run failed by a database lock says what the database holds, not 're
   auto rw = mls::store::RunStore::open(db.string());
   REQUIRE(rw.ok());
   CHECK((*rw)->get_run(1)->status == "interrupted");
+}
+
+TEST_CASE("a file name that is not UTF-8 under --json: the failure as JSON and exit 1, no abort",
+          "[e2e][hostile]") {
+  // nlohmann's default dump throws on such bytes: this aborted with exit 134 (SIGABRT).
+  const std::string bad = (temp_dir() / "missing\xff.mls").string();
+  Output o = run("--run '" + bad + "' --json");
+  INFO(o.out << o.err);
+  CHECK(o.code == 1);
+  const auto j = nlohmann::json::parse(last_line(o.out));
+  CHECK(j["status"] == "failed");
+  // The byte is shown as U+FFFD, the rest of the name as it is.
+  CHECK(j["error"].get<std::string>().find("missing\xef\xbf\xbd.mls") != std::string::npos);
 }
