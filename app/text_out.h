@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "nodes/json_text.h"
+
 namespace mls::app {
 
 // Display columns of UTF-8 text: one per code point (a lead byte or an ASCII byte).
@@ -32,7 +34,7 @@ inline std::string pad_columns(const std::string& s, size_t width, bool right = 
 // JSON with invalid UTF-8 replaced and the C1 controls (U+0080..U+009F, which some terminals
 // read as CSI and the like) written as \u00XX: their two UTF-8 bytes only occur inside strings.
 inline std::string terminal_json(const nlohmann::json& j) {
-  const std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string s = nodes::json_text(j);
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {

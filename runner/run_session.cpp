@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/train/progress_line.h"
+#include "nodes/json_text.h"
 #include "runner/checkpoints.h"
 #include "runner/ranks.h"
 #include "runner/system_info.h"
@@ -231,17 +232,16 @@ Result<std::unique_ptr<store::RunStore>> open_store(const RunOptions& o, const R
 // (what the model factory and the resume checks read), or why rank 0 stopped.
 std::string start_text(const Result<std::unique_ptr<store::RunStore>>& opened,
                        const std::optional<Resumed>& was) {
-  if (!opened) return nlohmann::json{{"error", opened.error().message}}.dump();
-  if (!was) return nlohmann::json{{"resume", nullptr}}.dump();
+  if (!opened) return nodes::json_text({{"error", opened.error().message}});
+  if (!was) return nodes::json_text({{"resume", nullptr}});
   nlohmann::json params = nlohmann::json::array();
   for (const auto& [k, v] : was->params) params.push_back({k, v});
-  return nlohmann::json{{"resume",
-                         {{"run_id", was->run_id},
-                          {"seed", was->info.seed},
-                          {"project_hash", was->info.project_hash},
-                          {"world_size", was->info.world_size},
-                          {"params", params}}}}
-      .dump();
+  return nodes::json_text({{"resume",
+                            {{"run_id", was->run_id},
+                             {"seed", was->info.seed},
+                             {"project_hash", was->info.project_hash},
+                             {"world_size", was->info.world_size},
+                             {"params", params}}}});
 }
 
 Result<std::optional<Resumed>> read_start_text(const std::string& text) {

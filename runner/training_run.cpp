@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nodes/json_text.h"
 #include "nodes/setting_path.h"
 #include "runner/backends.h"
 #include "runner/model_export.h"
@@ -116,7 +117,7 @@ Result<RunModel> project_model(Project& p, const RunRequest& o) {
   m.notes = {{"threads", std::to_string(m.backend->num_threads())},
              {"limit", std::to_string(p.doc.dataset.limit)},
              {"test_limit", std::to_string(p.doc.dataset.test_limit)}};
-  if (!sets.empty()) m.notes.push_back({"sets", sets.dump()});
+  if (!sets.empty()) m.notes.push_back({"sets", nodes::json_text(sets)});
   const std::map<std::string, std::pair<const char*, bool>> flags = {
       {"batch_size", {"--batch-size", bool(o.project.batch_size)}},
       {"lr", {"--lr", bool(o.project.lr)}},

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "engine/core/atomic_file.h"
+#include "nodes/json_text.h"
 
 namespace mls::lua {
 
@@ -198,7 +199,7 @@ Result<void> save_outputs(const std::string& project_path, const SavedOutputs& o
   json cells = json::object();
   for (const auto& [id, o] : outputs) cells[id] = cell_output_to_json(o);
   json j = {{"format", kOutputsFormat}, {"cells", cells}};
-  auto r = write_text_atomically(path, j.dump(1) + "\n");
+  auto r = write_text_atomically(path, nodes::json_text(j, 1) + "\n");
   if (!r) return make_error("cannot save " + path + ": " + r.error().message);
   return {};
 }

@@ -340,3 +340,18 @@ TEST_CASE("a cell ending in a bare expression shows it: run, the HTML export, an
   CHECK(o.code == 0);
   CHECK(o.out == "84\n");
 }
+
+TEST_CASE("notebook run: a cell printing bytes that are not UTF-8 saves its outputs",
+          "[e2e][notebook][hostile]") {
+  // A student's print of any bytes: saving the outputs threw nlohmann's type_error 316 and
+  // notebook run failed with exit 1, the outputs lost.
+  const fs::path dir = notebook_dir("not_utf8");
+  const std::string p = write_notebook(
+      dir, {{"lua", "bytes", "print(\"bytes \" .. string.char(255, 194, 155) .. \" end\")"}});
+  Output o = run("notebook run " + p, 60);
+  INFO(o.out << o.err);
+  CHECK(o.code == 0);
+  auto saved = nlohmann::json::parse(read_file((dir / "nb.outputs.json").string()));
+  // 0xFF reads as U+FFFD; the C1 control (C2 9B) is valid UTF-8 and kept.
+  CHECK(saved["cells"]["bytes"]["text"] == "bytes \xef\xbf\xbd\xc2\x9b end\n");
+}
